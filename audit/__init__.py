@@ -1,0 +1,1 @@
+"""lexkeep audit: do identifiers typed by users survive compaction verbatim?"""

@@ -1,0 +1,1 @@
+"""lexkeep command line: thin Typer commands over the library."""

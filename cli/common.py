@@ -1,0 +1,140 @@
+"""What every command shares: the error contract, consoles, --db, output files, progress."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
+
+from lexkeep.core.errors import LexkeepError
+from lexkeep.core.store import default_db_path
+
+# Exit codes shared by every command (pip-audit / ruff convention).
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_ERROR = 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="DuckDB store file [default: $LEXKEEP_DB or ./lexkeep.duckdb].",
+        show_default=False,
+    ),
+]
+
+
+def db_path(value: str | None) -> str:
+    """The store path from --db, else $LEXKEEP_DB, else ./lexkeep.duckdb."""
+    return value or default_db_path()
+
+
+def stderr_console() -> Console:
+    """Console for progress and summaries: stderr, no markup or highlighting of user text."""
+    return Console(stderr=True, highlight=False, markup=False)
+
+
+def stdout_console(file: Any = None) -> Console:
+    """Console for reports on stdout (or `file`)."""
+    return Console(file=file, highlight=False, markup=False, soft_wrap=False)
+
+
+def print_error(err: LexkeepError) -> None:
+    """`Error: file:line:col: reason` then an optional `Hint:` line, on stderr."""
+    sys.stderr.write(f"Error: {err}\n")
+    if err.hint:
+        sys.stderr.write(f"Hint: {err.hint}\n")
+    sys.stderr.flush()
+
+
+def handle_errors(fn: F) -> F:
+    """Map library errors to exit 2 with a message, and a crash to exit 2 too (never 1)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except LexkeepError as err:
+            print_error(err)
+            raise typer.Exit(EXIT_ERROR) from err
+        except KeyboardInterrupt:
+            sys.stderr.write("Interrupted.\n")
+            raise typer.Exit(130) from None
+        except BrokenPipeError:
+            raise typer.Exit(EXIT_OK) from None
+        except Exception as err:  # a crash must read as "could not run", not as findings
+            sys.stderr.write(f"Error: internal error: {type(err).__name__}: {err}\n")
+            if os.environ.get("LEXKEEP_DEBUG"):
+                traceback.print_exc()
+            else:
+                sys.stderr.write("Hint: set LEXKEEP_DEBUG=1 for the traceback, and report it\n")
+            raise typer.Exit(EXIT_ERROR) from err
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def output_stream(path: str | None) -> Iterator[Any]:
+    """Text stream for a report: the file named by -o (written atomically) or stdout."""
+    if path is None or path == "-":
+        yield sys.stdout
+        return
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    with tmp.open("w", encoding="utf-8", newline="") as fh:
+        yield fh
+    os.replace(tmp, target)
+
+
+def is_terminal(stream: Any) -> bool:
+    """True when `stream` is an interactive terminal."""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+@contextmanager
+def progress(description: str, total: int | None, *, unit: str = "bytes") -> Iterator[Callable[..., None]]:
+    """A Rich progress bar on stderr when it is a terminal; a silent callback otherwise.
+
+    Yields `advance(n=1, description=None)`.
+    """
+    if not is_terminal(sys.stderr):
+        yield lambda n=1, description=None: None
+        return
+    count_column = DownloadColumn() if unit == "bytes" else MofNCompleteColumn()
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        count_column,
+        TimeRemainingColumn(),
+        console=stderr_console(),
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=total)
+
+        def advance(n: int = 1, description: str | None = None) -> None:
+            bar.update(task, advance=n, description=description or bar.tasks[0].description)
+
+        yield advance

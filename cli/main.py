@@ -1,0 +1,75 @@
+"""The `lexkeep` console script: one Typer app, each command from its own module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from lexkeep.cli.common import handle_errors
+from lexkeep.core import __version__
+
+
+class LexkeepTyper(typer.Typer):
+    """A Typer app whose every command maps errors to the exit-code contract (2 = could not run)."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        register = super().command(*args, **kwargs)
+
+        def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+            register(handle_errors(fn))
+            return fn
+
+        return decorator
+
+
+app = LexkeepTyper(
+    name="lexkeep",
+    help=(
+        "Audit whether identifiers typed by users survive agent-history compaction verbatim, "
+        "and compact history under source-bound, immutable rules.\n\n"
+        "Example: lexkeep audit sample_traces/"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"lexkeep {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit."),
+    ] = False,
+) -> None:
+    """lexkeep: identifiers must survive compaction verbatim."""
+
+
+def _register_commands() -> None:
+    # Imported here so `lexkeep --version` stays fast and each area owns its module.
+    from lexkeep.cli import audit, compact, context, extract, ingest
+
+    for module in (ingest, extract, audit, compact, context):
+        module.register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

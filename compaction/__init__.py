@@ -1,0 +1,1 @@
+"""lexkeep compaction: source-bound, immutable summaries and next-run context assembly."""

@@ -1,0 +1,62 @@
+"""User-facing errors: every failure the CLI can explain carries where and what to do next."""
+
+from __future__ import annotations
+
+
+class LexkeepError(Exception):
+    """An error a user can act on: message, optional location (path, line, column) and hint."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        col: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.line = line
+        self.col = col
+        self.hint = hint
+
+    def location(self) -> str:
+        """`path:line:col` with the parts that are known, or an empty string."""
+        if self.path is None:
+            return ""
+        parts = [self.path]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.col is not None:
+                parts.append(str(self.col))
+        return ":".join(parts)
+
+    def __str__(self) -> str:
+        loc = self.location()
+        return f"{loc}: {self.message}" if loc else self.message
+
+
+class InputError(LexkeepError):
+    """A trace file (or standard input) could not be read as the format it claims to be."""
+
+
+class ConfigError(LexkeepError):
+    """A setting, flag, environment variable or config file is invalid."""
+
+
+class RuleError(ConfigError):
+    """An identifier rule failed its own checks when it was loaded."""
+
+
+class StoreError(LexkeepError):
+    """The DuckDB store is missing, locked, or from an incompatible version."""
+
+
+class NotFoundError(LexkeepError):
+    """A conversation, job or other named thing does not exist in the store."""
+
+
+class BudgetError(LexkeepError):
+    """A byte budget is too small for what must always be included."""

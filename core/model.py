@@ -1,0 +1,219 @@
+"""The one data model: what readers produce, the store keeps, and audit/compaction consume.
+
+Readers emit these records in timeline order; the ingest assigns each a `position` in its
+conversation (one ordering shared by messages, tool calls, tool results and boundaries).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Format(StrEnum):
+    """Trace formats lexkeep reads."""
+
+    LEXKEEP = "lexkeep"
+    OPENAI = "openai"
+    CODEX = "codex"
+    CLAUDE = "claude"
+    ANTHROPIC = "anthropic"
+
+
+class Role(StrEnum):
+    """Who produced a message."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class MessageKind(StrEnum):
+    """What a message really is; only USER_TEXT is the user speaking."""
+
+    USER_TEXT = "user_text"  # typed by a person: the only kind identifiers are taken from
+    ASSISTANT_TEXT = "assistant_text"
+    SUMMARY = "summary"  # a compaction summary, even when recorded with role user
+    INJECTED = "injected"  # AGENTS.md, <environment_context>, system reminders, meta lines
+    SYSTEM = "system"  # system / developer prompts
+    REASONING = "reasoning"
+    TOOL_RESULT = "tool_result"  # tool output carried as a message (e.g. OpenAI role tool)
+
+
+class MessageStatus(StrEnum):
+    """Lifecycle of one message."""
+
+    COMPLETED = "completed"
+    STREAMING = "streaming"
+    INCOMPLETE = "incomplete"
+    FAILED = "failed"
+
+
+class RunStatus(StrEnum):
+    """Lifecycle of one run (one request's execution)."""
+
+    COMPLETED = "completed"
+    PARTIAL = "partial"
+    CLARIFY_PENDING = "clarify_pending"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    RUNNING = "running"
+
+
+class ArgumentsKind(StrEnum):
+    """How a tool call's arguments were recorded in the source."""
+
+    JSON_STRING = "json_string"  # a string holding JSON (OpenAI, Codex function_call)
+    OBJECT = "object"  # a JSON object (Claude Code, Anthropic tool_use.input)
+    FREEFORM = "freeform"  # free text (Codex custom_tool_call.input)
+    ARRAY = "array"  # an argv array (Codex local_shell_call.action.command)
+
+
+class BoundaryKind(StrEnum):
+    """Where a compaction boundary came from."""
+
+    LOCAL = "local"  # summary written into the trace (Codex local compaction, lexkeep record)
+    REMOTE = "remote"  # opaque server-side state (Codex remote / OpenAI compaction item)
+    CLAUDE = "claude"  # Claude Code compact_boundary + isCompactSummary
+    ANTHROPIC = "anthropic"  # Anthropic API `compaction` content block
+    LEXKEEP = "lexkeep"  # a completed lexkeep compaction job
+
+
+class Verdict(StrEnum):
+    """Audit verdict for one identifier."""
+
+    KEPT = "kept"
+    ALTERED = "altered"
+    MISSING = "missing"
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a record came from: file (as given on the command line) and 1-based line."""
+
+    file: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A conversation a user can reopen; sub-agent conversations name their parent."""
+
+    id: str
+    format: Format
+    source: Source
+    parent_id: str | None = None
+    title: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One request's execution inside a conversation."""
+
+    id: str
+    conversation_id: str
+    status: RunStatus
+    source: Source
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message in a conversation's timeline."""
+
+    id: str
+    conversation_id: str
+    role: Role
+    kind: MessageKind
+    text: str
+    source: Source
+    run_id: str | None = None
+    status: MessageStatus = MessageStatus.COMPLETED
+    time: str | None = None  # ISO-8601 as recorded
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call with its arguments exactly as recorded (`arguments_raw`)."""
+
+    call_id: str
+    conversation_id: str
+    name: str
+    arguments_raw: str
+    arguments_kind: ArgumentsKind
+    source: Source
+    message_id: str | None = None
+    time: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool returned, joined to its call by `call_id`."""
+
+    call_id: str
+    conversation_id: str
+    text: str
+    source: Source
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """A compaction point found in a trace (or a completed lexkeep compaction)."""
+
+    id: str
+    conversation_id: str
+    kind: BoundaryKind
+    source: Source
+    summary_text: str | None = None  # None when opaque (remote compaction)
+    kept_verbatim: tuple[str, ...] = ()  # e.g. user messages in Codex replacement_history
+    trigger: str | None = None  # auto | manual | None when unknown
+    time: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A line a reader could not use, and why (`unknown_type` lines are counted, not errors)."""
+
+    source: Source
+    reason: str
+    detail: str = ""
+    fatal: bool = False  # True: the file is rejected unless --skip-invalid
+    col: int | None = None
+
+
+Record = Conversation | Run | Message | ToolCall | ToolResult | Boundary | Skipped
+
+
+@dataclass(frozen=True, slots=True)
+class Identifier:
+    """An identifier-shaped token: its kind and the exact span of the original text."""
+
+    kind: str
+    value: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """What the extractor found in one text; `complete` is False when the time budget ran out."""
+
+    identifiers: tuple[Identifier, ...]
+    complete: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class FileCounts:
+    """Per-file ingest summary."""
+
+    path: str
+    format: str
+    conversations: int = 0
+    messages: int = 0
+    tool_calls: int = 0
+    boundaries: int = 0
+    identifiers: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    status: str = "ingested"  # ingested | unchanged | appended | rejected
+    truncated_last_line: bool = False

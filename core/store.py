@@ -1,0 +1,208 @@
+"""The DuckDB store: opening, numbered migrations, transactions and bulk writes."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+import orjson
+
+from lexkeep.core.errors import StoreError
+
+DEFAULT_DB = "lexkeep.duckdb"
+_MIGRATIONS_PACKAGE = "lexkeep.core"
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """All shipped migrations as (version, name, sql), in order."""
+    found = []
+    folder = resources.files(_MIGRATIONS_PACKAGE).joinpath("migrations")
+    for entry in folder.iterdir():
+        name = entry.name
+        if not name.endswith(".sql"):
+            continue
+        number, _, rest = name.partition("_")
+        found.append((int(number), rest.removesuffix(".sql"), entry.read_text(encoding="utf-8")))
+    found.sort()
+    versions = [v for v, _, _ in found]
+    if versions != list(range(1, len(versions) + 1)):
+        raise StoreError(f"migrations are not numbered 1..n without gaps: {versions}")
+    return found
+
+
+class Store:
+    """An open lexkeep store: one DuckDB connection plus helpers for the shared tables."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str | None) -> None:
+        self.con = con
+        self.path = path  # None for an in-memory store
+
+    # -- opening -----------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> Store:
+        """Open (and migrate) the store at `path`; `None` or ':memory:' gives an in-memory one."""
+        if path is None or str(path) == ":memory:":
+            store = cls(duckdb.connect(":memory:"), None)
+            store.migrate()
+            return store
+        target = str(path)
+        if read_only and not Path(target).exists():
+            raise StoreError(
+                f"no lexkeep store at {target}",
+                hint="ingest some traces first: lexkeep ingest TRACES... --db " + target,
+            )
+        try:
+            con = duckdb.connect(target, read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise StoreError(
+                    f"{target} is in use by another lexkeep process",
+                    hint="wait for the other process to finish, or use another --db file",
+                ) from exc
+            raise StoreError(f"cannot open {target}: {exc}") from exc
+        except duckdb.Error as exc:
+            raise StoreError(
+                f"{target} is not a DuckDB database ({exc})",
+                hint="pass --db with a new file name, or a store made by lexkeep",
+            ) from exc
+        store = cls(con, target)
+        if read_only:
+            store.check_version()
+        else:
+            store.migrate()
+        return store
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- migrations ----------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        """The highest migration applied, 0 for an empty database."""
+        exists = self.con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations'"
+        ).fetchone()[0]
+        if not exists:
+            return 0
+        return self.con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
+
+    def check_version(self) -> None:
+        """Refuse a store that is missing migrations or was made by a newer lexkeep."""
+        known = len(migrations())
+        have = self.schema_version()
+        if have > known:
+            raise StoreError(
+                f"{self.path} was written by a newer lexkeep (schema {have}, this one knows {known})",
+                hint="upgrade lexkeep",
+            )
+        if have < known:
+            raise StoreError(
+                f"{self.path} needs migrating (schema {have} of {known}) but was opened read-only",
+                hint=f"run any writing command once, e.g. lexkeep stats --db {self.path}",
+            )
+
+    def migrate(self) -> list[int]:
+        """Apply every migration not yet recorded, each in its own transaction."""
+        self.con.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INTEGER PRIMARY KEY, name VARCHAR NOT NULL,"
+            " applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)"
+        )
+        have = self.schema_version()
+        all_migrations = migrations()
+        if have > len(all_migrations):
+            self.check_version()
+        applied = []
+        for version, name, sql in all_migrations:
+            if version <= have:
+                continue
+            with self.transaction():
+                self.con.execute(sql)
+                self.con.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", [version, name]
+                )
+            applied.append(version)
+        return applied
+
+    # -- transactions and bulk writes ------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One DuckDB transaction: commit on success, roll back on any exception."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield self.con
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    def bulk_insert(
+        self,
+        table: str,
+        columns: Sequence[tuple[str, str]],
+        rows: Iterable[Sequence[object]],
+        *,
+        on_conflict: str = "DO NOTHING",
+        tmpdir: str | None = None,
+    ) -> int:
+        """Insert rows through DuckDB's own JSON reader (never executemany); returns rows read.
+
+        `columns` are (name, DuckDB type); each row is a sequence in that order. Rows are
+        written as NDJSON to a temporary file and loaded with `read_json` and an explicit
+        schema, so the load runs in C++ and nothing is guessed from the first lines.
+        """
+        return bulk_insert(self.con, table, columns, rows, on_conflict=on_conflict, tmpdir=tmpdir)
+
+
+def bulk_insert(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    columns: Sequence[tuple[str, str]],
+    rows: Iterable[Sequence[object]],
+    *,
+    on_conflict: str = "DO NOTHING",
+    tmpdir: str | None = None,
+) -> int:
+    """See `Store.bulk_insert`; usable with a bare connection."""
+    names = [name for name, _ in columns]
+    fd, tmp = tempfile.mkstemp(prefix=f"lexkeep-{table}-", suffix=".ndjson", dir=tmpdir)
+    count = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for row in rows:
+                out.write(orjson.dumps(dict(zip(names, row, strict=True))))
+                out.write(b"\n")
+                count += 1
+        if count == 0:
+            return 0
+        schema = "{" + ", ".join(f"'{name}': '{typ}'" for name, typ in columns) + "}"
+        column_list = ", ".join(f'"{name}"' for name in names)
+        conflict = f" ON CONFLICT {on_conflict}" if on_conflict else ""
+        con.execute(
+            f"INSERT INTO {table} ({column_list}) "
+            f"SELECT {column_list} FROM read_json(?, format='newline_delimited', "
+            f"columns={schema}, maximum_object_size=1073741824){conflict}",
+            [tmp],
+        )
+        return count
+    finally:
+        os.unlink(tmp)
+
+
+def default_db_path() -> str:
+    """The store used when no --db is given: $LEXKEEP_DB, else ./lexkeep.duckdb."""
+    return os.environ.get("LEXKEEP_DB") or DEFAULT_DB

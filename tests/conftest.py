@@ -1,0 +1,47 @@
+"""Shared fixtures: real DuckDB files in tmp_path, the shared trace corpus, a CLI runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lexkeep.cli.main import app
+from lexkeep.core.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+SAMPLE_TRACES = REPO / "sample_traces"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture
+def db_file(tmp_path: Path) -> Path:
+    """Path for a fresh DuckDB store file."""
+    return tmp_path / "store.duckdb"
+
+
+@pytest.fixture
+def store(db_file: Path):
+    """An open, migrated store on a real file."""
+    with Store.open(db_file) as s:
+        yield s
+
+
+@pytest.fixture
+def cli():
+    """Invoke `lexkeep ARGS...`; returns the click Result (stdout and stderr kept apart)."""
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None):
+        return runner.invoke(app, [str(a) for a in args], input=input, env=env, catch_exceptions=False)
+
+    return invoke
+
+
+def shared_data() -> Path:
+    """The shared corpus; tests that need it skip with a reason when it is not beside the repo."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared corpus not found at {SHARED_DATA}")
+    return SHARED_DATA
