@@ -1,0 +1,156 @@
+"""Verbatim checks and near-miss diagnosis for identifier values.
+
+The verbatim check never uses normalised forms: a value is *kept* in a text only when the
+exact characters occur with no letter or digit directly before or after them. Only when that
+fails do we compute side forms (`fold`, `skeleton`) to explain what changed: the case, the
+separators, a truncation or extension, or a small edit.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from enum import StrEnum
+
+import regex
+
+_DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"), "-")
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None)
+_SEPARATORS = regex.compile(r"[\s\-_.:/#\\]+")
+# Candidate tokens in a tool argument: runs of identifier-ish characters.
+_TOKEN = regex.compile(r"[\p{L}\p{N}\-_.:/#\\@+~]+")
+_EDGE_PUNCT = ".,;:!?'\")]}>"
+
+
+class Difference(StrEnum):
+    """How a found value differs from the expected one."""
+
+    CASE = "case"  # only letter case differs
+    SEPARATOR = "separator"  # separators, sigils or leading zeros differ (maybe case too)
+    TRUNCATED = "truncated"  # the found value is a cut-down version
+    EXTENDED = "extended"  # the found value has extra characters at one end
+    EDIT = "edit"  # a small edit (Damerau-Levenshtein 1 for 6-11 chars, 2 for 12+)
+
+
+@dataclass(frozen=True, slots=True)
+class NearMiss:
+    """A value close to, but not exactly, the expected one."""
+
+    found: str
+    difference: Difference
+    distance: int  # edit distance between skeletons (0 for case/separator)
+
+
+def fold(text: str) -> str:
+    """NFKC, dash-like characters to '-', invisible characters removed, casefolded."""
+    return unicodedata.normalize("NFKC", text).translate(_DASHES).translate(_INVISIBLE).casefold()
+
+
+def skeleton(text: str) -> str:
+    """`fold` without separators and sigils, leading zeros stripped."""
+    return _SEPARATORS.sub("", fold(text)).lstrip("0")
+
+
+def _is_word_char(ch: str) -> bool:
+    return ch.isalpha() or ch.isdigit() or unicodedata.category(ch)[0] in "LN"
+
+
+def is_kept(value: str, text: str) -> bool:
+    """True when `value` occurs in `text` with no letter or digit directly before or after it."""
+    if not value:
+        return False
+    start = text.find(value)
+    while start != -1:
+        end = start + len(value)
+        before_ok = start == 0 or not _is_word_char(text[start - 1])
+        after_ok = end == len(text) or not _is_word_char(text[end])
+        if before_ok and after_ok:
+            return True
+        start = text.find(value, start + 1)
+    return False
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Optimal-string-alignment distance, or `limit + 1` as soon as it must exceed `limit`."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if min(cur) > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+def classify(expected: str, found: str) -> NearMiss | None:
+    """How `found` differs from `expected`, or None when it is not a near miss (or is equal)."""
+    if expected == found:
+        return None
+    if fold(expected) == fold(found):
+        return NearMiss(found, Difference.CASE, 0)
+    want, got = skeleton(expected), skeleton(found)
+    if not want or not got:
+        return None
+    if want == got:
+        return NearMiss(found, Difference.SEPARATOR, 0)
+    if len(want) >= 4 and len(got) >= 4:
+        shorter, longer = sorted((want, got), key=len)
+        if len(shorter) / len(longer) >= 0.6 and (
+            longer.startswith(shorter) or longer.endswith(shorter)
+        ):
+            kind = Difference.TRUNCATED if len(got) < len(want) else Difference.EXTENDED
+            return NearMiss(found, kind, len(longer) - len(shorter))
+    if len(want) >= 6:
+        limit = 1 if len(want) < 12 else 2
+        distance = edit_distance(want, got, limit)
+        if distance <= limit:
+            return NearMiss(found, Difference.EDIT, distance)
+    return None
+
+
+_RANK = {
+    Difference.CASE: 0,
+    Difference.SEPARATOR: 1,
+    Difference.TRUNCATED: 2,
+    Difference.EXTENDED: 2,
+    Difference.EDIT: 3,
+}
+
+
+def candidates(text: str) -> list[str]:
+    """Identifier-like tokens of a text, edge punctuation trimmed."""
+    out = []
+    for match in _TOKEN.finditer(text):
+        token = match.group().strip(_EDGE_PUNCT)
+        if token:
+            out.append(token)
+    return out
+
+
+def best_near_miss(expected: str, texts: list[str] | tuple[str, ...]) -> NearMiss | None:
+    """The closest near miss of `expected` among the tokens of `texts` (case < separator < ...)."""
+    best: NearMiss | None = None
+    want_len = len(skeleton(expected))
+    for text in texts:
+        for token in candidates(text):
+            # Cheap length filter before any folding: near misses are within 0.6x-1.7x.
+            if want_len and not (0.5 * want_len <= len(token) <= 2.5 * want_len + 4):
+                continue
+            miss = classify(expected, token)
+            if miss is None:
+                continue
+            if best is None or (_RANK[miss.difference], miss.distance) < (
+                _RANK[best.difference],
+                best.distance,
+            ):
+                best = miss
+                if _RANK[best.difference] == 0:
+                    return best
+    return best
