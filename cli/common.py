@@ -115,7 +115,9 @@ def is_terminal(stream: Any) -> bool:
 
 
 @contextmanager
-def progress(description: str, total: int | None, *, unit: str = "bytes") -> Iterator[Callable[..., None]]:
+def progress(
+    description: str, total: int | None, *, unit: str = "bytes"
+) -> Iterator[Callable[..., None]]:
     """A Rich progress bar on stderr when it is a terminal; a silent callback otherwise.
 
     Yields `advance(n=1, description=None)`.

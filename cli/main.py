@@ -14,7 +14,9 @@ from lexkeep.core import __version__
 class LexkeepTyper(typer.Typer):
     """A Typer app whose every command maps errors to the exit-code contract (2 = could not run)."""
 
-    def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def command(
+        self, *args: Any, **kwargs: Any
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         register = super().command(*args, **kwargs)
 
         def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -49,7 +51,9 @@ def _version(value: bool) -> None:
 def _root(
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit."),
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
     ] = False,
 ) -> None:
     """lexkeep: identifiers must survive compaction verbatim."""

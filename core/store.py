@@ -97,7 +97,9 @@ class Store:
         ).fetchone()[0]
         if not exists:
             return 0
-        return self.con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
+        return self.con.execute(
+            "SELECT coalesce(max(version), 0) FROM schema_migrations"
+        ).fetchone()[0]
 
     def check_version(self) -> None:
         """Refuse a store that is missing migrations or was made by a newer lexkeep."""
@@ -105,7 +107,8 @@ class Store:
         have = self.schema_version()
         if have > known:
             raise StoreError(
-                f"{self.path} was written by a newer lexkeep (schema {have}, this one knows {known})",
+                f"{self.path} was written by a newer lexkeep"
+                f" (schema {have}, this one knows {known})",
                 hint="upgrade lexkeep",
             )
         if have < known:

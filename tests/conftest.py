@@ -35,7 +35,9 @@ def cli():
     runner = CliRunner()
 
     def invoke(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None):
-        return runner.invoke(app, [str(a) for a in args], input=input, env=env, catch_exceptions=False)
+        return runner.invoke(
+            app, [str(a) for a in args], input=input, env=env, catch_exceptions=False
+        )
 
     return invoke
 

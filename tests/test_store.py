@@ -11,7 +11,9 @@ from lexkeep.core.store import Store, migrations
 
 def test_migrations_are_recorded_once(db_file):
     with Store.open(db_file) as store:
-        versions = [r[0] for r in store.con.execute("SELECT version FROM schema_migrations").fetchall()]
+        versions = [
+            r[0] for r in store.con.execute("SELECT version FROM schema_migrations").fetchall()
+        ]
         assert versions == [v for v, _, _ in migrations()]
     with Store.open(db_file) as store:  # reopening applies nothing twice
         assert store.migrate() == []
@@ -40,14 +42,20 @@ def test_not_a_database_is_a_clear_error(tmp_path):
 def test_transaction_rolls_back_on_error(store):
     with pytest.raises(RuntimeError), store.transaction() as con:
         con.execute(
-            "INSERT INTO conversations (id, format, source_file, source_line) VALUES ('c', 'lexkeep', 'f', 1)"
+            "INSERT INTO conversations (id, format, source_file, source_line)"
+            " VALUES ('c', 'lexkeep', 'f', 1)"
         )
         raise RuntimeError("crash between two writes")
     assert store.con.execute("SELECT count(*) FROM conversations").fetchone()[0] == 0
 
 
 def test_bulk_insert_goes_through_read_json_and_skips_conflicts(store):
-    cols = [("id", "VARCHAR"), ("format", "VARCHAR"), ("source_file", "VARCHAR"), ("source_line", "BIGINT")]
+    cols = [
+        ("id", "VARCHAR"),
+        ("format", "VARCHAR"),
+        ("source_file", "VARCHAR"),
+        ("source_line", "BIGINT"),
+    ]
     rows = [("c1", "lexkeep", "a.jsonl", 1), ("c2", "openai", "b.json", 3)]
     assert store.bulk_insert("conversations", cols, rows) == 2
     assert store.bulk_insert("conversations", cols, rows) == 2  # read again, inserted nothing
@@ -62,11 +70,21 @@ def test_second_writer_process_gets_a_clear_message(db_file):
     Store.open(db_file).close()
     holder = duckdb.connect(str(db_file))
     try:
-        code = (
-            "import sys\nfrom lexkeep.core.store import Store\nfrom lexkeep.core.errors import StoreError\n"
-            f"try:\n    Store.open({str(db_file)!r})\nexcept StoreError as e:\n    print(e, e.hint)\n    sys.exit(3)\n"
+        code = "\n".join(
+            [
+                "import sys",
+                "from lexkeep.core.store import Store",
+                "from lexkeep.core.errors import StoreError",
+                "try:",
+                f"    Store.open({str(db_file)!r})",
+                "except StoreError as e:",
+                "    print(e, e.hint)",
+                "    sys.exit(3)",
+            ]
         )
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        )
     finally:
         holder.close()
     assert proc.returncode == 3, proc.stderr
