@@ -86,7 +86,7 @@ def edit_distance(a: str, b: str, limit: int) -> int:
         if min(cur) > limit:
             return limit + 1
         prev2, prev = prev, cur
-    return prev[-1]
+    return min(prev[-1], limit + 1)
 
 
 def classify(expected: str, found: str) -> NearMiss | None:
