@@ -1,0 +1,73 @@
+"""The registry of trace formats: one Reader per Format, and per-file auto-detection."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from lexkeep.core.errors import InputError
+from lexkeep.core.model import Format
+from lexkeep.core.readers import Reader
+
+# Module (under lexkeep.core) that exposes each format's `READER`. Imported lazily so that
+# a reader still being written (or failing to import) does not break the other formats.
+_MODULES: dict[Format, str] = {
+    Format.LEXKEEP: "read_lexkeep",
+    Format.OPENAI: "read_openai",
+    Format.CODEX: "read_codex",
+    Format.CLAUDE: "read_claude",
+    Format.ANTHROPIC: "read_anthropic",
+}
+
+_cache: dict[Format, Reader] = {}
+
+
+def _load(fmt: Format) -> Reader | None:
+    if fmt in _cache:
+        return _cache[fmt]
+    name = f"lexkeep.core.{_MODULES[fmt]}"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:  # a real import error inside the reader must surface
+            raise
+        return None
+    reader: Reader = module.READER
+    _cache[fmt] = reader
+    return reader
+
+
+def get_reader(fmt: Format | str) -> Reader:
+    """The reader for `fmt`; InputError naming the known formats when it is unknown."""
+    try:
+        key = Format(fmt)
+    except ValueError:
+        known = ", ".join(f.value for f in Format)
+        raise InputError(f"unknown format {fmt!r}", hint=f"use one of: {known}") from None
+    reader = _load(key)
+    if reader is None:
+        raise InputError(f"the {key.value} reader is not available in this build")
+    return reader
+
+
+def all_readers() -> list[Reader]:
+    """Every reader that is available, in registry order."""
+    return [r for r in (_load(f) for f in _MODULES) if r is not None]
+
+
+def detect(head: list[Any]) -> Format | None:
+    """The format whose reader scores `head` (the first decoded values) highest; None if none."""
+    best: tuple[int, Format] | None = None
+    for reader in all_readers():
+        try:
+            score = int(reader.sniff(head))
+        except Exception:  # a sniffer must never stop detection of the other formats
+            score = 0
+        if score > 0 and (best is None or score > best[0]):
+            best = (score, reader.format)
+    return best[1] if best else None
+
+
+def format_names() -> list[str]:
+    """Names accepted by --format."""
+    return [f.value for f in Format]

@@ -1,0 +1,195 @@
+"""Reader for Anthropic Messages logs: content blocks, tool_use/tool_result, `compaction` blocks.
+
+Accepted shapes (per file, mixed freely):
+- a request log with `messages` (and optional `system`, and an optional `response` message):
+  one conversation per record, id from `id`/`conversation_id`/`session_id` else
+  `<file name>#<n>` (n = 0-based record index), as for OpenAI files;
+- one message per line (`{"role":..., "content":...}`, or an API response object with
+  `"type":"message"`): one conversation per file, named after the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import orjson
+
+from lexkeep.core.model import (
+    ArgumentsKind,
+    Boundary,
+    BoundaryKind,
+    Conversation,
+    Format,
+    Message,
+    MessageKind,
+    Record,
+    Role,
+    Skipped,
+    Source,
+    ToolCall,
+    ToolResult,
+)
+from lexkeep.core.read_openai import content_text, conversation_key, file_stem, user_kind
+from lexkeep.core.readers import JsonLine
+
+# Block types only Anthropic content uses (OpenAI parts are text/image_url/input_audio…).
+_ANTHROPIC_BLOCKS = frozenset(
+    {
+        "tool_use",
+        "tool_result",
+        "compaction",
+        "thinking",
+        "redacted_thinking",
+        "server_tool_use",
+        "web_search_tool_result",
+        "document",
+        "search_result",
+    }
+)
+
+
+def _blocks(content: Any) -> list[Any]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return content if isinstance(content, list) else []
+
+
+def _input(raw: Any) -> tuple[str, ArgumentsKind]:
+    if isinstance(raw, str):  # a streamed input_json_delta concatenation
+        return raw, ArgumentsKind.JSON_STRING
+    return orjson.dumps(raw if raw is not None else {}).decode(), ArgumentsKind.OBJECT
+
+
+def _message(msg: Any, mid: str, conv: str, src: Source) -> Iterator[Record]:
+    if not isinstance(msg, dict):
+        yield Skipped(src, "invalid_message", f"message {mid} is not an object")
+        return
+    role = msg.get("role")
+    if role not in ("user", "assistant"):
+        yield Skipped(src, "unknown_role", f"message {mid}: unknown role {role!r}")
+        return
+    texts: list[str] = []
+    after: list[Record] = []
+    for j, block in enumerate(_blocks(msg.get("content"))):
+        if not isinstance(block, dict):
+            continue
+        btype = block.get("type")
+        if btype == "text":
+            text = block.get("text")
+            if isinstance(text, str):
+                texts.append(text)
+        elif btype in ("tool_use", "server_tool_use"):
+            raw, kind = _input(block.get("input"))
+            call_id = block.get("id") if isinstance(block.get("id"), str) else f"{mid}/call{j}"
+            name = block.get("name") if isinstance(block.get("name"), str) else ""
+            after.append(ToolCall(call_id, conv, name, raw, kind, src, message_id=mid))
+        elif btype == "tool_result" or (isinstance(btype, str) and btype.endswith("_tool_result")):
+            call_id = block.get("tool_use_id")
+            if isinstance(call_id, str) and call_id:
+                after.append(
+                    ToolResult(
+                        call_id,
+                        conv,
+                        content_text(block.get("content")),
+                        src,
+                        is_error=bool(block.get("is_error", False)),
+                    )
+                )
+        elif btype == "compaction":
+            summary = block.get("content")
+            after.append(
+                Boundary(
+                    id=f"{mid}/compaction{j}",
+                    conversation_id=conv,
+                    kind=BoundaryKind.ANTHROPIC,
+                    source=src,
+                    summary_text=content_text(summary) if summary is not None else None,
+                )
+            )
+    text = "\n".join(texts)
+    if role == "assistant":
+        # Assistant text first, then its tool calls; a compaction block precedes what follows.
+        boundaries = [r for r in after if isinstance(r, Boundary)]
+        yield from boundaries
+        yield Message(mid, conv, Role.ASSISTANT, MessageKind.ASSISTANT_TEXT, text, src)
+        yield from (r for r in after if not isinstance(r, Boundary))
+    else:
+        # Tool results come back in a user turn; only real text there is the user speaking.
+        yield from after
+        if texts:
+            yield Message(mid, conv, Role.USER, user_kind(text), text, src)
+
+
+def _system(system: Any, mid: str, conv: str, src: Source) -> Iterator[Record]:
+    if system:
+        text = content_text(system)
+        yield Message(mid, conv, Role.SYSTEM, MessageKind.SYSTEM, text, src)
+
+
+class AnthropicReader:
+    """Anthropic Messages: request logs with `messages`, or one message per line."""
+
+    format = Format.ANTHROPIC
+
+    def sniff(self, head: list[Any]) -> int:
+        """Score values whose content blocks are Anthropic-only (tool_use, compaction…)."""
+        score = 0
+        for value in head:
+            if not isinstance(value, dict):
+                continue
+            msgs = value.get("messages")
+            sample = msgs[:50] if isinstance(msgs, list) else [value]
+            if isinstance(value.get("response"), dict):
+                sample = [*sample, value["response"]]
+            if value.get("type") == "message" and value.get("role") == "assistant":
+                score += 6
+                continue
+            types = {
+                b.get("type")
+                for m in sample
+                if isinstance(m, dict)
+                for b in (m.get("content") if isinstance(m.get("content"), list) else [])
+                if isinstance(b, dict)
+            }
+            if types & _ANTHROPIC_BLOCKS:
+                score += 6
+            elif isinstance(msgs, list) and "system" in value and "model" in value:
+                score += 2
+        return score
+
+    def read(self, lines: Iterable[JsonLine | Skipped], path: str) -> Iterator[Record]:
+        """Yield a Conversation and its timeline per request log, or per file of messages."""
+        stem = file_stem(path)
+        index = 0
+        file_conv_started = False
+        for item in lines:
+            if isinstance(item, Skipped):
+                yield item
+                continue
+            value = item.value
+            src = Source(path, item.line)
+            msgs = value.get("messages")
+            if isinstance(msgs, list):
+                conv = conversation_key(value) or f"{stem}#{index}"
+                index += 1
+                yield Conversation(conv, Format.ANTHROPIC, src)
+                yield from _system(value.get("system"), f"{conv}/system", conv, src)
+                for k, msg in enumerate(msgs):
+                    yield from _message(msg, f"{conv}/{k}", conv, src)
+                response = value.get("response")
+                if isinstance(response, dict):
+                    yield from _message(response, f"{conv}/{len(msgs)}", conv, src)
+            elif value.get("role") in ("user", "assistant"):
+                index += 1
+                if not file_conv_started:
+                    file_conv_started = True
+                    yield Conversation(stem, Format.ANTHROPIC, src)
+                mid = value.get("id") if isinstance(value.get("id"), str) else None
+                yield from _message(value, mid or f"{stem}/L{item.line}", stem, src)
+            else:
+                index += 1
+                yield Skipped(src, "unknown_type", "no `messages` or `role`")
+
+
+READER = AnthropicReader()

@@ -1,0 +1,225 @@
+"""Reader for OpenAI chat traces: conversations with `messages`, tau-bench runs with `traj`.
+
+Accepted shapes (per file, mixed freely):
+- a record with a `messages` (or tau-bench `traj`) list: one conversation per record — one per
+  JSONL line, or one per element of a top-level JSON array;
+- a bare chat message per line (`{"role":..., "content":...}`): all of them form one
+  conversation named after the file.
+
+Conversation id: the record's `id`, `conversation_id` or `session_id`; otherwise
+`<file name>#<n>` with n the 0-based index of the record in the file (stable across re-reads
+and appends because the whole file is read again). Message ids are `<conversation>/<index in
+its messages list>` (`<conversation>/L<line>` for bare messages per line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import PurePath
+from typing import Any
+
+import orjson
+
+from lexkeep.core.model import (
+    ArgumentsKind,
+    Boundary,
+    BoundaryKind,
+    Conversation,
+    Format,
+    Message,
+    MessageKind,
+    Record,
+    Role,
+    Skipped,
+    Source,
+    ToolCall,
+    ToolResult,
+)
+from lexkeep.core.readers import JsonLine
+
+_ROLES = {"user", "assistant", "system", "developer", "tool", "function"}
+# Text a harness injects into a user turn; it must never be taken for the user speaking.
+INJECTED_PREFIXES = ("<system-reminder>", "<environment_context>", "<user_instructions>")
+
+
+def file_stem(path: str) -> str:
+    """The file name used in derived ids: base name without .gz ('-' reads as 'stdin')."""
+    if path == "-":
+        return "stdin"
+    name = PurePath(path).name
+    return name.removesuffix(".gz")
+
+
+def conversation_key(value: dict[str, Any]) -> str | None:
+    """The record's own conversation id (`id`, `conversation_id`, `session_id`), if any."""
+    for key in ("id", "conversation_id", "session_id"):
+        got = value.get(key)
+        if isinstance(got, str) and got:
+            return got
+        if isinstance(got, int) and not isinstance(got, bool):
+            return str(got)
+    return None
+
+
+def content_text(content: Any) -> str:
+    """Text of a message `content`: a string, or the text of a list of parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict):
+                text = part.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+        return "\n".join(parts)
+    return orjson.dumps(content).decode()
+
+
+def user_kind(text: str) -> MessageKind:
+    """USER_TEXT unless the text is harness-injected context."""
+    return (
+        MessageKind.INJECTED
+        if text.lstrip().startswith(INJECTED_PREFIXES)
+        else MessageKind.USER_TEXT
+    )
+
+
+def _arguments(raw: Any) -> tuple[str, ArgumentsKind]:
+    if isinstance(raw, str):
+        return raw, ArgumentsKind.JSON_STRING
+    if raw is None:
+        return "", ArgumentsKind.JSON_STRING
+    return orjson.dumps(raw).decode(), ArgumentsKind.OBJECT
+
+
+def _is_message(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("role") in _ROLES
+
+
+def _messages_of(value: dict[str, Any]) -> list[Any] | None:
+    for key in ("messages", "traj"):
+        got = value.get(key)
+        if isinstance(got, list):
+            return got
+    return None
+
+
+def read_messages(
+    messages: list[Any], conv: str, src: Source, id_of: Any = None
+) -> Iterator[Record]:
+    """Records of one OpenAI chat message list (ids from `id_of(index)` or conv/index)."""
+    for index, msg in enumerate(messages):
+        mid = id_of(index) if id_of else f"{conv}/{index}"
+        yield from _message(msg, mid, conv, src)
+
+
+def _message(msg: Any, mid: str, conv: str, src: Source) -> Iterator[Record]:
+    if not isinstance(msg, dict):
+        yield Skipped(src, "invalid_message", f"message {mid} is not an object")
+        return
+    kind = msg.get("type")
+    if kind == "compaction" or kind == "compaction_summary":
+        # Responses API compaction item: opaque, nothing readable was kept.
+        yield Boundary(id=mid, conversation_id=conv, kind=BoundaryKind.REMOTE, source=src)
+        return
+    role = msg.get("role")
+    text = content_text(msg.get("content"))
+    if role == "user":
+        yield Message(mid, conv, Role.USER, user_kind(text), text, src)
+    elif role in ("system", "developer"):
+        yield Message(mid, conv, Role.SYSTEM, MessageKind.SYSTEM, text, src)
+    elif role == "assistant":
+        yield Message(mid, conv, Role.ASSISTANT, MessageKind.ASSISTANT_TEXT, text, src)
+        calls = msg.get("tool_calls") or []
+        if isinstance(calls, list):
+            for j, call in enumerate(calls):
+                if not isinstance(call, dict):
+                    continue
+                call_id = call.get("id") if isinstance(call.get("id"), str) else f"{mid}/call{j}"
+                if call.get("type") == "custom" and isinstance(call.get("custom"), dict):
+                    fn = call["custom"]
+                    raw, akind = content_text(fn.get("input")), ArgumentsKind.FREEFORM
+                else:
+                    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+                    raw, akind = _arguments(fn.get("arguments"))
+                name = fn.get("name") if isinstance(fn.get("name"), str) else ""
+                yield ToolCall(call_id, conv, name, raw, akind, src, message_id=mid)
+        legacy = msg.get("function_call")
+        if isinstance(legacy, dict):  # deprecated single function_call of old logs
+            raw, akind = _arguments(legacy.get("arguments"))
+            name = legacy.get("name") if isinstance(legacy.get("name"), str) else ""
+            yield ToolCall(f"{mid}/function_call", conv, name, raw, akind, src, message_id=mid)
+    elif role in ("tool", "function"):
+        call_id = msg.get("tool_call_id")
+        if isinstance(call_id, str) and call_id:
+            yield ToolResult(call_id, conv, text, src)
+        else:
+            yield Message(mid, conv, Role.TOOL, MessageKind.TOOL_RESULT, text, src)
+    else:
+        yield Skipped(src, "unknown_role", f"message {mid}: unknown role {role!r}")
+
+
+class OpenAIReader:
+    """OpenAI chat: `messages`/`traj` conversations, or one chat message per line."""
+
+    format = Format.OPENAI
+
+    def sniff(self, head: list[Any]) -> int:
+        """Score records holding OpenAI chat messages (tool_calls / role tool weigh most)."""
+        score = 0
+        for value in head:
+            if not isinstance(value, dict):
+                continue
+            if isinstance(value.get("traj"), list):
+                score += 5
+                continue
+            msgs = value.get("messages")
+            sample = msgs[:50] if isinstance(msgs, list) else [value]
+            if not all(_is_message(m) for m in sample) or not sample:
+                continue
+            if any("tool_calls" in m or m.get("role") == "tool" for m in sample):
+                score += 5
+            elif all(isinstance(m.get("content"), str | None) for m in sample):
+                score += 3
+            else:
+                score += 1
+        return score
+
+    def read(self, lines: Iterable[JsonLine | Skipped], path: str) -> Iterator[Record]:
+        """Yield a Conversation and its timeline per record (see the module docstring)."""
+        stem = file_stem(path)
+        index = 0
+        file_conv_started = False
+        for item in lines:
+            if isinstance(item, Skipped):
+                yield item
+                continue
+            value = item.value
+            src = Source(path, item.line)
+            messages = _messages_of(value)
+            if messages is not None:
+                conv = conversation_key(value) or f"{stem}#{index}"
+                index += 1
+                title = value.get("title") if isinstance(value.get("title"), str) else None
+                if title is None and "task_id" in value:
+                    title = f"task {value['task_id']} trial {value.get('trial', 0)}"
+                yield Conversation(conv, Format.OPENAI, src, title=title)
+                yield from read_messages(messages, conv, src)
+            elif _is_message(value) or value.get("type") in ("compaction", "compaction_summary"):
+                # A bare message per line: one conversation for the whole file.
+                index += 1
+                if not file_conv_started:
+                    file_conv_started = True
+                    yield Conversation(stem, Format.OPENAI, src)
+                yield from _message(value, f"{stem}/L{item.line}", stem, src)
+            else:
+                index += 1
+                yield Skipped(src, "unknown_type", "no `messages`, `traj` or `role`")
+
+
+READER = OpenAIReader()
