@@ -2,8 +2,93 @@
 
 from __future__ import annotations
 
+import sys
+from typing import Annotated
+
 import typer
+
+from lexkeep.cli.common import DbOption, is_terminal, output_stream
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+
+    @app.command()
+    def audit(
+        paths: Annotated[
+            list[str] | None,
+            typer.Argument(
+                help="Trace files or folders (ingested into a temporary in-memory store).",
+                show_default=False,
+            ),
+        ] = None,
+        db: DbOption = None,
+        rules: Annotated[
+            str | None, typer.Option("--rules", help="Identifier rules TOML for the extractor.")
+        ] = None,
+        fmt: Annotated[
+            str | None,
+            typer.Option(
+                "--format",
+                "-f",
+                help="table | json | junit | github | markdown | html [default: table].",
+                show_default=False,
+            ),
+        ] = None,
+        output: Annotated[
+            str | None, typer.Option("--output", "-o", help="Write the report to FILE.")
+        ] = None,
+        min_ratio: Annotated[
+            float | None,
+            typer.Option(
+                "--min-ratio",
+                help="Fail when kept/audited is below this [default: 1.0].",
+                show_default=False,
+            ),
+        ] = None,
+        fail_on: Annotated[
+            str | None,
+            typer.Option("--fail-on", help="Also fail on any of these verdicts: altered,missing."),
+        ] = None,
+        exit_zero: Annotated[
+            bool | None,
+            typer.Option(
+                "--exit-zero/--no-exit-zero",
+                help="Exit 0 even when the gate fails (errors still exit 2).",
+                show_default=False,
+            ),
+        ] = None,
+        redact: Annotated[
+            bool | None,
+            typer.Option(
+                "--redact/--no-redact",
+                help="Replace identifier values by a keyed hash (key: $LEXKEEP_REDACT_KEY).",
+                show_default=False,
+            ),
+        ] = None,
+    ) -> None:
+        """Audit whether identifiers typed by users survive compaction verbatim in later tool calls.
+
+        Exit 0 when the gate is met, 1 when it is not, 2 when the audit could not run.
+        Settings: flags, then LEXKEEP_MIN_RATIO / LEXKEEP_FAIL_ON / LEXKEEP_EXIT_ZERO /
+        LEXKEEP_FORMAT / LEXKEEP_REDACT, then [tool.lexkeep.audit] in pyproject.toml.
+
+        Example: lexkeep audit sample_traces/ --format github
+        """
+        from lexkeep.audit.engine import audit_command  # keeps `lexkeep --help` fast
+        from lexkeep.audit.render import render
+
+        flags = {
+            "min_ratio": min_ratio,
+            "fail_on": fail_on,
+            "exit_zero": exit_zero,
+            "format": fmt,
+            "redact": redact,
+        }
+        report, settings = audit_command(paths=paths or (), db=db, rules=rules, flags=flags)
+        with output_stream(output) as stream:
+            color = settings.format == "table" and output in (None, "-") and is_terminal(stream)
+            render(report, settings.format, stream, color=color)
+        if output not in (None, "-") and is_terminal(sys.stderr):
+            sys.stderr.write(f"Wrote {output}\n")
+        raise typer.Exit(report.exit_code)

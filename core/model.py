@@ -86,6 +86,7 @@ class Verdict(StrEnum):
     KEPT = "kept"
     ALTERED = "altered"
     MISSING = "missing"
+    UNVERIFIED = "unverified"  # would be missing, but the message's scan was incomplete
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,440 @@
+"""The audit: do identifiers typed by users survive compaction verbatim in later tool calls?
+
+Semantics (DESIGN.md "The audit", issue 4): in every conversation with at least one boundary,
+each sidecar identifier of a real user message is audited once, at the first boundary after
+the message. The evidence is every tool call after that boundary. A value is *kept* when a
+decoded argument string holds it with no letter or digit directly around it, *altered* when
+only a near miss is found, *missing* otherwise (*unverified* instead of missing when the
+message's identifier scan ran out of time).
+
+The joins run in DuckDB: identifier x first later boundary (ASOF join), then identifier x later
+tool calls whose raw arguments contain the value (or, for near misses, a folded probe of it).
+Python only decodes and confirms those candidate calls, so the store is never loaded whole.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lexkeep.audit.report import (
+    AuditReport,
+    ConversationResult,
+    Counts,
+    Evidence,
+    Finding,
+    Gate,
+    KindResult,
+    distribution,
+    redact,
+)
+from lexkeep.audit.settings import AuditSettings, resolve
+from lexkeep.core.errors import ConfigError
+from lexkeep.core.ingest import ingest_paths
+from lexkeep.core.model import ArgumentsKind, Source, Verdict
+from lexkeep.core.nearmiss import NearMiss, best_near_miss, fold, is_kept
+from lexkeep.core.store import Store, default_db_path
+
+# Candidate calls fetched per identifier before falling back to all of them.
+_FIRST_CANDIDATES = 20
+
+# Identifier x first boundary after its message (ASOF picks the nearest later boundary).
+_AUDIT_IDS_SQL = """
+CREATE OR REPLACE TEMP TABLE lexkeep_audit_ids AS
+WITH ids AS (
+    SELECT i.conversation_id, i.message_id, i.kind, i.value, i.span_start,
+           m.position AS mpos, m.source_file AS m_file, m.source_line AS m_line,
+           coalesce(s.complete, true) AS complete
+    FROM identifiers i
+    JOIN messages m
+      ON m.id = i.message_id AND m.conversation_id = i.conversation_id AND m.kind = 'user_text'
+    LEFT JOIN identifier_scans s ON s.message_id = i.message_id
+)
+SELECT row_number() OVER (ORDER BY ids.conversation_id, ids.mpos, ids.span_start) - 1 AS rid,
+       ids.*,
+       b.id AS boundary_id, b.position AS bpos, b.kind AS bkind,
+       b.source_file AS b_file, b.source_line AS b_line,
+       substr(to_json(ids.value)::VARCHAR, 2, length(to_json(ids.value)::VARCHAR) - 2)
+           AS value_json
+FROM ids ASOF JOIN boundaries b
+  ON ids.conversation_id = b.conversation_id AND ids.mpos < b.position
+"""
+
+# Calls holding the raw value (or its JSON-escaped form), after (or before) the boundary.
+_CANDIDATES_SQL = """
+SELECT a.rid, t.call_id, t.name, t.arguments_raw, t.arguments_kind,
+       t.source_file, t.source_line, t.position,
+       count(*) OVER (PARTITION BY a.rid) AS n
+FROM lexkeep_audit_ids a
+JOIN tool_calls t ON t.conversation_id = a.conversation_id AND t.position {op} a.bpos
+WHERE (contains(t.arguments_raw, a.value) OR contains(t.arguments_raw, a.value_json))
+  {only}
+QUALIFY row_number() OVER (PARTITION BY a.rid ORDER BY t.position) <= {limit}
+ORDER BY a.rid, t.position
+"""
+
+# Calls after the boundary whose folded arguments contain a probe of a not-kept value.
+_NEAR_SQL = """
+WITH probes AS (SELECT unnest(?) AS rid, unnest(?) AS probe),
+calls AS (
+    SELECT t.*, regexp_replace(lower(t.arguments_raw), '[\\s\\-_.:/#\\\\]+', '', 'g') AS folded
+    FROM tool_calls t
+    WHERE t.conversation_id IN (
+        SELECT a.conversation_id FROM lexkeep_audit_ids a WHERE a.rid IN (SELECT rid FROM probes)
+    )
+)
+SELECT DISTINCT a.rid, c.call_id, c.name, c.arguments_raw, c.arguments_kind,
+       c.source_file, c.source_line, c.position
+FROM probes p
+JOIN lexkeep_audit_ids a ON a.rid = p.rid
+JOIN calls c ON c.conversation_id = a.conversation_id AND c.position > a.bpos
+WHERE contains(c.folded, p.probe)
+ORDER BY a.rid, c.position
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    call_id: str
+    name: str
+    raw: str
+    kind: str
+    source: Source
+    position: int
+
+
+@dataclass(slots=True)
+class _Row:
+    rid: int
+    conversation_id: str
+    message_id: str
+    kind: str
+    value: str
+    complete: bool
+    message: Source
+    boundary_id: str
+    boundary_kind: str
+    boundary: Source
+
+
+def audit_command(
+    *,
+    paths: Sequence[str] = (),
+    db: str | None = None,
+    rules: str | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> tuple[AuditReport, AuditSettings]:
+    """What `lexkeep audit` runs: resolve the settings, then audit files or the store."""
+    settings = resolve(flags or {})
+    if not paths and db is None:
+        db = default_db_path()
+    return run_audit(paths=paths, db=db, rules=rules, settings=settings), settings
+
+
+def run_audit(
+    *,
+    paths: Sequence[str] = (),
+    db: str | None = None,
+    rules: str | None = None,
+    settings: AuditSettings | None = None,
+) -> AuditReport:
+    """Audit trace files (ingested into an in-memory store) or an existing store (read-only)."""
+    settings = settings or AuditSettings()
+    if paths and db:
+        raise ConfigError(
+            "give trace files or --db, not both",
+            hint="lexkeep audit TRACES...  or  lexkeep audit --db lexkeep.duckdb",
+        )
+    if paths:
+        loaded_rules = _load_rules(rules)
+        with Store.open(None) as store:
+            # Files, folders (walked; non-trace files skipped) and globs, as `lexkeep ingest`.
+            ingest_paths(store, list(paths), rules=loaded_rules)
+            report = audit_store(store, settings, inputs=tuple(paths))
+    else:
+        if rules:
+            raise ConfigError(
+                "--rules only applies when auditing trace files",
+                hint="a store's identifiers were extracted at ingest; re-ingest with --rules",
+            )
+        if db is None:
+            raise ConfigError("nothing to audit", hint="lexkeep audit TRACES... or --db FILE")
+        with Store.open(db, read_only=True) as store:
+            report = audit_store(store, settings, inputs=(db,))
+    return redact(report) if settings.redact else report
+
+
+def _load_rules(rules: str | None) -> Any:
+    if rules is None:
+        return None
+    from lexkeep.core.rules import load_rules  # engineer C's module
+
+    return load_rules(rules)
+
+
+def audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...] = ()) -> AuditReport:
+    """Run the audit over everything in `store` and judge it against the gate settings."""
+    con = store.con
+    con.execute(_AUDIT_IDS_SQL)
+    try:
+        rows = _audit_rows(store)
+        kept = _first_kept(store, ">", rows)
+        near = _near_misses(store, [r for r in rows if r.rid not in kept])
+        before = _first_kept(store, "<", rows)
+        summaries = _boundary_texts(store)
+        findings = tuple(_finding(r, kept, near, before, summaries) for r in rows)
+        conv_rows = con.execute(
+            """
+            SELECT c.id, c.source_file, c.source_line, count(b.id)
+            FROM conversations c JOIN boundaries b ON b.conversation_id = c.id
+            GROUP BY ALL ORDER BY c.id
+            """
+        ).fetchall()
+        total = con.execute("SELECT count(*) FROM conversations").fetchone()[0]
+    finally:
+        con.execute("DROP TABLE IF EXISTS lexkeep_audit_ids")
+    return build_report(findings, conv_rows, total, settings, inputs)
+
+
+def build_report(
+    findings: tuple[Finding, ...],
+    conv_rows: list[tuple[str, str, int, int]],
+    conversations_total: int,
+    settings: AuditSettings,
+    inputs: tuple[str, ...] = (),
+) -> AuditReport:
+    """Aggregate findings per conversation, per kind and overall, and judge the gate."""
+    per_conv: dict[str, Counts] = defaultdict(Counts)
+    per_kind: dict[str, Counts] = defaultdict(Counts)
+    totals = Counts()
+    for f in findings:
+        per_conv[f.conversation_id] = per_conv[f.conversation_id].add(f.verdict)
+        per_kind[f.kind] = per_kind[f.kind].add(f.verdict)
+        totals = totals.add(f.verdict)
+    conversations = tuple(
+        ConversationResult(cid, Source(file, line), n, per_conv.get(cid, Counts()))
+        for cid, file, line, n in conv_rows
+    )
+    kinds = tuple(KindResult(k, per_kind[k]) for k in sorted(per_kind))
+    notes = []
+    if totals.unverified:
+        notes.append(
+            f"{totals.unverified} identifier(s) unverified: their message's identifier scan ran"
+            " out of time, so they are never reported missing and stay outside the ratio"
+        )
+    if not totals.audited:
+        notes.append("nothing audited: no identifier was typed before a compaction boundary")
+    return AuditReport(
+        findings=findings,
+        conversations=conversations,
+        kinds=kinds,
+        totals=totals,
+        distribution=distribution(conversations),
+        conversations_total=conversations_total,
+        gate=judge(totals, findings, settings),
+        inputs=inputs,
+        notes=tuple(notes),
+    )
+
+
+def judge(totals: Counts, findings: tuple[Finding, ...], settings: AuditSettings) -> Gate:
+    """The gate: ratio >= min_ratio (nothing audited passes) and no --fail-on verdicts."""
+    reasons = []
+    ratio = totals.ratio
+    if ratio is not None and ratio < settings.min_ratio:
+        reasons.append(
+            f"ratio {ratio:.3f} ({totals.kept}/{totals.audited} kept) is below"
+            f" --min-ratio {settings.min_ratio:g}"
+        )
+    for verdict in settings.fail_on:
+        n = sum(1 for f in findings if f.verdict == verdict)
+        if n:
+            reasons.append(f"{n} {verdict} identifier(s) and --fail-on {verdict}")
+    return Gate(
+        min_ratio=settings.min_ratio,
+        fail_on=settings.fail_on,
+        exit_zero=settings.exit_zero,
+        passed=not reasons,
+        reasons=tuple(reasons),
+    )
+
+
+# -- the steps --------------------------------------------------------------------------------
+
+
+def _audit_rows(store: Store) -> list[_Row]:
+    rows = store.con.execute(
+        """
+        SELECT rid, conversation_id, message_id, kind, value, complete, m_file, m_line,
+               boundary_id, bkind, b_file, b_line
+        FROM lexkeep_audit_ids ORDER BY rid
+        """
+    ).fetchall()
+    return [
+        _Row(
+            r[0], r[1], r[2], r[3], r[4], r[5], Source(r[6], r[7]), r[8], r[9], Source(r[10], r[11])
+        )
+        for r in rows
+    ]
+
+
+def _candidates(store: Store, op: str, only: str, limit: int | str) -> Iterator[tuple]:
+    sql = _CANDIDATES_SQL.format(op=op, only=only, limit=limit)
+    yield from store.con.execute(sql).fetchall()
+
+
+def _first_kept(store: Store, op: str, rows: list[_Row]) -> dict[int, _Call]:
+    """rid -> the first call (after: op '>', before: op '<') that keeps the value verbatim."""
+    by_rid = {r.rid: r for r in rows}
+    found: dict[int, _Call] = {}
+    more: set[int] = set()
+    for rid, *call, n in _candidates(store, op, "", _FIRST_CANDIDATES):
+        if rid in found:
+            continue
+        c = _call(call)
+        if any(is_kept(by_rid[rid].value, leaf) for leaf in decode_arguments(c.raw, c.kind)):
+            found[rid] = c
+        elif n > _FIRST_CANDIDATES:
+            more.add(rid)
+    more -= set(found)
+    if more:
+        # Rare: many calls contain the value, the first ones only inside longer tokens.
+        only = "AND a.rid IN (" + ",".join(str(int(r)) for r in sorted(more)) + ")"
+        for rid, *call, _n in _candidates(store, op, only, "1e18"):
+            if rid in found:
+                continue
+            c = _call(call)
+            if any(is_kept(by_rid[rid].value, leaf) for leaf in decode_arguments(c.raw, c.kind)):
+                found[rid] = c
+    return found
+
+
+def _near_misses(store: Store, rows: list[_Row]) -> dict[int, tuple[NearMiss, _Call]]:
+    """rid -> the closest near miss (earliest call on ties) among calls after the boundary."""
+    rids: list[int] = []
+    probes: list[str] = []
+    for r in rows:
+        for probe in near_probes(r.value):
+            rids.append(r.rid)
+            probes.append(probe)
+    if not rids:
+        return {}
+    by_rid = {r.rid: r for r in rows}
+    best: dict[int, tuple[NearMiss, _Call]] = {}
+    rank = {"case": 0, "separator": 1, "truncated": 2, "extended": 2, "edit": 3}
+    for rid, *call in store.con.execute(_NEAR_SQL, [rids, probes]).fetchall():
+        c = _call(call)
+        miss = best_near_miss(by_rid[rid].value, decode_arguments(c.raw, c.kind))
+        if miss is None:
+            continue
+        key = (rank[miss.difference.value], miss.distance)
+        if rid not in best or key < (rank[best[rid][0].difference.value], best[rid][0].distance):
+            best[rid] = (miss, c)
+    return best
+
+
+def near_probes(value: str) -> list[str]:
+    """Short folded pieces of `value`, at least one of which survives any near miss of it.
+
+    They are matched against the lower-cased argument text with separators removed, so a case
+    or separator change, a truncation or extension (which keeps the head or the tail), and one
+    or two edits (which cannot touch head, middle and tail at once) all still hit a probe.
+    """
+    skel = "".join(ch for ch in fold(value) if ch.isalnum())
+    if not skel:
+        return []
+    if len(skel) < 6:
+        return [skel]
+    k = 3 if len(skel) < 12 else 4
+    mid = (len(skel) - k) // 2
+    return list(dict.fromkeys([skel[:k], skel[mid : mid + k], skel[-k:]]))
+
+
+def _boundary_texts(store: Store) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+    rows = store.con.execute(
+        """
+        SELECT b.id, b.summary_text, b.kept_verbatim FROM boundaries b
+        WHERE b.id IN (SELECT DISTINCT boundary_id FROM lexkeep_audit_ids)
+        """
+    ).fetchall()
+    return {bid: (summary, tuple(kept or ())) for bid, summary, kept in rows}
+
+
+def _finding(
+    r: _Row,
+    kept: dict[int, _Call],
+    near: dict[int, tuple[NearMiss, _Call]],
+    before: dict[int, _Call],
+    texts: dict[str, tuple[str | None, tuple[str, ...]]],
+) -> Finding:
+    evidence = None
+    if r.rid in kept:
+        c = kept[r.rid]
+        verdict = Verdict.KEPT
+        evidence = Evidence(c.call_id, c.name, r.value, c.source)
+    elif r.rid in near:
+        miss, c = near[r.rid]
+        verdict = Verdict.ALTERED
+        evidence = Evidence(
+            c.call_id, c.name, miss.found, c.source, miss.difference.value, miss.distance
+        )
+    else:
+        verdict = Verdict.MISSING if r.complete else Verdict.UNVERIFIED
+    summary, kept_verbatim = texts.get(r.boundary_id, (None, ()))
+    return Finding(
+        conversation_id=r.conversation_id,
+        message_id=r.message_id,
+        kind=r.kind,
+        value=r.value,
+        verdict=verdict,
+        message=r.message,
+        boundary_id=r.boundary_id,
+        boundary_kind=r.boundary_kind,
+        boundary=r.boundary,
+        evidence=evidence,
+        in_summary=None if summary is None else is_kept(r.value, summary),
+        in_kept_verbatim=any(is_kept(r.value, text) for text in kept_verbatim),
+        used_before=r.rid in before,
+        scan_complete=r.complete,
+    )
+
+
+def _call(call: Sequence[Any]) -> _Call:
+    call_id, name, raw, kind, file, line, position = call[:7]
+    return _Call(call_id, name, raw, kind, Source(file, line), position)
+
+
+# -- argument decoding ------------------------------------------------------------------------
+
+
+def decode_arguments(raw: str, kind: str) -> list[str]:
+    """The strings a tool call's arguments hold: JSON string leaves, numbers as JSON text.
+
+    Invalid JSON and free text are used raw; an argv array gives each element.
+    """
+    if kind == ArgumentsKind.FREEFORM:
+        return [raw]
+    try:
+        # Numbers stay as their JSON text (parse_* = str), so 0.10 is not turned into 0.1.
+        value = json.loads(raw, parse_int=str, parse_float=str, parse_constant=str)
+    except (ValueError, RecursionError):
+        return [raw]
+    leaves: list[str] = []
+    _leaves(value, leaves)
+    return leaves
+
+
+def _leaves(value: Any, out: list[str]) -> None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+        # booleans and null hold no identifier

@@ -1,0 +1,474 @@
+"""Renderers of an AuditReport: table, json, junit, github, markdown, html.
+
+Every renderer takes the same report object and writes text to a stream. Machine formats
+bypass Rich. Values are printed as they are in the report, so a redacted report (see
+`lexkeep.audit.report.redact`) is redacted in every format.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from lexkeep.audit.report import SCHEMA_VERSION, AuditReport, Counts, Finding
+from lexkeep.core import __version__
+from lexkeep.core.model import Source, Verdict
+
+PROBLEMS = (Verdict.ALTERED, Verdict.MISSING, Verdict.UNVERIFIED)
+
+
+def render(report: AuditReport, fmt: str, stream: TextIO, *, color: bool = False) -> None:
+    """Write `report` to `stream` in format `fmt` (one of settings.FORMATS)."""
+    RENDERERS[fmt](report, stream, color)
+
+
+# -- shared wording -----------------------------------------------------------------------------
+
+
+def loc(source: Source | None) -> str:
+    """`file:line`, or an empty string."""
+    return f"{source.file}:{source.line}" if source else ""
+
+
+def pct(ratio: float | None) -> str:
+    """A ratio as a percentage, or 'n/a' when nothing was audited."""
+    return "n/a" if ratio is None else f"{100 * ratio:.1f}%"
+
+
+def verdict_line(report: AuditReport) -> str:
+    """One sentence: the gate outcome and why."""
+    t = report.totals
+    head = (
+        f"{t.kept}/{t.audited} identifiers kept verbatim after compaction ({pct(t.ratio)}) in "
+        f"{len(report.audited_conversations)} audited conversation(s)"
+    )
+    if report.gate.passed:
+        return f"PASS: {head}."
+    suffix = " (--exit-zero: exit 0)" if report.gate.exit_zero else ""
+    return f"FAIL: {head}; " + "; ".join(report.gate.reasons) + suffix + "."
+
+
+def describe(f: Finding) -> str:
+    """What happened to one identifier, in words."""
+    if f.verdict == Verdict.KEPT:
+        return f"{f.kind} {f.value} kept verbatim"
+    if f.verdict == Verdict.ALTERED and f.evidence:
+        return (
+            f"{f.kind} {f.value} was altered to {f.evidence.found} "
+            f"({f.evidence.difference}) in tool call {f.evidence.tool}"
+        )
+    if f.verdict == Verdict.UNVERIFIED:
+        return (
+            f"{f.kind} {f.value} not found after the compaction, but the message's identifier "
+            "scan was incomplete: unverified"
+        )
+    return f"{f.kind} {f.value} is missing from every tool call after the compaction"
+
+
+def flags(f: Finding) -> list[str]:
+    """The finding's flags as short words."""
+    out = []
+    if f.in_summary:
+        out.append("in summary")
+    elif f.in_summary is None:
+        out.append("summary opaque")
+    if f.in_kept_verbatim:
+        out.append("kept verbatim by compaction")
+    if f.used_before:
+        out.append("used before boundary")
+    return out
+
+
+def counts_dict(c: Counts) -> dict[str, Any]:
+    """Counts as JSON-ready data."""
+    return {
+        "audited": c.audited,
+        "kept": c.kept,
+        "altered": c.altered,
+        "missing": c.missing,
+        "unverified": c.unverified,
+        "ratio": c.ratio,
+    }
+
+
+def _source_dict(source: Source | None) -> dict[str, Any] | None:
+    return None if source is None else {"file": source.file, "line": source.line}
+
+
+def finding_dict(f: Finding) -> dict[str, Any]:
+    """One finding as JSON-ready data."""
+    ev = f.evidence
+    return {
+        "conversation_id": f.conversation_id,
+        "message_id": f.message_id,
+        "kind": f.kind,
+        "value": f.value,
+        "verdict": f.verdict.value,
+        "message": _source_dict(f.message),
+        "boundary": {"id": f.boundary_id, "kind": f.boundary_kind, **_source_dict(f.boundary)},
+        "evidence": None
+        if ev is None
+        else {
+            "call_id": ev.call_id,
+            "tool": ev.tool,
+            "found": ev.found,
+            "difference": ev.difference,
+            "distance": ev.distance,
+            **_source_dict(ev.source),
+        },
+        "flags": {
+            "in_summary": f.in_summary,
+            "in_kept_verbatim": f.in_kept_verbatim,
+            "used_before_boundary": f.used_before,
+        },
+        "scan_complete": f.scan_complete,
+    }
+
+
+def report_dict(report: AuditReport) -> dict[str, Any]:
+    """The whole report as JSON-ready data (the `json` format)."""
+    g = report.gate
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "lexkeep", "version": __version__},
+        "inputs": list(report.inputs),
+        "redacted": report.redacted,
+        "gate": {
+            "passed": g.passed,
+            "exit_code": report.exit_code,
+            "min_ratio": g.min_ratio,
+            "fail_on": list(g.fail_on),
+            "exit_zero": g.exit_zero,
+            "reasons": list(g.reasons),
+        },
+        "totals": {
+            **counts_dict(report.totals),
+            "conversations": report.conversations_total,
+            "conversations_with_boundary": len(report.conversations),
+            "conversations_audited": len(report.audited_conversations),
+        },
+        "per_kind": [{"kind": k.kind, **counts_dict(k.counts)} for k in report.kinds],
+        "conversations": [
+            {
+                "conversation_id": c.conversation_id,
+                **_source_dict(c.source),
+                "boundaries": c.boundaries,
+                **counts_dict(c.counts),
+            }
+            for c in report.conversations
+        ],
+        "distribution": [{"bin": label, "conversations": n} for label, n in report.distribution],
+        "findings": [finding_dict(f) for f in report.findings],
+        "notes": list(report.notes),
+    }
+
+
+# -- json -------------------------------------------------------------------------------------
+
+
+def render_json(report: AuditReport, stream: TextIO, color: bool = False) -> None:
+    """Write the report as one JSON document."""
+    json.dump(report_dict(report), stream, ensure_ascii=False, indent=2)
+    stream.write("\n")
+
+
+# -- table (Rich) -----------------------------------------------------------------------------
+
+
+def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> None:
+    """Rich tables: problems, per kind, per-conversation ratio histogram, and the verdict."""
+    console = Console(
+        file=stream,
+        highlight=False,
+        markup=False,
+        soft_wrap=False,
+        force_terminal=color,
+        no_color=not color,
+        width=None if color else 140,
+    )
+    problems = [f for f in report.findings if f.verdict in PROBLEMS]
+    if problems:
+        table = Table(title="Identifiers not kept verbatim after compaction", title_justify="left")
+        for col in ("verdict", "kind", "value", "typed at", "boundary", "evidence", "flags"):
+            table.add_column(col, overflow="fold")
+        for f in problems:
+            ev = f.evidence
+            evidence = f"{ev.found} ({ev.difference}) {loc(ev.source)}" if ev else ""
+            style = "red" if f.verdict == Verdict.MISSING else "yellow"
+            table.add_row(
+                Text(f.verdict.value, style=style),
+                f.kind,
+                f.value,
+                loc(f.message),
+                loc(f.boundary),
+                evidence,
+                ", ".join(flags(f)),
+            )
+        console.print(table)
+    kinds = Table(title="Per identifier kind", title_justify="left")
+    for col in ("kind", "audited", "kept", "altered", "missing", "unverified", "ratio"):
+        kinds.add_column(col, justify="left" if col == "kind" else "right")
+    for k in (*report.kinds,):
+        c = k.counts
+        kinds.add_row(
+            k.kind, *map(str, (c.audited, c.kept, c.altered, c.missing, c.unverified)), pct(c.ratio)
+        )
+    t = report.totals
+    kinds.add_row(
+        Text("all", style="bold"),
+        *map(str, (t.audited, t.kept, t.altered, t.missing, t.unverified)),
+        pct(t.ratio),
+    )
+    console.print(kinds)
+    console.print(Text("Per-conversation ratio (kept/audited)", style="italic"))
+    top = max((n for _, n in report.distribution), default=0) or 1
+    for label, n in report.distribution:
+        bar = "#" * round(30 * n / top) if n else ""
+        console.print(Text(f"  {label:>8} | {bar:<30} {n}"))
+    for note in report.notes:
+        console.print(Text(f"Note: {note}", style="dim"))
+    console.print(
+        Text(verdict_line(report), style="bold green" if report.gate.passed else "bold red")
+    )
+
+
+# -- junit ------------------------------------------------------------------------------------
+
+
+def render_junit(report: AuditReport, stream: TextIO, color: bool = False) -> None:
+    """JUnit XML: one test case per audited conversation; altered/missing make it fail."""
+    by_conv: dict[str, list[Finding]] = {}
+    for f in report.findings:
+        by_conv.setdefault(f.conversation_id, []).append(f)
+    cases = report.audited_conversations
+    failed = [c for c in cases if c.counts.altered or c.counts.missing]
+    suites = ET.Element("testsuites", name="lexkeep audit")
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name="lexkeep audit",
+        tests=str(len(cases)),
+        failures=str(len(failed)),
+        errors="0",
+        skipped=str(sum(1 for c in cases if not c.counts.audited)),
+    )
+    props = ET.SubElement(suite, "properties")
+    for name, value in (
+        ("schema_version", SCHEMA_VERSION),
+        ("ratio", pct(report.totals.ratio)),
+        ("gate", "pass" if report.gate.passed else "fail"),
+        ("redacted", str(report.redacted).lower()),
+    ):
+        ET.SubElement(props, "property", name=name, value=str(value))
+    for conv in cases:
+        c = conv.counts
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname="lexkeep.audit",
+            name=conv.conversation_id,
+            file=conv.source.file,
+            line=str(conv.source.line),
+        )
+        lines = [
+            f"{describe(f)}; typed at {loc(f.message)}, boundary {loc(f.boundary)}"
+            + (f", evidence {loc(f.evidence.source)}" if f.evidence else "")
+            for f in by_conv.get(conv.conversation_id, [])
+            if f.verdict in PROBLEMS
+        ]
+        if c.altered or c.missing:
+            failure = ET.SubElement(
+                case,
+                "failure",
+                type="lexkeep.audit",
+                message=f"{c.kept}/{c.audited} identifiers kept ({pct(c.ratio)})",
+            )
+            failure.text = "\n".join(lines)
+        elif not c.audited:
+            ET.SubElement(case, "skipped", message="only unverified identifiers")
+        if c.unverified and (c.altered or c.missing or c.audited):
+            ET.SubElement(case, "system-out").text = "\n".join(
+                line for line in lines if "unverified" in line
+            )
+    ET.indent(suites)
+    stream.write('<?xml version="1.0" encoding="utf-8"?>\n')
+    stream.write(ET.tostring(suites, encoding="unicode"))
+    stream.write("\n")
+
+
+# -- github -----------------------------------------------------------------------------------
+
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(report: AuditReport, stream: TextIO, color: bool = False) -> None:
+    """GitHub Actions workflow commands: one annotation per identifier not kept."""
+    for f in report.findings:
+        if f.verdict not in PROBLEMS:
+            continue
+        level = "warning" if f.verdict == Verdict.UNVERIFIED else "error"
+        where = f"boundary {loc(f.boundary)}"
+        if f.evidence:
+            where += f", evidence {loc(f.evidence.source)}"
+        extra = flags(f)
+        msg = f"{describe(f)} ({where})" + (f" [{', '.join(extra)}]" if extra else "")
+        title = f"lexkeep audit: {f.verdict.value} {f.kind}"
+        stream.write(
+            f"::{level} file={_gh_prop(f.message.file)},line={f.message.line},"
+            f"title={_gh_prop(title)}::{_gh_data(msg)}\n"
+        )
+    level = "notice" if report.gate.passed else "error"
+    stream.write(f"::{level} title=lexkeep audit::{_gh_data(verdict_line(report))}\n")
+
+
+# -- markdown ---------------------------------------------------------------------------------
+
+
+def _md(text: object) -> str:
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("`", "'")
+
+
+def render_markdown(report: AuditReport, stream: TextIO, color: bool = False) -> None:
+    """A Markdown summary for $GITHUB_STEP_SUMMARY."""
+    w = stream.write
+    icon = "✅" if report.gate.passed else "❌"
+    w(f"## {icon} lexkeep audit\n\n{_md(verdict_line(report))}\n\n")
+    w("| kind | audited | kept | altered | missing | unverified | ratio |\n")
+    w("|---|---:|---:|---:|---:|---:|---:|\n")
+    for k in report.kinds:
+        c = k.counts
+        w(
+            f"| {_md(k.kind)} | {c.audited} | {c.kept} | {c.altered} | {c.missing} | "
+            f"{c.unverified} | {pct(c.ratio)} |\n"
+        )
+    t = report.totals
+    w(
+        f"| **all** | {t.audited} | {t.kept} | {t.altered} | {t.missing} | {t.unverified} | "
+        f"**{pct(t.ratio)}** |\n\n"
+    )
+    w("Per-conversation ratio distribution:\n\n| ratio | conversations |\n|---|---:|\n")
+    for label, n in report.distribution:
+        w(f"| {label} | {n} |\n")
+    problems = [f for f in report.findings if f.verdict in PROBLEMS]
+    if problems:
+        w("\n### Identifiers not kept verbatim\n\n")
+        w("| verdict | kind | value | typed at | boundary | evidence | flags |\n")
+        w("|---|---|---|---|---|---|---|\n")
+        for f in problems:
+            ev = f.evidence
+            evidence = f"{_md(ev.found)} ({ev.difference}) at {_md(loc(ev.source))}" if ev else ""
+            w(
+                f"| {f.verdict.value} | {_md(f.kind)} | `{_md(f.value)}` | {_md(loc(f.message))} | "
+                f"{_md(loc(f.boundary))} | {evidence} | {_md(', '.join(flags(f)))} |\n"
+            )
+    for note in report.notes:
+        w(f"\n> {_md(note)}\n")
+
+
+# -- html -------------------------------------------------------------------------------------
+
+_CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px}
+th{background:#f3f3f3}.pass{color:#176b2c}.fail{color:#b00020}
+.altered{background:#fff4d6}.missing{background:#fde2e4}.unverified{background:#eef}
+code{font-family:ui-monospace,monospace}
+"""
+
+
+def distribution_svg(report: AuditReport) -> str:
+    """An inline SVG bar chart of the per-conversation ratio distribution."""
+    bins = report.distribution
+    width, height, pad, bar_w = 560, 220, 30, 40
+    top = max((n for _, n in bins), default=0) or 1
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="ratio-chart" width="{width}" '
+        f'height="{height}" role="img" aria-label="per-conversation ratio distribution">'
+    ]
+    for i, (label, n) in enumerate(bins):
+        h = round((height - 2 * pad) * n / top)
+        x = pad + i * (bar_w + 6)
+        y = height - pad - h
+        fill = "#2e7d32" if label == "100%" else "#c62828"
+        parts.append(
+            f'<rect class="bar" x="{x}" y="{y}" width="{bar_w}" height="{h}" fill="{fill}">'
+            f"<title>{html.escape(label)}: {n}</title></rect>"
+        )
+        parts.append(
+            f'<text x="{x + bar_w / 2}" y="{height - pad + 14}" font-size="9" '
+            f'text-anchor="middle">{html.escape(label)}</text>'
+        )
+        parts.append(
+            f'<text x="{x + bar_w / 2}" y="{y - 3}" font-size="10" text-anchor="middle">{n}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def render_html(report: AuditReport, stream: TextIO, color: bool = False) -> None:
+    """One self-contained HTML page: verdict, ratio chart (inline SVG), per-kind table, findings."""
+    e = html.escape
+    w = stream.write
+    status = "pass" if report.gate.passed else "fail"
+    w('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">')
+    w(f"<title>lexkeep audit</title><style>{_CSS}</style></head><body>\n")
+    w(
+        f'<h1>lexkeep audit</h1>\n<p class="{status}">'
+        f"<strong>{e(verdict_line(report))}</strong></p>\n"
+    )
+    w("<h2>Per-conversation ratio distribution</h2>\n")
+    w(distribution_svg(report) + "\n")
+    w(
+        "<h2>Per identifier kind</h2>\n<table><tr><th>kind</th><th>audited</th><th>kept</th>"
+        "<th>altered</th><th>missing</th><th>unverified</th><th>ratio</th></tr>\n"
+    )
+    rows = [(k.kind, k.counts) for k in report.kinds] + [("all", report.totals)]
+    for name, c in rows:
+        w(
+            f"<tr><td>{e(name)}</td><td>{c.audited}</td><td>{c.kept}</td><td>{c.altered}</td>"
+            f"<td>{c.missing}</td><td>{c.unverified}</td><td>{pct(c.ratio)}</td></tr>\n"
+        )
+    w(
+        "</table>\n<h2>Findings</h2>\n<table><tr><th>verdict</th><th>kind</th><th>value</th>"
+        "<th>typed at</th><th>boundary</th><th>evidence</th><th>flags</th></tr>\n"
+    )
+    for f in report.findings:
+        ev = f.evidence
+        evidence = (
+            f"<code>{e(ev.found)}</code> {e(ev.difference or '')} at {e(loc(ev.source))}"
+            if ev
+            else ""
+        )
+        w(
+            f'<tr class="{f.verdict.value}"><td>{f.verdict.value}</td><td>{e(f.kind)}</td>'
+            f"<td><code>{e(f.value)}</code></td><td>{e(loc(f.message))}</td>"
+            f"<td>{e(loc(f.boundary))}</td><td>{evidence}</td>"
+            f"<td>{e(', '.join(flags(f)))}</td></tr>\n"
+        )
+    w("</table>\n")
+    for note in report.notes:
+        w(f"<p><em>{e(note)}</em></p>\n")
+    w("</body></html>\n")
+
+
+RENDERERS: dict[str, Callable[[AuditReport, TextIO, bool], None]] = {
+    "table": render_table,
+    "json": render_json,
+    "junit": render_junit,
+    "github": render_github,
+    "markdown": render_markdown,
+    "html": render_html,
+}

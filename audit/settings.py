@@ -1,0 +1,107 @@
+"""Gate settings for `lexkeep audit`: flag, then LEXKEEP_* environment, then settings file.
+
+The settings file is `[tool.lexkeep.audit]` in pyproject.toml (or `[audit]` in lexkeep.toml),
+found by `lexkeep.core.config`. Unknown keys and invalid values are ConfigErrors (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lexkeep.core.config import check_keys, load_section
+from lexkeep.core.errors import ConfigError
+
+FORMATS = ("table", "json", "junit", "github", "markdown", "html")
+FAIL_ON_CHOICES = ("altered", "missing")
+
+# setting name -> environment variable
+ENV = {
+    "min_ratio": "LEXKEEP_MIN_RATIO",
+    "fail_on": "LEXKEEP_FAIL_ON",
+    "exit_zero": "LEXKEEP_EXIT_ZERO",
+    "format": "LEXKEEP_FORMAT",
+    "redact": "LEXKEEP_REDACT",
+}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True, slots=True)
+class AuditSettings:
+    """Resolved gate and output settings."""
+
+    min_ratio: float = 1.0
+    fail_on: tuple[str, ...] = ()
+    exit_zero: bool = False
+    format: str = "table"
+    redact: bool = False
+
+
+def resolve(
+    flags: Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
+    settings_file: Path | None = None,
+) -> AuditSettings:
+    """Merge flags (None = not given) over the environment over the settings file."""
+    env = os.environ if env is None else env
+    file_values, path = load_section("audit", settings_file)
+    check_keys(file_values, set(ENV), "[tool.lexkeep.audit]", path)
+    where_file = str(path) if path else None
+    values: dict[str, Any] = {}
+    for name, var in ENV.items():
+        if flags.get(name) is not None:
+            values[name] = _parse(name, flags[name], f"--{name.replace('_', '-')}", None)
+        elif var in env:
+            values[name] = _parse(name, env[var], var, None)
+        elif name in file_values:
+            values[name] = _parse(name, file_values[name], f"audit.{name}", where_file)
+    return AuditSettings(**values)
+
+
+def _parse(name: str, raw: Any, where: str, path: str | None) -> Any:
+    """Validate one setting value (string from env/flag, or a TOML value)."""
+    if name == "min_ratio":
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"{where}: not a number: {raw!r}", path=path, hint="use a ratio from 0 to 1"
+            ) from None
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(
+                f"{where}: {value} is outside 0..1", path=path, hint="e.g. 0.95 or 1.0"
+            )
+        return value
+    if name == "fail_on":
+        items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
+        kinds = tuple(dict.fromkeys(str(i).strip().lower() for i in items if str(i).strip()))
+        for kind in kinds:
+            if kind not in FAIL_ON_CHOICES:
+                raise ConfigError(
+                    f"{where}: unknown verdict {kind!r}",
+                    path=path,
+                    hint="choose from: " + ", ".join(FAIL_ON_CHOICES),
+                )
+        return kinds
+    if name == "format":
+        value = str(raw).strip().lower()
+        if value not in FORMATS:
+            raise ConfigError(
+                f"{where}: unknown format {raw!r}",
+                path=path,
+                hint="choose from: " + ", ".join(FORMATS),
+            )
+        return value
+    # booleans: exit_zero, redact
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"{where}: not a boolean: {raw!r}", path=path, hint="use true or false")
