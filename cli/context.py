@@ -1,9 +1,95 @@
-"""`lexkeep` commands for the context area."""
+"""`lexkeep context` and `lexkeep guard`: what the next run sees, and a check before a tool call."""
 
 from __future__ import annotations
 
+import sys
+from typing import Annotated
+
+import orjson
 import typer
+
+from lexkeep.cli.common import EXIT_OK, DbOption, db_path
+from lexkeep.compaction.context import DEFAULT_ANSWER_BYTES, ContextFormat, build_context
+from lexkeep.core.store import Store
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+
+    @app.command()
+    def context(
+        conversation: Annotated[str, typer.Argument(help="Conversation id.")],
+        budget_bytes: Annotated[
+            int,
+            typer.Option(
+                "--budget-bytes",
+                min=1,
+                help="Hard limit on the UTF-8 bytes printed (the whole output, newline included).",
+            ),
+        ],
+        format: Annotated[
+            ContextFormat, typer.Option("--format", help="json (machines) or text (a prompt).")
+        ] = ContextFormat.JSON,
+        answer_bytes: Annotated[
+            int,
+            typer.Option(
+                "--answer-bytes",
+                min=0,
+                help="Bound on each assistant answer in a bounded projection of raw pairs.",
+            ),
+        ] = DEFAULT_ANSWER_BYTES,
+        db: DbOption = None,
+    ) -> None:
+        """Print the next run's context of a conversation, never more than --budget-bytes.
+
+        Pinned identifiers first, then the newest raw pairs, then older 10-pair segments as
+        "user messages + assistant-history summary" (valid summaries only), else a bounded
+        projection, else omitted; every omitted range is listed with its reason.
+
+        Example: lexkeep context c1 --budget-bytes 8000 --format text --db lexkeep.duckdb
+        """
+        with Store.open(db_path(db), read_only=True) as store:
+            ctx = build_context(
+                store, conversation, budget_bytes, format=format, answer_bytes=answer_bytes
+            )
+        # The exact bytes that were counted: no console, no wrapping, no extra newline.
+        sys.stdout.write(ctx.output)
+        sys.stdout.flush()
+        raise typer.Exit(EXIT_OK)
+
+    @app.command()
+    def guard(
+        conversation: Annotated[str, typer.Argument(help="Conversation id.")],
+        arguments_json: Annotated[
+            str,
+            typer.Argument(
+                metavar="ARGUMENTS_JSON", help="Proposed tool arguments as JSON, or - for stdin."
+            ),
+        ],
+        format: Annotated[
+            ContextFormat, typer.Option("--format", help="text (people) or json (machines).")
+        ] = ContextFormat.TEXT,
+        db: DbOption = None,
+    ) -> None:
+        """Check proposed tool arguments: exit 1 when an identifier was never supplied verbatim.
+
+        Every identifier-shaped value in the arguments must occur verbatim in a user message or
+        a tool result of the conversation; each one that does not is reported with the nearest
+        known value and how it differs (truncated, case, separator, edit). Exit 0: all supplied;
+        1: some were not; 2: bad JSON, unknown conversation, or no store.
+
+        Example: lexkeep guard c1 '{"invoice_id": "INV-2025-08-44719"}' --db lexkeep.duckdb
+        """
+        # Imported here: the guard pulls in the identifier rules, which `context` never needs.
+        from lexkeep.compaction.guard import guard_arguments, guard_to_json, guard_to_text
+
+        source = "<stdin>" if arguments_json == "-" else "ARGUMENTS_JSON"
+        raw = sys.stdin.read() if arguments_json == "-" else arguments_json
+        with Store.open(db_path(db), read_only=True) as store:
+            report = guard_arguments(store, conversation, raw, arguments_path=source)
+        if format is ContextFormat.JSON:
+            sys.stdout.write(orjson.dumps(guard_to_json(report)).decode() + "\n")
+        else:
+            sys.stdout.write(guard_to_text(report))
+        sys.stdout.flush()
+        raise typer.Exit(report.exit_code)

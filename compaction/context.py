@@ -1,0 +1,604 @@
+"""Next-run context: what the next run sees of a conversation, under a byte budget.
+
+Seed 000 (cases B and C) and DESIGN.md "Next-run context". The output is assembled in this
+order of priority:
+
+1. the pinned identifier sidecar (every identifier typed by the user; bypasses every summary);
+2. the newest raw pairs (the tail that is never compacted), newest first;
+3. older 10-pair segments, newest first. A segment with a *valid* summary is offered as one
+   candidate "original user messages of the range + assistant-history summary"; when that does
+   not fit (or there is no valid summary: the raw segment), a bounded projection of the raw
+   pairs is offered; when that does not fit either, the range is omitted.
+
+The budget counts the UTF-8 bytes of the exact serialised output (JSON or text, trailing newline
+included), so `len(context.output.encode()) <= budget_bytes` always holds. Omitted ranges are
+listed with their reason and the bytes they would have needed; a stale summary is reported and
+never used. A summary never replaces original user text: user messages always appear verbatim.
+
+Bounded projection: every user message of the range verbatim, and each assistant answer cut to
+at most `answer_bytes` UTF-8 bytes (default 240), cut back to the last whitespace so that no
+token (identifier) is ever split, with the number of bytes not shown. Its size is therefore at
+most the range's user text plus 10 x (answer_bytes + fixed per-pair overhead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+import orjson
+
+from lexkeep.compaction.jobs import CompletedSummary, valid_summary
+from lexkeep.compaction.pairs import Pair, eligible_pairs
+from lexkeep.compaction.planning import plan_segments
+from lexkeep.core.errors import BudgetError, ConfigError, NotFoundError
+from lexkeep.core.store import Store
+
+CONTEXT_SCHEMA_VERSION = 1
+DEFAULT_ANSWER_BYTES = 240
+
+
+class ContextFormat(StrEnum):
+    """Serialisations of the next-run context."""
+
+    JSON = "json"
+    TEXT = "text"
+
+
+class OmissionReason(StrEnum):
+    """Why a range is not in the next-run context."""
+
+    RAW_TOO_BIG = "raw_too_big"  # a newest raw pair did not fit
+    SUMMARY_AND_PROJECTION_TOO_BIG = "summary_and_projection_too_big"
+    RAW_AND_PROJECTION_TOO_BIG = "raw_and_projection_too_big"  # no valid summary to offer
+
+
+_REASON_TEXT = {
+    OmissionReason.RAW_TOO_BIG: "the raw pair(s) did not fit",
+    OmissionReason.SUMMARY_AND_PROJECTION_TOO_BIG: (
+        "neither the summary candidate (user messages + assistant-history summary) nor the"
+        " bounded projection of the raw pairs fit"
+    ),
+    OmissionReason.RAW_AND_PROJECTION_TOO_BIG: (
+        "no valid summary; neither the raw pairs nor their bounded projection fit"
+    ),
+}
+
+
+# -- the result ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PinnedIdentifier:
+    """One sidecar identifier: exactly as the user typed it."""
+
+    kind: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """One message's id and text, verbatim."""
+
+    id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClippedAnswer:
+    """An assistant answer cut at a whitespace to a byte bound; `clipped_bytes` were not shown."""
+
+    id: str
+    text: str
+    clipped_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class RawPair:
+    """One eligible pair, verbatim."""
+
+    index: int
+    user: Said
+    assistant: Said
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryCandidate:
+    """A segment as original user messages + a valid assistant-history summary."""
+
+    from_pair: int
+    to_pair: int
+    user_messages: tuple[Said, ...]
+    assistant_summary: str
+    compaction_id: str
+    prompt_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectedPair:
+    """A pair of a bounded projection: the user message verbatim, the answer clipped."""
+
+    index: int
+    user: Said
+    assistant: ClippedAnswer
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    """A segment as a bounded projection of its raw pairs."""
+
+    from_pair: int
+    to_pair: int
+    pairs: tuple[ProjectedPair, ...]
+    answer_bytes: int
+
+
+HistoryItem = RawPair | SummaryCandidate | Projection
+
+
+@dataclass(frozen=True, slots=True)
+class Omission:
+    """A range the next run will not see, why, and the bytes it would have needed."""
+
+    from_pair: int
+    to_pair: int
+    reason: OmissionReason
+    bytes_needed: int  # bytes its smallest offered form would have added to this output
+
+
+@dataclass(frozen=True, slots=True)
+class StaleSummary:
+    """A completed summary that was not used (source changed, or a version never consumed)."""
+
+    from_pair: int
+    to_pair: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class NextRunContext:
+    """The assembled next-run context and its exact serialisation (`output`)."""
+
+    conversation_id: str
+    budget_bytes: int
+    format: ContextFormat
+    pinned: tuple[PinnedIdentifier, ...]
+    sidecar_complete: bool  # False when some user message's identifier scan timed out
+    history: tuple[HistoryItem, ...]  # oldest first
+    omitted: tuple[Omission, ...]
+    stale: tuple[StaleSummary, ...]
+    pairs_total: int
+    output: str  # exactly what `lexkeep context` prints
+
+    @property
+    def bytes(self) -> int:
+        """UTF-8 bytes of `output` (never more than `budget_bytes`)."""
+        return len(self.output.encode("utf-8"))
+
+
+# -- serialisations --------------------------------------------------------------------------
+#
+# Each serialiser renders the output as: head + items joined by `separator` + tail, where head
+# holds the pinned block, the stale list and the omission list, and tail closes the document.
+# Item sizes are therefore additive, which lets the assembler test a candidate in O(1) plus
+# one re-render of the (short) omission list, instead of re-rendering everything.
+
+
+class _Serialiser(Protocol):
+    separator: bytes
+
+    def head(
+        self, ctx: _Meta, omitted: Sequence[Omission]
+    ) -> bytes: ...  # pragma: no cover - protocol
+
+    def item(self, item: HistoryItem) -> bytes: ...  # pragma: no cover - protocol
+
+    def tail(self) -> bytes: ...  # pragma: no cover - protocol
+
+
+@dataclass(frozen=True, slots=True)
+class _Meta:
+    conversation_id: str
+    budget_bytes: int
+    pinned: tuple[PinnedIdentifier, ...]
+    sidecar_complete: bool
+    stale: tuple[StaleSummary, ...]
+    pairs_total: int
+
+
+def _said(s: Said) -> dict[str, str]:
+    return {"id": s.id, "text": s.text}
+
+
+class _Json:
+    """Compact JSON, one document and a trailing newline; `history` is the last key."""
+
+    separator = b","
+
+    def head(self, ctx: _Meta, omitted: Sequence[Omission]) -> bytes:
+        doc = {
+            "schema_version": CONTEXT_SCHEMA_VERSION,
+            "conversation_id": ctx.conversation_id,
+            "budget_bytes": ctx.budget_bytes,
+            "pairs_total": ctx.pairs_total,
+            "pinned_identifiers": [{"kind": p.kind, "value": p.value} for p in ctx.pinned],
+            "sidecar_complete": ctx.sidecar_complete,
+            "omitted": [
+                {
+                    "from_pair": o.from_pair,
+                    "to_pair": o.to_pair,
+                    "reason": str(o.reason),
+                    "bytes_needed": o.bytes_needed,
+                }
+                for o in omitted
+            ],
+            "stale_summaries": [
+                {"from_pair": s.from_pair, "to_pair": s.to_pair, "reason": s.reason}
+                for s in ctx.stale
+            ],
+        }
+        # Drop the closing brace and open the history array.
+        return orjson.dumps(doc)[:-1] + b',"history":['
+
+    def item(self, item: HistoryItem) -> bytes:
+        if isinstance(item, RawPair):
+            obj: dict[str, object] = {
+                "type": "pair",
+                "pair": item.index,
+                "user": _said(item.user),
+                "assistant": _said(item.assistant),
+            }
+        elif isinstance(item, SummaryCandidate):
+            obj = {
+                "type": "summary",
+                "from_pair": item.from_pair,
+                "to_pair": item.to_pair,
+                "user_messages": [_said(s) for s in item.user_messages],
+                "assistant_history_summary": item.assistant_summary,
+                "prompt_version": item.prompt_version,
+                "compaction_id": item.compaction_id,
+            }
+        else:
+            obj = {
+                "type": "projection",
+                "from_pair": item.from_pair,
+                "to_pair": item.to_pair,
+                "answer_bytes": item.answer_bytes,
+                "pairs": [
+                    {
+                        "pair": p.index,
+                        "user": _said(p.user),
+                        "assistant": {
+                            "id": p.assistant.id,
+                            "text": p.assistant.text,
+                            "clipped_bytes": p.assistant.clipped_bytes,
+                        },
+                    }
+                    for p in item.pairs
+                ],
+            }
+        return orjson.dumps(obj)
+
+    def tail(self) -> bytes:
+        return b"]}\n"
+
+
+def _pairs_label(a: int, b: int) -> str:
+    return f"pair {a}" if a == b else f"pairs {a}-{b}"
+
+
+class _Text:
+    """Plain text for a model prompt: sections with plain headings, user text verbatim."""
+
+    separator = b""
+
+    def head(self, ctx: _Meta, omitted: Sequence[Omission]) -> bytes:
+        lines = [
+            f"# Conversation {ctx.conversation_id}: context for the next run"
+            f" ({ctx.pairs_total} earlier exchanges; budget {ctx.budget_bytes} bytes)",
+            "",
+            "## Identifiers the user typed (verbatim; use these exact strings)",
+        ]
+        lines += [f"- {p.value} ({p.kind})" for p in ctx.pinned] or ["(none)"]
+        if not ctx.sidecar_complete:
+            lines.append("(some user messages were not fully scanned for identifiers)")
+        lines.append("")
+        if omitted:
+            lines.append("## NOT INCLUDED: the next run will not see these earlier exchanges")
+            lines += [
+                f"- {_pairs_label(o.from_pair, o.to_pair)}: {_REASON_TEXT[o.reason]}"
+                f" (would have needed {o.bytes_needed} bytes)"
+                for o in omitted
+            ]
+        else:
+            lines.append("## Nothing omitted: every earlier exchange is below, raw or summarised")
+        lines.append("")
+        if ctx.stale:
+            lines.append("## Stale summaries (not used: they no longer match the messages)")
+            lines += [f"- {_pairs_label(s.from_pair, s.to_pair)}: {s.reason}" for s in ctx.stale]
+            lines.append("")
+        lines.append("## Earlier exchanges, oldest first")
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+    def item(self, item: HistoryItem) -> bytes:
+        if isinstance(item, RawPair):
+            out = [
+                f"\n### {_pairs_label(item.index, item.index)}",
+                f"[user {item.user.id}]",
+                item.user.text,
+                f"[assistant {item.assistant.id}]",
+                item.assistant.text,
+            ]
+        elif isinstance(item, SummaryCandidate):
+            out = [
+                f"\n### {_pairs_label(item.from_pair, item.to_pair)}:"
+                " the user's own messages, then a summary of the assistant's answers",
+            ]
+            for said in item.user_messages:
+                out += [f"[user {said.id}]", said.text]
+            out += [
+                f"[summary of the assistant's answers ({item.prompt_version});"
+                " not the user's words]",
+                item.assistant_summary,
+            ]
+        else:
+            out = [
+                f"\n### {_pairs_label(item.from_pair, item.to_pair)}: the user's own messages;"
+                f" answers cut to {item.answer_bytes} bytes",
+            ]
+            for p in item.pairs:
+                note = (
+                    f" ({p.assistant.clipped_bytes} more bytes not shown)"
+                    if p.assistant.clipped_bytes
+                    else ""
+                )
+                out += [
+                    f"[user {p.user.id}]",
+                    p.user.text,
+                    f"[assistant {p.assistant.id}]{note}",
+                    p.assistant.text,
+                ]
+        return ("\n".join(out) + "\n").encode("utf-8")
+
+    def tail(self) -> bytes:
+        return b""
+
+
+_SERIALISERS: dict[ContextFormat, _Serialiser] = {
+    ContextFormat.JSON: _Json(),
+    ContextFormat.TEXT: _Text(),
+}
+
+
+# -- assembly --------------------------------------------------------------------------------
+
+
+def clip_answer(message_id: str, text: str, limit: int) -> ClippedAnswer:
+    """`text` cut to at most `limit` UTF-8 bytes at a whitespace, so no token is ever split."""
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return ClippedAnswer(message_id, text, 0)
+    head = raw[:limit].decode("utf-8", errors="ignore")
+    # Cut back to the last whitespace: a half identifier is worse than none (seed 003).
+    if not head[-1:].isspace() and not text[len(head) : len(head) + 1].isspace():
+        cut = len(head)
+        while cut > 0 and not head[cut - 1].isspace():
+            cut -= 1
+        head = head[:cut]
+    head = head.rstrip()
+    return ClippedAnswer(message_id, head, len(raw) - len(head.encode("utf-8")))
+
+
+@dataclass(slots=True)
+class _Unit:
+    """One thing to place: a raw tail pair or a 10-pair segment, with its forms in order."""
+
+    from_pair: int
+    to_pair: int
+    forms: list[list[tuple[HistoryItem, int]]]  # each form: items with their byte sizes
+    reason: OmissionReason  # reported when no form fits
+    chosen: list[tuple[HistoryItem, int]] | None = None
+
+
+def _said_of(pair: Pair) -> tuple[Said, Said]:
+    return Said(pair.user.id, pair.user.text), Said(pair.assistant.id, pair.assistant.text)
+
+
+def _projection(pairs: Sequence[Pair], answer_bytes: int) -> Projection:
+    return Projection(
+        from_pair=pairs[0].index,
+        to_pair=pairs[-1].index,
+        pairs=tuple(
+            ProjectedPair(
+                p.index,
+                Said(p.user.id, p.user.text),
+                clip_answer(p.assistant.id, p.assistant.text, answer_bytes),
+            )
+            for p in pairs
+        ),
+        answer_bytes=answer_bytes,
+    )
+
+
+def _coalesce(units: Sequence[_Unit], sep: int) -> list[Omission]:
+    """Omitted units (in pair order) as ranges: neighbours with the same reason merge."""
+    out: list[Omission] = []
+    for u in units:
+        if u.chosen is not None:
+            continue
+        needed = min(sum(size + sep for _, size in form) for form in u.forms)
+        last = out[-1] if out else None
+        if last and last.reason == u.reason and last.to_pair + 1 == u.from_pair:
+            out[-1] = Omission(last.from_pair, u.to_pair, u.reason, last.bytes_needed + needed)
+        else:
+            out.append(Omission(u.from_pair, u.to_pair, u.reason, needed))
+    return out
+
+
+def _load(store: Store, conversation_id: str) -> tuple[list[PinnedIdentifier], bool]:
+    """The sidecar block of one conversation (refuses an unknown conversation)."""
+    con = store.con
+    if (
+        con.execute("SELECT 1 FROM conversations WHERE id = ?", [conversation_id]).fetchone()
+        is None
+    ):
+        raise NotFoundError(
+            f"no conversation {conversation_id!r} in the store",
+            hint="list conversations with: lexkeep stats --db FILE",
+        )
+    rows = con.execute(
+        "SELECT i.kind, i.value FROM identifiers i "
+        "JOIN messages m ON m.id = i.message_id AND m.conversation_id = ? "
+        "WHERE i.conversation_id = ? ORDER BY m.position, i.span_start",
+        [conversation_id, conversation_id],
+    ).fetchall()
+    pinned: dict[str, PinnedIdentifier] = {}
+    for kind, value in rows:
+        pinned.setdefault(value, PinnedIdentifier(kind, value))
+    incomplete = con.execute(
+        "SELECT count(*) FROM identifier_scans WHERE conversation_id = ? AND NOT complete",
+        [conversation_id],
+    ).fetchone()[0]
+    return list(pinned.values()), incomplete == 0
+
+
+def _summaries(
+    store: Store, conversation_id: str, pairs: list[Pair], segments: list[tuple[int, int]]
+) -> tuple[dict[int, CompletedSummary], list[StaleSummary]]:
+    """Valid summaries by from_pair, and the completed ones that are not valid (stale)."""
+    # One cheap query tells which ranges have any completed summary; only those are validated.
+    with_summary = {
+        row[0]
+        for row in store.con.execute(
+            "SELECT DISTINCT from_pair FROM compactions "
+            "WHERE conversation_id = ? AND status = 'completed'",
+            [conversation_id],
+        ).fetchall()
+    }
+    valid: dict[int, CompletedSummary] = {}
+    stale: list[StaleSummary] = []
+    for start, end in segments:
+        if start not in with_summary:
+            continue
+        summary, reason = valid_summary(store.con, conversation_id, start, pairs[start : end + 1])
+        if summary is not None:
+            valid[start] = summary
+        else:
+            stale.append(StaleSummary(start, end, reason))
+    return valid, stale
+
+
+def build_context(
+    store: Store,
+    conversation_id: str,
+    budget_bytes: int,
+    *,
+    format: ContextFormat | str = ContextFormat.JSON,
+    answer_bytes: int = DEFAULT_ANSWER_BYTES,
+) -> NextRunContext:
+    """Assemble the next-run context of a conversation within `budget_bytes` of output.
+
+    Raises BudgetError when even the pinned sidecar and the list of what is omitted do not fit.
+    """
+    try:
+        fmt = ContextFormat(format)
+    except ValueError as exc:
+        raise ConfigError(f"unknown context format {format!r} (json or text)") from exc
+    if budget_bytes <= 0:
+        raise ConfigError(f"--budget-bytes must be a positive number of bytes, got {budget_bytes}")
+    if answer_bytes < 0:
+        raise ConfigError(f"answer bytes must be >= 0, got {answer_bytes}")
+    ser = _SERIALISERS[fmt]
+
+    pinned, sidecar_complete = _load(store, conversation_id)
+    pairs = eligible_pairs(store.con, conversation_id)
+    segments = plan_segments(len(pairs))
+    valid, stale = _summaries(store, conversation_id, pairs, segments)
+    meta = _Meta(
+        conversation_id, budget_bytes, tuple(pinned), sidecar_complete, tuple(stale), len(pairs)
+    )
+
+    def sized(items: Sequence[HistoryItem]) -> list[tuple[HistoryItem, int]]:
+        return [(item, len(ser.item(item))) for item in items]
+
+    # Units in pair order; placement goes newest first (tail pairs, then segments).
+    units: list[_Unit] = []
+    for start, end in segments:
+        seg = pairs[start : end + 1]
+        projection = sized([_projection(seg, answer_bytes)])
+        summary = valid.get(start)
+        if summary is not None:
+            candidate = SummaryCandidate(
+                start,
+                end,
+                tuple(Said(p.user.id, p.user.text) for p in seg),
+                summary.text,
+                summary.job_id,
+                summary.prompt_version,
+            )
+            forms = [sized([candidate]), projection]
+            reason = OmissionReason.SUMMARY_AND_PROJECTION_TOO_BIG
+        else:
+            raw = sized([RawPair(p.index, *_said_of(p)) for p in seg])
+            forms = [raw, projection]
+            reason = OmissionReason.RAW_AND_PROJECTION_TOO_BIG
+        units.append(_Unit(start, end, forms, reason))
+    tail_start = segments[-1][1] + 1 if segments else 0
+    for p in pairs[tail_start:]:
+        units.append(
+            _Unit(
+                p.index,
+                p.index,
+                [sized([RawPair(p.index, *_said_of(p))])],
+                OmissionReason.RAW_TOO_BIG,
+            )
+        )
+
+    fixed = len(ser.tail())
+    sep = len(ser.separator)
+
+    def total(items_bytes: int, items_count: int) -> int:
+        joins = sep * (items_count - 1) if items_count else 0
+        return fixed + items_bytes + joins + len(ser.head(meta, _coalesce(units, sep)))
+
+    items_bytes = 0
+    items_count = 0
+    floor = total(0, 0)
+    if floor > budget_bytes:
+        raise BudgetError(
+            f"a budget of {budget_bytes} bytes is too small for conversation"
+            f" {conversation_id}: the pinned identifier sidecar ({len(pinned)} identifiers)"
+            f" and the list of what is omitted alone need {floor} bytes",
+            hint=f"pass --budget-bytes {floor} or more",
+        )
+    tail_first = [u for u in units if u.from_pair >= tail_start]
+    segments_first = [u for u in units if u.from_pair < tail_start]
+    for unit in [*reversed(tail_first), *reversed(segments_first)]:
+        for form in unit.forms:
+            add_bytes = sum(size for _, size in form)
+            unit.chosen = form
+            if total(items_bytes + add_bytes, items_count + len(form)) <= budget_bytes:
+                items_bytes += add_bytes
+                items_count += len(form)
+                break
+            unit.chosen = None
+
+    history = [item for u in units if u.chosen for item, _ in u.chosen]
+    omitted = _coalesce(units, sep)
+    output = (
+        ser.head(meta, omitted) + ser.separator.join(ser.item(i) for i in history) + ser.tail()
+    ).decode("utf-8")
+    return NextRunContext(
+        conversation_id=conversation_id,
+        budget_bytes=budget_bytes,
+        format=fmt,
+        pinned=tuple(pinned),
+        sidecar_complete=sidecar_complete,
+        history=tuple(history),
+        omitted=tuple(omitted),
+        stale=tuple(stale),
+        pairs_total=len(pairs),
+        output=output,
+    )

@@ -1,0 +1,257 @@
+"""The identifier guard: check proposed tool arguments against what the conversation supplied.
+
+Seed 003: "before execution, require that identifiers come from the session sidecar, not from
+inferred arguments." An agent calls `guard` before each tool call; every identifier-shaped value
+in the proposed arguments that no real user message and no tool result of the conversation
+supplied verbatim is reported, with the nearest known value and how it differs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from lexkeep.core.errors import InputError, NotFoundError
+from lexkeep.core.identifiers import extract
+from lexkeep.core.nearmiss import Difference, NearMiss, classify, is_kept
+from lexkeep.core.store import Store
+
+GUARD_SCHEMA_VERSION = 1
+
+# Lower is closer: the same ranking core.nearmiss uses for its own best match.
+_RANK = {
+    Difference.CASE: 0,
+    Difference.SEPARATOR: 1,
+    Difference.TRUNCATED: 2,
+    Difference.EXTENDED: 2,
+    Difference.EDIT: 3,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    """One decoded argument value: its JSON path (`$.a[0].b`) and its text."""
+
+    path: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unsupplied:
+    """A proposed identifier that the conversation never supplied verbatim."""
+
+    path: str  # JSON path of the argument leaf it was found in
+    kind: str
+    value: str
+    nearest: str | None  # the closest known value (sidecar or tool result), if any is close
+    difference: Difference | None  # how `value` differs from `nearest`
+    distance: int | None
+    nearest_source: str | None  # "user" (sidecar) | "tool_result"
+
+
+@dataclass(frozen=True, slots=True)
+class GuardReport:
+    """The guard's verdict on one proposed set of tool arguments."""
+
+    conversation_id: str
+    checked: tuple[str, ...]  # every identifier value found in the arguments, in order
+    unsupplied: tuple[Unsupplied, ...]
+    complete: bool  # False when an extraction ran out of its time budget
+
+    @property
+    def ok(self) -> bool:
+        """True when every identifier in the arguments was supplied verbatim."""
+        return not self.unsupplied
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every identifier was supplied, 1 when any was not."""
+        return 0 if self.ok else 1
+
+
+def decode_arguments(arguments: str | bytes | Any, *, path: str = "ARGUMENTS_JSON") -> list[Leaf]:
+    """String leaves of the arguments, and numbers as their JSON text (keys are not values)."""
+    if isinstance(arguments, str | bytes):
+        try:
+            value = orjson.loads(arguments)
+        except orjson.JSONDecodeError as exc:
+            raise InputError(
+                f"proposed arguments are not valid JSON ({exc})",
+                path=path,
+                line=getattr(exc, "lineno", None),
+                col=getattr(exc, "colno", None),
+                hint='pass a JSON object, e.g. \'{"invoice_id": "INV-2025-08-44719"}\'',
+            ) from exc
+    else:
+        value = arguments
+    leaves: list[Leaf] = []
+    _walk(value, "$", leaves)
+    return leaves
+
+
+def _walk(value: Any, path: str, out: list[Leaf]) -> None:
+    if isinstance(value, str):
+        out.append(Leaf(path, value))
+    elif isinstance(value, bool) or value is None:
+        return  # true/false/null are never identifiers
+    elif isinstance(value, int | float):
+        out.append(Leaf(path, orjson.dumps(value).decode()))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _walk(item, f"{path}.{key}", out)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _walk(item, f"{path}[{i}]", out)
+
+
+def _supplied_texts(store: Store, conversation_id: str) -> tuple[list[str], list[str]]:
+    """(real user message texts, tool result texts) of one conversation, in timeline order."""
+    con = store.con
+    found = con.execute("SELECT 1 FROM conversations WHERE id = ?", [conversation_id]).fetchone()
+    if found is None:
+        raise NotFoundError(
+            f"no conversation {conversation_id!r} in the store",
+            hint="list conversations with: lexkeep stats --db FILE",
+        )
+    rows = con.execute(
+        "SELECT kind, text FROM messages WHERE conversation_id = ? "
+        "AND kind IN ('user_text', 'tool_result') ORDER BY position",
+        [conversation_id],
+    ).fetchall()
+    user = [text for kind, text in rows if kind == "user_text"]
+    tool = [text for kind, text in rows if kind == "tool_result"]
+    tool += [
+        text
+        for (text,) in con.execute(
+            "SELECT text FROM tool_results WHERE conversation_id = ? ORDER BY position",
+            [conversation_id],
+        ).fetchall()
+    ]
+    return user, tool
+
+
+def _known_values(
+    store: Store, conversation_id: str, tool_texts: list[str]
+) -> list[tuple[str, str]]:
+    """Known identifier values as (value, source): the sidecar first, then tool results."""
+    known: dict[str, str] = {}
+    for (value,) in store.con.execute(
+        "SELECT value FROM identifiers WHERE conversation_id = ? ORDER BY message_id, span_start",
+        [conversation_id],
+    ).fetchall():
+        known.setdefault(value, "user")
+    for text in tool_texts:
+        for ident in extract(text).identifiers:
+            known.setdefault(ident.value, "tool_result")
+    return list(known.items())
+
+
+def _nearest(value: str, known: list[tuple[str, str]]) -> tuple[NearMiss, str] | None:
+    """The known value closest to the proposed `value`, with its source."""
+    best: tuple[NearMiss, str] | None = None
+    for candidate, source in known:
+        # classify(expected, found): the known value is what was expected, the proposal found.
+        miss = classify(candidate, value)
+        if miss is None:
+            continue
+        if best is None or (_RANK[miss.difference], miss.distance) < (
+            _RANK[best[0].difference],
+            best[0].distance,
+        ):
+            best = (NearMiss(candidate, miss.difference, miss.distance), source)
+    return best
+
+
+def guard_arguments(
+    store: Store,
+    conversation_id: str,
+    arguments: str | bytes | Any,
+    *,
+    arguments_path: str = "ARGUMENTS_JSON",
+) -> GuardReport:
+    """Report every identifier in `arguments` that the conversation never supplied verbatim.
+
+    `arguments` is JSON text (as a tool call would carry it) or an already decoded value.
+    Supplied means: occurs verbatim, at letter/digit boundaries, in a real user message or a
+    tool result of the conversation.
+    """
+    leaves = decode_arguments(arguments, path=arguments_path)
+    user_texts, tool_texts = _supplied_texts(store, conversation_id)
+    supplied = user_texts + tool_texts
+    checked: list[str] = []
+    pending: list[tuple[Leaf, str, str]] = []
+    complete = True
+    for leaf in leaves:
+        extraction = extract(leaf.text)
+        complete = complete and extraction.complete
+        for ident in extraction.identifiers:
+            checked.append(ident.value)
+            if not any(is_kept(ident.value, text) for text in supplied):
+                pending.append((leaf, ident.kind, ident.value))
+    unsupplied: list[Unsupplied] = []
+    if pending:
+        # Only now pay for extracting the tool results: most calls pass the guard.
+        known = _known_values(store, conversation_id, tool_texts)
+        for leaf, kind, value in pending:
+            near = _nearest(value, known)
+            unsupplied.append(
+                Unsupplied(
+                    path=leaf.path,
+                    kind=kind,
+                    value=value,
+                    nearest=near[0].found if near else None,
+                    difference=near[0].difference if near else None,
+                    distance=near[0].distance if near else None,
+                    nearest_source=near[1] if near else None,
+                )
+            )
+    return GuardReport(conversation_id, tuple(checked), tuple(unsupplied), complete)
+
+
+def guard_to_json(report: GuardReport) -> dict[str, Any]:
+    """The report as a JSON-ready dict (with `schema_version`)."""
+    return {
+        "schema_version": GUARD_SCHEMA_VERSION,
+        "conversation_id": report.conversation_id,
+        "ok": report.ok,
+        "complete": report.complete,
+        "checked": list(report.checked),
+        "unsupplied": [
+            {
+                "path": u.path,
+                "kind": u.kind,
+                "value": u.value,
+                "nearest": u.nearest,
+                "difference": str(u.difference) if u.difference else None,
+                "distance": u.distance,
+                "nearest_source": u.nearest_source,
+            }
+            for u in report.unsupplied
+        ],
+    }
+
+
+def guard_to_text(report: GuardReport) -> str:
+    """A short human-readable verdict, one line per unsupplied value."""
+    lines = []
+    if report.ok:
+        lines.append(
+            f"ok: {len(report.checked)} identifier(s) in the arguments, all supplied verbatim"
+            " by the conversation"
+        )
+    else:
+        lines.append(
+            f"NOT SUPPLIED: {len(report.unsupplied)} of {len(report.checked)} identifier(s)"
+            " in the arguments never appeared verbatim in a user message or tool result"
+        )
+        for u in report.unsupplied:
+            if u.nearest is None:
+                near = "no known value is close"
+            else:
+                near = f"nearest known {u.nearest!r} ({u.difference}, from {u.nearest_source})"
+            lines.append(f"  {u.path}: {u.value!r} [{u.kind}] — {near}")
+    if not report.complete:
+        lines.append("note: identifier extraction ran out of time on some argument values")
+    return "\n".join(lines) + "\n"
