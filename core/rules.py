@@ -1,0 +1,464 @@
+"""Identifier rule files: the built-in kinds and user TOML, merged and checked when they load.
+
+A rule set is the built-in kinds (core/kinds.toml) extended by the user's
+`[tool.lexkeep.identifiers]` table (pyproject.toml), `[identifiers]` in lexkeep.toml, or an
+explicit `--rules FILE`. Every kind, built-in or not, passes the same checks before it is used:
+the regex compiles without a global ignore-case flag, its positive examples are found and its
+negative ones are not, each positive example passes the keyword prefilter, and the pattern
+finishes the adversarial strings within the time budget. A failing rule is refused with a
+RuleError naming it; nothing half-checked is ever used.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import orjson
+import regex
+
+from lexkeep.core.config import load_section
+from lexkeep.core.errors import RuleError
+
+# Bumped whenever the extraction code changes what a rule means, so stored scans re-run.
+ENGINE_VERSION = "1"
+TIERS = ("A", "B", "C", "suppressor")
+REQUIRE = ("digit", "letter", "upper", "lower", "hexletter")
+VALIDATORS = ("ipv6", "path", "not_css_colour", "not_repeated")
+CONTEXT_MODES = ("require", "veto")
+KIND_KEYS = {
+    "id", "tier", "priority", "regex", "group", "keywords", "prefilter_digit", "trim", "require",
+    "validators", "deny_list", "allowlist", "context", "tests", "description",
+}  # fmt: skip
+USER_KEYS = {"schema_version", "use_default", "disabled", "allowlist", "context", "lists",
+             "kinds", "settings"}  # fmt: skip
+SETTINGS_KEYS = {"timeout_ms", "max_chars"}
+CONTEXT_KEYS = {"words", "window", "mode"}
+TESTS_KEYS = {"positive", "negative"}
+# Load-time ReDoS smoke test: a pattern must finish each of these within the time budget.
+ADVERSARIAL_LENGTH = 8_000
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """A rule's self-test: `value` must (positive) or must not (negative) be found in `text`."""
+
+    text: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Whole-word context gate: `require` a word in the `window` words before, or `veto` on one."""
+
+    words: tuple[str, ...]
+    window: int
+    mode: str
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One checked identifier (or suppressor) kind, ready to scan with."""
+
+    id: str
+    tier: str
+    priority: int
+    regex: str
+    pattern: Any  # compiled regex.Pattern
+    group: int | str = 0
+    keywords: tuple[str, ...] = ()
+    prefilter_digit: bool = False
+    trim: bool = False
+    require: tuple[str, ...] = ()
+    validators: tuple[str, ...] = ()
+    deny: frozenset[str] = frozenset()
+    allow: frozenset[str] = frozenset()
+    context: Context | None = None
+    positive: tuple[Example, ...] = ()
+    negative: tuple[Example, ...] = ()
+    description: str = ""
+
+    @property
+    def suppressor(self) -> bool:
+        """True when the kind only claims spans and is never reported."""
+        return self.tier == "suppressor"
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """The kinds to scan with (highest priority first), global allowlist and budget."""
+
+    kinds: tuple[Kind, ...]
+    allowlist: frozenset[str] = frozenset()
+    timeout: float = 0.05
+    max_chars: int = 200_000
+    digest: str = ""
+    origin: str = "built-in"
+    disabled: tuple[str, ...] = field(default=())
+
+    def kind(self, kind_id: str) -> Kind:
+        """The kind with this id (KeyError when absent)."""
+        for kind in self.kinds:
+            if kind.id == kind_id:
+                return kind
+        raise KeyError(kind_id)
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+
+def _builtin_data() -> dict[str, Any]:
+    text = resources.files("lexkeep.core").joinpath("kinds.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+@functools.lru_cache(maxsize=1)
+def default_rules() -> RuleSet:
+    """The built-in kinds, checked once per process."""
+    return build_rules(None)
+
+
+def load_rules(path: Path | None = None) -> RuleSet:
+    """Rules from `path` (--rules), else the settings file's identifiers table, else defaults."""
+    if path is not None:
+        data, origin = _read_rules_file(Path(path)), str(path)
+    else:
+        data, settings = load_section("identifiers")
+        if not data:
+            return default_rules()
+        origin = str(settings)
+    return build_rules(data, origin=origin)
+
+
+def _read_rules_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleError(f"invalid TOML: {exc}", path=str(path)) from exc
+    except OSError as exc:
+        raise RuleError(f"cannot read rules: {exc.strerror}", path=str(path)) from exc
+    # Accept a bare rules file, `[identifiers]`, or a pyproject-style `[tool.lexkeep.identifiers]`.
+    nested = data.get("tool", {}).get("lexkeep", {}).get("identifiers")
+    if isinstance(nested, dict):
+        return nested
+    if isinstance(data.get("identifiers"), dict) and "kinds" not in data:
+        return data["identifiers"]
+    return data
+
+
+def build_rules(user: Mapping[str, Any] | None, *, origin: str = "built-in") -> RuleSet:
+    """Merge the built-in kinds with a user rules table, check every kind, return the set."""
+    base = _builtin_data()
+    where = None if origin == "built-in" else origin
+    user = dict(user or {})
+    _check_keys(user, USER_KEYS, "the identifiers rules", where)
+    lists: dict[str, list[str]] = {k: list(v) for k, v in base.get("lists", {}).items()}
+    settings = dict(base.get("settings", {}))
+    kinds: dict[str, dict[str, Any]] = {}
+    if user.get("use_default", True):
+        for raw in base["kinds"]:
+            kinds[raw["id"]] = dict(raw)
+    for name, values in _table(user, "lists", where).items():
+        lists.setdefault(name, []).extend(_str_list(values, f"lists.{name}", where))
+    user_settings = _table(user, "settings", where)
+    _check_keys(user_settings, SETTINGS_KEYS, "[settings]", where)
+    settings.update(user_settings)
+    for raw in user.get("kinds", []) or []:
+        if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
+            raise RuleError("every [[kinds]] entry needs a string id", path=where)
+        kind_id = raw["id"]
+        _check_keys(raw, KIND_KEYS, f"kind {kind_id!r}", where)
+        if kind_id in kinds:
+            kinds[kind_id] = {**kinds[kind_id], **raw}  # override only the fields given
+        else:
+            for needed in ("regex", "tier", "priority"):
+                if needed not in raw:
+                    raise RuleError(f"kind {kind_id!r}: missing {needed!r}", path=where)
+            tests = raw.get("tests") or {}
+            if not tests.get("positive") or not tests.get("negative"):
+                raise RuleError(
+                    f"kind {kind_id!r}: needs tests.positive and tests.negative examples",
+                    path=where,
+                    hint="every rule carries examples that are checked when it loads",
+                )
+            kinds[kind_id] = dict(raw)
+    disabled = tuple(_str_list(user.get("disabled", []), "disabled", where))
+    for kind_id in disabled:
+        if kind_id not in kinds:
+            raise RuleError(f"disabled: unknown kind {kind_id!r}", path=where)
+        del kinds[kind_id]
+    for kind_id, words in _table(user, "context", where).items():
+        if kind_id not in kinds:
+            raise RuleError(f"context: unknown kind {kind_id!r}", path=where)
+        ctx = kinds[kind_id].get("context")
+        if not ctx:
+            raise RuleError(
+                f"context: kind {kind_id!r} has no context gate to add words to", path=where
+            )
+        extra = _str_list(words, f"context.{kind_id}", where)
+        kinds[kind_id] = {**kinds[kind_id], "context": {**ctx, "words": [*ctx["words"], *extra]}}
+    allowlist = frozenset(_str_list(user.get("allowlist", []), "allowlist", where))
+
+    timeout_ms = settings.get("timeout_ms", 50)
+    if not isinstance(timeout_ms, int | float) or not 1 <= timeout_ms <= 10_000:
+        raise RuleError("settings.timeout_ms must be a number from 1 to 10000", path=where)
+    max_chars = settings.get("max_chars", 200_000)
+    if not isinstance(max_chars, int) or max_chars < 1:
+        raise RuleError("settings.max_chars must be a positive integer", path=where)
+    timeout = timeout_ms / 1000
+
+    checked = [_build_kind(raw, lists, timeout, where) for raw in kinds.values()]
+    checked.sort(key=lambda k: (-k.priority, k.id))
+    digest = _digest(checked, allowlist, timeout, max_chars)
+    return RuleSet(
+        kinds=tuple(checked),
+        allowlist=allowlist,
+        timeout=timeout,
+        max_chars=max_chars,
+        digest=digest,
+        origin=origin,
+        disabled=disabled,
+    )
+
+
+# -- building and checking one kind ----------------------------------------------------------
+
+
+def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], timeout: float,
+                where: str | None) -> Kind:  # fmt: skip
+    kind_id = raw["id"]
+
+    def fail(message: str, hint: str | None = None) -> RuleError:
+        return RuleError(f"kind {kind_id!r}: {message}", path=where, hint=hint)
+
+    tier = raw.get("tier")
+    if tier not in TIERS:
+        raise fail(f"tier must be one of {', '.join(TIERS)}, not {tier!r}")
+    priority = raw.get("priority")
+    if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 1000:
+        raise fail("priority must be an integer from 0 to 1000")
+    source = raw.get("regex")
+    if not isinstance(source, str) or not source:
+        raise fail("regex must be a non-empty string")
+    try:
+        pattern = regex.compile(source, regex.V1)
+    except (regex.error, ValueError) as exc:
+        raise fail(f"regex does not compile: {exc}") from exc
+    if pattern.flags & regex.IGNORECASE:
+        raise fail(
+            "global ignore-case flag (?i) is not allowed",
+            hint="scope it to the part that needs it, e.g. (?i:https?)",
+        )
+    group = raw.get("group", 0)
+    if isinstance(group, str) and group not in pattern.groupindex:
+        raise fail(f"regex has no group named {group!r}")
+    if isinstance(group, int) and not 0 <= group <= pattern.groups:
+        raise fail(f"regex has no group {group}")
+    keywords = tuple(_str_list(raw.get("keywords", []), "keywords", where, kind_id))
+    if any(k != k.lower() or not k for k in keywords):
+        raise fail("keywords must be non-empty and lower-case (they are matched case-folded)")
+    require = tuple(_str_list(raw.get("require", []), "require", where, kind_id))
+    for name in require:
+        if name not in REQUIRE:
+            raise fail(f"unknown require {name!r} (known: {', '.join(REQUIRE)})")
+    validators = tuple(_str_list(raw.get("validators", []), "validators", where, kind_id))
+    for name in validators:
+        if name not in VALIDATORS:
+            raise fail(f"unknown validator {name!r} (known: {', '.join(VALIDATORS)})")
+    deny: frozenset[str] = frozenset()
+    if raw.get("deny_list"):
+        if raw["deny_list"] not in lists:
+            raise fail(f"deny_list names an unknown list {raw['deny_list']!r}")
+        deny = frozenset(lists[raw["deny_list"]])
+    allow = frozenset(_str_list(raw.get("allowlist", []), "allowlist", where, kind_id))
+    context = _context(raw.get("context"), fail)
+    if tier == "C" and (context is None or context.mode != "require"):
+        raise fail('tier C kinds need a context gate with mode = "require"')
+    tests = raw.get("tests") or {}
+    if not isinstance(tests, dict):
+        raise fail("tests must be a table with positive and negative lists")
+    _check_keys(tests, TESTS_KEYS, f"kind {kind_id!r} tests", where)
+    positive = tuple(_example(item, fail) for item in tests.get("positive", []))
+    negative = tuple(_example(item, fail) for item in tests.get("negative", []))
+    kind = Kind(
+        id=kind_id,
+        tier=tier,
+        priority=priority,
+        regex=source,
+        pattern=pattern,
+        group=group,
+        keywords=keywords,
+        prefilter_digit=bool(raw.get("prefilter_digit", False)),
+        trim=bool(raw.get("trim", False)),
+        require=require,
+        validators=validators,
+        deny=deny,
+        allow=allow,
+        context=context,
+        positive=positive,
+        negative=negative,
+        description=str(raw.get("description", "")),
+    )
+    _self_test(kind, fail)
+    _redos_test(kind, timeout, fail)
+    return kind
+
+
+def _context(raw: Any, fail: Any) -> Context | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise fail("context must be a table with words, window and mode")
+    unknown = set(raw) - CONTEXT_KEYS
+    if unknown:
+        raise fail(f"unknown key {sorted(unknown)[0]!r} in context")
+    words = raw.get("words")
+    if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
+        raise fail("context.words must be a non-empty list of strings")
+    window = raw.get("window", 4)
+    if not isinstance(window, int) or not 1 <= window <= 20:
+        raise fail("context.window must be an integer from 1 to 20")
+    mode = raw.get("mode", "require")
+    if mode not in CONTEXT_MODES:
+        raise fail(f"context.mode must be one of {', '.join(CONTEXT_MODES)}, not {mode!r}")
+    # Whole-word, case-folded phrases; normalised to single spaces for the window match.
+    return Context(tuple(" ".join(w.lower().split()) for w in words), window, mode)
+
+
+def _example(item: Any, fail: Any) -> Example:
+    if isinstance(item, str):
+        return Example(item, item)
+    if isinstance(item, dict) and isinstance(item.get("text"), str):
+        value = item.get("value", item["text"])
+        if not isinstance(value, str) or value not in item["text"]:
+            raise fail(f"example value {value!r} does not occur in its text {item['text']!r}")
+        return Example(item["text"], value)
+    raise fail(f"an example must be a string or {{text, value}}, not {item!r}")
+
+
+def _self_test(kind: Kind, fail: Any) -> None:
+    """Run the kind's own examples through the real per-kind scan (gitleaks-style Validate)."""
+    # Imported here: identifiers imports this module for RuleSet.
+    from lexkeep.core.identifiers import passes_prefilter, scan_kind
+
+    for ex in kind.positive:
+        if not passes_prefilter(kind, ex.text):
+            wanted = "an ASCII digit" if kind.prefilter_digit else f"one of {list(kind.keywords)}"
+            raise fail(
+                f"positive example {ex.text!r} does not contain {wanted}; "
+                "the prefilter would skip it",
+                hint="fix the keywords so every positive example contains one",
+            )
+        found = [v for _, _, v, claimed in scan_kind(kind, ex.text, 1.0) if not claimed]
+        if kind.suppressor:
+            found = [v for _, _, v, _ in scan_kind(kind, ex.text, 1.0)]
+        if ex.value not in found:
+            got = ", ".join(repr(v) for v in found) or "nothing"
+            raise fail(f"positive example {ex.text!r}: expected {ex.value!r}, found {got}")
+    for ex in kind.negative:
+        found = [v for _, _, v, claimed in scan_kind(kind, ex.text, 1.0) if not claimed]
+        if kind.suppressor:
+            found = [v for _, _, v, _ in scan_kind(kind, ex.text, 1.0)]
+        if found:
+            raise fail(f"negative example {ex.text!r} matched {found[0]!r}")
+    for word in kind.keywords:
+        if not any(word in ex.text.lower() for ex in kind.positive):
+            raise fail(
+                f"keyword {word!r} occurs in no positive example",
+                hint="every keyword must be exercised by a positive example",
+            )
+
+
+@functools.lru_cache(maxsize=1)
+def adversarial_strings() -> tuple[tuple[str, str], ...]:
+    """Named strings that make badly bounded patterns backtrack (reference §3.5)."""
+    n = ADVERSARIAL_LENGTH
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    b64 = "".join(alphabet[(i * 37 + i // 7) % 64] for i in range(n))
+    return (
+        ("letters", "a" * n),
+        ("digits", "1" * n),
+        ("upper", "A" * n),
+        ("base64", b64),
+        ("dashes", "a-" * (n // 2)),
+        ("digit-dashes", "1-" * (n // 2)),
+        ("slashes", "/a" * (n // 2)),
+        ("dots", "1." * (n // 2)),
+        ("underscores", "A_" * (n // 2)),
+        ("at-dots", "@a." * (n // 3)),
+        ("colons", "f:" * (n // 2)),
+        ("hashes", "#1" * (n // 2)),
+        ("backslashes", "C:\\" + "ab\\" * (n // 3)),
+        ("url", "http://" + "x" * n),
+        ("spaced-digits", "1 " * (n // 2)),
+        ("mixed", "aA1_-." * (n // 6)),
+    )
+
+
+def _redos_test(kind: Kind, timeout: float, fail: Any) -> None:
+    for name, text in adversarial_strings():
+        try:
+            for _ in kind.pattern.finditer(text, timeout=timeout):
+                pass
+        except TimeoutError as exc:
+            raise fail(
+                f"pattern takes longer than {timeout * 1000:g} ms on the adversarial string "
+                f"{name!r}",
+                hint="bound every quantifier and avoid nested repetition",
+            ) from exc
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _digest(kinds: list[Kind], allowlist: frozenset[str], timeout: float, max_chars: int) -> str:
+    canon = {
+        "engine": ENGINE_VERSION,
+        "timeout": timeout,
+        "max_chars": max_chars,
+        "allowlist": sorted(allowlist),
+        "kinds": [
+            {
+                "id": k.id, "tier": k.tier, "priority": k.priority, "regex": k.regex,
+                "group": k.group, "keywords": k.keywords, "prefilter_digit": k.prefilter_digit,
+                "trim": k.trim, "require": k.require, "validators": k.validators,
+                "deny": sorted(k.deny), "allow": sorted(k.allow),
+                "context": None if k.context is None
+                else [k.context.words, k.context.window, k.context.mode],
+            }
+            for k in kinds
+        ],
+    }  # fmt: skip
+    return hashlib.sha256(orjson.dumps(canon, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def _check_keys(values: Mapping[str, Any], allowed: set[str], where: str,
+                path: str | None) -> None:  # fmt: skip
+    for key in values:
+        if key not in allowed:
+            raise RuleError(
+                f"unknown key {key!r} in {where}",
+                path=path,
+                hint="known keys: " + ", ".join(sorted(allowed)),
+            )
+
+
+def _table(data: Mapping[str, Any], key: str, where: str | None) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise RuleError(f"{key} must be a table", path=where)
+    return value
+
+
+def _str_list(value: Any, name: str, where: str | None, kind_id: str | None = None) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        prefix = f"kind {kind_id!r}: " if kind_id else ""
+        raise RuleError(f"{prefix}{name} must be a list of strings", path=where)
+    return value
