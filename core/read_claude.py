@@ -108,6 +108,20 @@ def classify_user_text(text: str, *, meta: bool = False, sidechain: bool = False
     return MessageKind.USER_TEXT
 
 
+def _is_compact_summary(value: dict[str, Any]) -> bool:
+    """A user line holding a compaction summary (flagged, or by its prefix in old builds)."""
+    if value.get("isCompactSummary") is True:
+        return True
+    message = value.get("message")
+    if not isinstance(message, dict):
+        return False
+    content = message.get("content")
+    if isinstance(content, list):
+        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+            return False
+    return block_text(content).lstrip().startswith(SUMMARY_PREFIX)
+
+
 def block_text(content: Any) -> str:
     """Text of a content value: a string, or the text parts of a block list."""
     if isinstance(content, str):
@@ -327,7 +341,7 @@ class ClaudeReader:
             return
         # Anything else ends a pending assistant response.
         yield from self._flush_assistant(st)
-        if kind == "user" and value.get("isCompactSummary") is True:
+        if kind == "user" and _is_compact_summary(value):
             yield from new
             yield from self._summary(st, value, cid, uuid, time, src)
             return

@@ -561,22 +561,23 @@ class CodexReader:
             return
         items = [h for h in history if isinstance(h, dict)]
         opaque = any(h.get("type") in ("compaction", "compaction_summary") for h in items)
-        users: list[str] = []
-        assistants: list[str] = []
+        # (role, text) of what the history kept in clear, in order: real user messages, and
+        # assistant answers (kept verbatim by remote compaction only)
+        kept: list[tuple[str, str]] = []
         for h in items:
             if h.get("type") != "message":
                 continue
             text = content_text(h.get("content"))
-            if h.get("role") == "user":
-                if classify_user_text(text) is MessageKind.USER_TEXT:
-                    users.append(text)
-            elif h.get("role") == "assistant" and text:
-                assistants.append(text)
+            if h.get("role") == "user" and classify_user_text(text) is MessageKind.USER_TEXT:
+                kept.append(("user", text))
+            elif h.get("role") == "assistant" and text.strip():
+                kept.append(("assistant", text))
         if opaque or not message.strip():
-            # Remote: server-side state is opaque; what it kept in clear is verbatim history.
-            kept = tuple(users + assistants) if opaque else tuple(users)
-            yield Boundary(bid, cid, BoundaryKind.REMOTE, src, None, kept, None, time)
+            # Remote: the server-side state is opaque; only what it kept in clear is readable.
+            texts = tuple(t for r, t in kept if opaque or r == "user")
+            yield Boundary(bid, cid, BoundaryKind.REMOTE, src, None, texts, None, time)
             return
+        users = [t for r, t in kept if r == "user"]
         # Local: the last user message is the summary itself; drop it if it slipped through.
         if users and users[-1].strip() == message.strip():
             users.pop()
