@@ -116,9 +116,10 @@ def _is_compact_summary(value: dict[str, Any]) -> bool:
     if not isinstance(message, dict):
         return False
     content = message.get("content")
-    if isinstance(content, list):
-        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
-            return False
+    if isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    ):
+        return False
     return block_text(content).lstrip().startswith(SUMMARY_PREFIX)
 
 
