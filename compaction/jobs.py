@@ -9,6 +9,7 @@ snapshot (seed 000 §5, DESIGN.md point 5).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 import uuid
@@ -117,10 +118,9 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
         yield con
         con.execute("COMMIT")
     except BaseException:
-        try:
+        # a failed COMMIT has already ended the transaction
+        with contextlib.suppress(duckdb.Error):
             con.execute("ROLLBACK")
-        except duckdb.Error:
-            pass  # a failed COMMIT already ended the transaction
         raise
 
 

@@ -1,0 +1,347 @@
+"""`lexkeep compact`: plan → claim → summarise → check the generation contract → complete/fail.
+
+Reads pairs for many conversations at once, skips ranges already completed or exhausted before
+claiming (one query per batch), then runs the claims through `--workers` in-process slots, each
+slot with its own DuckDB connection (a cursor of the store's database). Each segment is claimed
+at most once per run; a failed attempt is retried by a later run, up to 2 attempts in all.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from lexkeep.compaction import jobs
+from lexkeep.compaction.binding import JobIdentity, identity
+from lexkeep.compaction.pairs import Pair, eligible_pairs_many
+from lexkeep.compaction.planning import plan_segments
+from lexkeep.compaction.summarizers import (
+    AssistantAnswer,
+    ExtractiveSummarizer,
+    Summarizer,
+    SummaryRequest,
+    check_generation,
+    prompt_text,
+)
+from lexkeep.core.errors import ConfigError, NotFoundError
+from lexkeep.core.store import Store
+
+BATCH_CONVERSATIONS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentOutcome:
+    """What happened to one planned segment in this run."""
+
+    conversation_id: str
+    from_pair: int
+    to_pair: int
+    outcome: str  # planned | completed | failed | skipped
+    job_id: str | None = None
+    attempt: int | None = None
+    detail: str = ""
+    identifiers_total: int = 0
+    identifiers_kept: int = 0
+
+
+@dataclass
+class CompactionReport:
+    """Counts and per-segment outcomes of one `compact` run."""
+
+    dry_run: bool = False
+    conversations: int = 0
+    planned: int = 0
+    claimed: int = 0
+    completed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    skipped_reasons: Counter[str] = field(default_factory=Counter)
+    identifiers_total: int = 0
+    identifiers_kept: int = 0
+    seconds: float = 0.0
+    segments: list[SegmentOutcome] = field(default_factory=list)
+
+    @property
+    def identifier_share(self) -> float | None:
+        """Share of the summarised answers' identifiers found verbatim in their summaries."""
+        if self.identifiers_total == 0:
+            return None
+        return self.identifiers_kept / self.identifiers_total
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    ident: JobIdentity
+    pairs: tuple[Pair, ...]
+
+
+def run_compaction(
+    store: Store,
+    *,
+    conversation_ids: Sequence[str] | None = None,
+    summarizer: Summarizer | None = None,
+    workers: int = 1,
+    max_running: int | None = None,
+    dry_run: bool = False,
+    lease_seconds: float = jobs.DEFAULT_LEASE_SECONDS,
+    admission_wait: float | None = None,
+    on_planned: Callable[[int], None] | None = None,
+    on_progress: Callable[[SegmentOutcome], None] | None = None,
+) -> CompactionReport:
+    """Compact every candidate segment of the given (default: all) conversations."""
+    if workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {workers}")
+    if max_running is not None and max_running < 1:
+        raise ConfigError(f"--max-running must be at least 1, got {max_running}")
+    summarizer = summarizer or ExtractiveSummarizer()
+    started = time.perf_counter()
+    con = store.con
+    ids = _conversations(con, conversation_ids)
+    report = CompactionReport(dry_run=dry_run, conversations=len(ids))
+    instructions = prompt_text(jobs.PROMPT_VERSION)
+    prompt_sha = _sha(instructions)
+    if not dry_run:
+        jobs.expire_leases(con)
+
+    tasks: list[_Task] = []
+    for start in range(0, len(ids), BATCH_CONVERSATIONS):
+        batch = ids[start : start + BATCH_CONVERSATIONS]
+        by_conv = eligible_pairs_many(con, batch)
+        known = _known_jobs(con, batch)
+        for cid in batch:
+            pairs = by_conv[cid]
+            for from_pair, to_pair in plan_segments(len(pairs)):
+                seg = pairs[from_pair : to_pair + 1]
+                ident = identity(
+                    cid,
+                    from_pair,
+                    to_pair,
+                    seg,
+                    model_id=summarizer.model_id,
+                    prompt_version=jobs.PROMPT_VERSION,
+                )
+                report.planned += 1
+                reason = _already(known.get((cid, from_pair), ()), ident)
+                if reason:
+                    _skip(report, ident, reason, on_progress)
+                elif dry_run:
+                    out = SegmentOutcome(cid, from_pair, to_pair, "planned", ident.key())
+                    report.segments.append(out)
+                    if on_progress:
+                        on_progress(out)
+                else:
+                    tasks.append(_Task(ident, tuple(seg)))
+    if on_planned:
+        on_planned(report.planned)
+    if dry_run or not tasks:
+        report.seconds = time.perf_counter() - started
+        return report
+
+    work: queue.Queue[_Task] = queue.Queue()
+    for task in tasks:
+        work.put(task)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    wait_limit = lease_seconds if admission_wait is None else admission_wait
+
+    def worker() -> None:
+        cursor = con.cursor()
+        owner = jobs.new_owner()
+        try:
+            while True:
+                try:
+                    task = work.get_nowait()
+                except queue.Empty:
+                    return
+                out = _run_one(
+                    cursor,
+                    task,
+                    summarizer,
+                    instructions,
+                    prompt_sha,
+                    owner,
+                    lease_seconds,
+                    max_running,
+                    wait_limit,
+                    report,
+                    lock,
+                )
+                with lock:
+                    report.segments.append(out)
+                    if out.outcome == "skipped":
+                        report.skipped += 1
+                        report.skipped_reasons[out.detail.split(":")[0]] += 1
+                if on_progress:
+                    on_progress(out)
+        except BaseException as exc:  # surfaced to the caller after the other slots stop
+            errors.append(exc)
+        finally:
+            cursor.close()
+
+    threads = [threading.Thread(target=worker, name=f"compact-{i}") for i in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _run_one(
+    cursor,
+    task: _Task,
+    summarizer: Summarizer,
+    instructions: str,
+    prompt_sha: str,
+    owner: str,
+    lease_seconds: float,
+    max_running: int | None,
+    wait_limit: float,
+    report: CompactionReport,
+    lock: threading.Lock,
+) -> SegmentOutcome:
+    ident = task.ident
+    cid, a, b = ident.conversation_id, ident.from_pair, ident.to_pair
+    deadline = time.monotonic() + wait_limit
+    pause = 0.005
+    while True:
+        result = jobs.claim_with_retry(
+            cursor,
+            ident,
+            owner=owner,
+            lease_seconds=lease_seconds,
+            max_running=max_running,
+            prompt_sha256=prompt_sha,
+        )
+        if isinstance(result, jobs.Claim):
+            break
+        if result.reason == "admission" and time.monotonic() < deadline:
+            time.sleep(pause)  # another slot will finish; the store counts who runs
+            pause = min(pause * 2, 0.2)
+            continue
+        return SegmentOutcome(
+            cid, a, b, "skipped", ident.key(), None, f"{result.reason}: {result.detail}"
+        )
+    c = result
+    with lock:
+        report.claimed += 1
+    answers = tuple(
+        AssistantAnswer(p.assistant.id, p.assistant.text, _extract(p.assistant.text))
+        for p in task.pairs
+    )
+    request = SummaryRequest(cid, a, b, answers, jobs.PROMPT_VERSION, instructions)
+    try:
+        gen = summarizer.summarize(request)
+        problem = check_generation(gen)
+    except Exception as exc:  # a crashing backend is a failed attempt, never a crashed run
+        problem = f"summarizer crashed: {type(exc).__name__}: {exc}"
+        gen = None
+    if problem is None and gen is not None:
+        values = {
+            answer.text[i.start : i.end]
+            for answer in answers
+            if answer.extraction is not None
+            for i in answer.extraction.identifiers
+        }
+        kept = sum(1 for v in values if v in gen.text)
+        jobs.complete(
+            cursor,
+            c,
+            jobs.Completion(
+                summary=gen.text,
+                input_sha256=request.input_sha256(),
+                kept_verbatim=[p.user.text for p in task.pairs],
+                identifiers_total=len(values),
+                identifiers_kept=kept,
+            ),
+        )
+        with lock:
+            report.completed += 1
+            report.identifiers_total += len(values)
+            report.identifiers_kept += kept
+        return SegmentOutcome(cid, a, b, "completed", c.job_id, c.attempt, "", len(values), kept)
+    status = jobs.fail(cursor, c, problem or "unknown failure")
+    with lock:
+        report.failed += 1
+    return SegmentOutcome(cid, a, b, "failed", c.job_id, c.attempt, f"{status}: {problem}")
+
+
+def _extract(text: str):
+    from lexkeep.core.identifiers import extract
+
+    return extract(text)
+
+
+def _skip(
+    report: CompactionReport,
+    ident: JobIdentity,
+    reason: str,
+    on_progress: Callable[[SegmentOutcome], None] | None,
+) -> None:
+    out = SegmentOutcome(
+        ident.conversation_id, ident.from_pair, ident.to_pair, "skipped", ident.key(), None, reason
+    )
+    report.skipped += 1
+    report.skipped_reasons[reason.split(":")[0]] += 1
+    report.segments.append(out)
+    if on_progress:
+        on_progress(out)
+
+
+def _already(rows: Sequence[tuple], ident: JobIdentity) -> str | None:
+    """Why a segment needs no claim (completed or out of attempts), judged before claiming."""
+    key = ident.key()
+    for job_id, status, digest, version, attempts in rows:
+        if (
+            status == "completed"
+            and digest == ident.source_digest
+            and (version in jobs.CONSUMABLE_VERSIONS)
+        ):
+            return f"completed: job {job_id[:12]} ({version})"
+        if job_id == key and status == "exhausted":
+            return f"exhausted: {attempts} failed attempts; the range stays raw"
+    return None
+
+
+def _known_jobs(con, conversation_ids: Sequence[str]) -> dict[tuple[str, int], list[tuple]]:
+    rows = con.execute(
+        "SELECT conversation_id, from_pair, id, status, source_digest, prompt_version, attempts "
+        "FROM compactions WHERE conversation_id IN (SELECT unnest(?::VARCHAR[])) "
+        "AND status IN ('completed', 'exhausted')",
+        [list(conversation_ids)],
+    ).fetchall()
+    known: dict[tuple[str, int], list[tuple]] = {}
+    for cid, from_pair, *rest in rows:
+        known.setdefault((cid, from_pair), []).append(tuple(rest))
+    return known
+
+
+def _conversations(con, wanted: Sequence[str] | None) -> list[str]:
+    if not wanted:
+        return [r[0] for r in con.execute("SELECT id FROM conversations ORDER BY id").fetchall()]
+    wanted = list(dict.fromkeys(wanted))
+    found = {
+        r[0]
+        for r in con.execute(
+            "SELECT id FROM conversations WHERE id IN (SELECT unnest(?::VARCHAR[]))", [wanted]
+        ).fetchall()
+    }
+    missing = [c for c in wanted if c not in found]
+    if missing:
+        raise NotFoundError(
+            f"no conversation {', '.join(missing)} in the store",
+            hint="list conversations with: lexkeep stats --db FILE, or ingest them first",
+        )
+    return wanted
+
+
+def _sha(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,402 @@
+"""Summarisers behind one small interface, and the registry plugins join.
+
+A summariser receives only the 10 assistant answers of a range, each with its assistant message
+id (never user text), and returns a `Generation`: text plus how the generation ended. Whether a
+generation is acceptable is decided by `check_generation` (the generation contract), not by the
+summariser.
+
+Built-ins are registered with `register()`, exactly as a plugin would be; plugins can also
+declare an entry point in the group `lexkeep.summarizers` whose object is a factory
+`(argument: str, options: SummarizerOptions) -> Summarizer`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from importlib.metadata import entry_points
+
+from lexkeep.compaction.jobs import MAX_SUMMARY_CHARS, PROMPT_VERSION
+from lexkeep.core.errors import ConfigError
+from lexkeep.core.model import Extraction
+
+ENTRY_POINT_GROUP = "lexkeep.summarizers"
+NORMAL_STOP = "stop"
+
+
+def prompt_text(version: str = PROMPT_VERSION) -> str:
+    """The shipped prompt text of a prompt version (package data compaction/prompts/*.txt)."""
+    path = resources.files("lexkeep.compaction").joinpath("prompts", f"{version}.txt")
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ConfigError(f"no prompt text shipped for {version}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantAnswer:
+    """One assistant answer as a summariser sees it: its message id and text."""
+
+    message_id: str
+    text: str
+    # The engine extracts each answer's identifiers once (for the report's identifier share)
+    # and hands them along so a summariser need not scan again; None means "not scanned".
+    extraction: Extraction | None = None
+
+    def identifiers(self) -> Extraction:
+        """This answer's identifiers (scanned now when the engine did not pass them)."""
+        if self.extraction is not None:
+            return self.extraction
+        from lexkeep.core.identifiers import extract
+
+        return extract(self.text)
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRequest:
+    """Everything a summariser gets for one range: assistant answers only, plus instructions."""
+
+    conversation_id: str
+    from_pair: int
+    to_pair: int
+    answers: tuple[AssistantAnswer, ...]
+    prompt_version: str = PROMPT_VERSION
+    instructions: str = ""
+
+    def answers_block(self) -> str:
+        """The answers, each under a header naming its assistant message id."""
+        return "\n\n".join(
+            f"=== assistant message {a.message_id} ===\n{a.text}" for a in self.answers
+        )
+
+    def render(self) -> str:
+        """The full prompt (instructions, then the answers), as piped to `command:`."""
+        return f"{self.instructions.rstrip()}\n\n{self.answers_block()}\n"
+
+    def input_sha256(self) -> str:
+        """SHA-256 of the exact rendered prompt."""
+        return hashlib.sha256(self.render().encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """What a summariser produced and how it ended.
+
+    finish_reason: "stop" (normal), "length", "tool_calls", "timeout", "error", or whatever
+    the backend reported; `error` explains an abnormal end.
+    """
+
+    text: str
+    finish_reason: str = NORMAL_STOP
+    tool_calls: int = 0
+    error: str | None = None
+
+
+def check_generation(gen: Generation) -> str | None:
+    """The generation contract: None when acceptable, else why the attempt failed."""
+    if gen.error:
+        return f"{gen.finish_reason}: {gen.error}"
+    if gen.tool_calls:
+        # Even beside perfect text: a summariser must not act, only write (seed case A).
+        return f"the response carries {gen.tool_calls} tool call(s)"
+    if gen.finish_reason != NORMAL_STOP:
+        return f"finish reason {gen.finish_reason!r} is not a normal stop"
+    if not gen.text or not gen.text.strip():
+        return "the summary is empty"
+    if len(gen.text) > MAX_SUMMARY_CHARS:
+        return f"the summary has {len(gen.text):,} characters (limit {MAX_SUMMARY_CHARS:,})"
+    return None
+
+
+class Summarizer(ABC):
+    """One summariser backend."""
+
+    name: str = ""
+    model_id: str = ""
+
+    @abstractmethod
+    def summarize(self, request: SummaryRequest) -> Generation:
+        """Summarise the request's assistant answers; report failures in the Generation."""
+
+
+@dataclass(frozen=True, slots=True)
+class SummarizerOptions:
+    """Settings a backend may use (flags of `lexkeep compact`)."""
+
+    base_url: str | None = None
+    model: str | None = None
+    timeout: float = 120.0
+    api_key: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+SummarizerFactory = Callable[[str, SummarizerOptions], Summarizer]
+_REGISTRY: dict[str, SummarizerFactory] = {}
+_entry_points_loaded = False
+
+
+def register(name: str, factory: SummarizerFactory) -> None:
+    """Make a summariser available as `--summarizer NAME[:ARGUMENT]`."""
+    _REGISTRY[name] = factory
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name not in _REGISTRY:
+            register(ep.name, ep.load())
+
+
+def available() -> list[str]:
+    """Names of every registered summariser (built-ins and plugins)."""
+    _load_entry_points()
+    return sorted(_REGISTRY)
+
+
+def create(spec: str, options: SummarizerOptions | None = None) -> Summarizer:
+    """Build a summariser from `NAME` or `NAME:ARGUMENT` (e.g. `command:"llm -m x"`)."""
+    _load_entry_points()
+    name, _, argument = spec.partition(":")
+    factory = _REGISTRY.get(name.strip())
+    if factory is None:
+        raise ConfigError(
+            f"unknown summarizer {name!r}",
+            hint=f"use one of: {', '.join(available())} (plugins: entry point {ENTRY_POINT_GROUP})",
+        )
+    return factory(argument.strip(), options or SummarizerOptions())
+
+
+# -- extractive ---------------------------------------------------------------------------------
+
+
+class ExtractiveSummarizer(Summarizer):
+    """Offline and deterministic: each answer's lead text plus every identifier, verbatim.
+
+    Every answer keeps its assistant message id. When an answer does not fit its share of the
+    6,000 characters, its text is cut (never inside an identifier) and the identifiers the cut
+    dropped are listed after it. When the ids and identifiers alone exceed the limit, the
+    generation fails honestly instead of dropping any.
+    """
+
+    name = "extractive"
+    model_id = "extractive/1"
+    HEADER = "Earlier assistant answers (extractive summary):\n"
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        """Summarise by extraction; fails when the identifiers cannot all fit."""
+        items = []
+        for answer in request.answers:
+            found = answer.identifiers()
+            if not found.complete:
+                return Generation(
+                    "",
+                    "error",
+                    error=f"identifier scan of {answer.message_id} ran out of time; "
+                    "cannot promise every identifier is kept",
+                )
+            spans = [(i.start, i.end) for i in found.identifiers]
+            items.append((answer, spans))
+        budget = MAX_SUMMARY_CHARS - len(self.HEADER)
+        # What must be written whatever happens: the id prefix and all identifiers.
+        fixed = [
+            len(f"[{a.message_id}] ") + _ids_suffix_len(a.text, spans) + 1 for a, spans in items
+        ]
+        spare = budget - sum(fixed)
+        if spare < 0:
+            return Generation(
+                "",
+                "error",
+                error=f"the answers' ids and identifiers need {sum(fixed) + len(self.HEADER):,} "
+                f"characters, more than {MAX_SUMMARY_CHARS:,}",
+            )
+        shares = _water_fill([len(a.text) for a, _ in items], spare)
+        lines = [self.HEADER.rstrip("\n")]
+        for (answer, spans), share in zip(items, shares, strict=True):
+            lines.append(f"[{answer.message_id}] {_lead(answer.text, spans, share)}")
+        return Generation("\n".join(lines))
+
+
+def _ids_suffix(text: str, spans: list[tuple[int, int]], cut: int) -> str:
+    dropped = list(dict.fromkeys(text[s:e] for s, e in spans if e > cut))
+    return " …" + (f" identifiers: {' '.join(dropped)}" if dropped else "")
+
+
+def _ids_suffix_len(text: str, spans: list[tuple[int, int]]) -> int:
+    return len(_ids_suffix(text, spans, 0))
+
+
+def _lead(text: str, spans: list[tuple[int, int]], share: int) -> str:
+    if len(text) <= share:
+        return text
+    cut = share
+    space = text.rfind(" ", 0, cut + 1)  # prefer a word boundary
+    if space > 0:
+        cut = space
+    for start, end in sorted(spans, reverse=True):  # never cut inside an identifier
+        if start < cut < end:
+            cut = start
+    # a cut that moved left can only drop more identifiers, all listed in the suffix
+    return text[:cut].rstrip() + _ids_suffix(text, spans, cut)
+
+
+def _water_fill(lengths: list[int], total: int) -> list[int]:
+    """Split `total` characters over items so short items take only what they need."""
+    shares = [0] * len(lengths)
+    remaining = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    left = total
+    while remaining:
+        even = left // len(remaining)
+        i = remaining[0]
+        if lengths[i] <= even:
+            shares[i] = lengths[i]
+            left -= lengths[i]
+            remaining.pop(0)
+            continue
+        for j in remaining:
+            shares[j] = even
+        break
+    return shares
+
+
+# -- command -----------------------------------------------------------------------------------
+
+
+class CommandSummarizer(Summarizer):
+    """Pipe the rendered prompt to a program; its stdout is the summary, exit 0 a normal stop."""
+
+    name = "command"
+
+    def __init__(self, command: str, timeout: float) -> None:
+        argv = shlex.split(command)
+        if not argv:
+            raise ConfigError(
+                "command: needs a program",
+                hint="e.g. --summarizer 'command:\"llm -m gpt-4o-mini\"'",
+            )
+        self.argv = argv
+        self.timeout = timeout
+        self.model_id = "command:" + shlex.join(argv)
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        """Run the program once with the prompt on stdin."""
+        try:
+            done = subprocess.run(
+                self.argv,
+                input=request.render().encode("utf-8"),
+                capture_output=True,
+                timeout=self.timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return Generation("", "timeout", error=f"no answer within {self.timeout:g} s")
+        except OSError as exc:
+            return Generation("", "error", error=f"cannot run {self.argv[0]}: {exc}")
+        if done.returncode != 0:
+            tail = done.stderr.decode("utf-8", "replace").strip()[-300:]
+            return Generation(
+                "", "error", error=f"exit status {done.returncode}" + (f": {tail}" if tail else "")
+            )
+        try:
+            text = done.stdout.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return Generation("", "error", error=f"output is not UTF-8: {exc}")
+        return Generation(text.strip("\n"))
+
+
+def _command_factory(argument: str, options: SummarizerOptions) -> Summarizer:
+    # `command:"llm -m x"` and `command:llm -m x` both work: shlex removes the outer quotes.
+    text = argument
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        text = text[1:-1]
+    return CommandSummarizer(text, options.timeout)
+
+
+# -- openai-compatible chat completions --------------------------------------------------------
+
+
+class OpenAISummarizer(Summarizer):
+    """Any OpenAI-compatible /chat/completions endpoint; no tools are offered."""
+
+    name = "openai"
+
+    def __init__(self, base_url: str, model: str, api_key: str | None, timeout: float) -> None:
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+        self.model_id = f"openai:{model}"
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        """One chat completion; finish_reason must be `stop` and no tool_calls."""
+        body = json.dumps(
+            {
+                "model": self.model,
+                "temperature": 0,
+                "messages": [
+                    {"role": "system", "content": request.instructions},
+                    {"role": "user", "content": request.answers_block()},
+                ],
+            }
+        ).encode("utf-8")
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                payload = json.loads(resp.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:300]
+            return Generation("", "error", error=f"HTTP {exc.code} from {self.url}: {detail}")
+        except TimeoutError:
+            return Generation("", "timeout", error=f"no answer within {self.timeout:g} s")
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError | socket.timeout):
+                return Generation("", "timeout", error=f"no answer within {self.timeout:g} s")
+            return Generation("", "error", error=f"cannot reach {self.url}: {exc.reason}")
+        except (ValueError, UnicodeDecodeError) as exc:
+            return Generation("", "error", error=f"response is not JSON: {exc}")
+        try:
+            choice = payload["choices"][0]
+            message = choice.get("message") or {}
+            text = message.get("content") or ""
+            tool_calls = len(message.get("tool_calls") or [])
+            if message.get("function_call"):
+                tool_calls += 1
+            finish = choice.get("finish_reason") or "missing"
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return Generation("", "error", error="response has no choices[0].message")
+        if not isinstance(text, str):
+            return Generation("", "error", error="message content is not a string")
+        return Generation(text, finish, tool_calls=tool_calls)
+
+
+def _openai_factory(argument: str, options: SummarizerOptions) -> Summarizer:
+    model = argument or options.model
+    if not options.base_url:
+        raise ConfigError(
+            "the openai summarizer needs --base-url",
+            hint="e.g. --base-url https://api.openai.com/v1 --model gpt-4o-mini",
+        )
+    if not model:
+        raise ConfigError("the openai summarizer needs --model", hint="e.g. --model gpt-4o-mini")
+    api_key = options.api_key or os.environ.get("OPENAI_API_KEY")
+    return OpenAISummarizer(options.base_url, model, api_key, options.timeout)
+
+
+register("extractive", lambda argument, options: ExtractiveSummarizer())
+register("command", _command_factory)
+register("openai", _openai_factory)
