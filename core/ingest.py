@@ -6,12 +6,13 @@ The input side (`JsonSource`, `iter_json_lines`, `read_records`) never touches t
 
 from __future__ import annotations
 
+import glob as globmod
 import gzip
 import hashlib
 import io
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
 from pathlib import Path
 from typing import IO, Any, BinaryIO
@@ -20,8 +21,26 @@ import orjson
 
 from lexkeep.core.errors import InputError
 from lexkeep.core.formats import detect, get_reader
-from lexkeep.core.model import Format, Record, Skipped, Source
+from lexkeep.core.model import (
+    ArgumentsKind,
+    Boundary,
+    Conversation,
+    FileCounts,
+    Format,
+    Message,
+    MessageKind,
+    MessageStatus,
+    Record,
+    Role,
+    Run,
+    RunStatus,
+    Skipped,
+    Source,
+    ToolCall,
+    ToolResult,
+)
 from lexkeep.core.readers import JsonLine
+from lexkeep.core.store import Store
 
 # How many decoded values the format sniffers see.
 HEAD_VALUES = 20
@@ -140,6 +159,8 @@ class JsonSource:
                 break
             update(raw)
             consumed += len(raw)
+            if not number & 0x1FFF:
+                self.bytes_consumed = consumed  # live, for progress bars
             if len(raw) <= 2 and not raw.strip():
                 continue
             try:
@@ -256,6 +277,7 @@ def _scan_document(body: IO[bytes], source: JsonSource) -> Iterator[tuple[int, A
             break
         last = buf
         source.digest.update(buf)
+        source.bytes_consumed = base
         if top_array is None:
             text = buf.lstrip(b"\xef\xbb\xbf \t\r\n")
             if text:
@@ -382,3 +404,559 @@ def detect_format(
 
 class UnrecognisedFormat(InputError):
     """No reader recognised the file (e.g. a JSON file that is not a trace)."""
+
+
+# -- writing to the store -------------------------------------------------------------------
+
+# Rows staged in memory before one bulk write per table (inside the file's transaction).
+CHUNK_ROWS = 50_000
+# Files a folder walk picks up (each may also end in .gz).
+TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+_MESSAGE_COLS = [
+    ("id", "VARCHAR"),
+    ("conversation_id", "VARCHAR"),
+    ("run_id", "VARCHAR"),
+    ("position", "BIGINT"),
+    ("role", "VARCHAR"),
+    ("kind", "VARCHAR"),
+    ("status", "VARCHAR"),
+    ("text", "VARCHAR"),
+    ("time", "VARCHAR"),
+    ("source_file", "VARCHAR"),
+    ("source_line", "BIGINT"),
+]
+_CALL_COLS = [
+    ("conversation_id", "VARCHAR"),
+    ("call_id", "VARCHAR"),
+    ("message_id", "VARCHAR"),
+    ("position", "BIGINT"),
+    ("name", "VARCHAR"),
+    ("arguments_raw", "VARCHAR"),
+    ("arguments", "JSON"),
+    ("arguments_kind", "VARCHAR"),
+    ("time", "VARCHAR"),
+    ("source_file", "VARCHAR"),
+    ("source_line", "BIGINT"),
+]
+_RESULT_COLS = [
+    ("conversation_id", "VARCHAR"),
+    ("call_id", "VARCHAR"),
+    ("position", "BIGINT"),
+    ("text", "VARCHAR"),
+    ("is_error", "BOOLEAN"),
+    ("source_file", "VARCHAR"),
+    ("source_line", "BIGINT"),
+]
+_BOUNDARY_COLS = [
+    ("id", "VARCHAR"),
+    ("conversation_id", "VARCHAR"),
+    ("position", "BIGINT"),
+    ("kind", "VARCHAR"),
+    ("trigger", "VARCHAR"),
+    ("summary_text", "VARCHAR"),
+    ("kept_verbatim", "VARCHAR[]"),
+    ("time", "VARCHAR"),
+    ("source_file", "VARCHAR"),
+    ("source_line", "BIGINT"),
+]
+_RUN_COLS = [
+    ("id", "VARCHAR"),
+    ("conversation_id", "VARCHAR"),
+    ("status", "VARCHAR"),
+    ("position", "BIGINT"),
+    ("source_file", "VARCHAR"),
+    ("source_line", "BIGINT"),
+]
+_CONV_COLS = [
+    ("id", "VARCHAR"),
+    ("format", "VARCHAR"),
+    ("parent_id", "VARCHAR"),
+    ("title", "VARCHAR"),
+    ("first_time", "VARCHAR"),
+    ("last_time", "VARCHAR"),
+    ("max_position", "BIGINT"),
+    ("source_file", "VARCHAR"),
+    ("source_line", "BIGINT"),
+]
+_ERROR_COLS = [
+    ("ingest_run_id", "BIGINT"),
+    ("path", "VARCHAR"),
+    ("line", "BIGINT"),
+    ("col", "INTEGER"),
+    ("reason", "VARCHAR"),
+    ("detail", "VARCHAR"),
+]
+_RUN_UPSERT = "(id) DO UPDATE SET status = excluded.status"
+_CONV_UPSERT = (
+    "(id) DO UPDATE SET max_position = greatest(conversations.max_position, excluded.max_position),"
+    " title = coalesce(conversations.title, excluded.title),"
+    " parent_id = coalesce(conversations.parent_id, excluded.parent_id),"
+    " first_time = coalesce(conversations.first_time, excluded.first_time),"
+    " last_time = coalesce(excluded.last_time, conversations.last_time)"
+)
+
+
+class _Unchanged(Exception):
+    """Raised inside a file's transaction to roll back an ingest that adds nothing."""
+
+
+def _hints_for(reason: str) -> str:
+    if reason == "truncated_document":
+        return "wait until the writer has finished the file, then ingest it again"
+    return "fix the line, or pass --skip-invalid to skip bad lines and record them"
+
+
+def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
+    """Files named by `paths` (files, folders walked recursively, globs, '-'), each with a flag
+    saying it was found by walking a folder (such files may be skipped when not a trace)."""
+    found: list[tuple[str, bool]] = []
+    for given in paths:
+        if given == "-":
+            found.append(("-", False))
+            continue
+        path = Path(given)
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                name = child.name.removesuffix(".gz")
+                if child.is_file() and name.endswith(TRACE_SUFFIXES):
+                    found.append((str(child), True))
+            continue
+        if path.exists():
+            found.append((given, False))
+            continue
+        matches = sorted(globmod.glob(given, recursive=True))
+        if not matches:
+            raise InputError("no such file, folder or matching glob", path=given)
+        for match in matches:
+            if Path(match).is_dir():
+                found.extend(expand_paths([match]))
+            else:
+                found.append((match, True))
+    return found
+
+
+def _same_prefix(path: str, nbytes: int, sha256: str) -> tuple[bool, bool]:
+    """(the first nbytes hash to sha256, there are more bytes after them) — one raw pass."""
+    digest = hashlib.sha256()
+    stream = open_input(path)
+    try:
+        left = nbytes
+        while left > 0:
+            block = stream.read(min(_CHUNK, left))
+            if not block:
+                return False, False
+            digest.update(block)
+            left -= len(block)
+        more = bool(stream.read(1))
+    finally:
+        stream.close()
+    return digest.hexdigest() == sha256, more
+
+
+def _parsed_arguments(raw: str, kind: str) -> Any:
+    # The parsed form beside the raw text: a JSON value, or None (NULL) when it is not JSON.
+    if kind == ArgumentsKind.FREEFORM:
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+class _FileIngest:
+    """State of one file's ingest: positions, derived runs, staged rows, counts."""
+
+    def __init__(
+        self, store: Store, display: str, fmt: Format, skip_lines: int, skip_invalid: bool
+    ) -> None:
+        self.store = store
+        self.con = store.con
+        self.display = display
+        self.fmt = fmt
+        self.skip_lines = skip_lines
+        self.skip_invalid = skip_invalid
+        self.max_pos: dict[str, int] = {}
+        self.convs: dict[str, list[Any]] = {}  # id -> conversation row (list, updated in place)
+        self.new_convs: set[str] = set()
+        self.buffer: list[Record] = []
+        self.errors: list[tuple[int, int | None, str, str]] = []
+        self.skipped: dict[str, int] = {}
+        self.truncated = False
+        self.messages = self.tool_calls = self.boundaries = 0
+        # Runs: explicit Run records (last status wins) and derived turns.
+        self.explicit_runs: dict[str, Run] = {}
+        self.convs_with_runs: set[str] = set()
+        self.turns: dict[str, list[Any]] = {}  # run id -> [conv, answered, position, file, line]
+        self.open_turn: dict[str, str] = {}  # conversation -> run id of its current turn
+        self.run_of: dict[str, str] = {}  # message id -> derived run id (new messages only)
+        self.last_turn: str | None = None
+
+    # -- records ------------------------------------------------------------------------
+
+    def add(self, record: Record) -> None:
+        """Take one reader record (old lines only feed run derivation and conversation data)."""
+        if type(record) is Skipped:
+            self._skipped(record)
+            return
+        new = record.source.line > self.skip_lines
+        rtype = type(record)
+        if rtype is Message:
+            self._turn(record, new)
+        elif rtype is Run:
+            self.explicit_runs[record.id] = record
+            self.convs_with_runs.add(record.conversation_id)
+            self._conversation(record.conversation_id, record.source, None)
+            return
+        elif rtype is Conversation:
+            row = self._conversation(record.id, record.source, record)
+            if new:
+                self.new_convs.add(record.id)
+            del row
+            return
+        if not new:
+            return
+        self._conversation(record.conversation_id, record.source, None)
+        self.buffer.append(record)
+        if len(self.buffer) >= CHUNK_ROWS:
+            self.flush()
+
+    def _skipped(self, item: Skipped) -> None:
+        if item.source.line <= self.skip_lines and item.reason != "truncated_last_line":
+            return
+        if item.reason == "truncated_last_line":
+            self.truncated = True
+        elif item.fatal and not self.skip_invalid:
+            raise InputError(
+                item.detail or item.reason,
+                path=item.source.file,
+                line=item.source.line,
+                col=item.col,
+                hint=_hints_for(item.reason),
+            )
+        elif item.fatal:
+            self.errors.append((item.source.line, item.col, item.reason, item.detail))
+        self.skipped[item.reason] = self.skipped.get(item.reason, 0) + 1
+
+    def _conversation(self, conv: str, src: Source, record: Conversation | None) -> list[Any]:
+        row = self.convs.get(conv)
+        if row is None:
+            # id, format, parent_id, title, first_time, last_time, max_position, file, line
+            row = [conv, self.fmt.value, None, None, None, None, -1, src.file, src.line]
+            self.convs[conv] = row
+        if record is not None:
+            row[1] = record.format.value
+            row[2] = record.parent_id or row[2]
+            row[3] = record.title or row[3]
+            row[7], row[8] = src.file, src.line
+        return row
+
+    def _turn(self, msg: Message, new: bool) -> None:
+        conv = msg.conversation_id
+        run_id = msg.run_id
+        if run_id is None and conv not in self.convs_with_runs:
+            if msg.kind == MessageKind.USER_TEXT:
+                run_id = f"{msg.id}/run"
+                self.turns[run_id] = [conv, False, None, msg.source.file, msg.source.line]
+                self.open_turn[conv] = run_id
+                self.last_turn = run_id
+            else:
+                run_id = self.open_turn.get(conv)
+            if run_id is not None and new:
+                self.run_of[msg.id] = run_id
+        elif run_id is not None and run_id not in self.turns:
+            self.turns[run_id] = [conv, False, None, msg.source.file, msg.source.line]
+            self.last_turn = run_id
+        if run_id is None:
+            return
+        if (
+            msg.role == Role.ASSISTANT
+            and msg.kind == MessageKind.ASSISTANT_TEXT
+            and msg.status == MessageStatus.COMPLETED
+            and msg.text.strip()
+        ):
+            self.turns[run_id][1] = True
+
+    # -- staged writes ------------------------------------------------------------------------
+
+    def _load_positions(self, convs: set[str]) -> None:
+        missing = [c for c in convs if c not in self.max_pos]
+        if not missing:
+            return
+        for conv in missing:
+            self.max_pos[conv] = -1
+        rows = self.con.execute(
+            "SELECT id, max_position FROM conversations WHERE id IN (SELECT unnest(?))",
+            [missing],
+        ).fetchall()
+        for conv, pos in rows:
+            self.max_pos[conv] = pos
+
+    def flush(self) -> None:
+        """Give buffered records positions and bulk-write them (one write per table)."""
+        if not self.buffer:
+            return
+        self._load_positions({r.conversation_id for r in self.buffer})  # type: ignore[union-attr]
+        max_pos = self.max_pos
+        messages: list[tuple[Any, ...]] = []
+        calls: list[tuple[Any, ...]] = []
+        results: list[tuple[Any, ...]] = []
+        boundaries: list[tuple[Any, ...]] = []
+        run_of = self.run_of
+        turns = self.turns
+        convs = self.convs
+        for rec in self.buffer:
+            conv = rec.conversation_id  # type: ignore[union-attr]
+            pos = max_pos[conv] + 1
+            max_pos[conv] = pos
+            src = rec.source
+            rtype = type(rec)
+            time = getattr(rec, "time", None)
+            if rtype is Message:
+                run_id = rec.run_id or run_of.get(rec.id)
+                if run_id is not None and run_id in turns and turns[run_id][2] is None:
+                    turns[run_id][2] = pos
+                messages.append(
+                    (
+                        rec.id,
+                        conv,
+                        run_id,
+                        pos,
+                        rec.role.value,
+                        rec.kind.value,
+                        rec.status.value,
+                        rec.text,
+                        time,
+                        src.file,
+                        src.line,
+                    )
+                )
+            elif rtype is ToolCall:
+                kind = rec.arguments_kind.value
+                calls.append(
+                    (
+                        conv,
+                        rec.call_id,
+                        rec.message_id,
+                        pos,
+                        rec.name,
+                        rec.arguments_raw,
+                        _parsed_arguments(rec.arguments_raw, kind),
+                        kind,
+                        time,
+                        src.file,
+                        src.line,
+                    )
+                )
+            elif rtype is ToolResult:
+                results.append((conv, rec.call_id, pos, rec.text, rec.is_error, src.file, src.line))
+            elif rtype is Boundary:
+                boundaries.append(
+                    (
+                        rec.id,
+                        conv,
+                        pos,
+                        rec.kind.value,
+                        rec.trigger,
+                        rec.summary_text,
+                        list(rec.kept_verbatim),
+                        time,
+                        src.file,
+                        src.line,
+                    )
+                )
+            if time is not None:
+                row = convs[conv]
+                if row[4] is None or time < row[4]:
+                    row[4] = time
+                if row[5] is None or time > row[5]:
+                    row[5] = time
+        self.buffer = []
+        store = self.store
+        # Write order matters only for the crash test: every write is inside one transaction.
+        store.bulk_insert("messages", _MESSAGE_COLS, messages)
+        store.bulk_insert("tool_calls", _CALL_COLS, calls)
+        store.bulk_insert("tool_results", _RESULT_COLS, results)
+        store.bulk_insert("boundaries", _BOUNDARY_COLS, boundaries)
+        self.messages += len(messages)
+        self.tool_calls += len(calls)
+        self.boundaries += len(boundaries)
+
+    def finish(self) -> int:
+        """Write runs and conversations; returns how many conversations got new records."""
+        self.flush()
+        runs: dict[str, tuple[Any, ...]] = {}
+        for run_id, (conv, answered, pos, file, line) in self.turns.items():
+            if run_id in self.explicit_runs:
+                continue
+            if answered:
+                status = RunStatus.COMPLETED
+            elif run_id == self.last_turn:
+                status = RunStatus.RUNNING
+            else:
+                status = RunStatus.FAILED
+            position = pos if pos is not None else self.max_pos.get(conv, 0)
+            runs[run_id] = (run_id, conv, status.value, position, file, line)
+        for run in self.explicit_runs.values():
+            conv = run.conversation_id
+            pos = self.turns.get(run.id, [None, None, None])[2]
+            if pos is None:
+                pos = self.max_pos.get(conv, -1) + 1
+            runs[run.id] = (run.id, conv, run.status.value, pos, run.source.file, run.source.line)
+        self.store.bulk_insert("runs", _RUN_COLS, runs.values(), on_conflict=_RUN_UPSERT)
+        touched = set(self.max_pos) | self.new_convs
+        self._load_positions(touched)
+        rows = []
+        for conv in touched:
+            row = self.convs[conv]
+            row[6] = self.max_pos[conv]
+            rows.append(row)
+        self.store.bulk_insert("conversations", _CONV_COLS, rows, on_conflict=_CONV_UPSERT)
+        return len(touched)
+
+
+def _index_identifiers(store: Store, rules: Any) -> int:
+    """Fill the identifier sidecar for new real user messages; returns identifiers added."""
+    try:
+        from lexkeep.core.sidecar import index_pending
+    except ModuleNotFoundError as exc:  # the sidecar module lands separately
+        if exc.name != "lexkeep.core.sidecar":
+            raise
+        return 0
+    before = store.con.execute("SELECT count(*) FROM identifiers").fetchone()[0]
+    index_pending(store.con, rules)
+    return store.con.execute("SELECT count(*) FROM identifiers").fetchone()[0] - before
+
+
+def ingest_file(
+    store: Store,
+    path: str,
+    *,
+    format: Format | str | None = None,
+    skip_invalid: bool = False,
+    rules: Any = None,
+    from_walk: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+) -> FileCounts:
+    """Ingest one file (or '-') in one transaction; see `ingest_paths`."""
+    key = path if path == "-" else str(Path(path).resolve())
+    prev = store.con.execute(
+        "SELECT bytes_consumed, lines_consumed, sha256, format FROM ingest_runs"
+        " WHERE path = ? ORDER BY id DESC LIMIT 1",
+        [key],
+    ).fetchone()
+    skip_lines = 0
+    status = "ingested"
+    if prev is not None and path != "-":
+        same, more = _same_prefix(path, prev[0], prev[2])
+        if same and not more:
+            return FileCounts(path=path, format=prev[3], status="unchanged")
+        if same:
+            skip_lines, status = prev[1], "appended"
+    source = JsonSource(path)
+    try:
+        fmt, items = detect_format(source, format)
+    except UnrecognisedFormat as err:
+        if from_walk:
+            return FileCounts(path=path, format="", status="unrecognised")
+        raise err
+    reader = get_reader(fmt)
+    state = _FileIngest(store, path, fmt, skip_lines, skip_invalid)
+    reported = 0
+    try:
+        with store.transaction() as con:
+            add = state.add
+            for n, record in enumerate(reader.read(items, path)):
+                add(record)
+                if on_progress is not None and not n & 0x3FFF:
+                    done = source.bytes_consumed
+                    on_progress(done - reported)
+                    reported = done
+            conversations = state.finish()
+            # Standard input cannot be compared with what an earlier ingest consumed before
+            # reading; the same bytes again (a re-piped file) add nothing.
+            if path == "-" and not state.errors:
+                seen = con.execute(
+                    "SELECT count(*) FROM ingest_runs WHERE sha256 = ? AND bytes_consumed = ?",
+                    [source.sha256, source.bytes_consumed],
+                ).fetchone()[0]
+                if seen:
+                    raise _Unchanged
+            run_id = con.execute(
+                "INSERT INTO ingest_runs (path, sha256, bytes_consumed, lines_consumed, format,"
+                " conversations, messages, tool_calls, boundaries, skipped)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                [
+                    key,
+                    source.sha256,
+                    source.bytes_consumed,
+                    source.lines_consumed,
+                    fmt.value,
+                    conversations,
+                    state.messages,
+                    state.tool_calls,
+                    state.boundaries,
+                    sum(state.skipped.values()),
+                ],
+            ).fetchone()[0]
+            store.bulk_insert(
+                "ingest_errors",
+                _ERROR_COLS,
+                [
+                    (run_id, path, line, col, reason, detail)
+                    for line, col, reason, detail in state.errors
+                ],
+                on_conflict="",
+            )
+            identifiers = _index_identifiers(store, rules)
+    except _Unchanged:
+        return FileCounts(path=path, format=fmt.value, status="unchanged")
+    if on_progress is not None:
+        on_progress(source.bytes_consumed - reported)
+    return FileCounts(
+        path=path,
+        format=fmt.value,
+        conversations=conversations,
+        messages=state.messages,
+        tool_calls=state.tool_calls,
+        boundaries=state.boundaries,
+        identifiers=identifiers,
+        skipped=dict(state.skipped),
+        status=status,
+        truncated_last_line=state.truncated,
+    )
+
+
+def ingest_paths(
+    store: Store,
+    paths: Sequence[str],
+    *,
+    format: Format | str | None = None,
+    skip_invalid: bool = False,
+    rules: Any = None,
+    on_file: Callable[[FileCounts], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> list[FileCounts]:
+    """Ingest files, folders (recursive), globs and '-' into `store`; one transaction per file.
+
+    A file with an invalid line raises InputError and writes nothing (unless `skip_invalid`,
+    which records each skipped line in ingest_errors). Re-ingesting an unchanged file adds
+    nothing; a grown file adds only its new lines. `on_progress(n)` gets bytes read.
+    """
+    if format is not None:
+        get_reader(format)  # an unknown --format fails before any file is read
+    counts = []
+    for path, from_walk in expand_paths(paths):
+        got = ingest_file(
+            store,
+            path,
+            format=format,
+            skip_invalid=skip_invalid,
+            rules=rules,
+            from_walk=from_walk,
+            on_progress=on_progress,
+        )
+        counts.append(got)
+        if on_file is not None:
+            on_file(got)
+    return counts
