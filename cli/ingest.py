@@ -1,9 +1,229 @@
-"""`lexkeep` commands for the ingest area."""
+"""`lexkeep` commands for the ingest area: ingest, stats, show."""
 
 from __future__ import annotations
 
+import sys
+from typing import Annotated
+
+import orjson
 import typer
+from rich.text import Text
+
+from lexkeep.cli.common import DbOption, db_path, progress, stderr_console, stdout_console
+from lexkeep.core.formats import format_names
+from lexkeep.core.ingest import ingest_paths
+from lexkeep.core.inspect import Stats, Timeline, show, stats
+from lexkeep.core.model import FileCounts
+from lexkeep.core.store import Store
+
+OutputFormat = Annotated[
+    str,
+    typer.Option("--format", help="Output: text (readable) or json (for scripts)."),
+]
+
+
+def summary_line(c: FileCounts) -> str:
+    """One stderr line per file: format and counts, skipped lines by reason."""
+    if c.status == "unchanged":
+        return f"{c.path}: unchanged ({c.format}), nothing added"
+    if c.status == "unrecognised":
+        return f"{c.path}: skipped, not a recognised trace format"
+    line = (
+        f"{c.path}: {c.status} ({c.format}) {c.conversations} conversations, "
+        f"{c.messages} messages, {c.tool_calls} tool calls, {c.boundaries} boundaries, "
+        f"{c.identifiers} identifiers"
+    )
+    if c.skipped:
+        line += "; skipped " + ", ".join(f"{k}={v}" for k, v in sorted(c.skipped.items()))
+    if c.truncated_last_line:
+        line += "; truncated last line (file still being written?) left for a later ingest"
+    return line
+
+
+def _write_json(value: object) -> None:
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def render_stats(report: Stats) -> None:
+    """Stats as a readable table on stdout."""
+    from rich.table import Table
+
+    table = Table(title="lexkeep store", title_justify="left")
+    columns = [
+        ("format", "format"),
+        ("conversations", "conversations"),
+        ("with boundaries", "conversations_with_boundaries"),
+        ("messages", "messages"),
+        ("user messages", "user_messages"),
+        ("tool calls", "tool_calls"),
+        ("boundaries", "boundaries"),
+        ("identifiers", "identifiers"),
+    ]
+    for title, _ in columns:
+        table.add_column(title, justify="left" if title == "format" else "right")
+    for row in [*report.formats, report.totals]:
+        table.add_row(*(str(getattr(row, attr)) for _, attr in columns))
+    out = stdout_console()
+    out.print(table)
+    errors = ", ".join(f"{k}={v}" for k, v in report.errors_by_reason.items()) or "none"
+    out.print(
+        f"files ingested: {report.files_ingested}; ingest errors: {report.ingest_errors} ({errors})"
+    )
+    if report.incomplete_scans:
+        out.print(f"incomplete identifier scans: {report.incomplete_scans}")
+
+
+def render_timeline(t: Timeline) -> None:
+    """A conversation's timeline, readable on a terminal."""
+    out = stdout_console()
+    out.print(Text(f"conversation {t.id}  ({t.format})", style="bold"))
+    if t.title:
+        out.print(f"title: {t.title}")
+    if t.parent_id:
+        out.print(f"parent: {t.parent_id}")
+    out.print(f"source: {t.source_file}:{t.source_line}")
+    for e in t.entries:
+        where = f"{e.source_file}:{e.source_line}"
+        if e.type == "message":
+            label = f"{e.role}" + (
+                f" ({e.kind})" if e.kind not in ("user_text", "assistant_text") else ""
+            )
+            if e.status != "completed":
+                label += f" [{e.status}]"
+            run = f" run={t.runs.get(e.run_id, '?')}" if e.run_id else ""
+            out.print(Text(f"[{e.position}] {label}{run}  {where}", style="bold cyan"))
+            if e.text:
+                out.print(Text(_indent(e.text)))
+        elif e.type == "tool_call":
+            out.print(
+                Text(f"[{e.position}] tool call {e.name} ({e.id})  {where}", style="bold yellow")
+            )
+            out.print(Text(_indent(e.arguments_raw or "")))
+        elif e.type == "tool_result":
+            err = " error" if e.is_error else ""
+            out.print(Text(f"[{e.position}] tool result{err} ({e.id})  {where}", style="yellow"))
+            out.print(Text(_indent(_clip(e.text or ""))))
+        else:
+            trig = f", {e.trigger}" if e.trigger else ""
+            out.print(
+                Text(
+                    f"[{e.position}] ── compaction boundary ({e.kind}{trig})  {where}",
+                    style="bold magenta",
+                )
+            )
+            summary = (
+                e.summary_text if e.summary_text is not None else "(opaque: no readable summary)"
+            )
+            out.print(Text(_indent("summary: " + summary)))
+            for kept in e.kept_verbatim or []:
+                out.print(Text(_indent("kept verbatim: " + kept)))
+    if t.identifiers:
+        values = ", ".join(f"{i['value']} ({i['kind']})" for i in t.identifiers)
+        out.print(Text(f"identifiers from user messages: {values}"))
+
+
+def _clip(text: str, limit: int = 2000) -> str:
+    return (
+        text if len(text) <= limit else text[:limit] + f" … [{len(text) - limit} more characters]"
+    )
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines() or [""])
+
+
+def _check_output(fmt: str) -> None:
+    if fmt not in ("text", "json"):
+        from lexkeep.core.errors import ConfigError
+
+        raise ConfigError(f"unknown --format {fmt!r}", hint="use text or json")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+
+    @app.command()
+    def ingest(
+        paths: Annotated[
+            list[str],
+            typer.Argument(
+                help="Trace files, folders (recursive), globs, or - for standard input."
+            ),
+        ],
+        db: DbOption = None,
+        format: Annotated[
+            str | None,
+            typer.Option(
+                "--format",
+                help="Force the input format: "
+                + ", ".join(format_names())
+                + " [default: detect per file].",
+                show_default=False,
+            ),
+        ] = None,
+        skip_invalid: Annotated[
+            bool,
+            typer.Option(
+                "--skip-invalid",
+                help="Skip bad lines (recorded in ingest_errors) instead of rejecting the file.",
+            ),
+        ] = False,
+    ) -> None:
+        """Read agent traces into the store (idempotent; a grown file adds only its new lines).
+
+        Formats are detected per file: lexkeep JSONL, OpenAI chat (incl. tau-bench result
+        files), Codex CLI rollouts, Claude Code sessions, Anthropic Messages logs. One summary
+        line per file goes to stderr.
+
+        Example: lexkeep ingest sample_traces/ --db traces.duckdb
+        """
+        err = stderr_console()
+        with Store.open(db_path(db)) as store, progress("ingesting", None) as advance:
+            counts = ingest_paths(
+                store,
+                paths,
+                format=format,
+                skip_invalid=skip_invalid,
+                on_file=lambda c: err.print(summary_line(c)),
+                on_progress=advance,
+            )
+        added = [c for c in counts if c.status in ("ingested", "appended")]
+        err.print(
+            f"{len(counts)} files: {len(added)} ingested, "
+            f"{sum(c.status == 'unchanged' for c in counts)} unchanged, "
+            f"{sum(c.status == 'unrecognised' for c in counts)} not traces; "
+            f"{sum(c.messages for c in added)} messages, "
+            f"{sum(c.tool_calls for c in added)} tool calls"
+        )
+
+    @app.command(name="stats")
+    def stats_command(db: DbOption = None, format: OutputFormat = "text") -> None:
+        """Show what the store holds: counts per format, boundaries, identifiers, errors.
+
+        Example: lexkeep stats --db traces.duckdb --format json
+        """
+        _check_output(format)
+        with Store.open(db_path(db)) as store:
+            report = stats(store)
+        if format == "json":
+            _write_json(report.to_json())
+        else:
+            render_stats(report)
+
+    @app.command(name="show")
+    def show_command(
+        conversation: Annotated[str, typer.Argument(help="Conversation id (or a unique prefix).")],
+        db: DbOption = None,
+        format: OutputFormat = "text",
+    ) -> None:
+        """Show one conversation's timeline: user, assistant, tool calls, results, boundaries.
+
+        Example: lexkeep show c1 --db traces.duckdb
+        """
+        _check_output(format)
+        with Store.open(db_path(db)) as store:
+            timeline = show(store, conversation)
+        if format == "json":
+            _write_json(timeline.to_json())
+        else:
+            render_timeline(timeline)

@@ -823,9 +823,7 @@ def _index_identifiers(store: Store, rules: Any) -> int:
         if exc.name != "lexkeep.core.sidecar":
             raise
         return 0
-    before = store.con.execute("SELECT count(*) FROM identifiers").fetchone()[0]
-    index_pending(store.con, rules)
-    return store.con.execute("SELECT count(*) FROM identifiers").fetchone()[0] - before
+    return int(index_pending(store.con, rules))
 
 
 def ingest_file(

@@ -1,0 +1,196 @@
+"""Look at what is stored: store-wide statistics and one conversation's timeline."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from lexkeep.core.errors import NotFoundError
+from lexkeep.core.store import Store
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FormatStats:
+    """Counts for the conversations of one source format."""
+
+    format: str
+    conversations: int
+    conversations_with_boundaries: int
+    messages: int
+    user_messages: int
+    tool_calls: int
+    tool_results: int
+    boundaries: int
+    identifiers: int
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """What the store holds, per format and in total, plus the ingest ledger."""
+
+    formats: list[FormatStats]
+    totals: FormatStats
+    files_ingested: int
+    ingest_errors: int
+    errors_by_reason: dict[str, int] = field(default_factory=dict)
+    incomplete_scans: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict with `schema_version`."""
+        return {"schema_version": SCHEMA_VERSION, **asdict(self)}
+
+
+_PER_FORMAT = """
+WITH c AS (SELECT id, format FROM conversations),
+m AS (SELECT conversation_id, count(*) AS n,
+             count(*) FILTER (WHERE kind = 'user_text') AS u
+      FROM messages GROUP BY ALL),
+t AS (SELECT conversation_id, count(*) AS n FROM tool_calls GROUP BY ALL),
+r AS (SELECT conversation_id, count(*) AS n FROM tool_results GROUP BY ALL),
+b AS (SELECT conversation_id, count(*) AS n FROM boundaries GROUP BY ALL),
+i AS (SELECT conversation_id, count(*) AS n FROM identifiers GROUP BY ALL)
+SELECT c.format, count(*), count(*) FILTER (WHERE coalesce(b.n, 0) > 0),
+       coalesce(sum(m.n), 0), coalesce(sum(m.u), 0), coalesce(sum(t.n), 0),
+       coalesce(sum(r.n), 0), coalesce(sum(b.n), 0), coalesce(sum(i.n), 0)
+FROM c LEFT JOIN m ON m.conversation_id = c.id LEFT JOIN t ON t.conversation_id = c.id
+LEFT JOIN r ON r.conversation_id = c.id LEFT JOIN b ON b.conversation_id = c.id
+LEFT JOIN i ON i.conversation_id = c.id
+GROUP BY c.format ORDER BY c.format
+"""
+
+
+def stats(store: Store) -> Stats:
+    """Counts per format, conversations with boundaries, identifiers and ingest errors."""
+    con = store.con
+    per = [
+        FormatStats(*(int(v) if i else v for i, v in enumerate(row)))
+        for row in con.execute(_PER_FORMAT).fetchall()
+    ]
+    totals = FormatStats(
+        "all",
+        *(sum(getattr(f, name) for f in per) for name in FormatStats.__slots__[1:]),
+    )
+    files = con.execute("SELECT count(DISTINCT path) FROM ingest_runs").fetchone()[0]
+    by_reason = dict(
+        con.execute("SELECT reason, count(*) FROM ingest_errors GROUP BY 1 ORDER BY 1").fetchall()
+    )
+    incomplete = con.execute("SELECT count(*) FROM identifier_scans WHERE NOT complete").fetchone()[
+        0
+    ]
+    return Stats(per, totals, files, sum(by_reason.values()), by_reason, incomplete)
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    """One item of a conversation's timeline, in position order."""
+
+    position: int
+    type: str  # message | tool_call | tool_result | boundary
+    source_file: str
+    source_line: int
+    role: str | None = None
+    kind: str | None = None
+    status: str | None = None
+    run_id: str | None = None
+    id: str | None = None
+    text: str | None = None
+    time: str | None = None
+    name: str | None = None
+    arguments_raw: str | None = None
+    arguments_kind: str | None = None
+    is_error: bool | None = None
+    summary_text: str | None = None
+    kept_verbatim: list[str] | None = None
+    trigger: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """A conversation with its runs and timeline entries."""
+
+    id: str
+    format: str
+    title: str | None
+    parent_id: str | None
+    source_file: str
+    source_line: int
+    runs: dict[str, str]
+    entries: list[TimelineEntry]
+    identifiers: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict with `schema_version`."""
+        return {"schema_version": SCHEMA_VERSION, **asdict(self)}
+
+
+def resolve_conversation(store: Store, conversation: str) -> str:
+    """The stored id for `conversation`: an exact id, else a unique prefix of one."""
+    con = store.con
+    if con.execute("SELECT 1 FROM conversations WHERE id = ?", [conversation]).fetchone():
+        return conversation
+    found = [
+        r[0]
+        for r in con.execute(
+            "SELECT id FROM conversations WHERE starts_with(id, ?) ORDER BY id LIMIT 6",
+            [conversation],
+        ).fetchall()
+    ]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise NotFoundError(
+            f"conversation {conversation!r} is ambiguous",
+            hint="matches " + ", ".join(found[:5]) + (" …" if len(found) > 5 else ""),
+        )
+    raise NotFoundError(
+        f"no conversation {conversation!r} in the store",
+        hint="lexkeep stats shows what is stored; ids are listed by show --format json",
+    )
+
+
+def show(store: Store, conversation: str) -> Timeline:
+    """The timeline of one conversation (by id or unique id prefix)."""
+    conv_id = resolve_conversation(store, conversation)
+    con = store.con
+    head = con.execute(
+        "SELECT id, format, title, parent_id, source_file, source_line FROM conversations"
+        " WHERE id = ?",
+        [conv_id],
+    ).fetchone()
+    rows = con.execute(
+        """
+        SELECT position, 'message', source_file, source_line, role, kind, status, run_id, id,
+               text, time, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+        FROM messages WHERE conversation_id = $1
+        UNION ALL
+        SELECT position, 'tool_call', source_file, source_line, NULL, NULL, NULL, NULL, call_id,
+               NULL, time, name, arguments_raw, arguments_kind, NULL, NULL, NULL, NULL
+        FROM tool_calls WHERE conversation_id = $1
+        UNION ALL
+        SELECT position, 'tool_result', source_file, source_line, NULL, NULL, NULL, NULL, call_id,
+               text, NULL, NULL, NULL, NULL, is_error, NULL, NULL, NULL
+        FROM tool_results WHERE conversation_id = $1
+        UNION ALL
+        SELECT position, 'boundary', source_file, source_line, NULL, kind, NULL, NULL, id,
+               NULL, time, NULL, NULL, NULL, NULL, summary_text, kept_verbatim, trigger
+        FROM boundaries WHERE conversation_id = $1
+        ORDER BY 1
+        """,
+        [conv_id],
+    ).fetchall()
+    runs = dict(
+        con.execute(
+            "SELECT id, status FROM runs WHERE conversation_id = ? ORDER BY position", [conv_id]
+        ).fetchall()
+    )
+    idents = [
+        {"message_id": m, "kind": k, "value": v, "start": s, "end": e}
+        for m, k, v, s, e in con.execute(
+            "SELECT message_id, kind, value, span_start, span_end FROM identifiers"
+            " WHERE conversation_id = ? ORDER BY message_id, span_start",
+            [conv_id],
+        ).fetchall()
+    ]
+    return Timeline(*head, runs, [TimelineEntry(*row) for row in rows], idents)
