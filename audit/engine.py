@@ -15,10 +15,12 @@ Python only decodes and confirms those candidate calls, so the store is never lo
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from lexkeep.audit.report import (
     AuditReport,
@@ -35,7 +37,7 @@ from lexkeep.audit.settings import AuditSettings, resolve
 from lexkeep.core.errors import ConfigError
 from lexkeep.core.ingest import ingest_paths
 from lexkeep.core.model import ArgumentsKind, Source, Verdict
-from lexkeep.core.nearmiss import NearMiss, best_near_miss, fold, is_kept
+from lexkeep.core.nearmiss import NearMiss, best_near_miss, is_kept, skeleton
 from lexkeep.core.store import Store, default_db_path
 
 # Candidate calls fetched per identifier before falling back to all of them.
@@ -125,13 +127,17 @@ def audit_command(
     paths: Sequence[str] = (),
     db: str | None = None,
     rules: str | None = None,
+    skip_invalid: bool = False,
     flags: Mapping[str, Any] | None = None,
 ) -> tuple[AuditReport, AuditSettings]:
     """What `lexkeep audit` runs: resolve the settings, then audit files or the store."""
     settings = resolve(flags or {})
     if not paths and db is None:
         db = default_db_path()
-    return run_audit(paths=paths, db=db, rules=rules, settings=settings), settings
+    report = run_audit(
+        paths=paths, db=db, rules=rules, skip_invalid=skip_invalid, settings=settings
+    )
+    return report, settings
 
 
 def run_audit(
@@ -139,10 +145,13 @@ def run_audit(
     paths: Sequence[str] = (),
     db: str | None = None,
     rules: str | None = None,
+    skip_invalid: bool = False,
     settings: AuditSettings | None = None,
 ) -> AuditReport:
     """Audit trace files (ingested into an in-memory store) or an existing store (read-only)."""
     settings = settings or AuditSettings()
+    if skip_invalid and not paths:
+        raise ConfigError("--skip-invalid only applies when auditing trace files")
     if paths and db:
         raise ConfigError(
             "give trace files or --db, not both",
@@ -152,7 +161,7 @@ def run_audit(
         loaded_rules = _load_rules(rules)
         with Store.open(None) as store:
             # Files, folders (walked; non-trace files skipped) and globs, as `lexkeep ingest`.
-            ingest_paths(store, list(paths), rules=loaded_rules)
+            ingest_paths(store, list(paths), skip_invalid=skip_invalid, rules=loaded_rules)
             report = audit_store(store, settings, inputs=tuple(paths))
     else:
         if rules:
@@ -207,13 +216,18 @@ def build_report(
     inputs: tuple[str, ...] = (),
 ) -> AuditReport:
     """Aggregate findings per conversation, per kind and overall, and judge the gate."""
-    per_conv: dict[str, Counts] = defaultdict(Counts)
-    per_kind: dict[str, Counts] = defaultdict(Counts)
-    totals = Counts()
-    for f in findings:
-        per_conv[f.conversation_id] = per_conv[f.conversation_id].add(f.verdict)
-        per_kind[f.kind] = per_kind[f.kind].add(f.verdict)
-        totals = totals.add(f.verdict)
+    # Plain tallies first: building frozen Counts per finding would copy 60k+ objects.
+    tally: Counter[tuple[str, str, str]] = Counter(
+        (f.conversation_id, f.kind, f.verdict.value) for f in findings
+    )
+    conv_tally: dict[str, Counter[str]] = defaultdict(Counter)
+    kind_tally: dict[str, Counter[str]] = defaultdict(Counter)
+    for (cid, kind, verdict), n in tally.items():
+        conv_tally[cid][verdict] += n
+        kind_tally[kind][verdict] += n
+    per_conv = {cid: _counts(t) for cid, t in conv_tally.items()}
+    per_kind = {kind: _counts(t) for kind, t in kind_tally.items()}
+    totals = _counts(Counter(f.verdict.value for f in findings))
     conversations = tuple(
         ConversationResult(cid, Source(file, line), n, per_conv.get(cid, Counts()))
         for cid, file, line, n in conv_rows
@@ -237,6 +251,15 @@ def build_report(
         gate=judge(totals, findings, settings),
         inputs=inputs,
         notes=tuple(notes),
+    )
+
+
+def _counts(tally: Counter[str]) -> Counts:
+    return Counts(
+        kept=tally["kept"],
+        altered=tally["altered"],
+        missing=tally["missing"],
+        unverified=tally["unverified"],
     )
 
 
@@ -337,20 +360,23 @@ def _near_misses(store: Store, rows: list[_Row]) -> dict[int, tuple[NearMiss, _C
 
 
 def near_probes(value: str) -> list[str]:
-    """Short folded pieces of `value`, at least one of which survives any near miss of it.
+    """Short pieces of `skeleton(value)`, at least one of which survives any near miss of it.
 
-    They are matched against the lower-cased argument text with separators removed, so a case
-    or separator change, a truncation or extension (which keeps the head or the tail), and one
-    or two edits (which cannot touch head, middle and tail at once) all still hit a probe.
+    They are matched against the lower-cased argument text with the same separators removed.
+    A case or separator change keeps every piece; a truncation or extension keeps the head or
+    the tail (at least 60% of the value); an edit distance of 1 (6-11 characters) or 2 (12+)
+    touches at most 2 or 4 adjacent pieces of 3 or 5 non-overlapping ones.
     """
-    skel = "".join(ch for ch in fold(value) if ch.isalnum())
-    if not skel:
-        return []
+    skel = skeleton(value)
+    if len(skel) <= 3:
+        return [skel] if skel else []
     if len(skel) < 6:
-        return [skel]
-    k = 3 if len(skel) < 12 else 4
-    mid = (len(skel) - k) // 2
-    return list(dict.fromkeys([skel[:k], skel[mid : mid + k], skel[-k:]]))
+        return list(dict.fromkeys([skel[:3], skel[-3:]]))
+    pieces = 3 if len(skel) < 12 else 5
+    size = max(2, len(skel) // pieces)
+    probes = [skel[i * size : (i + 1) * size] for i in range(pieces)]
+    probes.append(skel[-size:])
+    return list(dict.fromkeys(probes))
 
 
 def _boundary_texts(store: Store) -> dict[str, tuple[str | None, tuple[str, ...]]]:
@@ -418,16 +444,23 @@ def decode_arguments(raw: str, kind: str) -> list[str]:
     if kind == ArgumentsKind.FREEFORM:
         return [raw]
     try:
-        # Numbers stay as their JSON text (parse_* = str), so 0.10 is not turned into 0.1.
-        value = json.loads(raw, parse_int=str, parse_float=str, parse_constant=str)
-    except (ValueError, RecursionError):
-        return [raw]
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:  # orjson refuses what stdlib json reads (NaN, integers beyond 64 bits)
+            value = json.loads(raw, parse_int=str, parse_float=str, parse_constant=str)
+        except (ValueError, RecursionError):
+            return [raw]
     leaves: list[str] = []
-    _leaves(value, leaves)
+    if not _leaves(value, leaves):
+        # A float's JSON text may differ from Python's (1.50 vs 1.5): re-read keeping the text.
+        leaves = []
+        _leaves(json.loads(raw, parse_float=str, parse_constant=str), leaves)
     return leaves
 
 
-def _leaves(value: Any, out: list[str]) -> None:
+def _leaves(value: Any, out: list[str]) -> bool:
+    """Collect string leaves (integers as their text); False when a float was seen."""
+    exact = True
     stack = [value]
     while stack:
         item = stack.pop()
@@ -437,4 +470,10 @@ def _leaves(value: Any, out: list[str]) -> None:
             stack.extend(reversed(list(item.values())))
         elif isinstance(item, list):
             stack.extend(reversed(item))
-        # booleans and null hold no identifier
+        elif isinstance(item, bool) or item is None:
+            continue  # booleans and null hold no identifier
+        elif isinstance(item, int):
+            out.append(str(item))
+        else:
+            exact = False
+    return exact

@@ -423,7 +423,7 @@ def render_html(report: AuditReport, stream: TextIO, color: bool = False) -> Non
     e = html.escape
     w = stream.write
     status = "pass" if report.gate.passed else "fail"
-    w('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">')
+    w('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>')
     w(f"<title>lexkeep audit</title><style>{_CSS}</style></head><body>\n")
     w(
         f'<h1>lexkeep audit</h1>\n<p class="{status}">'

@@ -26,6 +26,12 @@ def register(app: typer.Typer) -> None:
         rules: Annotated[
             str | None, typer.Option("--rules", help="Identifier rules TOML for the extractor.")
         ] = None,
+        skip_invalid: Annotated[
+            bool,
+            typer.Option(
+                "--skip-invalid", help="Skip trace lines that cannot be read (counted, not fatal)."
+            ),
+        ] = False,
         fmt: Annotated[
             str | None,
             typer.Option(
@@ -85,7 +91,9 @@ def register(app: typer.Typer) -> None:
             "format": fmt,
             "redact": redact,
         }
-        report, settings = audit_command(paths=paths or (), db=db, rules=rules, flags=flags)
+        report, settings = audit_command(
+            paths=paths or (), db=db, rules=rules, skip_invalid=skip_invalid, flags=flags
+        )
         with output_stream(output) as stream:
             color = settings.format == "table" and output in (None, "-") and is_terminal(stream)
             render(report, settings.format, stream, color=color)
