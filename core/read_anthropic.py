@@ -142,6 +142,8 @@ class AnthropicReader:
             sample = msgs[:50] if isinstance(msgs, list) else [value]
             if isinstance(value.get("response"), dict):
                 sample = [*sample, value["response"]]
+            if "conversation_id" in value or "content" not in value and msgs is None:
+                continue  # lexkeep records carry conversation_id and `text`, never `content`
             if value.get("type") == "message" and value.get("role") == "assistant":
                 score += 6
                 continue

@@ -1,0 +1,336 @@
+"""ingest_paths: transactions, idempotency, appends, bad input, positions, runs, arguments."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lexkeep.core import store as store_module
+from lexkeep.core.errors import InputError
+from lexkeep.core.ingest import (
+    TRUNCATED_LAST_LINE,
+    JsonSource,
+    UnrecognisedFormat,
+    ingest_paths,
+    iter_json_lines,
+)
+from lexkeep.core.model import Skipped
+from lexkeep.core.readers import JsonLine
+from lexkeep.core.store import Store
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+INVOICE = FIXTURES / "lexkeep" / "invoice.jsonl"
+
+TABLES = (
+    "conversations",
+    "runs",
+    "messages",
+    "tool_calls",
+    "tool_results",
+    "boundaries",
+    "identifiers",
+    "identifier_scans",
+    "ingest_runs",
+    "ingest_errors",
+)
+
+
+def snapshot(store: Store) -> dict[str, list[tuple]]:
+    """Every row of every table this area writes (sorted), to compare whole stores."""
+    out = {}
+    for table in TABLES:
+        cols = [r[0] for r in store.con.execute(f"DESCRIBE {table}").fetchall()]
+        keep = [c for c in cols if c != "started_at"]
+        rows = store.con.execute(f"SELECT {', '.join(keep)} FROM {table}").fetchall()
+        out[table] = sorted(rows, key=repr)
+    return out
+
+
+def count(store: Store, table: str, where: str = "true") -> int:
+    return store.con.execute(f"SELECT count(*) FROM {table} WHERE {where}").fetchone()[0]
+
+
+def lexkeep_line(kind: str, **fields: object) -> str:
+    import orjson
+
+    return orjson.dumps({"type": kind, **fields}).decode() + "\n"
+
+
+def test_fixture_counts_and_positions(store):
+    [got] = ingest_paths(store, [str(INVOICE)])
+    # grep -c '"type":"message"' invoice.jsonl -> 7; tool_call -> 3; compaction -> 1
+    assert (got.format, got.messages, got.tool_calls, got.boundaries) == ("lexkeep", 7, 3, 1)
+    assert got.conversations == 1
+    assert got.skipped == {"unknown_type": 1}
+    # One ordering shared by messages, calls, results and boundaries: 0..n-1, no holes.
+    positions = store.con.execute(
+        "SELECT position FROM messages UNION ALL SELECT position FROM tool_calls"
+        " UNION ALL SELECT position FROM tool_results UNION ALL SELECT position FROM boundaries"
+        " ORDER BY 1"
+    ).fetchall()
+    assert [p for (p,) in positions] == list(range(13))  # 7 + 3 + 2 results + 1
+    assert store.con.execute("SELECT max_position FROM conversations").fetchone()[0] == 12
+    # Source file and line are kept for every message and call.
+    assert store.con.execute("SELECT source_line FROM messages WHERE id = 'm5'").fetchone()[0] == 10
+    assert (
+        store.con.execute("SELECT source_line FROM tool_calls WHERE call_id = 'call_3'").fetchone()[
+            0
+        ]
+        == 13
+    )
+
+
+def test_arguments_raw_parsed_and_kind(store):
+    ingest_paths(store, [str(INVOICE)])
+    rows = dict(
+        (r[0], r[1:])
+        for r in store.con.execute(
+            "SELECT call_id, arguments_raw, arguments::VARCHAR, arguments_kind FROM tool_calls"
+        ).fetchall()
+    )
+    assert rows["call_1"] == ('{"invoice_id":"INV-2025-08-44719"}',) * 2 + ("json_string",)
+    assert rows["call_2"][2] == "object" and '"INV-2025-08-4471"' in rows["call_2"][0]
+    # Invalid JSON is kept verbatim, parsed form NULL.
+    assert rows["call_3"] == ('{"text": "unterminated', None, "json_string")
+
+
+def test_derived_runs(store):
+    ingest_paths(store, [str(INVOICE), str(FIXTURES / "lexkeep" / "runs.jsonl")])
+    runs = dict(store.con.execute("SELECT id, status FROM runs").fetchall())
+    # m2 and m5 were answered; m7 is the file's last turn without an answer.
+    assert runs["m2/run"] == "completed"
+    assert runs["m5/run"] == "completed"
+    assert runs["m7/run"] == "running"
+    # Explicit run records are kept as recorded, never derived.
+    assert runs["r1"] == "completed" and runs["r2"] == "clarify_pending"
+    assert "rm1/run" not in runs
+    run_of = dict(store.con.execute("SELECT id, run_id FROM messages").fetchall())
+    assert run_of["m1"] is None  # before the first user message
+    assert run_of["m3"] == run_of["m4"] == "m2/run"
+
+
+def test_unanswered_turn_before_the_last_is_failed(store, tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        lexkeep_line("message", id="u1", conversation_id="c", role="user", text="first")
+        + lexkeep_line("message", id="u2", conversation_id="c", role="user", text="second")
+        + lexkeep_line("message", id="a2", conversation_id="c", role="assistant", text="")
+    )
+    ingest_paths(store, [str(path)])
+    runs = dict(store.con.execute("SELECT id, status FROM runs").fetchall())
+    # u2's answer is empty, so u2 is still running (last turn); u1 got no answer at all.
+    assert runs == {"u1/run": "failed", "u2/run": "running"}
+
+
+def test_same_file_twice_adds_nothing(store):
+    ingest_paths(store, [str(INVOICE)])
+    before = snapshot(store)
+    [again] = ingest_paths(store, [str(INVOICE)])
+    assert again.status == "unchanged"
+    assert snapshot(store) == before
+
+
+def test_grown_file_adds_only_new_lines_and_updates_run_status(store, tmp_path):
+    path = tmp_path / "live.jsonl"
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines))
+    ingest_paths(store, [str(path)])
+    assert dict(store.con.execute("SELECT id, status FROM runs").fetchall())["m7/run"] == "running"
+    with path.open("a") as fh:
+        fh.write(
+            lexkeep_line(
+                "message", id="m8", conversation_id="c-inv", role="assistant", text="Still pending."
+            )
+        )
+        fh.write(
+            lexkeep_line(
+                "tool_call", id="call_9", conversation_id="c-inv", name="status", arguments="{}"
+            )
+        )
+    [got] = ingest_paths(store, [str(path)])
+    assert (got.status, got.messages, got.tool_calls) == ("appended", 1, 1)
+    assert count(store, "messages") == 8
+    pos = dict(store.con.execute("SELECT id, position FROM messages").fetchall())
+    assert pos["m8"] == 13  # after the old max_position 12
+    assert (
+        store.con.execute("SELECT position FROM tool_calls WHERE call_id='call_9'").fetchone()[0]
+        == 14
+    )
+    assert store.con.execute("SELECT max_position FROM conversations").fetchone()[0] == 14
+    runs = dict(store.con.execute("SELECT id, status FROM runs").fetchall())
+    assert runs["m7/run"] == "completed"  # the turn completed after the append
+    assert store.con.execute("SELECT run_id FROM messages WHERE id='m8'").fetchone()[0] == "m7/run"
+    assert count(store, "ingest_runs") == 2
+
+
+def test_truncated_last_line_is_reported_and_read_later(store, tmp_path):
+    path = tmp_path / "live.jsonl"
+    good = lexkeep_line(
+        "message", id="m1", conversation_id="c", role="user", text="Order ORD_88412"
+    )
+    partial = lexkeep_line(
+        "message", id="m2", conversation_id="c", role="assistant", text="Found it"
+    )
+    path.write_text(good + partial[:25])  # the writer is in the middle of line 2
+    [got] = ingest_paths(store, [str(path)])
+    assert got.truncated_last_line and got.status == "ingested"
+    assert got.messages == 1 and got.skipped == {"truncated_last_line": 1}
+    assert count(store, "ingest_errors") == 0  # not corruption
+    assert store.con.execute("SELECT lines_consumed FROM ingest_runs").fetchone()[0] == 1
+    path.write_text(good + partial)
+    [later] = ingest_paths(store, [str(path)])
+    assert (later.status, later.messages, later.truncated_last_line) == ("appended", 1, False)
+    assert dict(store.con.execute("SELECT id, status FROM runs").fetchall()) == {
+        "m1/run": "completed"
+    }
+
+
+def test_truncated_last_line_message_from_iter_json_lines(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"b": ')
+    items = list(iter_json_lines(path))
+    assert isinstance(items[0], JsonLine) and items[0].value == {"a": 1}
+    assert isinstance(items[1], Skipped) and items[1].detail == TRUNCATED_LAST_LINE
+    assert not items[1].fatal
+
+
+def test_bad_line_rejects_whole_file_and_writes_nothing(store, tmp_path):
+    ingest_paths(store, [str(FIXTURES / "lexkeep" / "runs.jsonl")])
+    before = snapshot(store)
+    bad = tmp_path / "bad.jsonl"
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    lines[4] = '{"type":"message", "id": oops}\n'
+    bad.write_text("".join(lines))
+    with pytest.raises(InputError) as info:
+        ingest_paths(store, [str(bad)])
+    err = info.value
+    assert (err.path, err.line) == (str(bad), 5)
+    assert err.col is not None and "invalid JSON" in err.message
+    assert "--skip-invalid" in err.hint
+    assert snapshot(store) == before
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b'{"type":"message","conversation_id":"c","role":"user","text":"x"}\n', "missing_field"),
+        (
+            b'{"type":"message","id":"m","conversation_id":"c","role":"user","text":"\xff\xfe"}\n',
+            "invalid_utf8",
+        ),
+        (b"[1, 2]\n", "not_an_object"),
+        (b'{"type":"tool_call","id":["t"],"conversation_id":"c","name":"n"}\n', "invalid_field"),
+    ],
+)
+def test_skip_invalid_records_every_skipped_line(store, tmp_path, line, reason):
+    path = tmp_path / "mixed.jsonl"
+    ok = lexkeep_line("message", id="m1", conversation_id="c", role="user", text="hello").encode()
+    path.write_bytes(ok + line + ok.replace(b'"m1"', b'"m2"'))
+    with pytest.raises(InputError) as info:
+        ingest_paths(store, [str(path)])
+    assert info.value.line == 2
+    assert count(store, "messages") == 0
+    [got] = ingest_paths(store, [str(path)], skip_invalid=True)
+    assert got.messages == 2 and got.skipped == {reason: 1}
+    rows = store.con.execute("SELECT path, line, reason FROM ingest_errors").fetchall()
+    assert rows == [(str(path), 2, reason)]
+
+
+def test_crash_between_two_writes_leaves_store_as_before(store, tmp_path, monkeypatch):
+    ingest_paths(store, [str(FIXTURES / "openai" / "chats.jsonl")])
+    before = snapshot(store)
+    real = store_module.bulk_insert
+    calls = []
+
+    def failing(con, table, *args, **kwargs):
+        calls.append(table)
+        if len(calls) == 2:  # messages were written; now the tool_calls write dies
+            raise OSError("disk full (injected)")
+        return real(con, table, *args, **kwargs)
+
+    monkeypatch.setattr(store_module, "bulk_insert", failing)
+    with pytest.raises(OSError, match="injected"):
+        ingest_paths(store, [str(INVOICE)])
+    assert calls[:2] == ["messages", "tool_calls"]
+    monkeypatch.setattr(store_module, "bulk_insert", real)
+    assert snapshot(store) == before
+    # And the file ingests cleanly afterwards: nothing half-written blocks it.
+    [got] = ingest_paths(store, [str(INVOICE)])
+    assert got.status == "ingested" and got.messages == 7
+
+
+def test_chunked_staging_gives_same_result(store, tmp_path, monkeypatch):
+    import lexkeep.core.ingest as ingest_module
+
+    monkeypatch.setattr(ingest_module, "CHUNK_ROWS", 2)
+    ingest_paths(store, [str(INVOICE)])
+    with Store.open(tmp_path / "other.duckdb") as other:
+        monkeypatch.setattr(ingest_module, "CHUNK_ROWS", 50_000)
+        ingest_paths(other, [str(INVOICE)])
+        assert snapshot(store) == snapshot(other)
+
+
+def test_gz_folder_glob_and_unrecognised_files(store, tmp_path):
+    folder = tmp_path / "traces" / "nested"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "invoice.jsonl.gz", "wb") as fh:
+        fh.write(INVOICE.read_bytes())
+    shutil.copy(FIXTURES / "openai" / "results.json", tmp_path / "traces" / "results.json")
+    (tmp_path / "traces" / "tools.json").write_text('[{"name": "f", "parameters": {}}]\n')
+    (tmp_path / "traces" / "notes.txt").write_text("not a trace\n")
+    got = ingest_paths(store, [str(tmp_path / "traces")])
+    status = {Path(c.path).name: (c.status, c.format) for c in got}
+    assert status == {
+        "invoice.jsonl.gz": ("ingested", "lexkeep"),
+        "results.json": ("ingested", "openai"),
+        "tools.json": ("unrecognised", ""),
+    }
+    # A file named explicitly that is not a trace is an error, not a silent skip.
+    with pytest.raises(UnrecognisedFormat) as info:
+        ingest_paths(store, [str(tmp_path / "traces" / "tools.json")])
+    assert "--format" in info.value.hint
+    # Globs expand; everything there is already stored.
+    again = ingest_paths(store, [str(tmp_path / "traces" / "**" / "*.gz")])
+    assert [c.status for c in again] == ["unchanged"]
+    with pytest.raises(InputError, match="no such file"):
+        ingest_paths(store, [str(tmp_path / "absent-*.jsonl")])
+
+
+def test_forced_format(store, tmp_path):
+    with pytest.raises(InputError, match="unknown format"):
+        ingest_paths(store, [str(INVOICE)], format="yaml")
+    # Forcing OpenAI on a lexkeep file: lines with `role` read as bare chat messages, the
+    # other record types are unknown to the OpenAI reader and only counted.
+    [got] = ingest_paths(store, [str(INVOICE)], format="openai")
+    assert (got.format, got.messages, got.tool_calls) == ("openai", 7, 0)
+    assert got.skipped == {"unknown_type": 7}
+
+
+def test_json_array_document_values_start_lines(tmp_path):
+    path = FIXTURES / "openai" / "results.json"
+    source = JsonSource(path)
+    items = list(source)
+    assert [i.line for i in items] == [2, 43]  # the lines of the two elements' '{'
+    assert items[1].value["task_id"] == 4
+    assert source.document and source.bytes_consumed == path.stat().st_size
+    # A document cut short is reported as possibly still being written.
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(path.read_bytes()[:300])
+    last = list(iter_json_lines(cut))[-1]
+    assert isinstance(last, Skipped) and last.reason == "truncated_document" and last.fatal
+
+
+def test_position_continues_across_files_of_one_conversation(store, tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(lexkeep_line("message", id="x1", conversation_id="c", role="user", text="one"))
+    b.write_text(
+        lexkeep_line("message", id="x2", conversation_id="c", role="assistant", text="two")
+    )
+    ingest_paths(store, [str(a), str(b)])
+    assert store.con.execute("SELECT id, position FROM messages ORDER BY 2").fetchall() == [
+        ("x1", 0),
+        ("x2", 1),
+    ]
