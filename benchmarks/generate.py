@@ -1128,6 +1128,58 @@ class Generator:
         return expected
 
 
+def write_pairs(
+    path: Path, conversations: int, pairs: int, seed: int = 7, prefix: str = "p"
+) -> dict:
+    """A lexkeep JSONL of `conversations` x `pairs` completed (user, assistant) pairs.
+
+    For the compaction and context benchmarks: no tool calls and no boundaries, every pair
+    eligible (one derived run per user message, completed by a non-empty answer). Returns
+    counts, including the 10-pair segments a compaction may summarise (n >= 10k + 30).
+    """
+    rng = FastRandom(seed)
+    pick = rng.choice
+    clock = Clock(1755165000.0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = 0
+    with open(path, "w", encoding="utf-8", newline="\n", buffering=4 * 1024 * 1024) as fh:
+        for c in range(1, conversations + 1):
+            conv = f"{prefix}{c}"
+            out = [
+                f'{{"type":"conversation","id":"{conv}","title":"pairs {conv}","parent_id":null}}'
+            ]
+            for i in range(pairs):
+                kd = pick(KINDS)
+                # slot i % 10 keeps the stepping construction meaningful; values need not be
+                # unique here, nothing is audited
+                value = make_value(
+                    kd.name, rng, "48213"[: kd.core_len].ljust(kd.core_len, "7"), i % MAX_PER_KIND
+                )
+                ask = pick(ASKS).format(x=pick(kd.phrase).format(v=value))
+                text = f"{pick(OPENERS)} {' '.join(ask.split())} , {pick(NEGATIVES)}."
+                answer = " ".join(pick(ANSWERS) for _ in range(1 + int(rng.random() * 4)))
+                out.append(
+                    f'{{"type":"message","id":"{conv}-u{i}","conversation_id":"{conv}",'
+                    f'"role":"user","text":"{text}","time":"{clock.tick(rng)}"}}'
+                )
+                out.append(
+                    f'{{"type":"message","id":"{conv}-a{i}","conversation_id":"{conv}",'
+                    f'"role":"assistant","text":"{answer} Checked {value} .",'
+                    f'"time":"{clock.tick(rng)}"}}'
+                )
+            chunk = "\n".join(out) + "\n"
+            fh.write(chunk)
+            size += len(chunk)
+    segments = max(0, (pairs - 20) // 10) if pairs >= 30 else 0
+    return {
+        "conversations": conversations,
+        "pairs": pairs,
+        "segments_per_conversation": segments,
+        "segments": segments * conversations,
+        "bytes": size,
+    }
+
+
 def generate(fmt: str, size: int, out: Path, seed: int = 7, verdicts: bool | None = None) -> dict:
     """Write a dump of `fmt` of about `size` bytes into `out`; returns expected.json's content."""
     if fmt not in FORMATS:
