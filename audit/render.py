@@ -197,10 +197,12 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
     if problems:
         table = Table(title="Identifiers not kept verbatim after compaction", title_justify="left")
         for col in ("verdict", "kind", "value", "typed at", "boundary", "evidence", "flags"):
-            table.add_column(col, overflow="fold")
+            # Room for a whole redacted hash, so it can be searched for in a CI log.
+            wide = 26 if col in ("value", "evidence") else None
+            table.add_column(col, overflow="fold", min_width=wide)
         for f in problems:
             ev = f.evidence
-            evidence = f"{ev.found} ({ev.difference}) {loc(ev.source)}" if ev else ""
+            evidence = f"{ev.found} ({ev.difference})\n{loc(ev.source)}" if ev else ""
             style = "red" if f.verdict == Verdict.MISSING else "yellow"
             table.add_row(
                 Text(f.verdict.value, style=style),

@@ -1,0 +1,79 @@
+"""Gate settings: flag, then LEXKEEP_* environment, then [tool.lexkeep.audit]; unknown keys fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lexkeep.audit.settings import AuditSettings, resolve
+from lexkeep.core.errors import ConfigError
+
+NO_FLAGS = {"min_ratio": None, "fail_on": None, "exit_zero": None, "format": None, "redact": None}
+
+
+def pyproject(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "pyproject.toml"
+    path.write_text("[project]\nname = 'x'\n\n[tool.lexkeep.audit]\n" + body, encoding="utf-8")
+    return path
+
+
+def test_defaults_without_any_setting(tmp_path):
+    empty = tmp_path / "lexkeep.toml"
+    empty.write_text("", encoding="utf-8")
+    assert resolve(NO_FLAGS, env={}, settings_file=empty) == AuditSettings()
+
+
+def test_file_then_env_then_flag(tmp_path):
+    path = pyproject(tmp_path, 'min_ratio = 0.5\nfail_on = ["missing"]\nformat = "json"\n')
+    from_file = resolve(NO_FLAGS, env={}, settings_file=path)
+    assert (from_file.min_ratio, from_file.fail_on, from_file.format) == (0.5, ("missing",), "json")
+    env = {"LEXKEEP_MIN_RATIO": "0.8", "LEXKEEP_FAIL_ON": "altered,missing"}
+    from_env = resolve(NO_FLAGS, env=env, settings_file=path)
+    assert (from_env.min_ratio, from_env.fail_on, from_env.format) == (
+        0.8,
+        ("altered", "missing"),
+        "json",
+    )
+    flags = {**NO_FLAGS, "min_ratio": 1.0, "format": "github"}
+    from_flag = resolve(flags, env=env, settings_file=path)
+    assert (from_flag.min_ratio, from_flag.fail_on, from_flag.format) == (
+        1.0,
+        ("altered", "missing"),
+        "github",
+    )
+
+
+def test_booleans_from_env_and_file(tmp_path):
+    path = pyproject(tmp_path, "exit_zero = true\n")
+    assert resolve(NO_FLAGS, env={}, settings_file=path).exit_zero is True
+    assert resolve(NO_FLAGS, env={"LEXKEEP_EXIT_ZERO": "0"}, settings_file=path).exit_zero is False
+    got = resolve({**NO_FLAGS, "redact": True}, env={"LEXKEEP_REDACT": "no"}, settings_file=path)
+    assert got.redact is True
+
+
+def test_unknown_key_is_an_error_naming_it(tmp_path):
+    path = pyproject(tmp_path, "min_ratoi = 0.5\n")
+    with pytest.raises(ConfigError) as err:
+        resolve(NO_FLAGS, env={}, settings_file=path)
+    assert "min_ratoi" in str(err.value)
+    assert err.value.path == str(path)
+    assert "min_ratio" in err.value.hint
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"LEXKEEP_MIN_RATIO": "lots"}, "LEXKEEP_MIN_RATIO"),
+        ({"LEXKEEP_MIN_RATIO": "1.5"}, "outside 0..1"),
+        ({"LEXKEEP_FAIL_ON": "kept"}, "unknown verdict 'kept'"),
+        ({"LEXKEEP_FORMAT": "xml"}, "unknown format 'xml'"),
+        ({"LEXKEEP_EXIT_ZERO": "maybe"}, "not a boolean"),
+    ],
+)
+def test_invalid_values_are_config_errors(tmp_path, env, needle):
+    empty = tmp_path / "lexkeep.toml"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        resolve(NO_FLAGS, env=env, settings_file=empty)
+    assert needle in str(err.value)

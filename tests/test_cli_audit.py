@@ -1,0 +1,330 @@
+"""`lexkeep audit` end to end: sample_traces/, the shared corpus, every format, the gate, exit 2."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from conftest import REPO, SAMPLE_TRACES, shared_data
+
+from lexkeep.core.ingest import ingest_paths
+from lexkeep.core.store import Store
+
+INVOICE = SAMPLE_TRACES / "invoice_altered.jsonl"
+CODEX = SAMPLE_TRACES / "codex_kept_verbatim.jsonl"
+CLAUDE = SAMPLE_TRACES / "claude_lost_path.jsonl"
+OPENAI = SAMPLE_TRACES / "openai_no_boundary.json"
+
+# The stories sample_traces/README.md tells, one verdict per identifier the user typed.
+EXPECTED = {
+    INVOICE: {"INV-2025-08-44719": "altered"},
+    CODEX: {
+        "ERR_CONN_RESET": "kept",
+        "https://registry.example.test/pkg/left-pad/-/left-pad-1.3.0.tgz": "kept",
+        "src/net/retry.py": "kept",
+    },
+    CLAUDE: {"E0502": "missing", "/home/dev/shop/src/cart/checkout.rs": "missing"},
+    OPENAI: {},
+}
+ALL_VALUES = {v: verdict for story in EXPECTED.values() for v, verdict in story.items()}
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def ok(result, code: int):
+    """Assert the exit code first, with stderr in the failure message."""
+    assert result.exit_code == code, f"exit {result.exit_code}\nstderr:\n{result.stderr}"
+    return result
+
+
+def findings(stdout: str) -> dict[str, str]:
+    return {f["value"]: f["verdict"] for f in json.loads(stdout)["findings"]}
+
+
+def test_sample_traces_folder_verdicts_per_identifier(cli):
+    result = ok(cli("audit", SAMPLE_TRACES, "--format", "json"), 1)
+    data = json.loads(result.stdout)
+    assert data["schema_version"] == 1
+    assert findings(result.stdout) == ALL_VALUES
+    assert data["totals"]["audited"] == 6 and data["totals"]["kept"] == 3
+    assert data["totals"]["conversations"] == 4
+    assert data["totals"]["conversations_with_boundary"] == 3
+    assert data["gate"]["passed"] is False
+
+
+@pytest.mark.parametrize(
+    ("path", "code"), [(INVOICE, 1), (CODEX, 0), (CLAUDE, 1), (OPENAI, 0)], ids=lambda v: str(v)
+)
+def test_each_sample_story(cli, path, code):
+    result = ok(cli("audit", path, "--format", "json"), code)
+    assert findings(result.stdout) == EXPECTED[path]
+
+
+def test_invoice_story_details(cli):
+    data = json.loads(ok(cli("audit", INVOICE, "--format", "json"), 1).stdout)
+    (f,) = data["findings"]
+    assert f["evidence"]["found"] == "INV-2025-08-4471"
+    assert f["evidence"]["difference"] == "truncated"
+    assert f["evidence"]["tool"] == "ledger_search"
+    assert (f["message"]["line"], f["boundary"]["line"], f["evidence"]["line"]) == (2, 8, 10)
+    assert f["flags"] == {
+        "in_summary": False,
+        "in_kept_verbatim": False,
+        "used_before_boundary": True,
+    }
+
+
+def test_codex_compaction_kept_user_messages_verbatim(cli):
+    data = json.loads(ok(cli("audit", CODEX, "--format", "json"), 0).stdout)
+    assert all(f["flags"]["in_kept_verbatim"] for f in data["findings"])
+    assert all(f["boundary"]["line"] == 9 for f in data["findings"])
+
+
+def test_default_format_is_the_table_even_when_piped(cli):
+    out = ok(cli("audit", SAMPLE_TRACES), 1).stdout
+    assert "Per identifier kind" in out
+    assert "Per-conversation ratio" in out
+    assert "FAIL: 3/6 identifiers kept" in out
+    assert "INV-2025-08-4471" in out
+
+
+def test_junit_one_case_per_audited_conversation(cli):
+    root = ET.fromstring(ok(cli("audit", SAMPLE_TRACES, "--format", "junit"), 1).stdout)
+    cases = root.findall(".//testcase")
+    assert len(cases) == 3
+    failed = {c.get("file").rsplit("/", 1)[-1] for c in cases if c.find("failure") is not None}
+    assert failed == {"invoice_altered.jsonl", "claude_lost_path.jsonl"}
+    suite = root.find("testsuite")
+    assert (suite.get("tests"), suite.get("failures")) == ("3", "2")
+
+
+def test_github_annotations_point_at_the_user_message(cli):
+    out = ok(cli("audit", SAMPLE_TRACES, "--format", "github"), 1).stdout
+    lines = out.splitlines()
+    pattern = re.compile(r"^::(error|warning|notice) (file=([^,]+),line=(\d+),)?title=[^:]+::.+$")
+    assert all(pattern.match(line) for line in lines), lines
+    located = {(Path(m.group(3)).name, int(m.group(4))) for m in map(pattern.match, lines) if m[2]}
+    assert located == {("invoice_altered.jsonl", 2), ("claude_lost_path.jsonl", 1)}
+    assert sum("::error file=" in line for line in lines) == 3
+    assert lines[-1].startswith("::error title=lexkeep audit::FAIL")
+
+
+def test_markdown_summary(cli):
+    out = ok(cli("audit", SAMPLE_TRACES, "--format", "markdown"), 1).stdout
+    assert out.startswith("## ❌ lexkeep audit")
+    assert "| **all** | 6 | 3 | 1 | 2 | 0 | **50.0%** |" in out
+    rows = [
+        line for line in out.splitlines() if line.startswith("| altered") or "| missing |" in line
+    ]
+    assert len(rows) >= 3
+
+
+def test_html_is_self_contained_with_chart(cli, tmp_path):
+    target = tmp_path / "report.html"
+    result = ok(cli("audit", SAMPLE_TRACES, "--format", "html", "-o", target), 1)
+    assert result.stdout == ""
+    text = target.read_text(encoding="utf-8")
+    root = ET.fromstring(text.split("\n", 1)[1])  # well-formed after the doctype line
+    bars = root.findall(f".//{SVG}svg/{SVG}rect")
+    assert len(bars) == 11
+    heights = {r.find(f"{SVG}title").text.split(":")[0]: int(r.get("height")) for r in bars}
+    assert heights["0-10%"] > heights["100%"] > 0
+    assert not re.search(r"(src|href)=|@import|url\(", text)
+    assert len(root.findall(".//tr")) >= 6 + 1 + 7
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "junit", "github", "markdown", "html"])
+def test_redact_hides_every_value_in_every_format(cli, fmt):
+    out = ok(cli("audit", SAMPLE_TRACES, "--format", fmt, "--redact"), 1).stdout
+    raw = [*ALL_VALUES, "INV-2025-08-4471", "E0502", "left-pad-1.3.0", "retry.py"]
+    leaked = [value for value in raw if value in out]
+    assert leaked == []
+    assert re.search(r"redacted:[0-9a-f]{16}", out)
+
+
+def test_redaction_is_stable_and_keyed(cli):
+    first = ok(cli("audit", INVOICE, "--format", "json", "--redact"), 1).stdout
+    again = ok(cli("audit", INVOICE, "--format", "json", "--redact"), 1).stdout
+    other = ok(
+        cli(
+            "audit",
+            INVOICE,
+            "--format",
+            "json",
+            "--redact",
+            env={"LEXKEEP_REDACT_KEY": "another-key"},
+        ),
+        1,
+    ).stdout
+    assert findings(first) == findings(again)
+    assert findings(first) != findings(other)
+    (f,) = json.loads(first)["findings"]
+    assert f["value"] != f["evidence"]["found"]  # the altered value is hashed on its own
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "code"),
+    [
+        ((), {}, 1),
+        (("--exit-zero",), {}, 0),
+        (("--min-ratio", "0.5"), {}, 0),
+        (("--min-ratio", "0.51"), {}, 1),
+        (("--min-ratio", "0.5", "--fail-on", "altered"), {}, 1),
+        (("--min-ratio", "0", "--fail-on", "missing"), {}, 1),
+        (("--min-ratio", "0.5", "--fail-on", "altered", "--exit-zero"), {}, 0),
+        ((), {"LEXKEEP_MIN_RATIO": "0.5"}, 0),
+        (("--min-ratio", "1"), {"LEXKEEP_MIN_RATIO": "0.5"}, 1),
+        ((), {"LEXKEEP_EXIT_ZERO": "true"}, 0),
+        (("--no-exit-zero",), {"LEXKEEP_EXIT_ZERO": "true"}, 1),
+    ],
+)
+def test_gate_exit_codes(cli, args, env, code):
+    ok(cli("audit", SAMPLE_TRACES, "--format", "json", *args, env=env), code)
+
+
+def test_codex_story_passes_even_with_fail_on_everything(cli):
+    ok(cli("audit", CODEX, "--fail-on", "altered,missing", "--format", "json"), 0)
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    return subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_pyproject_settings_and_unknown_key(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.lexkeep.audit]\nmin_ratio = 0.5\nformat = 'json'\n", encoding="utf-8"
+    )
+    result = _run(["audit", str(SAMPLE_TRACES)], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["gate"]["min_ratio"] == 0.5
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.lexkeep.audit]\nmin_ration = 0.5\n", encoding="utf-8"
+    )
+    result = _run(["audit", str(SAMPLE_TRACES)], tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "unknown key 'min_ration'" in result.stderr
+    assert "pyproject.toml" in result.stderr
+
+
+def test_db_mode_reads_the_store_without_changing_it(cli, db_file):
+    with Store.open(db_file) as store:
+        ingest_paths(store, [str(SAMPLE_TRACES)])
+    before = hashlib.sha256(db_file.read_bytes()).hexdigest()
+    result = ok(cli("audit", "--db", db_file, "--format", "json"), 1)
+    assert findings(result.stdout) == ALL_VALUES
+    assert hashlib.sha256(db_file.read_bytes()).hexdigest() == before
+
+
+def test_not_a_duckdb_file_exits_2(cli, tmp_path):
+    bogus = tmp_path / "store.duckdb"
+    bogus.write_text("this is not a database\n", encoding="utf-8")
+    result = ok(cli("audit", "--db", bogus), 2)
+    assert "not a valid DuckDB database" in result.stderr
+    assert result.stdout == ""
+
+
+def test_missing_store_exits_2(cli, tmp_path):
+    result = ok(cli("audit", "--db", tmp_path / "nope.duckdb"), 2)
+    assert "no lexkeep store" in result.stderr
+
+
+def test_invalid_trace_line_exits_2_with_file_and_line(cli, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    good = INVOICE.read_text(encoding="utf-8").splitlines()
+    bad.write_text("\n".join([*good[:3], "{not json", *good[3:]]) + "\n", encoding="utf-8")
+    result = ok(cli("audit", bad), 2)
+    assert re.search(r"^Error: .*bad\.jsonl:4", result.stderr, re.M), result.stderr
+    skipped = ok(cli("audit", bad, "--skip-invalid", "--format", "json"), 1)
+    assert findings(skipped.stdout) == EXPECTED[INVOICE]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--format", "xml"), "unknown format 'xml'"),
+        (("--min-ratio", "2"), "outside 0..1"),
+        (("--fail-on", "kept"), "unknown verdict 'kept'"),
+        (("--db", "x.duckdb"), "not both"),
+        (("--rules",), None),
+    ],
+)
+def test_bad_options_exit_2(cli, args, needle):
+    result = cli("audit", SAMPLE_TRACES, *args)
+    assert result.exit_code == 2, result.stderr
+    if needle:
+        assert needle in result.stderr
+
+
+def test_a_crash_exits_2_never_1(cli, db_file):
+    with Store.open(db_file) as store:
+        ingest_paths(store, [str(INVOICE)])
+        store.con.execute("DROP TABLE boundaries")  # a damaged store: the SQL itself fails
+    result = ok(cli("audit", "--db", db_file), 2)
+    assert "internal error" in result.stderr
+
+
+def test_output_file_and_stdout(cli, tmp_path):
+    target = tmp_path / "audit.json"
+    result = ok(cli("audit", SAMPLE_TRACES, "--format", "json", "-o", target), 1)
+    assert result.stdout == ""
+    assert findings(target.read_text(encoding="utf-8")) == ALL_VALUES
+
+
+def test_help_ends_with_an_example(cli):
+    out = ok(cli("audit", "--help"), 0).stdout
+    assert "Example: lexkeep audit" in out
+
+
+# -- the shared corpus ---------------------------------------------------------------------
+
+
+def test_shared_claude_code_compactions(cli):
+    folder = shared_data() / "claude-code-log" / "test" / "test_data"
+    files = [
+        folder / "dag_compact_after_rewind.jsonl",
+        folder / "dag_compact_after_rewind_preserved.jsonl",
+    ]
+    data = json.loads(ok(cli("audit", *files, "--format", "json"), 0).stdout)
+    # Two real Claude Code compact_boundary lines; the users typed no identifier before them.
+    assert data["totals"]["conversations_with_boundary"] == 2
+    assert data["totals"]["audited"] == 0 and data["findings"] == []
+    assert {Path(c["file"]).name for c in data["conversations"]} == {f.name for f in files}
+    assert any("nothing audited" in note for note in data["notes"])
+
+
+def test_shared_openai_runs_have_no_boundary(cli):
+    folder = shared_data() / "apollo-tau-bench" / "tau" / "results"
+    files = sorted(folder.glob("*.json"))[:5]
+    data = json.loads(ok(cli("audit", *files, "--format", "json"), 0).stdout)
+    assert data["totals"]["conversations"] >= 5
+    assert data["totals"]["conversations_with_boundary"] == 0
+    assert data["findings"] == []
+
+
+def test_shared_malformed_codex_file_exits_2_unless_skipped(cli):
+    folder = shared_data() / "claude-code-log" / "test" / "test_data" / "codex"
+    result = ok(cli("audit", folder), 2)
+    assert "malformed/rollout-" in result.stderr and ".jsonl:" in result.stderr
+    data = json.loads(ok(cli("audit", folder, "--skip-invalid", "--format", "json"), 0).stdout)
+    assert data["totals"]["conversations"] >= 5
+    assert data["findings"] == []
+
+
+def test_readme_documents_every_sample(cli):
+    readme = (REPO / "sample_traces" / "README.md").read_text(encoding="utf-8")
+    for path in EXPECTED:
+        assert path.name in readme
