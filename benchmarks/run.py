@@ -233,12 +233,19 @@ def summarise(steps: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     floor = steps.get("floor")
     floor_med = statistics.median(r["wall_s"] for r in floor) if floor else None
+    floor_cpu = statistics.median(r["cpu_s"] for r in floor if r.get("cpu_s")) if floor else None
     for name, runs in steps.items():
         ok = [r for r in runs if r["exit"] in (0, 1)]
         med = statistics.median(r["wall_s"] for r in ok) if ok else None
         rss = [r["peak_rss_mb"] for r in runs if r["peak_rss_mb"] is not None]
+        cpu = [r["cpu_s"] for r in ok if r.get("cpu_s") is not None]
         out[name] = {
             "median_s": med,
+            # CPU seconds (user + system): steadier than wall time on a shared machine
+            "median_cpu_s": statistics.median(cpu) if cpu else None,
+            "cpu_ratio_to_floor": (
+                round(statistics.median(cpu) / floor_cpu, 2) if cpu and floor_cpu else None
+            ),
             "ratio_to_floor": round(med / floor_med, 2) if med and floor_med else None,
             "peak_rss_mb": max(rss) if rss else None,
             "failed_runs": len(runs) - len(ok),
@@ -426,6 +433,10 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _num(value: float | None, width: int, digits: int) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
+
+
 def print_table(results: dict[str, Any]) -> None:
     """The results as a plain-text table on stdout."""
     w = sys.stdout.write
@@ -434,16 +445,20 @@ def print_table(results: dict[str, Any]) -> None:
             f"\n{s['format']} dump: {s['bytes'] / 1e6:.0f} MB, {s['lines']} lines, "
             f"{s['files']} file(s)\n"
         )
-        w(f"{'step':<10}{'median s':>10}{'x floor':>9}{'MB/s':>9}{'peak RSS MB':>13}{'runs':>6}\n")
+        w(
+            f"{'step':<10}{'median s':>10}{'x floor':>9}{'MB/s':>8}{'cpu s':>9}"
+            f"{'peak RSS MB':>13}{'runs':>6}\n"
+        )
         for name, st in s["steps"].items():
             med = st["median_s"]
-            ratio = st["ratio_to_floor"]
-            w(
-                f"{name:<10}{med if med is not None else float('nan'):>10.2f}"
-                f"{ratio if ratio is not None else float('nan'):>9.2f}"
-                f"{(s['bytes'] / 1e6 / med) if med else float('nan'):>9.0f}"
-                f"{st['peak_rss_mb'] or float('nan'):>13.0f}{len(st['runs']):>6}\n"
+            cells = (
+                _num(med, 10, 2),
+                _num(st["ratio_to_floor"], 9, 2),
+                _num(s["bytes"] / 1e6 / med if med else None, 8, 0),
+                _num(st.get("median_cpu_s"), 9, 2),
+                _num(st["peak_rss_mb"], 13, 0),
             )
+            w(f"{name:<10}{''.join(cells)}{len(st['runs']):>6}\n")
         if s.get("audit_check"):
             w(
                 f"audit counts equal the known outcomes: {s['audit_check']['equal']} "
