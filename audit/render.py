@@ -22,6 +22,7 @@ from lexkeep.core import __version__
 from lexkeep.core.model import Source, Verdict
 
 PROBLEMS = (Verdict.ALTERED, Verdict.MISSING, Verdict.UNVERIFIED)
+HTML_KEPT_ROWS = 500
 
 
 def render(report: AuditReport, fmt: str, stream: TextIO, *, color: bool = False) -> None:
@@ -447,7 +448,13 @@ def render_html(report: AuditReport, stream: TextIO, color: bool = False) -> Non
         "</table>\n<h2>Findings</h2>\n<table><tr><th>verdict</th><th>kind</th><th>value</th>"
         "<th>typed at</th><th>boundary</th><th>evidence</th><th>flags</th></tr>\n"
     )
+    # Every problem, and kept findings up to a cap so a big audit stays a page, not a dump.
+    kept_shown = 0
     for f in report.findings:
+        if f.verdict == Verdict.KEPT:
+            kept_shown += 1
+            if kept_shown > HTML_KEPT_ROWS:
+                continue
         ev = f.evidence
         evidence = (
             f"<code>{e(ev.found)}</code> {e(ev.difference or '')} at {e(loc(ev.source))}"
@@ -461,6 +468,9 @@ def render_html(report: AuditReport, stream: TextIO, color: bool = False) -> Non
             f"<td>{e(', '.join(flags(f)))}</td></tr>\n"
         )
     w("</table>\n")
+    if kept_shown > HTML_KEPT_ROWS:
+        w(f"<p><em>{kept_shown - HTML_KEPT_ROWS} more kept findings not shown; ")
+        w("--format json lists every finding.</em></p>\n")
     for note in report.notes:
         w(f"<p><em>{e(note)}</em></p>\n")
     w("</body></html>\n")

@@ -1,0 +1,96 @@
+"""Renderers: hostile values stay inert, unverified findings are reported apart, redaction."""
+
+from __future__ import annotations
+
+import io
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from test_audit_engine import Timeline
+
+from lexkeep.audit.engine import audit_store
+from lexkeep.audit.render import render
+from lexkeep.audit.report import redact, redact_value
+from lexkeep.audit.settings import FORMATS, AuditSettings
+
+HOSTILE = "/tmp/<script>|a,b%0A:c.log"
+
+
+def rendered(report, fmt: str) -> str:
+    out = io.StringIO()
+    render(report, fmt, out)
+    return out.getvalue()
+
+
+@pytest.fixture
+def report(store):
+    """One missing hostile path, one unverified code (incomplete scan), one kept code."""
+    t = Timeline(store)
+    t.user("m1", ("path", HOSTILE))
+    t.user("m2", ("code", "ORD_22222"), complete=False)
+    t.user("m3", ("code", "ORD_33333"))
+    t.boundary("b1", summary=None)
+    t.call("k1", {"q": "ORD_33333"})
+    t.save()
+    return audit_store(store, AuditSettings())
+
+
+def test_json_keeps_every_finding_and_the_note(report):
+    data = json.loads(rendered(report, "json"))
+    assert {f["value"]: f["verdict"] for f in data["findings"]} == {
+        HOSTILE: "missing",
+        "ORD_22222": "unverified",
+        "ORD_33333": "kept",
+    }
+    assert data["totals"]["audited"] == 2 and data["totals"]["unverified"] == 1
+    assert data["findings"][0]["flags"]["in_summary"] is None
+    assert any("unverified" in note for note in data["notes"])
+
+
+def test_github_escapes_workflow_command_data(report):
+    lines = rendered(report, "github").splitlines()
+    missing = next(line for line in lines if line.startswith("::error file="))
+    assert "%0A" not in HOSTILE.replace("%0A", "") and "%250A" in missing  # '%' escaped
+    assert "\n" not in missing
+    warning = next(line for line in lines if line.startswith("::warning file="))
+    assert "ORD_22222" in warning and "unverified" in warning
+
+
+def test_html_escapes_values(report):
+    text = rendered(report, "html")
+    assert "<script>" not in text and "&lt;script&gt;" in text
+    ET.fromstring(text.split("\n", 1)[1])
+
+
+def test_markdown_escapes_pipes(report):
+    text = rendered(report, "markdown")
+    row = next(line for line in text.splitlines() if line.startswith("| missing"))
+    assert "\\|a,b" in row
+    assert row.count(" | ") == 6  # seven cells: the value's pipe did not add a column
+
+
+def test_junit_reports_unverified_without_failing_on_it(store):
+    t = Timeline(store)
+    t.user("m1", ("code", "ORD_22222"), complete=False)
+    t.boundary("b1")
+    t.save()
+    root = ET.fromstring(rendered(audit_store(store, AuditSettings()), "junit"))
+    (case,) = root.findall(".//testcase")
+    assert case.find("failure") is None
+    assert case.find("skipped") is not None
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_redacted_report_hides_values_in_every_format(report, fmt):
+    hidden = redact(report, b"k")
+    text = rendered(hidden, fmt)
+    for value in (HOSTILE, "ORD_22222", "ORD_33333", "script"):
+        assert value not in text
+    assert redact_value(HOSTILE, b"k") in text  # the missing one is listed in every format
+
+
+def test_redact_value_is_stable_and_keyed():
+    assert redact_value("ORD_1", b"a") == redact_value("ORD_1", b"a")
+    assert redact_value("ORD_1", b"a") != redact_value("ORD_1", b"b")
+    assert redact_value("ORD_1", b"a") != redact_value("ORD_2", b"a")
