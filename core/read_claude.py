@@ -202,7 +202,8 @@ class ClaudeReader:
         meta = [
             o
             for o in objs
-            if o.get("type") in METADATA_TYPES and ("sessionId" in o or "leafUuid" in o)
+            if o.get("type") in METADATA_TYPES
+            and ("sessionId" in o or "leafUuid" in o or "snapshot" in o)
         ]
         return 5 if meta else 0
 

@@ -336,11 +336,13 @@ envelopes = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(json_values, envelopes), max_size=12))
 def test_arbitrary_json_never_crashes(values):
     for record in feed(values):
         assert isinstance(record, Record.__args__)  # type: ignore[attr-defined]
+        # the reader's last-resort guard (an exception turned into a Skipped) never fires
+        assert not (isinstance(record, Skipped) and "Error: " in record.detail), record
     READER.sniff(values)
 
 
