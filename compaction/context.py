@@ -23,8 +23,9 @@ most the range's user text plus 10 x (answer_bytes + fixed per-pair overhead).
 
 from __future__ import annotations
 
+from bisect import bisect_right, insort
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Protocol
 
@@ -180,18 +181,24 @@ class NextRunContext:
 
 # -- serialisations --------------------------------------------------------------------------
 #
-# Each serialiser renders the output as: head + items joined by `separator` + tail, where head
-# holds the pinned block, the stale list and the omission list, and tail closes the document.
-# Item sizes are therefore additive, which lets the assembler test a candidate in O(1) plus
-# one re-render of the (short) omission list, instead of re-rendering everything.
+# Each serialiser renders the output as
+#     before(meta) + omitted_block(entries) + after(meta) + items joined by `separator` + tail
+# so every part's size is additive: the assembler tests a candidate in O(log n) without
+# re-rendering anything (`omitted_block_size` gives the block's size from its entries' sizes).
 
 
 class _Serialiser(Protocol):
     separator: bytes
 
-    def head(
-        self, ctx: _Meta, omitted: Sequence[Omission]
-    ) -> bytes: ...  # pragma: no cover - protocol
+    def before(self, ctx: _Meta) -> bytes: ...  # pragma: no cover - protocol
+
+    def omission(self, o: Omission) -> bytes: ...  # pragma: no cover - protocol
+
+    def omitted_block(self, entries: Sequence[bytes]) -> bytes: ...  # pragma: no cover
+
+    def omitted_block_size(self, count: int, entry_bytes: int) -> int: ...  # pragma: no cover
+
+    def after(self, ctx: _Meta) -> bytes: ...  # pragma: no cover - protocol
 
     def item(self, item: HistoryItem) -> bytes: ...  # pragma: no cover - protocol
 
@@ -212,12 +219,24 @@ def _said(s: Said) -> dict[str, str]:
     return {"id": s.id, "text": s.text}
 
 
+def _render(
+    ser: _Serialiser, meta: _Meta, omitted: Sequence[Omission], items: Sequence[HistoryItem]
+) -> bytes:
+    return (
+        ser.before(meta)
+        + ser.omitted_block([ser.omission(o) for o in omitted])
+        + ser.after(meta)
+        + ser.separator.join(ser.item(i) for i in items)
+        + ser.tail()
+    )
+
+
 class _Json:
     """Compact JSON, one document and a trailing newline; `history` is the last key."""
 
     separator = b","
 
-    def head(self, ctx: _Meta, omitted: Sequence[Omission]) -> bytes:
+    def before(self, ctx: _Meta) -> bytes:
         doc = {
             "schema_version": CONTEXT_SCHEMA_VERSION,
             "conversation_id": ctx.conversation_id,
@@ -225,22 +244,30 @@ class _Json:
             "pairs_total": ctx.pairs_total,
             "pinned_identifiers": [{"kind": p.kind, "value": p.value} for p in ctx.pinned],
             "sidecar_complete": ctx.sidecar_complete,
-            "omitted": [
-                {
-                    "from_pair": o.from_pair,
-                    "to_pair": o.to_pair,
-                    "reason": str(o.reason),
-                    "bytes_needed": o.bytes_needed,
-                }
-                for o in omitted
-            ],
-            "stale_summaries": [
-                {"from_pair": s.from_pair, "to_pair": s.to_pair, "reason": s.reason}
-                for s in ctx.stale
-            ],
         }
-        # Drop the closing brace and open the history array.
-        return orjson.dumps(doc)[:-1] + b',"history":['
+        return orjson.dumps(doc)[:-1] + b',"omitted":'
+
+    def omission(self, o: Omission) -> bytes:
+        return orjson.dumps(
+            {
+                "from_pair": o.from_pair,
+                "to_pair": o.to_pair,
+                "reason": str(o.reason),
+                "bytes_needed": o.bytes_needed,
+            }
+        )
+
+    def omitted_block(self, entries: Sequence[bytes]) -> bytes:
+        return b"[" + b",".join(entries) + b"]"
+
+    def omitted_block_size(self, count: int, entry_bytes: int) -> int:
+        return 2 + entry_bytes + max(0, count - 1)
+
+    def after(self, ctx: _Meta) -> bytes:
+        stale = [
+            {"from_pair": s.from_pair, "to_pair": s.to_pair, "reason": s.reason} for s in ctx.stale
+        ]
+        return b',"stale_summaries":' + orjson.dumps(stale) + b',"history":['
 
     def item(self, item: HistoryItem) -> bytes:
         if isinstance(item, RawPair):
@@ -294,7 +321,10 @@ class _Text:
 
     separator = b""
 
-    def head(self, ctx: _Meta, omitted: Sequence[Omission]) -> bytes:
+    _NOTHING = b"## Nothing omitted: every earlier exchange is below, raw or summarised\n"
+    _NOT_INCLUDED = b"## NOT INCLUDED: the next run will not see these earlier exchanges\n"
+
+    def before(self, ctx: _Meta) -> bytes:
         lines = [
             f"# Conversation {ctx.conversation_id}: context for the next run"
             f" ({ctx.pairs_total} earlier exchanges; budget {ctx.budget_bytes} bytes)",
@@ -305,16 +335,22 @@ class _Text:
         if not ctx.sidecar_complete:
             lines.append("(some user messages were not fully scanned for identifiers)")
         lines.append("")
-        if omitted:
-            lines.append("## NOT INCLUDED: the next run will not see these earlier exchanges")
-            lines += [
-                f"- {_pairs_label(o.from_pair, o.to_pair)}: {_REASON_TEXT[o.reason]}"
-                f" (would have needed {o.bytes_needed} bytes)"
-                for o in omitted
-            ]
-        else:
-            lines.append("## Nothing omitted: every earlier exchange is below, raw or summarised")
-        lines.append("")
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+    def omission(self, o: Omission) -> bytes:
+        return (
+            f"- {_pairs_label(o.from_pair, o.to_pair)}: {_REASON_TEXT[o.reason]}"
+            f" (would have needed {o.bytes_needed} bytes)\n"
+        ).encode()
+
+    def omitted_block(self, entries: Sequence[bytes]) -> bytes:
+        return self._NOT_INCLUDED + b"".join(entries) if entries else self._NOTHING
+
+    def omitted_block_size(self, count: int, entry_bytes: int) -> int:
+        return len(self._NOT_INCLUDED) + entry_bytes if count else len(self._NOTHING)
+
+    def after(self, ctx: _Meta) -> bytes:
+        lines = [""]
         if ctx.stale:
             lines.append("## Stale summaries (not used: they no longer match the messages)")
             lines += [f"- {_pairs_label(s.from_pair, s.to_pair)}: {s.reason}" for s in ctx.stale]
@@ -399,7 +435,85 @@ class _Unit:
     to_pair: int
     forms: list[list[tuple[HistoryItem, int]]]  # each form: items with their byte sizes
     reason: OmissionReason  # reported when no form fits
+    needed: int  # bytes of the smallest form, separators included
     chosen: list[tuple[HistoryItem, int]] | None = None
+
+
+class _Omitted:
+    """The omitted units (in pair order) as coalesced ranges, with their serialised size.
+
+    Neighbouring omitted units with the same reason form one entry. Units only ever leave this
+    set (when placed), so an entry only ever splits; each split costs O(log n) plus two small
+    renders, which keeps assembly fast on conversations with hundreds of pairs.
+    """
+
+    def __init__(self, units: Sequence[_Unit], ser: _Serialiser) -> None:
+        self.units = units
+        self.ser = ser
+        self.prefix = [0]
+        for u in units:
+            self.prefix.append(self.prefix[-1] + u.needed)
+        self.starts: list[int] = []
+        self.ends: dict[int, int] = {}
+        self.sizes: dict[int, int] = {}
+        for i, u in enumerate(units):
+            if self.starts and units[self.starts[-1]].reason == u.reason:
+                self.ends[self.starts[-1]] = i
+            else:
+                self.starts.append(i)
+                self.ends[i] = i
+        for start in self.starts:
+            self.sizes[start] = self._entry_size(start, self.ends[start])
+        self.count = len(self.starts)
+        self.entry_bytes = sum(self.sizes.values())
+
+    def entry(self, start: int, end: int) -> Omission:
+        """The omission record for units start..end."""
+        return Omission(
+            self.units[start].from_pair,
+            self.units[end].to_pair,
+            self.units[start].reason,
+            self.prefix[end + 1] - self.prefix[start],
+        )
+
+    def _entry_size(self, start: int, end: int) -> int:
+        return len(self.ser.omission(self.entry(start, end)))
+
+    def block_size(self, count: int | None = None, entry_bytes: int | None = None) -> int:
+        """Bytes of the serialised omission block (now, or for the given entries)."""
+        return self.ser.omitted_block_size(
+            self.count if count is None else count,
+            self.entry_bytes if entry_bytes is None else entry_bytes,
+        )
+
+    def without(self, ui: int) -> tuple[int, tuple[int, list[tuple[int, int, int]]]]:
+        """The block size if unit `ui` were placed, and the split that would do it."""
+        start = self.starts[bisect_right(self.starts, ui) - 1]
+        end = self.ends[start]
+        parts = [
+            (a, b, self._entry_size(a, b)) for a, b in ((start, ui - 1), (ui + 1, end)) if a <= b
+        ]
+        count = self.count - 1 + len(parts)
+        entry_bytes = self.entry_bytes - self.sizes[start] + sum(size for _, _, size in parts)
+        return self.block_size(count, entry_bytes), (start, parts)
+
+    def remove(self, split: tuple[int, list[tuple[int, int, int]]]) -> None:
+        """Apply a split returned by `without`."""
+        start, parts = split
+        self.starts.remove(start)
+        self.entry_bytes -= self.sizes.pop(start)
+        del self.ends[start]
+        self.count -= 1
+        for a, b, size in parts:
+            insort(self.starts, a)
+            self.ends[a] = b
+            self.sizes[a] = size
+            self.entry_bytes += size
+            self.count += 1
+
+    def entries(self) -> list[Omission]:
+        """The omitted ranges, in pair order."""
+        return [self.entry(start, self.ends[start]) for start in self.starts]
 
 
 def _said_of(pair: Pair) -> tuple[Said, Said]:
@@ -420,21 +534,6 @@ def _projection(pairs: Sequence[Pair], answer_bytes: int) -> Projection:
         ),
         answer_bytes=answer_bytes,
     )
-
-
-def _coalesce(units: Sequence[_Unit], sep: int) -> list[Omission]:
-    """Omitted units (in pair order) as ranges: neighbours with the same reason merge."""
-    out: list[Omission] = []
-    for u in units:
-        if u.chosen is not None:
-            continue
-        needed = min(sum(size + sep for _, size in form) for form in u.forms)
-        last = out[-1] if out else None
-        if last and last.reason == u.reason and last.to_pair + 1 == u.from_pair:
-            out[-1] = Omission(last.from_pair, u.to_pair, u.reason, last.bytes_needed + needed)
-        else:
-            out.append(Omission(u.from_pair, u.to_pair, u.reason, needed))
-    return out
 
 
 def _load(store: Store, conversation_id: str) -> tuple[list[PinnedIdentifier], bool]:
@@ -523,6 +622,12 @@ def build_context(
     def sized(items: Sequence[HistoryItem]) -> list[tuple[HistoryItem, int]]:
         return [(item, len(ser.item(item))) for item in items]
 
+    sep = len(ser.separator)
+
+    def unit(start: int, end: int, forms: list, reason: OmissionReason) -> _Unit:
+        needed = min(sum(size + sep for _, size in form) for form in forms)
+        return _Unit(start, end, forms, reason, needed)
+
     # Units in pair order; placement goes newest first (tail pairs, then segments).
     units: list[_Unit] = []
     for start, end in segments:
@@ -538,58 +643,68 @@ def build_context(
                 summary.job_id,
                 summary.prompt_version,
             )
-            forms = [sized([candidate]), projection]
-            reason = OmissionReason.SUMMARY_AND_PROJECTION_TOO_BIG
+            units.append(
+                unit(
+                    start,
+                    end,
+                    [sized([candidate]), projection],
+                    OmissionReason.SUMMARY_AND_PROJECTION_TOO_BIG,
+                )
+            )
         else:
             raw = sized([RawPair(p.index, *_said_of(p)) for p in seg])
-            forms = [raw, projection]
-            reason = OmissionReason.RAW_AND_PROJECTION_TOO_BIG
-        units.append(_Unit(start, end, forms, reason))
-    tail_start = segments[-1][1] + 1 if segments else 0
-    for p in pairs[tail_start:]:
-        units.append(
-            _Unit(
-                p.index,
-                p.index,
-                [sized([RawPair(p.index, *_said_of(p))])],
-                OmissionReason.RAW_TOO_BIG,
+            units.append(
+                unit(start, end, [raw, projection], OmissionReason.RAW_AND_PROJECTION_TOO_BIG)
             )
-        )
+    n_segments = len(units)
+    for p in pairs[n_segments * 10 :]:
+        raw = sized([RawPair(p.index, *_said_of(p))])
+        units.append(unit(p.index, p.index, [raw], OmissionReason.RAW_TOO_BIG))
 
-    fixed = len(ser.tail())
-    sep = len(ser.separator)
+    omitted = _Omitted(units, ser)
+    frame = len(ser.before(meta)) + len(ser.after(meta)) + len(ser.tail())
 
-    def total(items_bytes: int, items_count: int) -> int:
+    def total(items_bytes: int, items_count: int, block: int) -> int:
         joins = sep * (items_count - 1) if items_count else 0
-        return fixed + items_bytes + joins + len(ser.head(meta, _coalesce(units, sep)))
+        return frame + block + items_bytes + joins
 
-    items_bytes = 0
-    items_count = 0
-    floor = total(0, 0)
+    floor = total(0, 0, omitted.block_size())
     if floor > budget_bytes:
+        # The output names its budget: the smallest budget that works must fit its own digits.
+        while True:
+            at = replace(meta, budget_bytes=floor)
+            need = len(ser.before(at)) + len(ser.after(at)) + len(ser.tail())
+            need += omitted.block_size()
+            if need <= floor:
+                break
+            floor = need
         raise BudgetError(
             f"a budget of {budget_bytes} bytes is too small for conversation"
             f" {conversation_id}: the pinned identifier sidecar ({len(pinned)} identifiers)"
             f" and the list of what is omitted alone need {floor} bytes",
             hint=f"pass --budget-bytes {floor} or more",
         )
-    tail_first = [u for u in units if u.from_pair >= tail_start]
-    segments_first = [u for u in units if u.from_pair < tail_start]
-    for unit in [*reversed(tail_first), *reversed(segments_first)]:
-        for form in unit.forms:
+
+    items_bytes = 0
+    items_count = 0
+    order = [*range(len(units) - 1, n_segments - 1, -1), *range(n_segments - 1, -1, -1)]
+    for ui in order:
+        block, split = omitted.without(ui)
+        for form in units[ui].forms:
             add_bytes = sum(size for _, size in form)
-            unit.chosen = form
-            if total(items_bytes + add_bytes, items_count + len(form)) <= budget_bytes:
+            if total(items_bytes + add_bytes, items_count + len(form), block) <= budget_bytes:
+                units[ui].chosen = form
                 items_bytes += add_bytes
                 items_count += len(form)
+                omitted.remove(split)
                 break
-            unit.chosen = None
 
     history = [item for u in units if u.chosen for item, _ in u.chosen]
-    omitted = _coalesce(units, sep)
-    output = (
-        ser.head(meta, omitted) + ser.separator.join(ser.item(i) for i in history) + ser.tail()
-    ).decode("utf-8")
+    omissions = omitted.entries()
+    rendered = _render(ser, meta, omissions, history)
+    # The sizes above are exact; this guards the promise itself, should they ever drift.
+    if len(rendered) > budget_bytes:  # pragma: no cover - would be a bug in the accounting
+        raise AssertionError(f"context of {len(rendered)} bytes exceeds {budget_bytes}")
     return NextRunContext(
         conversation_id=conversation_id,
         budget_bytes=budget_bytes,
@@ -597,8 +712,8 @@ def build_context(
         pinned=tuple(pinned),
         sidecar_complete=sidecar_complete,
         history=tuple(history),
-        omitted=tuple(omitted),
+        omitted=tuple(omissions),
         stale=tuple(stale),
         pairs_total=len(pairs),
-        output=output,
+        output=rendered.decode("utf-8"),
     )

@@ -1,0 +1,249 @@
+"""Next-run context under a byte budget (issue 6; seed 000 cases B and C)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from test_context_support import load, pair_records, summarise
+
+from lexkeep.compaction.context import (
+    ContextFormat,
+    OmissionReason,
+    Projection,
+    RawPair,
+    SummaryCandidate,
+    build_context,
+    clip_answer,
+)
+from lexkeep.core.errors import BudgetError, ConfigError, NotFoundError
+from lexkeep.core.store import Store
+
+INVOICE = "INV-2025-08-44719"
+
+
+def _first_user(i: int) -> str:
+    if i == 0:
+        return f"Why was invoice {INVOICE} charged twice on April 3?"
+    return f"follow-up question number {i}"
+
+
+def _answer(i: int) -> str:
+    return f"answer {i}: looked at the ledger entries for that period and found entry {i}."
+
+
+@pytest.fixture
+def conv30(store: Store, tmp_path: Path) -> Store:
+    """c1: 30 eligible pairs (so pairs 0-9 are a segment), the invoice typed in pair 0."""
+    load(store, tmp_path, pair_records("c1", 30, user=_first_user, answer=_answer))
+    return store
+
+
+def _ranges(ctx) -> list[tuple[int, int]]:
+    out = []
+    for item in ctx.history:
+        if isinstance(item, RawPair):
+            out.append((item.index, item.index))
+        else:
+            out.append((item.from_pair, item.to_pair))
+    return out
+
+
+def _everything(store: Store, cid: str, fmt: str = "json"):
+    """The context that shows everything, built with a budget of exactly its own size.
+
+    The output names its budget, so its size depends on the budget's digit count: iterate
+    until the budget equals the output size (two rounds at most).
+    """
+    budget = 10_000_000
+    for _ in range(4):
+        ctx = build_context(store, cid, budget, format=fmt)
+        assert ctx.omitted == ()
+        if ctx.bytes == budget:
+            return ctx
+        budget = ctx.bytes
+    raise AssertionError("no fixed point")
+
+
+def _covers_every_pair(ctx) -> None:
+    """Included and omitted ranges partition 0..n-1: nothing silently disappears."""
+    seen = []
+    for a, b in _ranges(ctx) + [(o.from_pair, o.to_pair) for o in ctx.omitted]:
+        seen += range(a, b + 1)
+    assert sorted(seen) == list(range(ctx.pairs_total))
+
+
+def test_sidecar_identifier_is_pinned_even_when_its_range_is_summarised(conv30, tmp_path):
+    summarise(conv30, "c1", 0, "The assistant looked into a duplicate charge in early April.")
+    ctx = build_context(conv30, "c1", 100_000)
+    assert [p.value for p in ctx.pinned][0] == INVOICE
+    doc = orjson.loads(ctx.output)
+    # Pinned block first, before any history.
+    assert list(doc)[:5] == [
+        "schema_version",
+        "conversation_id",
+        "budget_bytes",
+        "pairs_total",
+        "pinned_identifiers",
+    ]
+    assert list(doc)[-1] == "history"
+    assert doc["pinned_identifiers"][0]["value"] == INVOICE
+
+
+def test_valid_summary_is_offered_with_the_original_user_messages(conv30):
+    summary = "The assistant checked ten ledger periods; no duplicate was confirmed."
+    job = summarise(conv30, "c1", 0, summary)
+    ctx = build_context(conv30, "c1", 100_000)
+    first = ctx.history[0]
+    assert isinstance(first, SummaryCandidate)
+    assert (first.from_pair, first.to_pair, first.compaction_id) == (0, 9, job)
+    assert first.assistant_summary == summary
+    # A summary never replaces original user text: all ten user messages, verbatim.
+    assert [s.text for s in first.user_messages] == [_first_user(i) for i in range(10)]
+    assert [s.id for s in first.user_messages] == [f"c1-u{i}" for i in range(10)]
+    assert all(isinstance(i, RawPair) for i in ctx.history[1:])
+    assert [i.index for i in ctx.history[1:]] == list(range(10, 30))
+    assert ctx.omitted == () and ctx.stale == ()
+    assert ctx.bytes == len(ctx.output.encode()) <= 100_000
+
+
+def test_newest_raw_pairs_win_a_tight_budget(conv30):
+    everything = build_context(conv30, "c1", 100_000)
+    assert everything.omitted == ()
+    for n in range(1, 30):
+        ctx = build_context(conv30, "c1", 1_500 + 150 * n)
+        raw = [i.index for i in ctx.history if isinstance(i, RawPair)]
+        if raw and not any(isinstance(i, Projection) for i in ctx.history):
+            # Only raw pairs: they are the newest ones, contiguous up to the last pair.
+            assert raw == list(range(raw[0], 30))
+        assert ctx.bytes <= 1_500 + 150 * n
+        _covers_every_pair(ctx)
+
+
+def test_candidate_too_big_falls_back_to_a_bounded_projection(store, tmp_path):
+    long_answer = "The ledger shows " + "entry ok; " * 60  # > 240 bytes: clipped in projection
+    load(store, tmp_path, pair_records("c2", 30, answer=lambda i: long_answer + str(i)))
+    summarise(store, "c2", 0, "S" * 5_000)  # a valid but huge summary
+    full = _everything(store, "c2")
+    assert isinstance(full.history[0], SummaryCandidate)
+    tail_only = build_context(store, "c2", full.bytes - 1)
+    assert isinstance(tail_only.history[0], Projection)
+    proj = tail_only.history[0]
+    assert (proj.from_pair, proj.to_pair) == (0, 9)
+    assert [p.user.text for p in proj.pairs] == [
+        f"question {i}: please check order ORD_{88400 + i}" for i in range(10)
+    ]
+    for p in proj.pairs:
+        assert len(p.assistant.text.encode()) <= 240
+        assert p.assistant.clipped_bytes > 0
+        assert long_answer.startswith(p.assistant.text)
+    assert "S" * 100 not in tail_only.output
+    assert tail_only.omitted == ()
+
+
+def test_projection_too_big_omits_the_range_and_says_how_many_bytes(store, tmp_path):
+    # User text is never cut, so a long user text makes even the projection big.
+    load(
+        store,
+        tmp_path,
+        pair_records("c3", 30, user=lambda i: f"pasted log {i}: " + "line of log text " * 40),
+    )
+    summarise(store, "c3", 0, "The assistant read ten pasted logs.")
+    full = _everything(store, "c3")
+    assert isinstance(full.history[0], SummaryCandidate)
+    # One byte short: the candidate does not fit, the projection (user text + answers) is
+    # bigger still, so pairs 0-9 are omitted and the freed bytes carry the omission note.
+    candidate_bytes = len(orjson.dumps(orjson.loads(full.output)["history"][0]))
+    tail = build_context(store, "c3", full.bytes - 1)
+    assert [o.from_pair for o in tail.omitted] == [0]
+    omission = tail.omitted[0]
+    assert (omission.to_pair, omission.reason) == (9, OmissionReason.SUMMARY_AND_PROJECTION_TOO_BIG)
+    # The smallest offered form (here the candidate, plus its separator) is what it needed.
+    assert omission.bytes_needed == candidate_bytes + 1
+    assert all(isinstance(i, RawPair) and i.index >= 10 for i in tail.history)
+    doc = orjson.loads(tail.output)
+    assert doc["omitted"] == [
+        {
+            "from_pair": 0,
+            "to_pair": 9,
+            "reason": "summary_and_projection_too_big",
+            "bytes_needed": omission.bytes_needed,
+        }
+    ]
+    text_full = _everything(store, "c3", "text")
+    text = build_context(store, "c3", text_full.bytes - 1, format="text").output
+    assert "NOT INCLUDED: the next run will not see these earlier exchanges" in text
+    assert "- pairs 0-9: neither the summary candidate" in text
+
+
+def test_stale_summary_is_reported_and_raw_pairs_are_used(conv30):
+    """Seed case B: one message of the compacted range changes after compaction."""
+    summary = "STALE-MARKER the assistant found nothing."
+    summarise(conv30, "c1", 0, summary)
+    conv30.con.execute("UPDATE messages SET text = 'answer 3, corrected' WHERE id = 'c1-a3'")
+    ctx = build_context(conv30, "c1", 100_000)
+    assert [(s.from_pair, s.to_pair) for s in ctx.stale] == [(0, 9)]
+    assert "stale" in ctx.stale[0].reason
+    assert "STALE-MARKER" not in ctx.output
+    assert [i.index for i in ctx.history if isinstance(i, RawPair)] == list(range(30))
+    assert "answer 3, corrected" in ctx.output
+    text = build_context(conv30, "c1", 100_000, format=ContextFormat.TEXT).output
+    assert "## Stale summaries (not used" in text
+    # As the budget allows: a smaller budget projects or omits pairs 0-9, never the summary.
+    small = build_context(conv30, "c1", ctx.bytes // 2)
+    assert "STALE-MARKER" not in small.output
+    assert not any(isinstance(i, SummaryCandidate) for i in small.history)
+    _covers_every_pair(small)
+
+
+def test_summary_of_version_1_is_never_consumed(conv30):
+    summarise(conv30, "c1", 0, "mixed summary", prompt_version="conversation-compaction@1")
+    ctx = build_context(conv30, "c1", 100_000)
+    assert not any(isinstance(i, SummaryCandidate) for i in ctx.history)
+    assert "@1" in ctx.stale[0].reason
+
+
+def test_budget_too_small_even_for_the_sidecar(conv30):
+    with pytest.raises(BudgetError) as err:
+        build_context(conv30, "c1", 200)
+    assert "too small" in err.value.message
+    assert err.value.hint.startswith("pass --budget-bytes ")
+    floor = int(err.value.hint.split()[2])
+    ctx = build_context(conv30, "c1", floor)  # the floor itself is enough
+    assert ctx.bytes <= floor and ctx.history == ()
+    assert [(o.from_pair, o.to_pair) for o in ctx.omitted] == [(0, 9), (10, 29)]
+
+
+def test_unknown_conversation_and_bad_arguments(conv30):
+    with pytest.raises(NotFoundError):
+        build_context(conv30, "nope", 10_000)
+    with pytest.raises(ConfigError):
+        build_context(conv30, "c1", 0)
+    with pytest.raises(ConfigError):
+        build_context(conv30, "c1", 10_000, format="yaml")
+
+
+def test_fewer_than_30_pairs_has_no_segments(store, tmp_path):
+    load(store, tmp_path, pair_records("c4", 12))
+    ctx = build_context(store, "c4", 100_000, format="text")
+    assert [i.index for i in ctx.history] == list(range(12))
+    assert "## Nothing omitted" in ctx.output
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "kept"),
+    [
+        ("short answer", 240, "short answer"),
+        ("order INV-2025-08-44719 is fine", 20, "order"),  # never half an identifier
+        ("order INV-2025-08-44719 is fine", 24, "order INV-2025-08-44719"),
+        ("ééé ééé", 7, "ééé"),  # UTF-8 bytes: cut at a space
+        ("ééé ééé", 5, ""),  # cut inside a character and a token: nothing left
+        ("unbroken-identifier-without-spaces", 10, ""),
+    ],
+)
+def test_clip_answer_cuts_at_whitespace_within_the_byte_bound(text, limit, kept):
+    clipped = clip_answer("a1", text, limit)
+    assert clipped.text == kept
+    assert len(clipped.text.encode()) <= limit
+    assert clipped.clipped_bytes == len(text.encode()) - len(kept.encode())
