@@ -353,7 +353,7 @@ class ClaudeReader:
         if kind == "system":
             yield from self._system(st, value, cid, uuid, time, src)
         elif kind == "attachment":
-            yield from self._attachment(value, cid, uuid, time, src)
+            yield from self._attachment(value, cid, uuid, time, src, sub)
         else:
             if not isinstance(message, dict):
                 yield Skipped(src, "malformed", "user line without a message object", fatal=True)
@@ -487,16 +487,26 @@ class ClaudeReader:
         st.boundary = _PendingBoundary(boundary)
 
     def _attachment(
-        self, value: dict[str, Any], cid: str, uuid: str, time: str | None, src: Source
+        self, value: dict[str, Any], cid: str, uuid: str, time: str | None, src: Source, sub: bool
     ) -> Iterator[Record]:
         att = value.get("attachment")
-        content = att.get("content") if isinstance(att, dict) else None
-        text = block_text(content)
+        att = att if isinstance(att, dict) else {}
+        kind = MessageKind.INJECTED
+        if att.get("type") == "queued_command":
+            # A prompt the person typed while the agent was busy (commandMode "prompt"); task
+            # notifications are queued the same way but come from the harness.
+            text = block_text(att.get("prompt"))
+            origin = att.get("origin")
+            human = not isinstance(origin, dict) or origin.get("kind") == "human"
+            if att.get("commandMode") == "prompt" and human:
+                kind = classify_user_text(text, sidechain=sub)
+        else:
+            # hook output, reminders, skill listings …: context the harness adds
+            text = block_text(att.get("content"))
         if not text.strip():
-            kind = att.get("type") if isinstance(att, dict) else None
-            yield Skipped(src, "metadata", f"attachment {kind}")
+            yield Skipped(src, "metadata", f"attachment {att.get('type')}")
             return
-        yield Message(f"{cid}:{uuid}", cid, Role.USER, MessageKind.INJECTED, text, src, time=time)
+        yield Message(f"{cid}:{uuid}", cid, Role.USER, kind, text, src, time=time)
 
     def _user(
         self,

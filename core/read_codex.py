@@ -363,8 +363,10 @@ class CodexReader:
                     break
         st.conversation_id = cid
         st.has_parent = parent is not None
-        meta_time = payload.get("timestamp") if isinstance(payload.get("timestamp"), str) else time
-        st.start_time = meta_time
+        # Compare envelope timestamps with each other (same RFC 3339 spelling on every line).
+        st.start_time = time or (
+            payload.get("timestamp") if isinstance(payload.get("timestamp"), str) else None
+        )
         yield Conversation(cid, Format.CODEX, src, parent_id=parent)
 
     # -- response items ---------------------------------------------------------------------

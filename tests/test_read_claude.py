@@ -216,6 +216,15 @@ def test_partial_compaction_keeps_the_preserved_user_text_and_two_boundaries():
     assert second.summary_text is None and second.kept_verbatim == ()
 
 
+def test_queued_prompt_typed_while_busy_is_user_text():
+    recs = read(CLAUDE / "partial_compaction.jsonl")
+    queued = [(m.text, m.kind) for m in of(recs, Message) if m.source.line >= 9]
+    assert queued == [
+        ("and tag it SEV-2", MessageKind.USER_TEXT),
+        (queued[1][0], MessageKind.INJECTED),  # a task notification queued by the harness
+    ]
+
+
 def test_every_fixture_is_detected_as_claude_and_not_codex():
     for path in sorted(CLAUDE.rglob("*.jsonl")):
         head = [v.value for v in iter_json_lines(path) if isinstance(v, JsonLine)][:20]
