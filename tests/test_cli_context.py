@@ -1,0 +1,114 @@
+"""`lexkeep context` and `lexkeep guard` on real store files (exit codes, exact bytes)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from test_context_support import load, pair_records, summarise
+from test_guard import INVOICE, invoice_records
+
+from lexkeep.compaction.context import build_context
+from lexkeep.core.store import Store
+
+
+@pytest.fixture
+def db(db_file: Path, tmp_path: Path) -> Path:
+    """A closed store file with c1 (30 pairs, pairs 0-9 summarised) and the invoice case s1."""
+    with Store.open(db_file) as store:
+        load(store, tmp_path, pair_records("c1", 30), name="c1")
+        summarise(store, "c1", 0, "The assistant confirmed ten orders shipped.")
+        load(store, tmp_path, invoice_records("s1"), name="s1")
+    return db_file
+
+
+def test_context_json_fits_the_budget_and_matches_the_library(cli, db):
+    result = cli("context", "c1", "--budget-bytes", "3000", "--db", db)
+    assert result.exit_code == 0, result.stderr
+    assert len(result.stdout_bytes) <= 3000
+    doc = orjson.loads(result.stdout_bytes)
+    assert doc["schema_version"] == 1 and doc["conversation_id"] == "c1"
+    assert doc["omitted"], "3000 bytes cannot hold 30 pairs"
+    with Store.open(db, read_only=True) as store:
+        assert result.stdout == build_context(store, "c1", 3000).output
+
+
+def test_context_text_says_what_the_next_run_will_not_see(cli, db):
+    result = cli("context", "c1", "--budget-bytes", "2500", "--format", "text", "--db", db)
+    assert result.exit_code == 0, result.stderr
+    assert len(result.stdout_bytes) <= 2500
+    assert "## NOT INCLUDED: the next run will not see these earlier exchanges" in result.stdout
+    assert "- pairs 0-9: neither the summary candidate" in result.stdout
+
+
+def test_context_budget_too_small_even_for_the_sidecar(cli, db):
+    result = cli("context", "s1", "--budget-bytes", "50", "--db", db)
+    assert result.exit_code == 2, result.stdout
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("Error: a budget of 50 bytes is too small for conversation s1:")
+    assert lines[1].startswith("Hint: pass --budget-bytes ")
+
+
+def test_context_unknown_conversation_and_missing_store(cli, db, tmp_path):
+    result = cli("context", "nope", "--budget-bytes", "5000", "--db", db)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: no conversation 'nope' in the store")
+    result = cli("context", "c1", "--budget-bytes", "5000", "--db", tmp_path / "none.duckdb")
+    assert result.exit_code == 2
+    assert "no lexkeep store at" in result.stderr
+
+
+def test_context_prints_exactly_the_counted_bytes_in_a_real_process(db):
+    env = {**os.environ, "LEXKEEP_DB": str(db)}
+    done = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", "context", "c1", "--budget-bytes", "4000"],
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    with Store.open(db, read_only=True) as store:
+        expected = build_context(store, "c1", 4000)
+    assert done.stdout == expected.output.encode("utf-8")
+    assert len(done.stdout) == expected.bytes <= 4000
+
+
+def test_guard_seed_invoice_exits_1_and_names_the_nearest_value(cli, db):
+    result = cli("guard", "s1", '{"invoice_id": "INV-2025-08-4471"}', "--db", db)
+    assert result.exit_code == 1, result.stderr
+    assert "NOT SUPPLIED" in result.stdout
+    assert f"nearest known '{INVOICE}' (truncated, from user)" in result.stdout
+
+
+def test_guard_json_format_and_stdin(cli, db):
+    result = cli(
+        "guard", "s1", "-", "--format", "json", "--db", db, input='{"id": "inv-2025-08-44719"}'
+    )
+    assert result.exit_code == 1, result.stderr
+    doc = orjson.loads(result.stdout)
+    assert doc["unsupplied"][0]["difference"] == "case"
+    assert doc["unsupplied"][0]["nearest"] == INVOICE
+
+
+def test_guard_passes_verbatim_arguments(cli, db):
+    result = cli("guard", "s1", f'{{"invoice_id": "{INVOICE}"}}', "--db", db)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("ok: 1 identifier(s)")
+
+
+def test_guard_bad_json_and_unknown_conversation_exit_2(cli, db):
+    result = cli("guard", "s1", '{"invoice_id": ', "--db", db)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: ARGUMENTS_JSON")
+    assert "not valid JSON" in result.stderr
+    result = cli("guard", "s1", "-", "--db", db, input="[1,")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: <stdin>")
+    result = cli("guard", "nope", "{}", "--db", db)
+    assert result.exit_code == 2
+    assert "no conversation 'nope'" in result.stderr
