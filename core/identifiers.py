@@ -22,12 +22,39 @@ from lexkeep.core.rules import Kind, RuleSet, default_rules
 __all__ = ["extract", "passes_prefilter", "scan_kind"]
 
 _DIGIT = regex.compile(r"[0-9]")
+_INTERIOR_DOT = regex.compile(r"\.(?<=[\p{L}\p{N}]\.)(?=[\p{L}\p{N}])")
+_INTERIOR_DASH = regex.compile(r"-(?<=[\p{L}\p{N}]-)(?=[\p{L}\p{N}])")
+SHORT_WINDOW = 256  # characters; windows up to this long run without the engine timeout
 _WORD = regex.compile(r"[\p{L}\p{N}]+")
 # Sentence punctuation, closing quotes and markdown emphasis never end an identifier.
 _TRAILING = frozenset(".,;:!?…'\"’”»`*~")
 _CLOSERS = {")": "(", "]": "[", "}": "{", ">": "<"}
 _EXT = regex.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}\Z")
 _HEX_COLOUR = regex.compile(r"#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})\Z")
+_FILE_STEM = regex.compile(r"[0-9_\-]")
+_SEPARATOR = regex.compile(r"[_\-/.@\\]")
+_ROOTS = frozenset(
+    [
+        "tmp",
+        "var",
+        "etc",
+        "usr",
+        "opt",
+        "home",
+        "srv",
+        "mnt",
+        "dev",
+        "proc",
+        "sys",
+        "bin",
+        "sbin",
+        "lib",
+        "root",
+        "data",
+        "Users",
+        "Volumes",
+    ]
+)
 _SEQUENCES = (
     "0123456789",
     "9876543210",
@@ -43,34 +70,186 @@ def extract(text: str, rules: RuleSet | None = None) -> Extraction:
     if len(text) > rules.max_chars:
         text = text[: rules.max_chars]
         complete = False
-    if not text:
-        return Extraction((), complete)
-    lower = text.lower()
-    has_digit = _DIGIT.search(text) is not None
+    plan = _plan(rules)
     deadline = time.perf_counter() + rules.timeout
     candidates: list[tuple[int, int, int, int, str, bool]] = []
-    for kind in rules.kinds:
-        if kind.prefilter_digit and not has_digit:
-            continue
-        if kind.keywords and not any(word in lower for word in kind.keywords):
-            continue
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            complete = False
-            break
-        try:
-            for start, end, _value, claim_only in scan_kind(kind, text, remaining, rules):
-                report = not (claim_only or kind.suppressor)
-                candidates.append((-kind.priority, start - end, start, end, kind.id, report))
-        except TimeoutError:
-            complete = False
-            break
+    try:
+        for start, end in plan.windows(text, rules.timeout):
+            _scan_window(plan, rules, text, start, end, deadline, candidates)
+    except TimeoutError:
+        complete = False
+    if not candidates:
+        return Extraction((), complete)
     return Extraction(_resolve(text, candidates), complete)
+
+
+def _scan_window(
+    plan: _Plan,
+    rules: RuleSet,
+    text: str,
+    start: int,
+    end: int,
+    deadline: float,
+    candidates: list[tuple[int, int, int, int, str, bool]],
+) -> None:
+    """Run every kind whose prefilter passes on text[start:end]; append its candidates."""
+    segment = text[start:end]
+    lower = segment.lower()
+    digits = sum(map(segment.count, "0123456789"))
+    present = {word for word in plan.keywords if word in lower}
+    # '.' and '-' count only between letters/digits: not sentence ends or dashes.
+    if "." in present and _INTERIOR_DOT.search(segment) is None:
+        present.discard(".")
+    if "-" in present and _INTERIOR_DASH.search(segment) is None:
+        present.discard("-")
+    size = end - start
+    context_text = None
+    reportable = False
+    # Suppressors only matter where an identifier competes for the span: they run second,
+    # and only in windows that produced a reportable candidate.
+    for step in (plan.identifier_kinds, plan.suppressor_kinds):
+        if step is plan.suppressor_kinds and not reportable:
+            break
+        for kind, min_digits, keywords, also, context_words, min_length in step:
+            if digits < min_digits or size < min_length:
+                continue
+            if keywords and keywords.isdisjoint(present):
+                continue
+            if also and not any(word in lower for word in also):
+                continue
+            if context_words is not None:
+                # Context words sit before the match, possibly before the window.
+                if context_text is None:
+                    context_text = text[max(0, start - 120) : end].lower()
+                if not any(word in context_text for word in context_words):
+                    continue
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise TimeoutError
+            # Arming the engine timeout costs more than scanning a short window; every
+            # pattern already finished 8 KB adversarial strings in budget at load, and the
+            # deadline is still checked between calls.
+            budget = remaining if size > SHORT_WINDOW else None
+            for s, e, _value, claim_only in scan_kind(kind, text, budget, rules, start, end):
+                report = not (claim_only or kind.suppressor)
+                reportable = reportable or report
+                candidates.append((-kind.priority, s - e, s, e, kind.id, report))
+
+
+_Entry = tuple[Kind, int, frozenset[str], tuple[str, ...], tuple[str, ...] | None, int]
+
+
+class _Plan:
+    """The cheap candidate pass for one rule set: where in a text any kind could match.
+
+    A trigger is a digit run, a keyword, or an interior '.'/'-' (between letters or digits),
+    so sentence punctuation and hyphenated words alone do not wake the patterns. Each trigger
+    opens a window of WINDOW characters either side, widened to the next space or newline;
+    kinds run only inside windows whose text passes their prefilter. A kind's match always
+    holds one of its keywords, or a digit when it needs one (both checked at load), so every
+    match lies inside a window.
+    """
+
+    WINDOW = 24  # covers the longest multi-word shapes: "September 30, 2025", "+1 (415) 555-0199"
+    LONG_TEXT = 4_000  # beyond this the per-call overhead no longer matters: scan everything
+
+    def __init__(self, rules: RuleSet) -> None:
+        singles: set[str] = set()
+        parts: set[str] = set()
+        keywords: set[str] = set()
+        self.full_scan = False
+        self.identifier_kinds: list[_Entry] = []
+        self.suppressor_kinds: list[_Entry] = []
+        for kind in rules.kinds:
+            if not kind.keywords and not kind.prefilter_digit:
+                self.full_scan = True  # a kind with no prefilter must see the whole text
+            keywords.update(kind.keywords)
+            gate = kind.context
+            words = gate.words if gate is not None and gate.mode == "require" else None
+            min_digits = max(kind.min_digits, 1 if kind.prefilter_digit else 0)
+            entry = (
+                kind,
+                min_digits,
+                frozenset(kind.keywords),
+                kind.window_keywords,
+                words,
+                kind.min_length,
+            )
+            (self.suppressor_kinds if kind.suppressor else self.identifier_kinds).append(entry)
+            if kind.prefilter_digit:
+                # Its match holds a digit (checked at load): digits alone can trigger it.
+                singles.update("0123456789")
+                continue
+            for word in kind.keywords:
+                if word in (".", "-"):
+                    parts.add(r"[.\-](?<=[\p{L}\p{N}][.\-])(?=[\p{L}\p{N}])")
+                elif len(word) == 1:
+                    singles.add(word)
+                else:
+                    parts.add("(?i:" + regex.escape(word) + ")")
+        if singles:
+            # One character class first: far cheaper per character than an alternation.
+            parts.add("[" + "".join(regex.escape(c) for c in sorted(singles)) + "]+")
+        self.keywords = tuple(sorted(keywords))
+        self.trigger = regex.compile("|".join(sorted(parts, key=len)), regex.V1) if parts else None
+
+    def windows(self, text: str, timeout: float) -> list[tuple[int, int]]:
+        """Merged (start, end) windows of `text` worth scanning; [] when nothing can match."""
+        n = len(text)
+        if self.full_scan or n > self.LONG_TEXT:
+            return [(0, n)] if n else []
+        if self.trigger is None:
+            return []
+        spans: list[list[int]] = []
+        reach = self.WINDOW
+        for match in self.trigger.finditer(text, timeout=timeout if n > SHORT_WINDOW else None):
+            a, b = match.span()
+            if spans and a < spans[-1][1]:
+                if b + reach > spans[-1][1]:
+                    spans[-1][1] = _snap_right(text, b + reach)
+                continue
+            start = _snap_left(text, a - reach)
+            end = _snap_right(text, b + reach)
+            if spans and start <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], end)
+            else:
+                spans.append([start, end])
+        return [(a, b) for a, b in spans]
+
+
+_PLANS: dict[str, _Plan] = {}
+
+
+def _plan(rules: RuleSet) -> _Plan:
+    plan = _PLANS.get(rules.digest)
+    if plan is None:
+        plan = _PLANS[rules.digest] = _Plan(rules)
+    return plan
+
+
+def _snap_left(text: str, i: int) -> int:
+    """Start of the space-separated token at or before `i`."""
+    if i <= 0:
+        return 0
+    return max(text.rfind(" ", 0, i), text.rfind("\n", 0, i)) + 1
+
+
+def _snap_right(text: str, i: int) -> int:
+    """Position of the first space or newline at or after `i` (or the end)."""
+    n = len(text)
+    if i >= n:
+        return n
+    space = text.find(" ", i)
+    newline = text.find("\n", i)
+    ends = [x for x in (space, newline) if x != -1]
+    return min(ends) if ends else n
 
 
 def passes_prefilter(kind: Kind, text: str) -> bool:
     """True when the cheap candidate pass lets `kind` run on `text`."""
     if kind.prefilter_digit and _DIGIT.search(text) is None:
+        return False
+    if kind.min_digits and sum(map(text.count, "0123456789")) < kind.min_digits:
         return False
     if kind.keywords:
         lower = text.lower()
@@ -79,15 +258,21 @@ def passes_prefilter(kind: Kind, text: str) -> bool:
 
 
 def scan_kind(
-    kind: Kind, text: str, timeout: float, rules: RuleSet | None = None
+    kind: Kind,
+    text: str,
+    timeout: float | None,
+    rules: RuleSet | None = None,
+    pos: int = 0,
+    endpos: int | None = None,
 ) -> Iterator[tuple[int, int, str, bool]]:
     """Checked matches of one kind: (start, end, value, claim_only); may raise TimeoutError.
 
     claim_only marks a match that holds its span without being reported (a deny-listed word
-    or an allowlisted value): nothing else may be reported inside it either.
+    or an allowlisted value): nothing else may be reported inside it either. Look-behinds see
+    text before `pos`; `endpos` must sit on whitespace (windows do).
     """
     allow = rules.allowlist if rules is not None else frozenset()
-    for match in kind.pattern.finditer(text, timeout=timeout):
+    for match in kind.pattern.finditer(text, pos, endpos, timeout=timeout):
         start, end = match.span(kind.group)
         if start < 0:
             continue
@@ -166,6 +351,10 @@ def _validators_ok(value: str, validators: tuple[str, ...]) -> bool:
             return False
         if name == "not_repeated" and _is_degenerate(value):
             return False
+        if name == "file_stem" and _FILE_STEM.search(value.split(".", 1)[0]) is None:
+            return False
+        if name == "quoted_token" and not _is_quoted_token(value):
+            return False
     return True
 
 
@@ -190,7 +379,17 @@ def _is_path(value: str) -> bool:
     segments = [s for s in regex.split(r"[/\\]", body) if s]
     if len(segments) >= 2:
         return True
-    return bool(segments) and _EXT.search(segments[-1]) is not None
+    if not segments:
+        return False
+    # One segment: a file with an extension, or a well-known root (/tmp) — not "/help".
+    return _EXT.search(segments[-1]) is not None or (
+        value.startswith("/") and segments[0] in _ROOTS
+    )
+
+
+def _is_quoted_token(value: str) -> bool:
+    """A quoted token worth keeping: a letter and a separator (- _ / . @ or backslash)."""
+    return any(c.isalpha() for c in value) and _SEPARATOR.search(value) is not None
 
 
 def _is_degenerate(value: str) -> bool:

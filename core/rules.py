@@ -30,17 +30,19 @@ from lexkeep.core.errors import RuleError
 ENGINE_VERSION = "1"
 TIERS = ("A", "B", "C", "suppressor")
 REQUIRE = ("digit", "letter", "upper", "lower", "hexletter")
-VALIDATORS = ("ipv6", "path", "not_css_colour", "not_repeated")
+VALIDATORS = ("ipv6", "path", "not_css_colour", "not_repeated", "file_stem", "quoted_token")
 CONTEXT_MODES = ("require", "veto")
 KIND_KEYS = {
     "id", "tier", "priority", "regex", "group", "keywords", "prefilter_digit", "trim", "require",
-    "validators", "deny_list", "allowlist", "context", "tests", "description",
+    "validators", "deny_list", "allowlist", "context", "tests", "description", "min_length",
+    "min_digits", "window_keywords",
 }  # fmt: skip
 USER_KEYS = {"schema_version", "use_default", "disabled", "allowlist", "context", "lists",
              "kinds", "settings"}  # fmt: skip
 SETTINGS_KEYS = {"timeout_ms", "max_chars"}
 CONTEXT_KEYS = {"words", "window", "mode"}
 TESTS_KEYS = {"positive", "negative"}
+_DIGIT = regex.compile(r"[0-9]")
 # Load-time ReDoS smoke test: a pattern must finish each of these within the time budget.
 ADVERSARIAL_LENGTH = 8_000
 
@@ -80,6 +82,9 @@ class Kind:
     deny: frozenset[str] = frozenset()
     allow: frozenset[str] = frozenset()
     context: Context | None = None
+    min_length: int = 0
+    min_digits: int = 0
+    window_keywords: tuple[str, ...] = ()
     positive: tuple[Example, ...] = ()
     negative: tuple[Example, ...] = ()
     description: str = ""
@@ -278,6 +283,17 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], timeout: float
             raise fail(f"deny_list names an unknown list {raw['deny_list']!r}")
         deny = frozenset(lists[raw["deny_list"]])
     allow = frozenset(_str_list(raw.get("allowlist", []), "allowlist", where, kind_id))
+    min_length = raw.get("min_length", 0)
+    if not isinstance(min_length, int) or isinstance(min_length, bool) or min_length < 0:
+        raise fail("min_length must be a non-negative integer")
+    min_digits = raw.get("min_digits", 0)
+    if not isinstance(min_digits, int) or isinstance(min_digits, bool) or min_digits < 0:
+        raise fail("min_digits must be a non-negative integer")
+    window_keywords = tuple(
+        _str_list(raw.get("window_keywords", []), "window_keywords", where, kind_id)
+    )
+    if any(k != k.lower() or not k for k in window_keywords):
+        raise fail("window_keywords must be non-empty and lower-case")
     context = _context(raw.get("context"), fail)
     if tier == "C" and (context is None or context.mode != "require"):
         raise fail('tier C kinds need a context gate with mode = "require"')
@@ -302,6 +318,9 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], timeout: float
         deny=deny,
         allow=allow,
         context=context,
+        min_length=min_length,
+        min_digits=min_digits,
+        window_keywords=window_keywords,
         positive=positive,
         negative=negative,
         description=str(raw.get("description", "")),
@@ -349,10 +368,26 @@ def _self_test(kind: Kind, fail: Any) -> None:
     from lexkeep.core.identifiers import passes_prefilter, scan_kind
 
     for ex in kind.positive:
-        if not passes_prefilter(kind, ex.text):
-            wanted = "an ASCII digit" if kind.prefilter_digit else f"one of {list(kind.keywords)}"
+        if len(ex.value) < kind.min_length:
             raise fail(
-                f"positive example {ex.text!r} does not contain {wanted}; "
+                f"positive example {ex.value!r} is shorter than min_length {kind.min_length}"
+            )
+        if sum(map(ex.value.count, "0123456789")) < kind.min_digits:
+            raise fail(f"positive example {ex.value!r} has fewer than {kind.min_digits} digits")
+        if kind.window_keywords and not any(w in ex.text.lower() for w in kind.window_keywords):
+            raise fail(
+                f"positive example {ex.text!r} contains none of its window_keywords "
+                f"{list(kind.window_keywords)}; the prefilter would skip it"
+            )
+        # The candidate pass only scans near a keyword (or digit): the match itself must hold one.
+        if not passes_prefilter(kind, ex.value):
+            wanted = (
+                "an ASCII digit"
+                if kind.prefilter_digit and _DIGIT.search(ex.value) is None
+                else f"any of its keywords {list(kind.keywords)}"
+            )
+            raise fail(
+                f"positive example {ex.value!r} does not contain {wanted}; "
                 "the prefilter would skip it",
                 hint="fix the keywords so every positive example contains one",
             )
@@ -430,6 +465,9 @@ def _digest(kinds: list[Kind], allowlist: frozenset[str], timeout: float, max_ch
                 "group": k.group, "keywords": k.keywords, "prefilter_digit": k.prefilter_digit,
                 "trim": k.trim, "require": k.require, "validators": k.validators,
                 "deny": sorted(k.deny), "allow": sorted(k.allow),
+                "min_length": k.min_length,
+                "min_digits": k.min_digits,
+                "window_keywords": k.window_keywords,
                 "context": None if k.context is None
                 else [k.context.words, k.context.window, k.context.mode],
             }
