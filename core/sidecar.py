@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 
+from lexkeep.core.errors import StoreError
 from lexkeep.core.identifiers import extract
 from lexkeep.core.model import MessageKind
 from lexkeep.core.rules import RuleSet, default_rules
@@ -44,6 +46,15 @@ class IndexCounts:
     incomplete: int = 0
     rules_digest: str = ""
 
+    def as_dict(self) -> dict[str, object]:
+        """Plain-dict form for JSON output."""
+        return {
+            "messages": self.messages,
+            "identifiers": self.identifiers,
+            "incomplete": self.incomplete,
+            "rules_digest": self.rules_digest,
+        }
+
 
 def index_pending(con: duckdb.DuckDBPyConnection, rules: RuleSet | None = None) -> int:
     """Scan every user_text message without a scan row; returns identifiers inserted.
@@ -60,6 +71,17 @@ def reindex(store: Store, rules: RuleSet | None = None) -> IndexCounts:
         con.execute("DELETE FROM identifiers")
         con.execute("DELETE FROM identifier_scans")
         return _index(con, rules)
+
+
+def reindex_path(path: str, rules: RuleSet | None = None) -> IndexCounts:
+    """Open the store at `path` (it must exist) and re-extract it: `lexkeep extract --db`."""
+    if not Path(path).exists():
+        raise StoreError(
+            f"no lexkeep store at {path}",
+            hint="ingest some traces first: lexkeep ingest TRACES... --db " + path,
+        )
+    with Store.open(path) as store:
+        return reindex(store, rules)
 
 
 def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet) -> IndexCounts:
