@@ -286,7 +286,13 @@ class ClaudeReader:
             cid, parent = session, None
         if cid not in st.conversations:
             st.conversations.add(cid)
-            new.append(Conversation(cid, Format.CLAUDE, src, parent_id=parent))
+            link = parent
+            forked = value.get("forkedFrom")
+            if link is None and isinstance(forked, dict):
+                # a forked session names the session it was forked from
+                origin = forked.get("sessionId")
+                link = origin if isinstance(origin, str) and origin != session else None
+            new.append(Conversation(cid, Format.CLAUDE, src, parent_id=link))
         return cid, parent is not None, new
 
     # -- one line ---------------------------------------------------------------------------

@@ -281,6 +281,19 @@ def test_response_continued_after_other_lines_gets_its_own_id():
     assert (second.id, second.text, second.status) == ("s:a2", "two", MessageStatus.FAILED)
 
 
+def test_forked_session_names_its_origin():
+    fork = {"sessionId": "s", "messageUuid": "u1"}
+    recs = feed(
+        [
+            {**line("u9", message={"role": "user", "content": "go"}), "sessionId": "f"}
+            | {"forkedFrom": fork}
+        ]
+    )
+    (conv,) = of(recs, Conversation)
+    assert (conv.id, conv.parent_id) == ("f", "s")
+    assert of(recs, Message)[0].kind is MessageKind.USER_TEXT  # a fork is not a sub-agent
+
+
 def test_same_uuid_in_two_sessions_gives_two_messages():
     recs = feed(
         [
