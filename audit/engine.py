@@ -187,6 +187,8 @@ def _load_rules(rules: str | None) -> Any:
 def audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...] = ()) -> AuditReport:
     """Run the audit over everything in `store` and judge it against the gate settings."""
     con = store.con
+    # lexkeep shows its own progress on stderr; DuckDB's bar would land on a terminal's stdout.
+    con.execute("SET enable_progress_bar = false")
     con.execute(_AUDIT_IDS_SQL)
     try:
         rows = _audit_rows(store)
@@ -314,11 +316,12 @@ def _first_kept(store: Store, op: str, rows: list[_Row]) -> dict[int, _Call]:
     by_rid = {r.rid: r for r in rows}
     found: dict[int, _Call] = {}
     more: set[int] = set()
+    leaves: dict[tuple[str, str], list[str]] = {}  # one decode per call, shared by identifiers
     for rid, *call, n in _candidates(store, op, "", _FIRST_CANDIDATES):
         if rid in found:
             continue
         c = _call(call)
-        if any(is_kept(by_rid[rid].value, leaf) for leaf in decode_arguments(c.raw, c.kind)):
+        if _keeps(by_rid[rid], c, leaves):
             found[rid] = c
         elif n > _FIRST_CANDIDATES:
             more.add(rid)
@@ -330,9 +333,17 @@ def _first_kept(store: Store, op: str, rows: list[_Row]) -> dict[int, _Call]:
             if rid in found:
                 continue
             c = _call(call)
-            if any(is_kept(by_rid[rid].value, leaf) for leaf in decode_arguments(c.raw, c.kind)):
+            if _keeps(by_rid[rid], c, leaves):
                 found[rid] = c
     return found
+
+
+def _keeps(row: _Row, call: _Call, cache: dict[tuple[str, str], list[str]]) -> bool:
+    """True when a decoded argument string of `call` keeps `row.value` verbatim."""
+    key = (row.conversation_id, call.call_id)
+    if key not in cache:
+        cache[key] = decode_arguments(call.raw, call.kind)
+    return any(is_kept(row.value, leaf) for leaf in cache[key])
 
 
 def _near_misses(store: Store, rows: list[_Row]) -> dict[int, tuple[NearMiss, _Call]]:
