@@ -85,7 +85,9 @@ def measure(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> dic
     timing = log.with_suffix(".time")
     full = [TIME_BIN, "-v", "-o", str(timing), *cmd]
     started = time.perf_counter()
-    proc = subprocess.run(full, capture_output=True, text=True, timeout=STEP_TIMEOUT, env=env)
+    proc = subprocess.run(
+        full, capture_output=True, text=True, timeout=STEP_TIMEOUT, env=env or SNAPSHOT_ENV
+    )
     wall = time.perf_counter() - started
     log.write_text(
         f"$ {' '.join(cmd)}\n--- stdout\n{proc.stdout[-20000:]}\n--- stderr\n"
@@ -107,8 +109,37 @@ def measure(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> dic
     }
 
 
+REPO = HERE.parent
+# Set by --snapshot: run lexkeep from an exported commit, not from files being edited.
+SNAPSHOT_ENV: dict[str, str] | None = None
+
+
+def make_snapshot(work: Path, rev: str) -> tuple[str, dict[str, str]]:
+    """Export `rev` of the repo and lay it out as the `lexkeep` package; returns (sha, env)."""
+    sha = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", rev], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    root = work / f"snapshot-{sha[:12]}"
+    if not root.exists():
+        src = root / "src"
+        src.mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", sha], capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+        pkg = root / "lexkeep"
+        pkg.mkdir()
+        for name in ("core", "cli", "audit", "compaction"):
+            (pkg / name).symlink_to(src / name, target_is_directory=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    return sha, env
+
+
 def lexkeep_cmd() -> list[str]:
-    """How to call the CLI: the console script beside this Python, else `python -m`."""
+    """How to call the CLI: the snapshot, the console script beside this Python, or -m."""
+    if SNAPSHOT_ENV is not None:
+        return [sys.executable, "-m", "lexkeep.cli.main"]
     exe = Path(sys.executable).with_name("lexkeep")
     if exe.exists():
         return [str(exe)]
@@ -522,6 +553,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--context-reps", type=int, default=30)
     ap.add_argument("--context-budget", type=int, default=32_000)
     ap.add_argument("--clean", action="store_true", help="delete generated dumps afterwards")
+    ap.add_argument(
+        "--snapshot",
+        metavar="REV",
+        help="benchmark lexkeep as committed at REV (e.g. HEAD), not the working tree",
+    )
     args = ap.parse_args(argv)
     if not Path(TIME_BIN).exists():
         sys.stderr.write("error: /usr/bin/time is missing (apt-get install -y time)\n")
@@ -532,11 +568,17 @@ def main(argv: list[str] | None = None) -> int:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     logs = args.work / f"logs-{stamp}"
     logs.mkdir()
+    global SNAPSHOT_ENV
+    commit = None
+    if args.snapshot:
+        commit, SNAPSHOT_ENV = make_snapshot(args.work, args.snapshot)
+        sys.stderr.write(f"benchmarking lexkeep at commit {commit}\n")
     results: dict[str, Any] = {
         "schema_version": 1,
         "started": stamp,
         "machine": machine(),
         "reps": args.reps,
+        "lexkeep_commit": commit,
         "sizes": [],
     }
     for fmt in formats:
