@@ -416,3 +416,21 @@ def test_real_claude_sessions_counts():
     assert {name for name, _ in fatal} == {"edge_cases.jsonl"}
     subagents = [c for c in of(recs, Conversation) if c.parent_id is not None]
     assert subagents and all("/" in c.id and c.id.startswith(c.parent_id) for c in subagents)
+
+
+# -- through the real ingest into a DuckDB file --------------------------------------------
+
+
+def test_ingested_store_takes_identifiers_from_user_text_only(store):
+    from lexkeep.core.ingest import ingest_paths
+
+    ingest_paths(store, [str(CLAUDE)])
+    con = store.con
+    values = {v for (v,) in con.execute("SELECT value FROM identifiers").fetchall()}
+    assert {"ORD_88412", "PRN-0042"} <= values
+    # shop/labels.py is only named in a <system-reminder>; the summary's text is not the user
+    assert "shop/labels.py" not in values
+    kinds = dict(con.execute("SELECT kind, count(*) FROM messages GROUP BY kind").fetchall())
+    assert kinds["summary"] == 3 and kinds["user_text"] == 9
+    (n,) = con.execute("SELECT count(*) FROM boundaries WHERE summary_text IS NOT NULL").fetchone()
+    assert n == 3

@@ -387,3 +387,25 @@ def test_real_codex_rollouts_counts():
     assert subagent.parent_id == "22222222-2222-4222-8222-222222222222"
     fatal = [(Path(s.source.file).name, s.source.line) for s in of(recs, Skipped) if s.fatal]
     assert fatal == [("rollout-66666666-6666-4666-8666-666666666666.jsonl", 3)]
+
+
+# -- through the real ingest into a DuckDB file --------------------------------------------
+
+
+def test_ingested_store_takes_identifiers_from_user_text_only(store):
+    from lexkeep.core.ingest import ingest_paths
+
+    ingest_paths(store, [str(CODEX)])
+    values = {v for (v,) in store.con.execute("SELECT value FROM identifiers").fetchall()}
+    assert {"INV-2025-08-44719", "BILL-4412", "ORD_55120"} <= values
+    # named only in AGENTS.md / <environment_context> / a sub-agent prompt / the summary
+    assert not {"/home/dev/billing", "/srv/app"} & values
+    (kept,) = store.con.execute(
+        "SELECT kept_verbatim FROM boundaries WHERE kind = 'local' AND summary_text LIKE 'Goal:%'"
+    ).fetchone()
+    assert kept == ["Please refund invoice INV-2025-08-44719 for customer ACME-7781."]
+    rows = store.con.execute(
+        "SELECT count(*) FILTER (kind = 'user_text'), count(*) FILTER (kind = 'summary')"
+        " FROM messages"
+    ).fetchone()
+    assert rows == (5, 2)
