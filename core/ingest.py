@@ -13,6 +13,8 @@ import io
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import suppress
+from dataclasses import replace
 from itertools import chain
 from pathlib import Path
 from typing import IO, Any, BinaryIO
@@ -564,122 +566,41 @@ def _parsed_arguments(raw: str, kind: str) -> Any:
         return None
 
 
-class _FileIngest:
-    """State of one file's ingest: positions, derived runs, staged rows, counts."""
+# Small files are written together: one transaction (and one bulk write per table) per group
+# of files, since each DuckDB statement costs milliseconds. A group never holds standard input
+# (it cannot be read twice), and a failing file rolls its group back and re-ingests the files
+# before it, so the store ends exactly as before the failing file.
+GROUP_BYTES = 64 << 20
+GROUP_FILES = 1000
 
-    def __init__(
-        self, store: Store, display: str, fmt: Format, skip_lines: int, skip_invalid: bool
-    ) -> None:
+
+class _Batch:
+    """Rows staged for one transaction: positions, conversations, runs, timeline rows."""
+
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.con = store.con
-        self.display = display
-        self.fmt = fmt
-        self.skip_lines = skip_lines
-        self.skip_invalid = skip_invalid
         self.max_pos: dict[str, int] = {}
-        self.convs: dict[str, list[Any]] = {}  # id -> conversation row (list, updated in place)
-        self.new_convs: set[str] = set()
-        self.buffer: list[Record] = []
-        self.errors: list[tuple[int, int | None, str, str]] = []
-        self.skipped: dict[str, int] = {}
-        self.truncated = False
-        self.messages = self.tool_calls = self.boundaries = 0
-        # Runs: explicit Run records (last status wins) and derived turns.
-        self.explicit_runs: dict[str, Run] = {}
-        self.convs_with_runs: set[str] = set()
-        self.turns: dict[str, list[Any]] = {}  # run id -> [conv, answered, position, file, line]
-        self.open_turn: dict[str, str] = {}  # conversation -> run id of its current turn
-        self.run_of: dict[str, str] = {}  # message id -> derived run id (new messages only)
-        self.last_turn: str | None = None
+        self.convs: dict[str, list[Any]] = {}  # id -> conversation row (updated in place)
+        self.touched: set[str] = set()
+        self.buffer: list[Any] = []
+        self.runs: dict[str, tuple[list[Any], str]] = {}  # run id -> (turn, status)
+        self.errors: list[tuple[Any, ...]] = []
 
-    # -- records ------------------------------------------------------------------------
-
-    def add(self, record: Record) -> None:
-        """Take one reader record (old lines only feed run derivation and conversation data)."""
-        if type(record) is Skipped:
-            self._skipped(record)
-            return
-        new = record.source.line > self.skip_lines
-        rtype = type(record)
-        if rtype is Message:
-            self._turn(record, new)
-        elif rtype is Run:
-            self.explicit_runs[record.id] = record
-            self.convs_with_runs.add(record.conversation_id)
-            self._conversation(record.conversation_id, record.source, None)
-            return
-        elif rtype is Conversation:
-            row = self._conversation(record.id, record.source, record)
-            if new:
-                self.new_convs.add(record.id)
-            del row
-            return
-        if not new:
-            return
-        self._conversation(record.conversation_id, record.source, None)
-        self.buffer.append(record)
-        if len(self.buffer) >= CHUNK_ROWS:
-            self.flush()
-
-    def _skipped(self, item: Skipped) -> None:
-        if item.source.line <= self.skip_lines and item.reason != "truncated_last_line":
-            return
-        if item.reason == "truncated_last_line":
-            self.truncated = True
-        elif item.fatal and not self.skip_invalid:
-            raise InputError(
-                item.detail or item.reason,
-                path=item.source.file,
-                line=item.source.line,
-                col=item.col,
-                hint=_hints_for(item.reason),
-            )
-        elif item.fatal:
-            self.errors.append((item.source.line, item.col, item.reason, item.detail))
-        self.skipped[item.reason] = self.skipped.get(item.reason, 0) + 1
-
-    def _conversation(self, conv: str, src: Source, record: Conversation | None) -> list[Any]:
+    def conversation(self, fmt: Format, conv: str, src: Source, record: Any) -> None:
+        """Note a conversation (from its record, or implied by first use)."""
         row = self.convs.get(conv)
         if row is None:
             # id, format, parent_id, title, first_time, last_time, max_position, file, line
-            row = [conv, self.fmt.value, None, None, None, None, -1, src.file, src.line]
+            row = [conv, fmt.value, None, None, None, None, -1, src.file, src.line]
             self.convs[conv] = row
         if record is not None:
             row[1] = record.format.value
             row[2] = record.parent_id or row[2]
             row[3] = record.title or row[3]
             row[7], row[8] = src.file, src.line
-        return row
 
-    def _turn(self, msg: Message, new: bool) -> None:
-        conv = msg.conversation_id
-        run_id = msg.run_id
-        if run_id is None and conv not in self.convs_with_runs:
-            if msg.kind == MessageKind.USER_TEXT:
-                run_id = f"{msg.id}/run"
-                self.turns[run_id] = [conv, False, None, msg.source.file, msg.source.line]
-                self.open_turn[conv] = run_id
-                self.last_turn = run_id
-            else:
-                run_id = self.open_turn.get(conv)
-            if run_id is not None and new:
-                self.run_of[msg.id] = run_id
-        elif run_id is not None and run_id not in self.turns:
-            self.turns[run_id] = [conv, False, None, msg.source.file, msg.source.line]
-            self.last_turn = run_id
-        if run_id is None:
-            return
-        if (
-            msg.role == Role.ASSISTANT
-            and msg.kind == MessageKind.ASSISTANT_TEXT
-            and msg.status == MessageStatus.COMPLETED
-            and msg.text.strip()
-        ):
-            self.turns[run_id][1] = True
-
-    # -- staged writes ------------------------------------------------------------------------
-
-    def _load_positions(self, convs: set[str]) -> None:
+    def _load_positions(self, convs: Iterable[str]) -> None:
         missing = [c for c in convs if c not in self.max_pos]
         if not missing:
             return
@@ -696,26 +617,29 @@ class _FileIngest:
         """Give buffered records positions and bulk-write them (one write per table)."""
         if not self.buffer:
             return
-        self._load_positions({r.conversation_id for r in self.buffer})  # type: ignore[union-attr]
+        self._load_positions(
+            {(i[0] if type(i) is tuple else i).conversation_id for i in self.buffer}
+        )
         max_pos = self.max_pos
+        convs = self.convs
         messages: list[tuple[Any, ...]] = []
         calls: list[tuple[Any, ...]] = []
         results: list[tuple[Any, ...]] = []
         boundaries: list[tuple[Any, ...]] = []
-        run_of = self.run_of
-        turns = self.turns
-        convs = self.convs
-        for rec in self.buffer:
-            conv = rec.conversation_id  # type: ignore[union-attr]
+        for item in self.buffer:
+            if type(item) is tuple:
+                rec, run_id, turn = item
+            else:
+                rec = item
+            conv = rec.conversation_id
             pos = max_pos[conv] + 1
             max_pos[conv] = pos
             src = rec.source
             rtype = type(rec)
             time = getattr(rec, "time", None)
             if rtype is Message:
-                run_id = rec.run_id or run_of.get(rec.id)
-                if run_id is not None and run_id in turns and turns[run_id][2] is None:
-                    turns[run_id][2] = pos
+                if turn is not None and turn[2] is None:
+                    turn[2] = pos
                 messages.append(
                     (
                         rec.id,
@@ -750,7 +674,7 @@ class _FileIngest:
                 )
             elif rtype is ToolResult:
                 results.append((conv, rec.call_id, pos, rec.text, rec.is_error, src.file, src.line))
-            elif rtype is Boundary:
+            else:
                 boundaries.append(
                     (
                         rec.id,
@@ -773,46 +697,163 @@ class _FileIngest:
                     row[5] = time
         self.buffer = []
         store = self.store
-        # Write order matters only for the crash test: every write is inside one transaction.
-        store.bulk_insert("messages", _MESSAGE_COLS, messages)
-        store.bulk_insert("tool_calls", _CALL_COLS, calls)
-        store.bulk_insert("tool_results", _RESULT_COLS, results)
-        store.bulk_insert("boundaries", _BOUNDARY_COLS, boundaries)
-        self.messages += len(messages)
-        self.tool_calls += len(calls)
-        self.boundaries += len(boundaries)
+        for table, cols, rows in (
+            ("messages", _MESSAGE_COLS, messages),
+            ("tool_calls", _CALL_COLS, calls),
+            ("tool_results", _RESULT_COLS, results),
+            ("boundaries", _BOUNDARY_COLS, boundaries),
+        ):
+            if rows:
+                store.bulk_insert(table, cols, rows)
 
-    def finish(self) -> int:
-        """Write runs and conversations; returns how many conversations got new records."""
+    def finish(self) -> None:
+        """Write everything staged: timeline rows, runs, conversations, ingest errors."""
         self.flush()
-        runs: dict[str, tuple[Any, ...]] = {}
-        for run_id, (conv, answered, pos, file, line) in self.turns.items():
-            if run_id in self.explicit_runs:
-                continue
-            if answered:
-                status = RunStatus.COMPLETED
-            elif run_id == self.last_turn:
-                status = RunStatus.RUNNING
-            else:
-                status = RunStatus.FAILED
-            position = pos if pos is not None else self.max_pos.get(conv, 0)
-            runs[run_id] = (run_id, conv, status.value, position, file, line)
-        for run in self.explicit_runs.values():
-            conv = run.conversation_id
-            pos = self.turns.get(run.id, [None, None, None])[2]
+        rows = []
+        for run_id, (turn, status) in self.runs.items():
+            conv, _, pos, file, line = turn
             if pos is None:
                 pos = self.max_pos.get(conv, -1) + 1
-            runs[run.id] = (run.id, conv, run.status.value, pos, run.source.file, run.source.line)
-        self.store.bulk_insert("runs", _RUN_COLS, runs.values(), on_conflict=_RUN_UPSERT)
-        touched = set(self.max_pos) | self.new_convs
-        self._load_positions(touched)
-        rows = []
-        for conv in touched:
+            rows.append((run_id, conv, status, pos, file, line))
+        if rows:
+            self.store.bulk_insert("runs", _RUN_COLS, rows, on_conflict=_RUN_UPSERT)
+        self._load_positions(self.touched)
+        conv_rows = []
+        for conv in self.touched:
             row = self.convs[conv]
             row[6] = self.max_pos[conv]
-            rows.append(row)
-        self.store.bulk_insert("conversations", _CONV_COLS, rows, on_conflict=_CONV_UPSERT)
-        return len(touched)
+            conv_rows.append(row)
+        if conv_rows:
+            self.store.bulk_insert("conversations", _CONV_COLS, conv_rows, on_conflict=_CONV_UPSERT)
+        if self.errors:
+            self.store.bulk_insert("ingest_errors", _ERROR_COLS, self.errors, on_conflict="")
+
+
+class _FileIngest:
+    """One file's part of a batch: which lines are new, derived runs, counts."""
+
+    def __init__(
+        self, batch: _Batch, display: str, fmt: Format, skip_lines: int, skip_invalid: bool
+    ) -> None:
+        self.batch = batch
+        self.display = display
+        self.fmt = fmt
+        self.skip_lines = skip_lines
+        self.skip_invalid = skip_invalid
+        self.errors: list[tuple[int, int | None, str, str]] = []
+        self.skipped: dict[str, int] = {}
+        self.truncated = False
+        self.messages = self.tool_calls = self.boundaries = 0
+        self.convs: set[str] = set()  # conversations this file adds to
+        # Runs: explicit Run records (last status wins) and derived turns.
+        self.explicit_runs: dict[str, Run] = {}
+        self.convs_with_runs: set[str] = set()
+        self.turns: dict[str, list[Any]] = {}  # run id -> [conv, answered, position, file, line]
+        self.open_turn: dict[str, str] = {}  # conversation -> run id of its current turn
+        self.last_turn: str | None = None
+
+    def add(self, record: Record) -> None:
+        """Take one reader record (old lines only feed run derivation and conversation data)."""
+        rtype = type(record)
+        if rtype is Skipped:
+            self._skipped(record)  # type: ignore[arg-type]
+            return
+        batch = self.batch
+        new = record.source.line > self.skip_lines
+        if rtype is Conversation:
+            batch.conversation(self.fmt, record.id, record.source, record)  # type: ignore[union-attr]
+            if new:
+                self.convs.add(record.id)  # type: ignore[union-attr]
+            return
+        if rtype is Run:
+            self.explicit_runs[record.id] = record  # type: ignore[union-attr]
+            self.convs_with_runs.add(record.conversation_id)  # type: ignore[union-attr]
+            return
+        conv = record.conversation_id  # type: ignore[union-attr]
+        if rtype is Message:
+            run_id, turn = self._turn(record)  # type: ignore[arg-type]
+            if not new:
+                return
+            self.messages += 1
+            batch.buffer.append((record, run_id, turn))
+        else:
+            if not new:
+                return
+            if rtype is ToolCall:
+                self.tool_calls += 1
+            elif rtype is Boundary:
+                self.boundaries += 1
+            batch.buffer.append(record)
+        if conv not in self.convs:
+            self.convs.add(conv)
+            batch.conversation(self.fmt, conv, record.source, None)
+        if len(batch.buffer) >= CHUNK_ROWS:
+            batch.flush()
+
+    def _skipped(self, item: Skipped) -> None:
+        if item.source.line <= self.skip_lines and item.reason != "truncated_last_line":
+            return
+        if item.reason == "truncated_last_line":
+            self.truncated = True
+        elif item.fatal and not self.skip_invalid:
+            raise InputError(
+                item.detail or item.reason,
+                path=item.source.file,
+                line=item.source.line,
+                col=item.col,
+                hint=_hints_for(item.reason),
+            )
+        elif item.fatal:
+            self.errors.append((item.source.line, item.col, item.reason, item.detail))
+        self.skipped[item.reason] = self.skipped.get(item.reason, 0) + 1
+
+    def _turn(self, msg: Message) -> tuple[str | None, list[Any] | None]:
+        conv = msg.conversation_id
+        run_id = msg.run_id
+        if run_id is None and conv not in self.convs_with_runs:
+            # No runs in this format: each real user message opens one.
+            if msg.kind == MessageKind.USER_TEXT:
+                run_id = f"{msg.id}/run"
+                self.turns[run_id] = [conv, False, None, msg.source.file, msg.source.line]
+                self.open_turn[conv] = run_id
+                self.last_turn = run_id
+            else:
+                run_id = self.open_turn.get(conv)
+        elif run_id is not None and run_id not in self.turns:
+            self.turns[run_id] = [conv, False, None, msg.source.file, msg.source.line]
+            self.last_turn = run_id
+        if run_id is None:
+            return None, None
+        turn = self.turns[run_id]
+        if (
+            msg.role == Role.ASSISTANT
+            and msg.kind == MessageKind.ASSISTANT_TEXT
+            and msg.status == MessageStatus.COMPLETED
+            and msg.text.strip()
+        ):
+            turn[1] = True
+        return run_id, turn
+
+    def finish(self) -> None:
+        """Hand this file's runs and conversations to the batch."""
+        batch = self.batch
+        for run_id, turn in self.turns.items():
+            if run_id in self.explicit_runs:
+                continue
+            if turn[1]:
+                status = RunStatus.COMPLETED
+            elif run_id == self.last_turn:
+                status = RunStatus.RUNNING  # the file's last turn: its answer may still come
+            else:
+                status = RunStatus.FAILED
+            batch.runs[run_id] = (turn, status.value)
+        for run in self.explicit_runs.values():
+            turn = self.turns.get(run.id)
+            if turn is None:
+                src = run.source
+                turn = [run.conversation_id, False, None, src.file, src.line]
+            batch.runs[run.id] = (turn, run.status.value)
+        batch.touched |= self.convs
 
 
 def _index_identifiers(store: Store, rules: Any) -> int:
@@ -826,19 +867,19 @@ def _index_identifiers(store: Store, rules: Any) -> int:
     return int(index_pending(store.con, rules))
 
 
-def ingest_file(
-    store: Store,
+def _ingest_one(
+    batch: _Batch,
     path: str,
     *,
-    format: Format | str | None = None,
-    skip_invalid: bool = False,
-    rules: Any = None,
-    from_walk: bool = False,
-    on_progress: Callable[[int], None] | None = None,
-) -> FileCounts:
-    """Ingest one file (or '-') in one transaction; see `ingest_paths`."""
+    format: Format | str | None,
+    skip_invalid: bool,
+    from_walk: bool,
+    on_progress: Callable[[int], None] | None,
+) -> tuple[FileCounts, int]:
+    """Stage one file into `batch`; returns its counts (identifiers still 0) and skip_lines."""
+    con = batch.con
     key = path if path == "-" else str(Path(path).resolve())
-    prev = store.con.execute(
+    prev = con.execute(
         "SELECT bytes_consumed, lines_consumed, sha256, format FROM ingest_runs"
         " WHERE path = ? ORDER BY id DESC LIMIT 1",
         [key],
@@ -848,81 +889,110 @@ def ingest_file(
     if prev is not None and path != "-":
         same, more = _same_prefix(path, prev[0], prev[2])
         if same and not more:
-            return FileCounts(path=path, format=prev[3], status="unchanged")
+            return FileCounts(path=path, format=prev[3], status="unchanged"), 0
         if same:
             skip_lines, status = prev[1], "appended"
     source = JsonSource(path)
     try:
         fmt, items = detect_format(source, format)
-    except UnrecognisedFormat as err:
+    except UnrecognisedFormat:
         if from_walk:
-            return FileCounts(path=path, format="", status="unrecognised")
-        raise err
-    reader = get_reader(fmt)
-    state = _FileIngest(store, path, fmt, skip_lines, skip_invalid)
+            return FileCounts(path=path, format="", status="unrecognised"), 0
+        raise
+    state = _FileIngest(batch, path, fmt, skip_lines, skip_invalid)
     reported = 0
-    try:
-        with store.transaction() as con:
-            add = state.add
-            for n, record in enumerate(reader.read(items, path)):
-                add(record)
-                if on_progress is not None and not n & 0x3FFF:
-                    done = source.bytes_consumed
-                    on_progress(done - reported)
-                    reported = done
-            conversations = state.finish()
-            # Standard input cannot be compared with what an earlier ingest consumed before
-            # reading; the same bytes again (a re-piped file) add nothing.
-            if path == "-" and not state.errors:
-                seen = con.execute(
-                    "SELECT count(*) FROM ingest_runs WHERE sha256 = ? AND bytes_consumed = ?",
-                    [source.sha256, source.bytes_consumed],
-                ).fetchone()[0]
-                if seen:
-                    raise _Unchanged
-            run_id = con.execute(
-                "INSERT INTO ingest_runs (path, sha256, bytes_consumed, lines_consumed, format,"
-                " conversations, messages, tool_calls, boundaries, skipped)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                [
-                    key,
-                    source.sha256,
-                    source.bytes_consumed,
-                    source.lines_consumed,
-                    fmt.value,
-                    conversations,
-                    state.messages,
-                    state.tool_calls,
-                    state.boundaries,
-                    sum(state.skipped.values()),
-                ],
-            ).fetchone()[0]
-            store.bulk_insert(
-                "ingest_errors",
-                _ERROR_COLS,
-                [
-                    (run_id, path, line, col, reason, detail)
-                    for line, col, reason, detail in state.errors
-                ],
-                on_conflict="",
-            )
-            identifiers = _index_identifiers(store, rules)
-    except _Unchanged:
-        return FileCounts(path=path, format=fmt.value, status="unchanged")
+    add = state.add
+    for n, record in enumerate(get_reader(fmt).read(items, path)):
+        add(record)
+        if on_progress is not None and not n & 0x3FFF:
+            done = source.bytes_consumed
+            on_progress(done - reported)
+            reported = done
+    state.finish()
     if on_progress is not None:
         on_progress(source.bytes_consumed - reported)
-    return FileCounts(
+    if path == "-" and not state.errors:
+        # Standard input cannot be compared with an earlier ingest before it is read; the
+        # same bytes again (a re-piped file) add nothing.
+        seen = con.execute(
+            "SELECT count(*) FROM ingest_runs WHERE sha256 = ? AND bytes_consumed = ?",
+            [source.sha256, source.bytes_consumed],
+        ).fetchone()[0]
+        if seen:
+            raise _Unchanged(fmt.value)
+    run_id = con.execute(
+        "INSERT INTO ingest_runs (path, sha256, bytes_consumed, lines_consumed, format,"
+        " conversations, messages, tool_calls, boundaries, skipped)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        [
+            key,
+            source.sha256,
+            source.bytes_consumed,
+            source.lines_consumed,
+            fmt.value,
+            len(state.convs),
+            state.messages,
+            state.tool_calls,
+            state.boundaries,
+            sum(state.skipped.values()),
+        ],
+    ).fetchone()[0]
+    batch.errors.extend(
+        (run_id, path, line, col, reason, detail) for line, col, reason, detail in state.errors
+    )
+    counts = FileCounts(
         path=path,
         format=fmt.value,
-        conversations=conversations,
+        conversations=len(state.convs),
         messages=state.messages,
         tool_calls=state.tool_calls,
         boundaries=state.boundaries,
-        identifiers=identifiers,
         skipped=dict(state.skipped),
         status=status,
         truncated_last_line=state.truncated,
     )
+    return counts, skip_lines
+
+
+def _identifiers_per_file(store: Store, done: list[tuple[FileCounts, int]]) -> dict[str, int]:
+    """Identifiers of the new user messages of each file just ingested (one query)."""
+    files = [(c.path, skip) for c, skip in done if c.status in ("ingested", "appended")]
+    if not files:
+        return {}
+    rows = store.con.execute(
+        "SELECT m.source_file, count(*) FROM identifiers i JOIN messages m ON m.id = i.message_id"
+        " JOIN (SELECT unnest(?) AS f, unnest(?) AS s) g ON m.source_file = g.f"
+        " AND m.source_line > g.s GROUP BY 1",
+        [[f for f, _ in files], [s for _, s in files]],
+    ).fetchall()
+    return dict(rows)
+
+
+def _ingest_group(
+    store: Store, group: list[tuple[str, bool]], rules: Any, **options: Any
+) -> list[FileCounts]:
+    """Ingest `group` in one transaction; on failure, keep the files before the failing one."""
+    done: list[tuple[FileCounts, int]] = []
+    reading = True
+    try:
+        with store.transaction():
+            batch = _Batch(store)
+            for path, from_walk in group:
+                done.append(_ingest_one(batch, path, from_walk=from_walk, **options))
+            reading = False
+            batch.finish()
+            _index_identifiers(store, rules)
+            per_file = _identifiers_per_file(store, done)
+    except _Unchanged as unchanged:  # standard input, always alone in its group
+        return [FileCounts(path=group[0][0], format=str(unchanged), status="unchanged")]
+    except BaseException:
+        # A file that failed while being read: the files before it were fine, so write them
+        # and re-raise. A failure while writing the group is not any one file's fault: the
+        # whole group is rolled back (the store is as before it) and a re-run retries it.
+        if reading and done:
+            _ingest_group(store, group[: len(done)], rules, **options)
+        raise
+    return [replace(c, identifiers=per_file.get(c.path, 0)) for c, _ in done]
 
 
 def ingest_paths(
@@ -935,26 +1005,43 @@ def ingest_paths(
     on_file: Callable[[FileCounts], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> list[FileCounts]:
-    """Ingest files, folders (recursive), globs and '-' into `store`; one transaction per file.
+    """Ingest files, folders (recursive), globs and '-' into `store`.
 
     A file with an invalid line raises InputError and writes nothing (unless `skip_invalid`,
-    which records each skipped line in ingest_errors). Re-ingesting an unchanged file adds
-    nothing; a grown file adds only its new lines. `on_progress(n)` gets bytes read.
+    which records each skipped line in ingest_errors); files before it stay ingested.
+    Re-ingesting an unchanged file adds nothing; a grown file adds only its new lines.
+    `on_file` gets each file's counts once they are committed; `on_progress(n)` bytes read.
     """
     if format is not None:
         get_reader(format)  # an unknown --format fails before any file is read
-    counts = []
+    options = {
+        "format": format,
+        "skip_invalid": skip_invalid,
+        "on_progress": on_progress,
+    }
+    counts: list[FileCounts] = []
+
+    def run(group: list[tuple[str, bool]]) -> None:
+        for got in _ingest_group(store, group, rules, **options):
+            counts.append(got)
+            if on_file is not None:
+                on_file(got)
+
+    group: list[tuple[str, bool]] = []
+    size = 0
     for path, from_walk in expand_paths(paths):
-        got = ingest_file(
-            store,
-            path,
-            format=format,
-            skip_invalid=skip_invalid,
-            rules=rules,
-            from_walk=from_walk,
-            on_progress=on_progress,
-        )
-        counts.append(got)
-        if on_file is not None:
-            on_file(got)
+        if path == "-":
+            if group:
+                run(group)
+                group, size = [], 0
+            run([(path, from_walk)])
+            continue
+        group.append((path, from_walk))
+        with suppress(OSError):  # a missing file is reported when it is opened
+            size += Path(path).stat().st_size
+        if size >= GROUP_BYTES or len(group) >= GROUP_FILES:
+            run(group)
+            group, size = [], 0
+    if group:
+        run(group)
     return counts

@@ -184,21 +184,27 @@ def bulk_insert(
     names = [name for name, _ in columns]
     fd, tmp = tempfile.mkstemp(prefix=f"lexkeep-{table}-", suffix=".ndjson", dir=tmpdir)
     count = 0
+    longest = 0
     try:
         with os.fdopen(fd, "wb") as out:
             for row in rows:
-                out.write(orjson.dumps(dict(zip(names, row, strict=True))))
+                line = orjson.dumps(dict(zip(names, row, strict=True)))
+                out.write(line)
                 out.write(b"\n")
+                longest = max(longest, len(line))
                 count += 1
         if count == 0:
             return 0
+        # A 1 GB maximum_object_size costs ~20 ms per call (buffer set-up), which dominates
+        # small batches; ask only for what the longest row needs (DuckDB's default is 16 MB).
+        max_size = max(16 << 20, 1 << (longest + 1).bit_length())
         schema = "{" + ", ".join(f"'{name}': '{typ}'" for name, typ in columns) + "}"
         column_list = ", ".join(f'"{name}"' for name in names)
         conflict = f" ON CONFLICT {on_conflict}" if on_conflict else ""
         con.execute(
             f"INSERT INTO {table} ({column_list}) "
             f"SELECT {column_list} FROM read_json(?, format='newline_delimited', "
-            f"columns={schema}, maximum_object_size=1073741824){conflict}",
+            f"columns={schema}, maximum_object_size={max_size}){conflict}",
             [tmp],
         )
         return count

@@ -334,3 +334,16 @@ def test_position_continues_across_files_of_one_conversation(store, tmp_path):
         ("x1", 0),
         ("x2", 1),
     ]
+
+
+def test_bad_file_after_good_ones_keeps_the_good_ones(store, tmp_path):
+    bad = tmp_path / "z-bad.jsonl"
+    bad.write_text('{"type": "message", "id": "q", oops\n')
+    shutil.copy(INVOICE, tmp_path / "a-good.jsonl")
+    with pytest.raises(InputError) as info:
+        ingest_paths(store, [str(tmp_path)])  # one group: a-good.jsonl then z-bad.jsonl
+    assert info.value.path == str(bad)
+    assert count(store, "messages") == 7
+    assert [
+        Path(p).name for (p,) in store.con.execute("SELECT path FROM ingest_runs").fetchall()
+    ] == ["a-good.jsonl"]
