@@ -31,7 +31,8 @@ from typing import Protocol
 
 import orjson
 
-from lexkeep.compaction.jobs import CompletedSummary, valid_summary
+from lexkeep.compaction.binding import source_digest
+from lexkeep.compaction.jobs import CONSUMABLE_VERSIONS, CompletedSummary, valid_summary
 from lexkeep.compaction.pairs import Pair, eligible_pairs
 from lexkeep.compaction.planning import plan_segments
 from lexkeep.core.errors import BudgetError, ConfigError, NotFoundError
@@ -536,50 +537,74 @@ def _projection(pairs: Sequence[Pair], answer_bytes: int) -> Projection:
     )
 
 
+# One round trip for the sidecar: whether the conversation exists, its identifiers in the
+# order they were typed, and whether any user message's scan ran out of time.
+_SIDECAR_SQL = """
+SELECT 0 AS part, NULL AS kind, NULL AS value, 0 AS position, 0 AS span
+FROM conversations WHERE id = $1
+UNION ALL
+SELECT 1, i.kind, i.value, m.position, i.span_start
+FROM (SELECT kind, value, message_id, span_start FROM identifiers WHERE conversation_id = $1) i
+JOIN (SELECT id, position FROM messages WHERE conversation_id = $1) m ON m.id = i.message_id
+UNION ALL
+SELECT 2, NULL, NULL, count(*), 0
+FROM identifier_scans WHERE conversation_id = $1 AND NOT complete
+ORDER BY part, position, span
+"""
+
+
 def _load(store: Store, conversation_id: str) -> tuple[list[PinnedIdentifier], bool]:
     """The sidecar block of one conversation (refuses an unknown conversation)."""
-    con = store.con
-    if (
-        con.execute("SELECT 1 FROM conversations WHERE id = ?", [conversation_id]).fetchone()
-        is None
-    ):
+    rows = store.con.execute(_SIDECAR_SQL, [conversation_id]).fetchall()
+    if not rows or rows[0][0] != 0:
         raise NotFoundError(
             f"no conversation {conversation_id!r} in the store",
             hint="list conversations with: lexkeep stats --db FILE",
         )
-    rows = con.execute(
-        "SELECT i.kind, i.value FROM identifiers i "
-        "JOIN messages m ON m.id = i.message_id AND m.conversation_id = ? "
-        "WHERE i.conversation_id = ? ORDER BY m.position, i.span_start",
-        [conversation_id, conversation_id],
-    ).fetchall()
     pinned: dict[str, PinnedIdentifier] = {}
-    for kind, value in rows:
-        pinned.setdefault(value, PinnedIdentifier(kind, value))
-    incomplete = con.execute(
-        "SELECT count(*) FROM identifier_scans WHERE conversation_id = ? AND NOT complete",
-        [conversation_id],
-    ).fetchone()[0]
+    for part, kind, value, _, _ in rows:
+        if part == 1:
+            pinned.setdefault(value, PinnedIdentifier(kind, value))
+    incomplete = rows[-1][3]
     return list(pinned.values()), incomplete == 0
 
 
 def _summaries(
     store: Store, conversation_id: str, pairs: list[Pair], segments: list[tuple[int, int]]
 ) -> tuple[dict[int, CompletedSummary], list[StaleSummary]]:
-    """Valid summaries by from_pair, and the completed ones that are not valid (stale)."""
-    # One cheap query tells which ranges have any completed summary; only those are validated.
-    with_summary = {
-        row[0]
-        for row in store.con.execute(
-            "SELECT DISTINCT from_pair FROM compactions "
-            "WHERE conversation_id = ? AND status = 'completed'",
-            [conversation_id],
-        ).fetchall()
-    }
+    """Valid summaries by from_pair, and the completed ones that are not valid (stale).
+
+    One query fetches every completed summary of the conversation. A summary that is plainly
+    valid (a consumable prompt version bound to the digest recomputed now from the current
+    pairs) is taken directly; every other range with a completed summary is decided by
+    `jobs.valid_summary`, which also words the reason. Both apply the same rule, and a test
+    checks they agree; this keeps a 500-pair conversation to a handful of queries.
+    """
+    rows = store.con.execute(
+        "SELECT id, from_pair, to_pair, summary, prompt_version, model_id, source_digest, "
+        "completed_at FROM compactions WHERE conversation_id = ? AND status = 'completed'",
+        [conversation_id],
+    ).fetchall()
+    by_start: dict[int, list[tuple]] = {}
+    for row in rows:
+        by_start.setdefault(row[1], []).append(row)
     valid: dict[int, CompletedSummary] = {}
     stale: list[StaleSummary] = []
     for start, end in segments:
-        if start not in with_summary:
+        found = by_start.get(start)
+        if not found:
+            continue
+        digest = source_digest(pairs[start : end + 1])
+        usable = [
+            r for r in found if r[2] == end and r[4] in CONSUMABLE_VERSIONS and r[6] == digest
+        ]
+        if usable:
+            # The same preference as jobs.valid_summary: current version first, then newest.
+            best = min(usable, key=lambda r: (CONSUMABLE_VERSIONS.index(r[4]), -r[7]))
+            job_id, _, _, text, version, model_id, bound, completed_at = best
+            valid[start] = CompletedSummary(
+                job_id, conversation_id, start, end, text, version, model_id, bound, completed_at
+            )
             continue
         summary, reason = valid_summary(store.con, conversation_id, start, pairs[start : end + 1])
         if summary is not None:

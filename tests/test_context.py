@@ -247,3 +247,28 @@ def test_clip_answer_cuts_at_whitespace_within_the_byte_bound(text, limit, kept)
     assert clipped.text == kept
     assert len(clipped.text.encode()) <= limit
     assert clipped.clipped_bytes == len(text.encode()) - len(kept.encode())
+
+
+def test_batched_summary_lookup_agrees_with_jobs_valid_summary(store, tmp_path):
+    """context._summaries takes plainly valid summaries in one query; jobs decides the rest."""
+    from lexkeep.compaction.context import _summaries
+    from lexkeep.compaction.jobs import valid_summary
+    from lexkeep.compaction.pairs import eligible_pairs
+    from lexkeep.compaction.planning import plan_segments
+
+    load(store, tmp_path, pair_records("c5", 60))
+    summarise(store, "c5", 0, "current version", prompt_version="conversation-compaction@3")
+    summarise(store, "c5", 10, "older version", prompt_version="conversation-compaction@2")
+    summarise(store, "c5", 20, "mixed input", prompt_version="conversation-compaction@1")
+    summarise(store, "c5", 30, "about to go stale")
+    store.con.execute("UPDATE messages SET text = text || '!' WHERE id = 'c5-u35'")
+    pairs = eligible_pairs(store.con, "c5")
+    segments = plan_segments(len(pairs))
+    assert len(segments) == 4
+    valid, stale = _summaries(store, "c5", pairs, segments)
+    for start, end in segments:
+        expected, reason = valid_summary(store.con, "c5", start, pairs[start : end + 1])
+        assert valid.get(start) == expected
+        assert ([s.reason for s in stale if s.from_pair == start] or ["valid"]) == [reason]
+    assert sorted(valid) == [0, 10]
+    assert [s.from_pair for s in stale] == [20, 30]
