@@ -37,6 +37,15 @@ ALL_VALUES = {v: verdict for story in EXPECTED.values() for v, verdict in story.
 SVG = "{http://www.w3.org/2000/svg}"
 
 
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory) -> Path:
+    """sample_traces/ ingested once into a store file, for the many gate and format runs."""
+    path = tmp_path_factory.mktemp("audit") / "samples.duckdb"
+    with Store.open(path) as store:
+        ingest_paths(store, [str(SAMPLE_TRACES)])
+    return path
+
+
 def ok(result, code: int):
     """Assert the exit code first, with stderr in the failure message."""
     assert result.exit_code == code, f"exit {result.exit_code}\nstderr:\n{result.stderr}"
@@ -140,8 +149,8 @@ def test_html_is_self_contained_with_chart(cli, tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["table", "json", "junit", "github", "markdown", "html"])
-def test_redact_hides_every_value_in_every_format(cli, fmt):
-    out = ok(cli("audit", SAMPLE_TRACES, "--format", fmt, "--redact"), 1).stdout
+def test_redact_hides_every_value_in_every_format(cli, sample_db, fmt):
+    out = ok(cli("audit", "--db", sample_db, "--format", fmt, "--redact"), 1).stdout
     raw = [*ALL_VALUES, "INV-2025-08-4471", "E0502", "left-pad-1.3.0", "retry.py"]
     leaked = [value for value in raw if value in out]
     assert leaked == []
@@ -184,8 +193,8 @@ def test_redaction_is_stable_and_keyed(cli):
         (("--no-exit-zero",), {"LEXKEEP_EXIT_ZERO": "true"}, 1),
     ],
 )
-def test_gate_exit_codes(cli, args, env, code):
-    ok(cli("audit", SAMPLE_TRACES, "--format", "json", *args, env=env), code)
+def test_gate_exit_codes(cli, sample_db, args, env, code):
+    ok(cli("audit", "--db", sample_db, "--format", "json", *args, env=env), code)
 
 
 def test_codex_story_passes_even_with_fail_on_everything(cli):
@@ -328,3 +337,20 @@ def test_readme_documents_every_sample(cli):
     readme = (REPO / "sample_traces" / "README.md").read_text(encoding="utf-8")
     for path in EXPECTED:
         assert path.name in readme
+
+
+def test_rules_file_reaches_the_extractor(cli, tmp_path):
+    rules = tmp_path / "rules.toml"
+    rules.write_text('disabled = ["alnum_code"]\n', encoding="utf-8")
+    result = ok(cli("audit", CLAUDE, "--rules", rules, "--format", "json"), 1)
+    assert findings(result.stdout) == {"/home/dev/shop/src/cart/checkout.rs": "missing"}
+    rules.write_text('disabled = ["no_such_kind"]\n', encoding="utf-8")
+    result = ok(cli("audit", CLAUDE, "--rules", rules), 2)
+    assert "rules.toml" in result.stderr and "no_such_kind" in result.stderr
+
+
+def test_rules_with_db_is_refused(cli, sample_db, tmp_path):
+    rules = tmp_path / "rules.toml"
+    rules.write_text("", encoding="utf-8")
+    result = ok(cli("audit", "--db", sample_db, "--rules", rules), 2)
+    assert "--rules only applies" in result.stderr
