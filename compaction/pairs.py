@@ -40,6 +40,9 @@ class Pair:
     assistant: Message
 
 
+# Whitespace-only text counts as empty (ASCII whitespace, NBSP, ideographic space, BOM, ZWSP).
+_BLANK = " \t\n\r\f\v\u00a0\u3000\ufeff\u200b"
+
 # One query for a whole set of conversations (batch reads keep `compact` fast on big stores).
 # The run is joined on id AND conversation, so a message pointing at another conversation's run
 # has no valid run link; counting user_text messages per run refuses ambiguous runs.
@@ -48,7 +51,7 @@ WITH linked AS (
     SELECT m.*, r.status AS run_status
     FROM messages m
     JOIN runs r ON r.id = m.run_id AND r.conversation_id = m.conversation_id
-    WHERE m.conversation_id IN (SELECT unnest(?::VARCHAR[]))
+    WHERE m.conversation_id IN (SELECT unnest($ids::VARCHAR[]))
 ),
 users AS (
     SELECT *, count(*) OVER (PARTITION BY run_id) AS n_users
@@ -70,7 +73,7 @@ WHERE u.n_users = 1
   AND a.status = '{MessageStatus.COMPLETED.value}'
   AND a.position > u.position
   AND u.id <> '' AND a.id <> ''
-  AND trim(u.text) <> '' AND trim(a.text) <> ''
+  AND trim(u.text, $blank) <> '' AND trim(a.text, $blank) <> ''
   AND NOT EXISTS (
       SELECT 1 FROM tool_calls t
       WHERE t.message_id = a.id AND t.conversation_id = a.conversation_id
@@ -95,7 +98,7 @@ def eligible_pairs_many(
     result: dict[str, list[Pair]] = {cid: [] for cid in ids}
     if not ids:
         return result
-    for row in con.execute(_PAIRS_SQL, [ids]).fetchall():
+    for row in con.execute(_PAIRS_SQL, {"ids": ids, "blank": _BLANK}).fetchall():
         cid = row[0]
         bucket = result[cid]
         user = Message(

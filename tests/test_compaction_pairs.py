@@ -1,0 +1,247 @@
+"""Point 1: eligible pairs, one test per exclusion, and point 2: fixed windows."""
+
+from __future__ import annotations
+
+import pytest
+from test_compaction_support import Builder, answer_text, user_text
+
+from lexkeep.compaction.pairs import eligible_pairs
+from lexkeep.compaction.planning import plan_segments
+
+
+def pair_ids(store, cid="c1"):
+    return [(p.index, p.user.id, p.assistant.id) for p in eligible_pairs(store.con, cid)]
+
+
+def test_ordinary_pairs_are_numbered_in_conversation_order(store):
+    Builder().pairs("c1", 3).write(store)
+    assert pair_ids(store) == [(0, "c1-u0", "c1-a0"), (1, "c1-u1", "c1-a1"), (2, "c1-u2", "c1-a2")]
+    pair = eligible_pairs(store.con, "c1")[1]
+    assert pair.user.text == user_text("c1", 1)
+    assert pair.assistant.text == answer_text("c1", 1)
+
+
+def _with_middle(store, build_middle) -> list[str]:
+    """Turn 0 ordinary, turn 1 built by `build_middle`, turn 2 ordinary; returns user ids."""
+    b = Builder().pair("c1", 0)
+    build_middle(b)
+    b.pair("c1", 2).write(store)
+    return [uid for _, uid, _ in pair_ids(store)]
+
+
+def test_streaming_answer_is_excluded(store):
+    def middle(b):
+        b.run("c1", "r1")
+        b.message("c1", "u1", "r1", "user", "question")
+        b.message("c1", "a1", "r1", "assistant", "half an answ", status="streaming")
+
+    assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
+
+
+def test_streaming_final_answer_does_not_fall_back_to_an_earlier_one(store):
+    def middle(b):
+        b.run("c1", "r1")
+        b.message("c1", "u1", "r1", "user", "question")
+        b.message("c1", "a1a", "r1", "assistant", "first take")
+        b.message("c1", "a1b", "r1", "assistant", "still writing", status="streaming")
+
+    assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
+
+
+@pytest.mark.parametrize("status", ["failed", "cancelled", "running", "weird"])
+def test_run_status_outside_the_three_is_excluded(store, status):
+    def middle(b):
+        b.run("c1", "r1", status=status)
+        b.message("c1", "u1", "r1", "user", "question")
+        b.message("c1", "a1", "r1", "assistant", "answer")
+
+    assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
+
+
+@pytest.mark.parametrize("status", ["completed", "partial", "clarify_pending"])
+def test_run_status_completed_partial_clarify_pending_is_eligible(store, status):
+    def middle(b):
+        b.run("c1", "r1", status=status)
+        b.message("c1", "u1", "r1", "user", "question")
+        b.message("c1", "a1", "r1", "assistant", "answer")
+
+    assert _with_middle(store, middle) == ["c1-u0", "u1", "c1-u2"]
+
+
+@pytest.mark.parametrize("status", ["incomplete", "failed"])
+def test_answer_not_completed_is_excluded_even_in_a_completed_run(store, status):
+    def middle(b):
+        b.run("c1", "r1", status="completed")
+        b.message("c1", "u1", "r1", "user", "question")
+        b.message("c1", "a1", "r1", "assistant", "answer", status=status)
+
+    assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
+
+
+def test_missing_run_link_is_excluded(store):
+    def middle(b):
+        b.message("c1", "u1", None, "user", "question")
+        b.message("c1", "a1", None, "assistant", "answer")
+
+    assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
+
+
+def test_run_id_that_names_no_run_is_excluded(store):
+    def middle(b):
+        b.message("c1", "u1", "ghost-run", "user", "question")
+        b.message("c1", "a1", "ghost-run", "assistant", "answer")
+
+    assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
+
+
+@pytest.mark.parametrize("which", ["user", "assistant"])
+@pytest.mark.parametrize("text", ["", "   \n\t"])
+def test_empty_text_is_excluded(store, which, text):
+    def middle(b):
+        b.run("c1", "r1")
+        b.message("c1", "u1", "r1", "user", text if which == "user" else "question")
+        b.message("c1", "a1", "r1", "assistant", text if which == "assistant" else "answer")
+
+    assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
+
+
+def test_empty_message_id_is_excluded(store):
+    def middle(b):
+        b.run("c1", "r1")
+        b.message("c1", "", "r1", "user", "question")
+        b.message("c1", "a1", "r1", "assistant", "answer")
+
+    assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
+
+
+def test_answer_with_tool_calls_is_an_unsettled_action_not_an_answer(store):
+    def middle(b):
+        b.run("c1", "r1")
+        b.message("c1", "u1", "r1", "user", "question")
+        b.message("c1", "a1", "r1", "assistant", "let me look that up")
+        b.tool_call("c1", "call_1", "a1", '{"q": 1}')
+
+    assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
+
+
+def test_tool_call_message_is_skipped_when_a_final_answer_follows(store):
+    def middle(b):
+        b.run("c1", "r1")
+        b.message("c1", "u1", "r1", "user", "question")
+        b.message("c1", "a1", "r1", "assistant", "let me look that up")
+        b.tool_call("c1", "call_1", "a1", '{"q": 1}')
+        b.message("c1", "t1", "r1", "tool", "result", kind="tool_result")
+        b.message("c1", "a1f", "r1", "assistant", "final answer")
+
+    assert [(u, a) for _, u, a in pair_ids(_store_for(store, middle))][1] == ("u1", "a1f")
+
+
+def _store_for(store, middle):
+    b = Builder().pair("c1", 0)
+    middle(b)
+    b.pair("c1", 2).write(store)
+    return store
+
+
+@pytest.mark.parametrize(
+    ("role", "kind"),
+    [("assistant", "reasoning"), ("user", "injected"), ("user", "summary"), ("system", "system")],
+)
+def test_traces_injected_context_and_summaries_are_never_pair_members(store, role, kind):
+    def middle(b):
+        b.run("c1", "r1")
+        if role == "user":
+            b.message("c1", "u1", "r1", "user", "not the user speaking", kind=kind)
+            b.message("c1", "a1", "r1", "assistant", "answer")
+        else:
+            b.message("c1", "u1", "r1", "user", "question")
+            b.message("c1", "a1", "r1", role, "internal trace", kind=kind)
+
+    assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
+
+
+def test_another_conversations_message_is_excluded(store):
+    # c2's user message points at c1's run: it is not c1 material, and for c2 the run link is
+    # not valid (the run belongs to c1); so neither conversation gets a pair from it.
+    def middle(b):
+        b.run("c1", "r1")
+        b.message("c2", "u1", "r1", "user", "c2 private question")
+        b.message("c1", "a1", "r1", "assistant", "answer")
+
+    assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
+    assert pair_ids(store, "c2") == []
+
+
+def test_answer_from_another_conversation_is_excluded(store):
+    def middle(b):
+        b.run("c1", "r1")
+        b.message("c1", "u1", "r1", "user", "question")
+        b.message("c2", "a1", "r1", "assistant", "c2 answer")
+
+    assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
+
+
+def test_run_with_two_user_messages_is_ambiguous_and_excluded(store):
+    def middle(b):
+        b.run("c1", "r1")
+        b.message("c1", "u1", "r1", "user", "question")
+        b.message("c1", "u1b", "r1", "user", "and another")
+        b.message("c1", "a1", "r1", "assistant", "answer")
+
+    assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
+
+
+def test_answer_before_the_user_message_is_not_its_answer(store):
+    def middle(b):
+        b.run("c1", "r1")
+        b.message("c1", "a1", "r1", "assistant", "answer first")
+        b.message("c1", "u1", "r1", "user", "question")
+
+    assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
+
+
+def test_exclusions_renumber_later_pairs(store):
+    def middle(b):
+        b.run("c1", "r1", status="failed")
+        b.message("c1", "u1", "r1", "user", "question")
+        b.message("c1", "a1", "r1", "assistant", "answer")
+
+    _with_middle(store, middle)
+    assert [i for i, _, _ in pair_ids(store)] == [0, 1]
+
+
+# -- point 2: fixed windows ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [
+        (0, []),
+        (29, []),
+        (30, [(0, 9)]),
+        (39, [(0, 9)]),
+        (40, [(0, 9), (10, 19)]),
+        (41, [(0, 9), (10, 19)]),
+        (59, [(0, 9), (10, 19), (20, 29)]),
+        (60, [(0, 9), (10, 19), (20, 29), (30, 39)]),
+    ],
+)
+def test_plan_segments(n, expected):
+    assert plan_segments(n) == expected
+
+
+@pytest.mark.parametrize("n", range(0, 130))
+def test_every_plan_leaves_at_least_20_raw_pairs_and_whole_windows(n):
+    segments = plan_segments(n)
+    for k, (a, b) in enumerate(segments):
+        assert (a, b) == (10 * k, 10 * k + 9)
+    last = segments[-1][1] if segments else -1
+    if segments:
+        assert n - (last + 1) >= 20
+    # and no candidate is withheld: one more segment would leave fewer than 20 raw pairs
+    assert n - (last + 11) < 20
+
+
+def test_negative_pair_count_is_refused():
+    with pytest.raises(ValueError):
+        plan_segments(-1)
