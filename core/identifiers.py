@@ -24,6 +24,7 @@ __all__ = ["extract", "passes_prefilter", "scan_kind"]
 _DIGIT = regex.compile(r"[0-9]")
 _INTERIOR_DOT = regex.compile(r"\.(?<=[\p{L}\p{N}]\.)(?=[\p{L}\p{N}])")
 _INTERIOR_DASH = regex.compile(r"-(?<=[\p{L}\p{N}]-)(?=[\p{L}\p{N}])")
+MAX_TRIGGERS = 256  # a text needing more trigger visits than this is scanned whole
 SHORT_WINDOW = 256  # characters; windows up to this long run without the engine timeout
 _WORD = regex.compile(r"[\p{L}\p{N}]+")
 # Sentence punctuation, closing quotes and markdown emphasis never end an identifier.
@@ -68,7 +69,9 @@ def extract(text: str, rules: RuleSet | None = None) -> Extraction:
     rules = rules or default_rules()
     complete = True
     if len(text) > rules.max_chars:
-        text = text[: rules.max_chars]
+        # Cut at whitespace so no identifier is cut in two (a partial span is worse than none).
+        cut = max(text.rfind(" ", 0, rules.max_chars + 1), text.rfind("\n", 0, rules.max_chars + 1))
+        text = text[: max(cut, 0)]
         complete = False
     plan = _plan(rules)
     deadline = time.perf_counter() + rules.timeout
@@ -151,7 +154,6 @@ class _Plan:
     """
 
     WINDOW = 24  # covers the longest multi-word shapes: "September 30, 2025", "+1 (415) 555-0199"
-    LONG_TEXT = 4_000  # beyond this the per-call overhead no longer matters: scan everything
 
     def __init__(self, rules: RuleSet) -> None:
         singles: set[str] = set()
@@ -196,24 +198,31 @@ class _Plan:
     def windows(self, text: str, timeout: float) -> list[tuple[int, int]]:
         """Merged (start, end) windows of `text` worth scanning; [] when nothing can match."""
         n = len(text)
-        if self.full_scan or n > self.LONG_TEXT:
+        if self.full_scan:
             return [(0, n)] if n else []
-        if self.trigger is None:
+        if self.trigger is None or not n:
             return []
         spans: list[list[int]] = []
         reach = self.WINDOW
-        for match in self.trigger.finditer(text, timeout=timeout if n > SHORT_WINDOW else None):
+        budget = timeout if n > SHORT_WINDOW else None
+        pos = visits = 0
+        while pos < n:
+            match = self.trigger.search(text, pos, timeout=budget)
+            if match is None:
+                break
             a, b = match.span()
-            if spans and a < spans[-1][1]:
-                if b + reach > spans[-1][1]:
-                    spans[-1][1] = _snap_right(text, b + reach)
-                continue
             start = _snap_left(text, a - reach)
             end = _snap_right(text, b + reach)
             if spans and start <= spans[-1][1]:
                 spans[-1][1] = max(spans[-1][1], end)
             else:
                 spans.append([start, end])
+            # Jump ahead instead of visiting every trigger (a run of 50,000 dashes is one
+            # window), but re-read the window's tail so a trigger there can still widen it.
+            pos = max(b, spans[-1][1] - reach)
+            visits += 1
+            if visits > MAX_TRIGGERS:
+                return [(0, n)]  # trigger-dense text: one pass over everything is cheaper
         return [(a, b) for a, b in spans]
 
 
@@ -231,7 +240,9 @@ def _snap_left(text: str, i: int) -> int:
     """Start of the space-separated token at or before `i`."""
     if i <= 0:
         return 0
-    return max(text.rfind(" ", 0, i), text.rfind("\n", 0, i)) + 1
+    space = text.rfind(" ", 0, i)
+    # Bounded by the space found, so a text without newlines is never rescanned (quadratic).
+    return max(space, text.rfind("\n", max(space, 0), i)) + 1
 
 
 def _snap_right(text: str, i: int) -> int:
@@ -240,9 +251,9 @@ def _snap_right(text: str, i: int) -> int:
     if i >= n:
         return n
     space = text.find(" ", i)
-    newline = text.find("\n", i)
-    ends = [x for x in (space, newline) if x != -1]
-    return min(ends) if ends else n
+    limit = n if space == -1 else space
+    newline = text.find("\n", i, limit)
+    return newline if newline != -1 else limit
 
 
 def passes_prefilter(kind: Kind, text: str) -> bool:

@@ -1,0 +1,223 @@
+"""Extractor unit tests: every built-in kind (positives, negatives, boundaries), overlaps,
+trimming, ASCII digits, context gates, and the time budget."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from lexkeep.core.identifiers import extract
+from lexkeep.core.rules import default_rules
+
+
+def found(text: str) -> list[tuple[str, str]]:
+    """(kind, value) pairs, checking every span against the text on the way."""
+    result = extract(text)
+    assert result.complete
+    for ident in result.identifiers:
+        assert text[ident.start : ident.end] == ident.value
+    return [(i.kind, i.value) for i in result.identifiers]
+
+
+POSITIVES = [
+    # tier A
+    ("see https://x.io/a?b=1 now", [("url", "https://x.io/a?b=1")]),
+    (
+        "docs: https://en.wikipedia.org/wiki/Foo_(bar).",
+        [("url", "https://en.wikipedia.org/wiki/Foo_(bar)")],
+    ),
+    ("(at https://x.io/a)", [("url", "https://x.io/a")]),
+    ("[label](https://x.io/b), then", [("url", "https://x.io/b")]),
+    ("mail ann.lee+x@example.co.uk.", [("email", "ann.lee+x@example.co.uk")]),
+    (
+        "id 123e4567-e89b-12d3-a456-426614174000;",
+        [("uuid", "123e4567-e89b-12d3-a456-426614174000")],
+    ),
+    ("at 2025-08-14T10:30:00Z sharp", [("iso_datetime", "2025-08-14T10:30:00Z")]),
+    ("for 2025-08-13?", [("date_iso", "2025-08-13")]),
+    ("ping 10.0.0.12:8080.", [("ipv4", "10.0.0.12:8080")]),
+    ("host fe80::1ff:fe23:4567:890a up", [("ipv6", "fe80::1ff:fe23:4567:890a")]),
+    ("mac 00:1A:2B:3C:4D:5E", [("mac", "00:1A:2B:3C:4D:5E")]),
+    ("commit 9fceb02d0ae5 broke it", [("hex", "9fceb02d0ae5")]),
+    ("fixes CVE-2024-3094.", [("cve", "CVE-2024-3094")]),
+    ("tail /var/log/app.log.", [("path_posix", "/var/log/app.log")]),
+    (r"open C:\Users\x\a.txt, please", [("path_win", r"C:\Users\x\a.txt")]),
+    # tier B
+    ("edit src/foo/bar.py now", [("path_rel", "src/foo/bar.py")]),
+    ("on server-prod-01.company.com:8080.", [("hostname", "server-prod-01.company.com:8080")]),
+    ("attach offer_letter.pdf.", [("file_name", "offer_letter.pdf")]),
+    ("order #W2378156.", [("hash_ref", "#W2378156")]),
+    ("post in #ops-alerts.", [("hash_name", "#ops-alerts")]),
+    ("see PROJ-1234.", [("ticket", "PROJ-1234")]),
+    ("invoice INV-2025-08-44719 is due", [("compound_code", "INV-2025-08-44719")]),
+    ("got ERR_CONN_RESET again", [("const_code", "ERR_CONN_RESET")]),
+    ("user yusuf_rossi_9620 here", [("snake_id", "yusuf_rossi_9620")]),
+    ("status in_progress", [("snake_id", "in_progress")]),
+    ("manager rm-de-10 is", [("kebab_id", "rm-de-10")]),
+    ("key cus_NffrFeUfNV2Hib ok", [("prefixed_token", "cus_NffrFeUfNV2Hib")]),
+    ("cc @octocat.", [("handle", "@octocat")]),
+    ("call +1 415-555-0132 today", [("phone", "+1 415-555-0132")]),
+    ("call (415) 555-0199.", [("phone", "(415) 555-0199")]),
+    ("product 1656367028 please", [("digit_run", "1656367028")]),
+    ("flight HAT136 and code 8JX2QD", [("alnum_code", "HAT136"), ("alnum_code", "8JX2QD")]),
+    ("labelled 'needs-review'.", [("quoted_token", "needs-review")]),
+    # tier C: only after a context word
+    ("my zip is 19122.", [("short_number", "19122")]),
+    ("card ending in 7447", [("short_number", "7447")]),
+    ("the API returned HTTP 503", [("http_status", "503")]),
+    ("departing on May 20", [("date_text", "May 20")]),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), POSITIVES, ids=[e[0][0] for _, e in POSITIVES])
+def test_positive(text: str, expected: list[tuple[str, str]]) -> None:
+    assert found(text) == expected
+
+
+NEGATIVES = [
+    "It costs $1,234.56 or 12 USD.",  # money
+    "Growth was 12.5% this year.",  # percent
+    "The file is 144.2 MB and took 250ms.",  # quantities
+    "Upgrade to v2.0.1 or Python 3.11.4.",  # versions
+    "Meet at 10:30am or 14:05:33.",  # clock times
+    "Back in 2024, and again in 1999.",  # bare years
+    "Read README.md, setup.py and main.rs.",  # plain file names
+    "Use UTF-8, SHA-256 and GPT-4 on ARM64.",  # tech vocabulary
+    "This is a well-known follow-up.",  # hyphenated words
+    "and/or km/h 1/2 24/7",  # slashes in prose
+    "#python is fun ###STOP###",  # hashtags and markers
+    "I have 12345 apples",  # bare 5-digit number, no context word
+    "version 7.1.17.0 is out",  # 4-part version, not an IPv4 address
+    "123456 and 000000 are placeholders",  # sequential / repeated digits
+    "the colour #ff00aa",  # CSS colour
+    "Node.js and os.system and e.g. this",  # dotted words
+    "you may 20 times",  # 'may' is not a month here
+]
+
+
+@pytest.mark.parametrize("text", NEGATIVES)
+def test_negative(text: str) -> None:
+    assert found(text) == []
+
+
+def test_url_wins_over_path_and_host_inside_it() -> None:
+    assert found("go to https://x.example.com/src/app.py?id=1656367028 now") == [
+        ("url", "https://x.example.com/src/app.py?id=1656367028")
+    ]
+
+
+def test_uuid_wins_over_digits_inside_it() -> None:
+    text = "110bcd25-a55d-453a-8046-1297901ea002"
+    assert found(text) == [("uuid", text)]
+
+
+def test_iso_datetime_wins_over_its_date() -> None:
+    assert found("2025-08-14T10:30:00Z") == [("iso_datetime", "2025-08-14T10:30:00Z")]
+
+
+def test_email_claims_the_handle_inside_it() -> None:
+    assert found("ann@example.org") == [("email", "ann@example.org")]
+
+
+def test_spans_are_exact_offsets_of_the_original_text() -> None:
+    text = "Héllo — order #W2378156, thanks"
+    [ident] = extract(text).identifiers
+    assert (ident.start, ident.end) == (14, 23)
+    assert text[ident.start : ident.end] == "#W2378156"
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("(order #W2378156)", "#W2378156"),
+        ('"INV-2025-08-44719"', "INV-2025-08-44719"),
+        ("see https://x.io/a).", "https://x.io/a"),
+        ("**https://x.io/b**", "https://x.io/b"),
+        ("path /var/log/app.log;", "/var/log/app.log"),
+        ("INV-2025-08-44719: failed", "INV-2025-08-44719"),
+    ],
+)
+def test_trailing_punctuation_and_unbalanced_brackets_are_stripped(text: str, value: str) -> None:
+    assert [v for _, v in found(text)] == [value]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "xINV-2025-08-44719",  # glued to a letter on the left
+        "INV-2025-08-44719x",  # glued to a letter on the right
+        "1656367028z",
+        "z1656367028",
+    ],
+)
+def test_identifiers_glued_to_letters_are_not_cut_out(text: str) -> None:
+    assert found(text) == []
+
+
+def test_non_ascii_digits_are_not_digits() -> None:
+    # Arabic-Indic and fullwidth digits would never match the ASCII an agent types.
+    assert found("order ١٦٥٦٣٦٧٠٢٨ and １６５６３６７０２８") == []
+
+
+def test_no_global_ignore_case() -> None:
+    # Upper-case shapes never match lower-case text (lower-case ids have their own kinds).
+    upper_only = {"ticket", "compound_code", "const_code", "alnum_code", "cve"}
+    kinds = {kind for kind, _ in found("proj-1234 inv-2025-08-44719 err_conn_reset hat136")}
+    assert kinds.isdisjoint(upper_only)
+    assert found("the hat136 and err_conn") == [("snake_id", "err_conn")]
+
+
+def test_tier_c_needs_the_context_word_before() -> None:
+    assert found("19122 is my zip") == []
+    assert found("zip code 19122") == [("short_number", "19122")]
+
+
+def test_every_builtin_kind_is_exercised_here() -> None:
+    # Suppressors are exercised by NEGATIVES; every reported kind has a positive above.
+    reported = {k.id for k in default_rules().kinds if not k.suppressor}
+    covered = {kind for _, expected in POSITIVES for kind, _ in expected}
+    assert reported - covered == set()
+
+
+def _adversarial(n: int = 100_000) -> dict[str, str]:
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    return {
+        "digits": "1" * n,
+        "dashes": "1-" * (n // 2),
+        "slashes": "/a" * (n // 2),
+        "base64": "".join(alphabet[(i * 37 + i // 7) % 64] for i in range(n)),
+        "dots": "1." * (n // 2),
+        "spaced": "1 " * (n // 2),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_adversarial()))
+def test_100kb_adversarial_input_stays_bounded(name: str) -> None:
+    text = _adversarial()[name]
+    default_rules()  # loading is not part of the budget
+    start = time.perf_counter()
+    result = extract(text)
+    elapsed = time.perf_counter() - start
+    # The engine stops at the 50 ms budget; Python work between calls adds a little. A scan
+    # that ran out says so instead of pretending to be complete.
+    assert elapsed < 1.0
+    for ident in result.identifiers:
+        assert text[ident.start : ident.end] == ident.value
+
+
+def test_budget_exhaustion_marks_the_scan_incomplete() -> None:
+    from lexkeep.core.rules import build_rules
+
+    tight = build_rules({"settings": {"timeout_ms": 1}}, origin="tight.toml")
+    text = "order 1656367028 at https://x.io/a " * 3000
+    assert extract(text, tight).complete is False
+
+
+def test_text_longer_than_max_chars_is_incomplete() -> None:
+    from lexkeep.core.rules import build_rules
+
+    short = build_rules({"settings": {"max_chars": 10}}, origin="short.toml")
+    result = extract("order #W2378156 and more", short)
+    assert result.complete is False
+    assert result.identifiers == ()
