@@ -205,9 +205,20 @@ def audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...] =
             """
         ).fetchall()
         total = con.execute("SELECT count(*) FROM conversations").fetchone()[0]
+        # User messages before a boundary that the sidecar never scanned (e.g. a store
+        # ingested before identifier extraction existed): their identifiers are unknown.
+        unscanned = con.execute(
+            """
+            SELECT count(*) FROM messages m
+            WHERE m.kind = 'user_text'
+              AND m.position < (SELECT max(b.position) FROM boundaries b
+                                WHERE b.conversation_id = m.conversation_id)
+              AND NOT EXISTS (SELECT 1 FROM identifier_scans s WHERE s.message_id = m.id)
+            """
+        ).fetchone()[0]
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_audit_ids")
-    return build_report(findings, conv_rows, total, settings, inputs)
+    return build_report(findings, conv_rows, total, settings, inputs, unscanned=unscanned)
 
 
 def build_report(
@@ -216,6 +227,8 @@ def build_report(
     conversations_total: int,
     settings: AuditSettings,
     inputs: tuple[str, ...] = (),
+    *,
+    unscanned: int = 0,
 ) -> AuditReport:
     """Aggregate findings per conversation, per kind and overall, and judge the gate."""
     # Plain tallies first: building frozen Counts per finding would copy 60k+ objects.
@@ -240,6 +253,11 @@ def build_report(
         notes.append(
             f"{totals.unverified} identifier(s) unverified: their message's identifier scan ran"
             " out of time, so they are never reported missing and stay outside the ratio"
+        )
+    if unscanned:
+        notes.append(
+            f"{unscanned} user message(s) before a boundary were never scanned for identifiers;"
+            " re-ingest the traces to audit them"
         )
     if not totals.audited:
         notes.append("nothing audited: no identifier was typed before a compaction boundary")

@@ -418,3 +418,15 @@ def test_every_near_miss_hits_a_probe(value, data):
     # The same folding as the SQL prefilter: lower-case, separators removed.
     folded = regex.sub(r"[\s\-_.:/#\\]+", "", found.lower())
     assert any(p in folded for p in near_probes(value))
+
+
+def test_unscanned_user_messages_are_noted(store):
+    t = Timeline(store)
+    t.user("m1", ("code", "ORD_11111"))
+    t.boundary("b1")
+    t.scans.clear()  # the sidecar never ran over m1
+    t.rows["identifiers"] = []
+    t.save()
+    report = run(store)
+    assert report.findings == ()
+    assert any("1 user message(s) before a boundary were never scanned" in n for n in report.notes)
