@@ -1,0 +1,95 @@
+"""Anthropic Messages reader: request logs, per-line messages, tool blocks, compaction blocks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lexkeep.core.ingest import read_records
+from lexkeep.core.model import (
+    ArgumentsKind,
+    Boundary,
+    BoundaryKind,
+    Conversation,
+    Format,
+    Message,
+    MessageKind,
+    Role,
+    ToolCall,
+    ToolResult,
+)
+from lexkeep.core.read_anthropic import READER
+from lexkeep.core.read_openai import READER as OPENAI
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "anthropic"
+
+
+def test_request_log_with_response():
+    records = list(read_records(FIXTURES / "requests.jsonl"))
+    assert isinstance(records[0], Conversation) and records[0].id == "req-1"
+    assert records[0].format == Format.ANTHROPIC
+    msgs = [r for r in records if isinstance(r, Message)]
+    assert [(m.id, m.role, m.kind) for m in msgs] == [
+        ("req-1/system", Role.SYSTEM, MessageKind.SYSTEM),
+        ("req-1/0", Role.USER, MessageKind.USER_TEXT),
+        ("req-1/1", Role.ASSISTANT, MessageKind.ASSISTANT_TEXT),
+        ("req-1/3", Role.ASSISTANT, MessageKind.ASSISTANT_TEXT),
+    ]
+    # The tool_result-only user turn is not a user message.
+    assert msgs[2].text == "Listing files."  # thinking blocks are not the answer text
+    [call] = [r for r in records if isinstance(r, ToolCall)]
+    assert (call.call_id, call.arguments_raw, call.arguments_kind) == (
+        "toolu_01A",
+        '{"path":"/var/log/app"}',
+        ArgumentsKind.OBJECT,
+    )
+    [result] = [r for r in records if isinstance(r, ToolResult)]
+    assert result.text == "app.log\nerror.log"
+    [boundary] = [r for r in records if isinstance(r, Boundary)]
+    assert boundary.kind == BoundaryKind.ANTHROPIC
+    assert boundary.summary_text == "Summary: user asked about /var/log/app and error E0502."
+    # The compaction block comes before the text that follows it in the same response.
+    assert records.index(boundary) < records.index(msgs[3])
+
+
+def test_messages_per_line():
+    records = list(read_records(FIXTURES / "messages.jsonl"))
+    assert records[0] == Conversation("messages.jsonl", Format.ANTHROPIC, records[0].source)
+    [result] = [r for r in records if isinstance(r, ToolResult)]
+    assert result.is_error and result.call_id == "toolu_02"
+    kinds = {r.id: r.kind for r in records if isinstance(r, Message)}
+    assert kinds["messages.jsonl/L3"] == MessageKind.INJECTED  # a system reminder
+    assert kinds["msg_03"] == MessageKind.ASSISTANT_TEXT  # the response object keeps its id
+    [boundary] = [r for r in records if isinstance(r, Boundary)]
+    assert boundary.summary_text is None  # `content: null`: compaction failed, nothing readable
+
+
+def test_sniff_separates_anthropic_from_openai():
+    anthropic = {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+    }
+    openai = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {}}]}
+    assert READER.sniff([anthropic]) > OPENAI.sniff([anthropic])
+    assert OPENAI.sniff([openai]) > READER.sniff([openai])
+    lexkeep = {
+        "type": "message",
+        "id": "m",
+        "conversation_id": "c",
+        "role": "assistant",
+        "text": "x",
+    }
+    assert READER.sniff([lexkeep]) == 0
+
+
+def test_streamed_input_string_is_kept_raw():
+    from lexkeep.core.readers import JsonLine
+
+    line = JsonLine(
+        1,
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "f", "input": '{"a": 1'}],
+        },
+    )
+    [_, _, call] = list(READER.read([line], "s.jsonl"))
+    assert (call.arguments_raw, call.arguments_kind) == ('{"a": 1', ArgumentsKind.JSON_STRING)
