@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 from test_context_support import load
 
@@ -148,3 +149,45 @@ def test_other_conversations_supply_nothing(support, tmp_path):
     )
     report = guard_arguments(support, "c2", {"invoice_id": INVOICE})
     assert [u.value for u in report.unsupplied] == [INVOICE]
+
+
+def test_the_documented_agent_loop_runs(support, tmp_path, monkeypatch):
+    """docs/context.md's agent loop: the truncated invoice is refused, the real one runs."""
+    from types import SimpleNamespace
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "context.md").read_text()
+    code = doc.split("## An agent loop with both")[1].split("```python")[1].split("```")[0]
+    support.close()  # the loop opens the store file itself, read-only
+    namespace: dict = {}
+    exec(compile(code, "docs/context.md", "exec"), namespace)
+    namespace["DB"] = str(support.path)
+    seen: dict = {"prompts": [], "ran": [], "results": []}
+
+    def call(name: str, args: dict) -> SimpleNamespace:
+        return SimpleNamespace(name=name, arguments=orjson.dumps(args).decode())
+
+    script = [
+        SimpleNamespace(tool_calls=[call("lookup_invoice", {"invoice_id": "INV-2025-08-4471"})]),
+        SimpleNamespace(tool_calls=[call("lookup_invoice", {"invoice_id": INVOICE})]),
+        SimpleNamespace(tool_calls=[], text="Two charges found."),
+    ]
+
+    def model(**kwargs):
+        if "system" in kwargs:
+            seen["prompts"].append(kwargs["system"])
+        else:
+            seen["results"].append(kwargs["tool_results"])
+        return script.pop(0)
+
+    def lookup_invoice(invoice_id: str) -> dict:
+        seen["ran"].append(invoice_id)
+        return {"charges": 2}
+
+    assert namespace["next_run"](model, {"lookup_invoice": lookup_invoice}, "why?") == (
+        "Two charges found."
+    )
+    assert INVOICE in seen["prompts"][0]  # the pinned identifier reached the model
+    assert seen["ran"] == [INVOICE]  # the truncated value never reached the tool
+    refused = seen["results"][0][0]
+    assert refused["values"][0]["nearest"] == INVOICE
+    assert refused["values"][0]["difference"] == "truncated"
