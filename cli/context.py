@@ -52,9 +52,16 @@ def register(app: typer.Typer) -> None:
             ctx = build_context(
                 store, conversation, budget_bytes, format=format, answer_bytes=answer_bytes
             )
-        # The exact bytes that were counted: no console, no wrapping, no extra newline.
-        sys.stdout.write(ctx.output)
+        # The exact bytes that were counted: no console, no wrapping, no extra newline, and
+        # UTF-8 whatever the locale says.
         sys.stdout.flush()
+        binary = getattr(sys.stdout, "buffer", None)
+        if binary is not None:
+            binary.write(ctx.output.encode("utf-8"))
+            binary.flush()
+        else:
+            sys.stdout.write(ctx.output)
+            sys.stdout.flush()
         raise typer.Exit(EXIT_OK)
 
     @app.command()
