@@ -290,7 +290,7 @@ def judge(totals: Counts, findings: tuple[Finding, ...], settings: AuditSettings
     if ratio is not None and ratio < settings.min_ratio:
         reasons.append(
             f"ratio {ratio:.3f} ({totals.kept}/{totals.audited} kept) is below"
-            f" --min-ratio {settings.min_ratio:g}"
+            f" --min-ratio {settings.min_ratio}"
         )
     for verdict in settings.fail_on:
         n = sum(1 for f in findings if f.verdict == verdict)
