@@ -9,7 +9,7 @@ import orjson
 import typer
 from rich.text import Text
 
-from lexkeep.cli.common import DbOption, db_path, progress, stderr_console, stdout_console
+from lexkeep.cli.common import DbOption, db_path, progress, stdout_console
 from lexkeep.core.formats import format_names
 from lexkeep.core.ingest import ingest_paths
 from lexkeep.core.inspect import Stats, Timeline, show, stats
@@ -40,6 +40,16 @@ def summary_line(c: FileCounts) -> str:
     return line
 
 
+def _print_line(line: str) -> None:
+    # Plain stderr writes: summary lines stay one line each (no wrapping) for log readers.
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _print_summary(counts: FileCounts) -> None:
+    _print_line(summary_line(counts))
+
+
 def _write_json(value: object) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
@@ -64,6 +74,8 @@ def render_stats(report: Stats) -> None:
     for row in [*report.formats, report.totals]:
         table.add_row(*(str(getattr(row, attr)) for _, attr in columns))
     out = stdout_console()
+    if not out.is_terminal:
+        out.width = max(out.width, 120)  # whole column titles when piped into a file or log
     out.print(table)
     errors = ", ".join(f"{k}={v}" for k, v in report.errors_by_reason.items()) or "none"
     out.print(
@@ -75,13 +87,17 @@ def render_stats(report: Stats) -> None:
 
 def render_timeline(t: Timeline) -> None:
     """A conversation's timeline, readable on a terminal."""
-    out = stdout_console()
-    out.print(Text(f"conversation {t.id}  ({t.format})", style="bold"))
+    console = stdout_console()
+
+    def out_print(item: object) -> None:
+        console.print(item, soft_wrap=True)  # keep the trace's own lines; the terminal wraps
+
+    out_print(Text(f"conversation {t.id}  ({t.format})", style="bold"))
     if t.title:
-        out.print(f"title: {t.title}")
+        out_print(f"title: {t.title}")
     if t.parent_id:
-        out.print(f"parent: {t.parent_id}")
-    out.print(f"source: {t.source_file}:{t.source_line}")
+        out_print(f"parent: {t.parent_id}")
+    out_print(f"source: {t.source_file}:{t.source_line}")
     for e in t.entries:
         where = f"{e.source_file}:{e.source_line}"
         if e.type == "message":
@@ -91,21 +107,21 @@ def render_timeline(t: Timeline) -> None:
             if e.status != "completed":
                 label += f" [{e.status}]"
             run = f" run={t.runs.get(e.run_id, '?')}" if e.run_id else ""
-            out.print(Text(f"[{e.position}] {label}{run}  {where}", style="bold cyan"))
+            out_print(Text(f"[{e.position}] {label}{run}  {where}", style="bold cyan"))
             if e.text:
-                out.print(Text(_indent(e.text)))
+                out_print(Text(_indent(e.text)))
         elif e.type == "tool_call":
-            out.print(
+            out_print(
                 Text(f"[{e.position}] tool call {e.name} ({e.id})  {where}", style="bold yellow")
             )
-            out.print(Text(_indent(e.arguments_raw or "")))
+            out_print(Text(_indent(e.arguments_raw or "")))
         elif e.type == "tool_result":
             err = " error" if e.is_error else ""
-            out.print(Text(f"[{e.position}] tool result{err} ({e.id})  {where}", style="yellow"))
-            out.print(Text(_indent(_clip(e.text or ""))))
+            out_print(Text(f"[{e.position}] tool result{err} ({e.id})  {where}", style="yellow"))
+            out_print(Text(_indent(_clip(e.text or ""))))
         else:
             trig = f", {e.trigger}" if e.trigger else ""
-            out.print(
+            out_print(
                 Text(
                     f"[{e.position}] ── compaction boundary ({e.kind}{trig})  {where}",
                     style="bold magenta",
@@ -114,12 +130,12 @@ def render_timeline(t: Timeline) -> None:
             summary = (
                 e.summary_text if e.summary_text is not None else "(opaque: no readable summary)"
             )
-            out.print(Text(_indent("summary: " + summary)))
+            out_print(Text(_indent("summary: " + summary)))
             for kept in e.kept_verbatim or []:
-                out.print(Text(_indent("kept verbatim: " + kept)))
+                out_print(Text(_indent("kept verbatim: " + kept)))
     if t.identifiers:
         values = ", ".join(f"{i['value']} ({i['kind']})" for i in t.identifiers)
-        out.print(Text(f"identifiers from user messages: {values}"))
+        out_print(Text(f"identifiers from user messages: {values}"))
 
 
 def _clip(text: str, limit: int = 2000) -> str:
@@ -177,18 +193,17 @@ def register(app: typer.Typer) -> None:
 
         Example: lexkeep ingest sample_traces/ --db traces.duckdb
         """
-        err = stderr_console()
         with Store.open(db_path(db)) as store, progress("ingesting", None) as advance:
             counts = ingest_paths(
                 store,
                 paths,
                 format=format,
                 skip_invalid=skip_invalid,
-                on_file=lambda c: err.print(summary_line(c)),
+                on_file=_print_summary,
                 on_progress=advance,
             )
         added = [c for c in counts if c.status in ("ingested", "appended")]
-        err.print(
+        _print_line(
             f"{len(counts)} files: {len(added)} ingested, "
             f"{sum(c.status == 'unchanged' for c in counts)} unchanged, "
             f"{sum(c.status == 'unrecognised' for c in counts)} not traces; "

@@ -1,0 +1,105 @@
+"""CLI: lexkeep ingest / stats / show with CliRunner against real DuckDB files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+INVOICE = FIXTURES / "lexkeep" / "invoice.jsonl"
+
+
+def ok(result):
+    assert result.exit_code == 0, result.stderr
+    return result
+
+
+def test_ingest_prints_one_summary_line_per_file(cli, db_file):
+    result = ok(cli("ingest", FIXTURES / "lexkeep", FIXTURES / "openai", "--db", db_file))
+    assert result.stdout == ""  # summaries go to stderr
+    lines = result.stderr.splitlines()
+    invoice = next(line for line in lines if line.startswith(str(INVOICE)))
+    assert invoice == (
+        f"{INVOICE}: ingested (lexkeep) 1 conversations, 7 messages, 3 tool calls, "
+        "1 boundaries, 5 identifiers; skipped unknown_type=1"
+    )
+    assert lines[-1].startswith("5 files: 5 ingested, 0 unchanged, 0 not traces;")
+    again = ok(cli("ingest", INVOICE, "--db", db_file))
+    assert "unchanged (lexkeep), nothing added" in again.stderr
+
+
+def test_stats_json(cli, db_file):
+    ok(cli("ingest", FIXTURES / "lexkeep", FIXTURES / "anthropic", "--db", db_file))
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["schema_version"] == 1
+    per = {f["format"]: f for f in report["formats"]}
+    assert per["lexkeep"]["conversations"] == 2
+    assert per["lexkeep"]["conversations_with_boundaries"] == 1
+    assert per["lexkeep"]["tool_calls"] == 3
+    assert per["anthropic"]["boundaries"] == 2
+    assert report["totals"]["messages"] == 7 + 4 + 4 + 4
+    assert report["files_ingested"] == 4 and report["ingest_errors"] == 0
+    text = ok(cli("stats", "--db", db_file)).stdout
+    assert "lexkeep" in text and "anthropic" in text and "ingest errors: 0" in text
+
+
+def test_show_text_and_json(cli, db_file):
+    ok(cli("ingest", INVOICE, "--db", db_file))
+    text = ok(cli("show", "c-inv", "--db", db_file)).stdout
+    assert "Please look up invoice INV-2025-08-44719 for account acct_7731." in text
+    assert "tool call lookup_invoice (call_1)" in text
+    assert '{"invoice_id":"INV-2025-08-44719"}' in text
+    assert "compaction boundary (local, auto)" in text
+    assert "summary: User disputes an open invoice of $412.00." in text
+    assert "tool result error (call_2)" in text
+    data = json.loads(ok(cli("show", "c-in", "--db", db_file, "--format", "json")).stdout)
+    assert data["id"] == "c-inv" and data["title"] == "Invoice dispute"
+    types = [e["type"] for e in data["entries"]]
+    assert types.count("message") == 7 and types.count("boundary") == 1
+    assert [e["position"] for e in data["entries"]] == list(range(13))
+    assert data["runs"]["m7/run"] == "running"
+
+
+def test_bad_line_exit_2_with_location_and_hint(cli, db_file, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(INVOICE.read_text().replace('"id":"m4"', '"id":m4', 1))
+    result = cli("ingest", bad, "--db", db_file)
+    assert result.exit_code == 2, result.stderr
+    first, hint = result.stderr.splitlines()[-2:]
+    assert first.startswith(f"Error: {bad}:7:") and "invalid JSON" in first
+    assert hint.startswith("Hint:") and "--skip-invalid" in hint
+    skipped = ok(cli("ingest", bad, "--db", db_file, "--skip-invalid"))
+    assert "skipped invalid_json=1, unknown_type=1" in skipped.stderr
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["errors_by_reason"] == {"invalid_json": 1}
+
+
+def test_stdin_twice_adds_nothing(cli, db_file):
+    data = INVOICE.read_text()
+    first = ok(cli("ingest", "-", "--db", db_file, input=data))
+    assert "-: ingested (lexkeep)" in first.stderr
+    second = ok(cli("ingest", "-", "--db", db_file, input=data))
+    assert "-: unchanged" in second.stderr
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["totals"]["messages"] == 7
+
+
+def test_show_unknown_conversation(cli, db_file):
+    ok(cli("ingest", INVOICE, "--db", db_file))
+    result = cli("show", "nope", "--db", db_file)
+    assert result.exit_code == 2
+    assert "Error: no conversation 'nope' in the store" in result.stderr
+
+
+def test_unknown_output_and_input_formats(cli, db_file):
+    assert cli("stats", "--db", db_file, "--format", "xml").exit_code == 2
+    result = cli("ingest", INVOICE, "--db", db_file, "--format", "yaml")
+    assert result.exit_code == 2 and "unknown format 'yaml'" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["ingest", "stats", "show"])
+def test_help_ends_with_an_example(cli, command):
+    result = ok(cli(command, "--help"))
+    assert f"Example: lexkeep {command}" in result.stdout
