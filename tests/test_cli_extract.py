@@ -1,0 +1,104 @@
+"""`lexkeep extract`: text, stdin, JSON, rule files, and --db re-extraction."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from lexkeep.core.store import Store
+
+
+def test_table_output(cli) -> None:
+    result = cli("extract", "refund order #W2378156 to ann@example.org")
+    assert result.exit_code == 0, result.stderr
+    assert "hash_ref" in result.stdout and "#W2378156" in result.stdout
+    assert "ann@example.org" in result.stdout
+
+
+def test_json_output(cli) -> None:
+    result = cli("extract", "--format", "json", "zip 19122, costs $12.50")
+    assert result.exit_code == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["schema_version"] == 1
+    assert payload["complete"] is True
+    assert payload["identifiers"] == [
+        {"kind": "short_number", "value": "19122", "start": 4, "end": 9}
+    ]
+
+
+def test_stdin(cli) -> None:
+    result = cli("extract", "-f", "json", "-", input="invoice INV-2025-08-44719\n")
+    assert result.exit_code == 0, result.stderr
+    assert [i["value"] for i in json.loads(result.stdout)["identifiers"]] == ["INV-2025-08-44719"]
+
+
+def test_nothing_to_scan_is_an_error(cli) -> None:
+    result = cli("extract")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: nothing to scan\nHint: ")
+
+
+def test_bad_rules_file_exits_2_naming_the_rule(cli, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[[kinds]]\nid = \"k\"\ntier = \"B\"\npriority = 5\nregex = '''(?i)x'''\n"
+                     "tests.positive = [\"x\"]\ntests.negative = [\"y\"]\n")  # fmt: skip
+    result = cli("extract", "--rules", rules, "x")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == (
+        f"Error: {rules}: kind 'k': global ignore-case flag (?i) is not allowed"
+    )
+
+
+def test_user_rules_file_is_applied(cli, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('disabled = ["email"]\n')
+    result = cli("extract", "-f", "json", "--rules", rules, "ann@example.org")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["identifiers"] == []
+
+
+def _store_with_messages(db_file: Path) -> None:
+    with Store.open(db_file) as store:
+        store.bulk_insert(
+            "messages",
+            [("id", "VARCHAR"), ("conversation_id", "VARCHAR"), ("position", "BIGINT"),
+             ("role", "VARCHAR"), ("kind", "VARCHAR"), ("status", "VARCHAR"),
+             ("text", "VARCHAR"), ("source_file", "VARCHAR"), ("source_line", "BIGINT")],
+            [("m1", "c1", 0, "user", "user_text", "completed", "order #W2378156", "t", 1),
+             ("m2", "c1", 1, "tool", "tool_result", "completed", "order #W1", "t", 2)],
+        )  # fmt: skip
+
+
+def test_db_reextract_is_idempotent(cli, db_file: Path) -> None:
+    _store_with_messages(db_file)
+    outputs = []
+    for _ in range(2):
+        result = cli("extract", "--db", db_file, "-f", "json")
+        assert result.exit_code == 0, result.stderr
+        outputs.append(json.loads(result.stdout))
+    assert outputs[0] == outputs[1]
+    assert (outputs[0]["messages"], outputs[0]["identifiers"]) == (1, 1)
+    with Store.open(db_file) as store:
+        rows = store.con.execute("SELECT message_id, value FROM identifiers").fetchall()
+    assert rows == [("m1", "#W2378156")]
+
+
+def test_db_missing_file_is_an_error(cli, tmp_path: Path) -> None:
+    result = cli("extract", "--db", tmp_path / "none.duckdb")
+    assert result.exit_code == 2
+    assert "no lexkeep store at" in result.stderr
+
+
+def test_real_subprocess_reads_stdin() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", "extract", "-f", "json", "-"],
+        input="ticket PROJ-1234.",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["identifiers"][0]["value"] == "PROJ-1234"

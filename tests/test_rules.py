@@ -1,0 +1,188 @@
+"""Rule files: merging with the built-ins, and every refusal pinned by its exact message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lexkeep.core.errors import RuleError
+from lexkeep.core.identifiers import extract
+from lexkeep.core.rules import build_rules, default_rules, load_rules
+
+ACME = """
+[[kinds]]
+id = "acme_invoice"
+tier = "B"
+priority = 85
+keywords = ["acme-"]
+regex = '''(?<![\\p{L}\\p{N}_-])ACME-[0-9]{6}(?![\\p{L}\\p{N}_]|-[\\p{L}\\p{N}])'''
+tests.positive = ["ACME-123456", { text = "see ACME-123456.", value = "ACME-123456" }]
+tests.negative = ["ACME-12345", "XACME-123456"]
+"""
+
+
+def write(tmp_path: Path, body: str, name: str = "rules.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def refusal(tmp_path: Path, body: str) -> str:
+    path = write(tmp_path, body)
+    with pytest.raises(RuleError) as info:
+        load_rules(path)
+    return str(info.value).replace(str(path), "FILE")
+
+
+def test_builtin_kinds_pass_their_own_checks() -> None:
+    rules = default_rules()
+    assert len(rules.kinds) >= 30
+    assert {"url", "email", "uuid", "short_number", "money"} <= {k.id for k in rules.kinds}
+    assert all(k.positive and k.negative for k in rules.kinds)
+
+
+def test_user_kind_is_added_and_found(tmp_path: Path) -> None:
+    rules = load_rules(write(tmp_path, ACME))
+    assert rules.digest != default_rules().digest
+    [ident] = extract("bill ACME-123456 now", rules).identifiers
+    assert (ident.kind, ident.value) == ("acme_invoice", "ACME-123456")
+
+
+def test_disabled_kinds_allowlist_and_context_words(tmp_path: Path) -> None:
+    body = """
+disabled = ["hash_ref", "alnum_code"]
+allowlist = ["ann@example.org"]
+[context]
+short_number = ["locker"]
+"""
+    rules = load_rules(write(tmp_path, body))
+    text = "order #W2378156 from ann@example.org, locker 4412"
+    assert [(i.kind, i.value) for i in extract(text, rules).identifiers] == [
+        ("short_number", "4412")
+    ]
+    assert [i.value for i in extract(text).identifiers] == ["#W2378156", "ann@example.org"]
+
+
+def test_override_changes_only_the_given_fields(tmp_path: Path) -> None:
+    rules = load_rules(write(tmp_path, '[[kinds]]\nid = "digit_run"\npriority = 49\n'))
+    kind = rules.kind("digit_run")
+    assert kind.priority == 49
+    assert kind.regex == default_rules().kind("digit_run").regex
+
+
+def test_pyproject_table_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, '[tool.lexkeep.identifiers]\ndisabled = ["email"]\n', "pyproject.toml")
+    monkeypatch.chdir(tmp_path)
+    rules = load_rules()
+    assert "email" not in {k.id for k in rules.kinds}
+    assert rules.disabled == ("email",)
+
+
+def test_lexkeep_toml_table_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, '[identifiers]\ndisabled = ["handle"]\n', "lexkeep.toml")
+    monkeypatch.chdir(tmp_path)
+    assert "handle" not in {k.id for k in load_rules().kinds}
+
+
+def test_no_settings_file_gives_the_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert load_rules() is default_rules()
+
+
+KIND_HEAD = 'id = "k"\ntier = "B"\npriority = 50\n'
+GOOD_TESTS = 'tests.positive = ["ACME-123456"]\ntests.negative = ["ACME-1"]\n'
+GOOD_REGEX = "regex = '''ACME-[0-9]{6}'''\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            "[[kinds]]\n" + KIND_HEAD + GOOD_REGEX
+            + 'keywords = ["acme-"]\ntests.positive = ["ACME-12345"]\ntests.negative = ["x"]\n',
+            "FILE: kind 'k': positive example 'ACME-12345': expected 'ACME-12345', found nothing",
+        ),
+        (
+            "[[kinds]]\n" + KIND_HEAD + GOOD_REGEX
+            + 'keywords = ["acme-"]\ntests.positive = ["ACME-123456"]\n'
+            + 'tests.negative = ["ACME-654321"]\n',
+            "FILE: kind 'k': negative example 'ACME-654321' matched 'ACME-654321'",
+        ),
+        (
+            "[[kinds]]\n" + KIND_HEAD + GOOD_REGEX + 'keywords = ["invoice"]\n' + GOOD_TESTS,
+            "FILE: kind 'k': positive example 'ACME-123456' does not contain any of its keywords"
+            " ['invoice']; the prefilter would skip it",
+        ),
+        (
+            "[[kinds]]\n" + KIND_HEAD + "regex = '''(?i)acme-[0-9]{6}'''\n" + GOOD_TESTS,
+            "FILE: kind 'k': global ignore-case flag (?i) is not allowed",
+        ),
+        (
+            "[[kinds]]\n" + KIND_HEAD + "regex = '''(?:a|aa)+b|ACME-[0-9]{6}'''\n" + GOOD_TESTS,
+            "FILE: kind 'k': pattern takes longer than 50 ms on the adversarial string 'letters'",
+        ),
+        (
+            "[[kinds]]\n" + KIND_HEAD + "regex = '''ACME-[0-9'''\n" + GOOD_TESTS,
+            "FILE: kind 'k': regex does not compile: unterminated character set at position 9",
+        ),
+        (
+            "[[kinds]]\n" + KIND_HEAD + GOOD_REGEX,
+            "FILE: kind 'k': needs tests.positive and tests.negative examples",
+        ),
+        (
+            '[[kinds]]\nid = "k"\ntier = "C"\npriority = 50\n' + GOOD_REGEX + GOOD_TESTS,
+            "FILE: kind 'k': tier C kinds need a context gate with mode = \"require\"",
+        ),
+        ('disabled = ["nope"]\n', "FILE: disabled: unknown kind 'nope'"),
+        ("colour = 1\n", "FILE: unknown key 'colour' in the identifiers rules"),
+        (
+            '[context]\nemail = ["mail"]\n',
+            "FILE: context: kind 'email' has no context gate to add words to",
+        ),
+        (
+            "[settings]\ntimeout_ms = 0\n",
+            "FILE: settings.timeout_ms must be a number from 1 to 10000",
+        ),
+        (
+            '[[kinds]]\nid = "url"\nregex = 5\n',
+            "FILE: kind 'url': regex must be a non-empty string",
+        ),
+    ],
+    ids=[
+        "positive-fails", "negative-matches", "keyword-absent", "global-ignore-case", "redos",
+        "no-compile", "no-examples", "tier-c-without-context", "unknown-disabled", "unknown-key",
+        "context-without-gate", "bad-timeout", "bad-regex-type",
+    ],
+)  # fmt: skip
+def test_refusals_name_the_rule(tmp_path: Path, body: str, message: str) -> None:
+    assert refusal(tmp_path, body) == message
+
+
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
+    message = refusal(tmp_path, "[[kinds]\n")
+    assert message.startswith("FILE: invalid TOML: ")
+
+
+def test_scoped_ignore_case_is_allowed() -> None:
+    body = {
+        "kinds": [
+            {
+                "id": "k",
+                "tier": "B",
+                "priority": 50,
+                "keywords": ["acme-"],
+                "regex": "(?i:acme)-[0-9]{6}",
+                "tests": {"positive": ["acme-123456", "ACME-123456"], "negative": ["acme-1"]},
+            }
+        ]
+    }
+    rules = build_rules(body, origin="inline")
+    assert rules.kind("k").regex == "(?i:acme)-[0-9]{6}"
+
+
+def test_digest_is_stable_and_tracks_changes() -> None:
+    assert build_rules(None).digest == default_rules().digest
+    assert build_rules({"disabled": ["hex"]}, origin="x").digest != default_rules().digest

@@ -1,0 +1,109 @@
+"""The identifier sidecar: only real user text is scanned; reindexing is idempotent."""
+
+from __future__ import annotations
+
+import tempfile
+
+import pytest
+
+from lexkeep.core.rules import build_rules, default_rules
+from lexkeep.core.sidecar import index_pending, reindex
+from lexkeep.core.store import Store
+
+ROWS = [
+    # id, role, kind, text
+    ("m1", "user", "user_text", "Refund order #W2378156 to ann@example.org please"),
+    ("m2", "tool", "tool_result", "order #W9999999 found"),
+    ("m3", "user", "summary", "Summary: user asked about #W1111111"),
+    ("m4", "user", "injected", "<environment_context>cwd /home/x/proj</environment_context>"),
+    ("m5", "assistant", "assistant_text", "I will look up #W2222222"),
+    ("m6", "user", "user_text", "also invoice INV-2025-08-44719"),
+]
+
+
+def add_messages(store: Store, rows=ROWS, conversation: str = "c1") -> None:
+    """Insert messages through the store's bulk loader (the path ingest uses)."""
+    store.bulk_insert(
+        "messages",
+        [
+            ("id", "VARCHAR"), ("conversation_id", "VARCHAR"), ("position", "BIGINT"),
+            ("role", "VARCHAR"), ("kind", "VARCHAR"), ("status", "VARCHAR"), ("text", "VARCHAR"),
+            ("source_file", "VARCHAR"), ("source_line", "BIGINT"),
+        ],
+        [
+            (mid, conversation, pos, role, kind, "completed", text, "t.jsonl", pos + 1)
+            for pos, (mid, role, kind, text) in enumerate(rows)
+        ],
+    )  # fmt: skip
+
+
+def identifiers(store: Store) -> list[tuple]:
+    return store.con.execute(
+        "SELECT message_id, kind, value, span_start, span_end FROM identifiers "
+        "ORDER BY message_id, span_start"
+    ).fetchall()
+
+
+def test_only_user_text_is_indexed(store: Store) -> None:
+    add_messages(store)
+    with store.transaction() as con:
+        inserted = index_pending(con)
+    assert inserted == 3
+    assert identifiers(store) == [
+        ("m1", "hash_ref", "#W2378156", 13, 22),
+        ("m1", "email", "ann@example.org", 26, 41),
+        ("m6", "compound_code", "INV-2025-08-44719", 13, 30),
+    ]
+    scans = store.con.execute(
+        "SELECT message_id, complete, rules_digest FROM identifier_scans ORDER BY message_id"
+    ).fetchall()
+    assert scans == [("m1", True, default_rules().digest), ("m6", True, default_rules().digest)]
+
+
+def test_index_pending_skips_scanned_messages(store: Store) -> None:
+    add_messages(store)
+    with store.transaction() as con:
+        assert index_pending(con) == 3
+    with store.transaction() as con:
+        assert index_pending(con) == 0
+    add_messages(store, [("m7", "user", "user_text", "my zip is 19122")], "c2")
+    with store.transaction() as con:
+        assert index_pending(con) == 1
+    assert store.con.execute("SELECT count(*) FROM identifier_scans").fetchone()[0] == 3
+
+
+def test_index_pending_joins_the_callers_transaction(store: Store) -> None:
+    add_messages(store)
+    with pytest.raises(RuntimeError), store.transaction() as con:
+        index_pending(con)
+        raise RuntimeError("ingest failed after indexing")
+    assert identifiers(store) == []
+    assert store.con.execute("SELECT count(*) FROM identifier_scans").fetchone()[0] == 0
+
+
+def test_reindex_is_idempotent_and_follows_rule_changes(store: Store) -> None:
+    add_messages(store)
+    first = reindex(store)
+    before = identifiers(store)
+    again = reindex(store)
+    assert identifiers(store) == before
+    assert (first.messages, first.identifiers, again.identifiers) == (2, 3, 3)
+    no_email = build_rules({"disabled": ["email"]}, origin="rules.toml")
+    counts = reindex(store, no_email)
+    assert counts.identifiers == 2
+    assert "email" not in {row[1] for row in identifiers(store)}
+    digests = store.con.execute("SELECT DISTINCT rules_digest FROM identifier_scans").fetchall()
+    assert digests == [(no_email.digest,)]
+
+
+def test_reindex_failure_leaves_the_old_sidecar(db_file, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Store.open(db_file) as store:
+        add_messages(store)
+        reindex(store)
+        before = identifiers(store)
+        # Injected fault between the delete and the bulk insert: no usable temp directory.
+        monkeypatch.setattr(tempfile, "tempdir", str(db_file.parent / "missing-dir"))
+        with pytest.raises(OSError):
+            reindex(store)
+        monkeypatch.undo()
+        assert identifiers(store) == before
