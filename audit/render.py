@@ -23,6 +23,9 @@ from lexkeep.core.model import Source, Verdict
 
 PROBLEMS = (Verdict.ALTERED, Verdict.MISSING, Verdict.UNVERIFIED)
 HTML_KEPT_ROWS = 500
+# Human formats list at most this many problems (GitHub caps a step summary at 1 MiB);
+# json, junit and github list every one.
+MAX_PROBLEM_ROWS = 200
 
 
 def render(report: AuditReport, fmt: str, stream: TextIO, *, color: bool = False) -> None:
@@ -201,7 +204,7 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
             # Room for a whole redacted hash, so it can be searched for in a CI log.
             wide = 26 if col in ("value", "evidence") else None
             table.add_column(col, overflow="fold", min_width=wide)
-        for f in problems:
+        for f in problems[:MAX_PROBLEM_ROWS]:
             ev = f.evidence
             evidence = f"{ev.found} ({ev.difference})\n{loc(ev.source)}" if ev else ""
             style = "red" if f.verdict == Verdict.MISSING else "yellow"
@@ -215,6 +218,9 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
                 ", ".join(flags(f)),
             )
         console.print(table)
+        if len(problems) > MAX_PROBLEM_ROWS:
+            more = len(problems) - MAX_PROBLEM_ROWS
+            console.print(Text(f"... and {more} more; --format json lists every finding"))
     kinds = Table(title="Per identifier kind", title_justify="left")
     for col in ("kind", "audited", "kept", "altered", "missing", "unverified", "ratio"):
         kinds.add_column(col, justify="left" if col == "kind" else "right")
@@ -370,13 +376,16 @@ def render_markdown(report: AuditReport, stream: TextIO, color: bool = False) ->
         w("\n### Identifiers not kept verbatim\n\n")
         w("| verdict | kind | value | typed at | boundary | evidence | flags |\n")
         w("|---|---|---|---|---|---|---|\n")
-        for f in problems:
+        for f in problems[:MAX_PROBLEM_ROWS]:
             ev = f.evidence
             evidence = f"{_md(ev.found)} ({ev.difference}) at {_md(loc(ev.source))}" if ev else ""
             w(
                 f"| {f.verdict.value} | {_md(f.kind)} | `{_md(f.value)}` | {_md(loc(f.message))} | "
                 f"{_md(loc(f.boundary))} | {evidence} | {_md(', '.join(flags(f)))} |\n"
             )
+    if len(problems) > MAX_PROBLEM_ROWS:
+        more = len(problems) - MAX_PROBLEM_ROWS
+        w(f"\n... and {more} more; --format json lists every finding.\n")
     for note in report.notes:
         w(f"\n> {_md(note)}\n")
 

@@ -94,3 +94,15 @@ def test_redact_value_is_stable_and_keyed():
     assert redact_value("ORD_1", b"a") == redact_value("ORD_1", b"a")
     assert redact_value("ORD_1", b"a") != redact_value("ORD_1", b"b")
     assert redact_value("ORD_1", b"a") != redact_value("ORD_2", b"a")
+
+
+def test_human_formats_cap_the_problem_rows_machine_formats_do_not(store):
+    t = Timeline(store)
+    t.user("m1", *[("code", f"ORD_{i:05d}") for i in range(205)])
+    t.boundary("b1")
+    t.save()
+    report = audit_store(store, AuditSettings())
+    assert "... and 5 more" in rendered(report, "markdown")
+    assert "... and 5 more" in rendered(report, "table")
+    assert len(json.loads(rendered(report, "json"))["findings"]) == 205
+    assert rendered(report, "github").count("::error file=") == 205
