@@ -197,3 +197,30 @@ def test_arbitrary_records_never_crash_the_reader(values):
 def test_json_text_of_fixture_is_valid_jsonl():
     for line in (FIXTURES / "invoice.jsonl").read_bytes().splitlines():
         assert isinstance(orjson.loads(line), dict)
+
+
+def _schema() -> dict:
+    from importlib import resources
+
+    text = resources.files("lexkeep.core").joinpath("lexkeep-jsonl.schema.json").read_text()
+    return orjson.loads(text)
+
+
+def test_schema_ships_and_agrees_with_the_reader():
+    jsonschema = __import__("pytest").importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(_schema())
+    for fixture in sorted(FIXTURES.glob("*.jsonl")):
+        for line in fixture.read_bytes().splitlines():
+            value = orjson.loads(line)
+            assert not list(validator.iter_errors(value)), line
+            [record] = read(value)
+            assert not (isinstance(record, Skipped) and record.fatal)
+    bad = [
+        {"type": "message", "conversation_id": "c", "role": "user"},
+        {"type": "run", "id": "r", "conversation_id": "c", "status": "done"},
+        {"type": "compaction", "id": "b", "conversation_id": "c", "kept_verbatim": "oops"},
+    ]
+    for value in bad:
+        assert list(validator.iter_errors(value))
+        [record] = read(value)
+        assert isinstance(record, Skipped) and record.fatal
