@@ -60,7 +60,8 @@ SELECT row_number() OVER (ORDER BY ids.conversation_id, ids.mpos, ids.span_start
        b.id AS boundary_id, b.position AS bpos, b.kind AS bkind,
        b.source_file AS b_file, b.source_line AS b_line,
        substr(to_json(ids.value)::VARCHAR, 2, length(to_json(ids.value)::VARCHAR) - 2)
-           AS value_json
+           AS value_json,
+       value_json AS value_ascii
 FROM ids ASOF JOIN boundaries b
   ON ids.conversation_id = b.conversation_id AND ids.mpos < b.position
 """
@@ -72,7 +73,8 @@ SELECT a.rid, t.call_id, t.name, t.arguments_raw, t.arguments_kind,
        count(*) OVER (PARTITION BY a.rid) AS n
 FROM lexkeep_audit_ids a
 JOIN tool_calls t ON t.conversation_id = a.conversation_id AND t.position {op} a.bpos
-WHERE (contains(t.arguments_raw, a.value) OR contains(t.arguments_raw, a.value_json))
+WHERE (contains(t.arguments_raw, a.value) OR contains(t.arguments_raw, a.value_json)
+       OR contains(t.arguments_raw, a.value_ascii))
   {only}
 QUALIFY row_number() OVER (PARTITION BY a.rid ORDER BY t.position) <= {limit}
 ORDER BY a.rid, t.position
@@ -191,6 +193,7 @@ def audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...] =
     con.execute("SET enable_progress_bar = false")
     con.execute(_AUDIT_IDS_SQL)
     try:
+        _add_ascii_escapes(store)
         rows = _audit_rows(store)
         kept = _first_kept(store, ">", rows)
         near = _near_misses(store, [r for r in rows if r.rid not in kept])
@@ -306,6 +309,19 @@ def judge(totals: Counts, findings: tuple[Finding, ...], settings: AuditSettings
 
 
 # -- the steps --------------------------------------------------------------------------------
+
+
+def _add_ascii_escapes(store: Store) -> None:
+    """For non-ASCII values, the form an ASCII-only JSON writer (json.dumps) leaves in raw text."""
+    rows = store.con.execute(
+        "SELECT rid, value FROM lexkeep_audit_ids WHERE NOT regexp_matches(value, '^[ -~]*$')"
+    ).fetchall()
+    if rows:
+        store.con.execute(
+            "UPDATE lexkeep_audit_ids a SET value_ascii = e.escaped"
+            " FROM (SELECT unnest(?) AS rid, unnest(?) AS escaped) e WHERE a.rid = e.rid",
+            [[r for r, _ in rows], [json.dumps(v)[1:-1] for _, v in rows]],
+        )
 
 
 def _audit_rows(store: Store) -> list[_Row]:

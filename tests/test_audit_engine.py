@@ -243,6 +243,16 @@ def test_argument_decoding_kinds(store):
     assert set(verdicts(run(store)).values()) == {"kept"}
 
 
+def test_non_ascii_values_found_behind_json_escapes(store):
+    t = Timeline(store)
+    t.user("m1", ("path", "/home/jürgen/Überweisung.pdf"), ("code", "ZAHLUNG-Ä123"))
+    t.boundary("b1")
+    t.call("k1", json.dumps({"path": "/home/jürgen/Überweisung.pdf"}))  # \u00fc escapes
+    t.call("k2", json.dumps({"q": "ZAHLUNG-Ä123"}, ensure_ascii=False))
+    t.save()
+    assert set(verdicts(run(store)).values()) == {"kept"}
+
+
 def test_decode_arguments_numbers_keep_their_json_text():
     assert decode_arguments('{"a": 1.50, "b": [2, "x"], "c": true, "d": null}', "json_string") == [
         "1.50",
