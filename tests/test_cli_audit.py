@@ -354,3 +354,44 @@ def test_rules_with_db_is_refused(cli, sample_db, tmp_path):
     rules.write_text("", encoding="utf-8")
     result = ok(cli("audit", "--db", sample_db, "--rules", rules), 2)
     assert "--rules only applies" in result.stderr
+
+
+@pytest.mark.parametrize("fmt", ["lexkeep", "codex", "claude"])
+def test_generated_dumps_match_their_known_verdicts(cli, tmp_path, fmt):
+    """benchmarks/generate.py writes dumps whose every verdict and flag is right by construction."""
+    out = tmp_path / fmt
+    subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "generate.py"), "--format", fmt]
+        + ["--size", "600KB", "--out", str(out), "--seed", "11"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    expected = json.loads((out / "expected.json").read_text(encoding="utf-8"))
+    report = json.loads(ok(cli("audit", out, "--format", "json", "--exit-zero"), 0).stdout)
+    # Keyed by where the user typed it: values are unique per conversation, not per dump.
+    want = {
+        (Path(e["file"]).name, e["line"], e["value"]): (
+            e["verdict"],
+            e["used_before"],
+            e["in_summary"],
+            e["in_kept_verbatim"],
+        )
+        for e in expected["identifiers"]
+        if e["verdict"] != "not_audited"
+    }
+    got = {
+        (Path(f["message"]["file"]).name, f["message"]["line"], f["value"]): (
+            f["verdict"],
+            f["flags"]["used_before_boundary"],
+            bool(f["flags"]["in_summary"]),
+            f["flags"]["in_kept_verbatim"],
+        )
+        for f in report["findings"]
+    }
+    assert len(want) > 20
+    assert got == want
+    totals = expected["totals"]
+    assert [report["totals"][k] for k in ("audited", "kept", "altered", "missing")] == [
+        totals[k] for k in ("audited", "kept", "altered", "missing")
+    ]
