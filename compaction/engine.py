@@ -8,6 +8,7 @@ at most once per run; a failed attempt is retried by a later run, up to 2 attemp
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -27,7 +28,7 @@ from lexkeep.compaction.summarizers import (
     check_generation,
     prompt_text,
 )
-from lexkeep.core.errors import ConfigError, NotFoundError
+from lexkeep.core.errors import ConfigError, NotFoundError, RuleError
 from lexkeep.core.store import Store
 
 BATCH_CONVERSATIONS = 500
@@ -147,19 +148,39 @@ def run_compaction(
     lock = threading.Lock()
     errors: list[BaseException] = []
     wait_limit = lease_seconds if admission_wait is None else admission_wait
+    batch_size = max(1, getattr(summarizer, "batch_size", 1))
+
+    def record(out: SegmentOutcome) -> None:
+        with lock:
+            report.segments.append(out)
+            if out.outcome == "skipped":
+                report.skipped += 1
+                report.skipped_reasons[out.detail.split(":")[0]] += 1
+            elif out.outcome == "completed":
+                report.completed += 1
+                report.identifiers_total += out.identifiers_total
+                report.identifiers_kept += out.identifiers_kept
+            elif out.outcome == "failed":
+                report.failed += 1
+        if on_progress:
+            on_progress(out)
 
     def worker() -> None:
         cursor = con.cursor()
         owner = jobs.new_owner()
         try:
             while True:
-                try:
-                    task = work.get_nowait()
-                except queue.Empty:
+                batch = []
+                while len(batch) < batch_size:
+                    try:
+                        batch.append(work.get_nowait())
+                    except queue.Empty:
+                        break
+                if not batch:
                     return
-                out = _run_one(
+                _run_batch(
                     cursor,
-                    task,
+                    batch,
                     summarizer,
                     instructions,
                     prompt_sha,
@@ -169,33 +190,30 @@ def run_compaction(
                     wait_limit,
                     report,
                     lock,
+                    record,
                 )
-                with lock:
-                    report.segments.append(out)
-                    if out.outcome == "skipped":
-                        report.skipped += 1
-                        report.skipped_reasons[out.detail.split(":")[0]] += 1
-                if on_progress:
-                    on_progress(out)
         except BaseException as exc:  # surfaced to the caller after the other slots stop
             errors.append(exc)
         finally:
             cursor.close()
 
-    threads = [threading.Thread(target=worker, name=f"compact-{i}") for i in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    if workers == 1:
+        worker()  # one slot: no thread needed
+    else:
+        threads = [threading.Thread(target=worker, name=f"compact-{i}") for i in range(workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     if errors:
         raise errors[0]
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _run_one(
+def _run_batch(
     cursor,
-    task: _Task,
+    batch: list[_Task],
     summarizer: Summarizer,
     instructions: str,
     prompt_sha: str,
@@ -205,71 +223,108 @@ def _run_one(
     wait_limit: float,
     report: CompactionReport,
     lock: threading.Lock,
-) -> SegmentOutcome:
-    ident = task.ident
-    cid, a, b = ident.conversation_id, ident.from_pair, ident.to_pair
+    record: Callable[[SegmentOutcome], None],
+) -> None:
+    """Claim a batch in one transaction, summarise each granted segment, write outcomes."""
     deadline = time.monotonic() + wait_limit
     pause = 0.005
-    while True:
-        result = jobs.claim_with_retry(
+    pending = batch
+    while pending:
+        results = jobs.claim_many_with_retry(
             cursor,
-            ident,
+            [t.ident for t in pending],
             owner=owner,
             lease_seconds=lease_seconds,
             max_running=max_running,
             prompt_sha256=prompt_sha,
         )
-        if isinstance(result, jobs.Claim):
-            break
-        if result.reason == "admission" and time.monotonic() < deadline:
-            time.sleep(pause)  # another slot will finish; the store counts who runs
+        granted: list[tuple[_Task, jobs.Claim]] = []
+        waiting: list[_Task] = []
+        for task, result in zip(pending, results, strict=True):
+            if isinstance(result, jobs.Claim):
+                granted.append((task, result))
+            elif result.reason == "admission" and time.monotonic() < deadline:
+                waiting.append(task)  # another slot will finish; the store counts who runs
+            else:
+                i = task.ident
+                record(
+                    SegmentOutcome(
+                        i.conversation_id,
+                        i.from_pair,
+                        i.to_pair,
+                        "skipped",
+                        i.key(),
+                        None,
+                        f"{result.reason}: {result.detail}",
+                    )
+                )
+        if granted:
+            with lock:
+                report.claimed += len(granted)
+            _summarise_granted(cursor, granted, summarizer, instructions, record)
+        pending = waiting
+        if pending:
+            time.sleep(pause)
             pause = min(pause * 2, 0.2)
-            continue
-        return SegmentOutcome(
-            cid, a, b, "skipped", ident.key(), None, f"{result.reason}: {result.detail}"
+
+
+def _summarise_granted(
+    cursor,
+    granted: list[tuple[_Task, jobs.Claim]],
+    summarizer: Summarizer,
+    instructions: str,
+    record: Callable[[SegmentOutcome], None],
+) -> None:
+    done: list[tuple[jobs.Claim, jobs.Completion, SegmentOutcome]] = []
+    failed: list[tuple[jobs.Claim, str, SegmentOutcome]] = []
+    for task, c in granted:
+        ident = task.ident
+        cid, a, b = ident.conversation_id, ident.from_pair, ident.to_pair
+        # Assistant answers only, each with its id: user text never reaches a summariser.
+        answers = tuple(
+            AssistantAnswer(p.assistant.id, p.assistant.text, _extract(p.assistant.text))
+            for p in task.pairs
         )
-    c = result
-    with lock:
-        report.claimed += 1
-    answers = tuple(
-        AssistantAnswer(p.assistant.id, p.assistant.text, _extract(p.assistant.text))
-        for p in task.pairs
-    )
-    request = SummaryRequest(cid, a, b, answers, jobs.PROMPT_VERSION, instructions)
-    try:
-        gen = summarizer.summarize(request)
-        problem = check_generation(gen)
-    except Exception as exc:  # a crashing backend is a failed attempt, never a crashed run
-        problem = f"summarizer crashed: {type(exc).__name__}: {exc}"
-        gen = None
-    if problem is None and gen is not None:
-        values = {
-            answer.text[i.start : i.end]
-            for answer in answers
-            if answer.extraction is not None
-            for i in answer.extraction.identifiers
-        }
-        kept = sum(1 for v in values if v in gen.text)
-        jobs.complete(
-            cursor,
-            c,
-            jobs.Completion(
+        request = SummaryRequest(cid, a, b, answers, jobs.PROMPT_VERSION, instructions)
+        try:
+            gen = summarizer.summarize(request)
+            problem = check_generation(gen)
+        except Exception as exc:  # a crashing backend is a failed attempt, never a crashed run
+            gen, problem = None, f"summarizer crashed: {type(exc).__name__}: {exc}"
+        if problem is None and gen is not None:
+            values = {
+                answer.text[i.start : i.end]
+                for answer in answers
+                if answer.extraction is not None
+                for i in answer.extraction.identifiers
+            }
+            kept = sum(1 for v in values if v in gen.text)
+            completion = jobs.Completion(
                 summary=gen.text,
                 input_sha256=request.input_sha256(),
                 kept_verbatim=[p.user.text for p in task.pairs],
                 identifiers_total=len(values),
                 identifiers_kept=kept,
-            ),
-        )
-        with lock:
-            report.completed += 1
-            report.identifiers_total += len(values)
-            report.identifiers_kept += kept
-        return SegmentOutcome(cid, a, b, "completed", c.job_id, c.attempt, "", len(values), kept)
-    status = jobs.fail(cursor, c, problem or "unknown failure")
-    with lock:
-        report.failed += 1
-    return SegmentOutcome(cid, a, b, "failed", c.job_id, c.attempt, f"{status}: {problem}")
+            )
+            out = SegmentOutcome(cid, a, b, "completed", c.job_id, c.attempt, "", len(values), kept)
+            done.append((c, completion, out))
+        else:
+            out = SegmentOutcome(cid, a, b, "failed", c.job_id, c.attempt, problem or "failed")
+            failed.append((c, problem or "unknown failure", out))
+    if done:
+        results = jobs.complete_many(cursor, [(c, comp) for c, comp, _ in done])
+        for (_, _, out), result in zip(done, results, strict=True):
+            if isinstance(result, RuleError):  # lease lost meanwhile: nothing was written
+                out = dataclasses.replace(out, outcome="failed", detail=str(result))
+            record(out)
+    if failed:
+        results = jobs.fail_many(cursor, [(c, problem) for c, problem, _ in failed])
+        for (_, _, out), result in zip(failed, results, strict=True):
+            if isinstance(result, RuleError):
+                out = dataclasses.replace(out, detail=f"{out.detail} ({result})")
+            else:
+                out = dataclasses.replace(out, detail=f"{result}: {out.detail}")
+            record(out)
 
 
 def _extract(text: str):

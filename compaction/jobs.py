@@ -139,6 +139,15 @@ def retry_on_race(fn: Callable[[], T], *, attempts: int = 50, pause: float = 0.0
 # -- claims ---------------------------------------------------------------------------------
 
 
+def _validate(ident: JobIdentity) -> None:
+    ids = ident.source_message_ids
+    where = f"conversation {ident.conversation_id} pairs {ident.from_pair}–{ident.to_pair}"
+    if not is_segment(ident.from_pair, ident.to_pair) or len(ids) != 20:
+        raise RuleError(f"{where}: not a whole 10-pair segment with 20 source ids")
+    if len(set(ids)) != 20 or not all(ids):
+        raise RuleError(f"{where}: the 20 source message ids are not complete and unique")
+
+
 def claim(
     con: duckdb.DuckDBPyConnection,
     ident: JobIdentity,
@@ -150,43 +159,167 @@ def claim(
     prompt_sha256: str | None = None,
 ) -> Claim | Refusal:
     """Atomically claim the job `ident` (one transaction); a lost race is Refusal('race')."""
-    if not is_segment(ident.from_pair, ident.to_pair) or len(ident.source_message_ids) != 20:
-        raise RuleError(
-            f"conversation {ident.conversation_id} pairs {ident.from_pair}–{ident.to_pair}: "
-            "not a whole 10-pair segment with 20 source ids"
-        )
-    if len(set(ident.source_message_ids)) != 20 or not all(ident.source_message_ids):
-        raise RuleError(
-            f"conversation {ident.conversation_id} pairs {ident.from_pair}–{ident.to_pair}: "
-            "the 20 source message ids are not complete and unique"
-        )
+    return claim_many(
+        con,
+        [ident],
+        owner=owner,
+        now=now,
+        lease_seconds=lease_seconds,
+        max_running=max_running,
+        prompt_sha256=prompt_sha256,
+    )[0]
+
+
+def claim_many(
+    con: duckdb.DuckDBPyConnection,
+    idents: Sequence[JobIdentity],
+    *,
+    owner: str,
+    now: float | None = None,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    max_running: int | None = None,
+    prompt_sha256: str | None = None,
+) -> list[Claim | Refusal]:
+    """Claim several jobs in ONE transaction (each judged as `claim` would); all or nothing.
+
+    Batching exists for speed (one commit per batch); a lost race refuses the whole batch.
+    """
+    for ident in idents:
+        _validate(ident)
+    if not idents:
+        return []
     at = time.time() if now is None else now
     try:
         with transaction(con):
             return _claim_in_transaction(
-                con, ident, owner, at, lease_seconds, max_running, prompt_sha256
+                con, idents, owner, at, lease_seconds, max_running, prompt_sha256
             )
     except RACE_ERRORS as exc:
-        return Refusal("race", str(exc).splitlines()[0])
+        return [Refusal("race", str(exc).splitlines()[0])] * len(idents)
 
 
 def _claim_in_transaction(
     con: duckdb.DuckDBPyConnection,
-    ident: JobIdentity,
+    idents: Sequence[JobIdentity],
     owner: str,
     now: float,
     lease_seconds: float,
     max_running: int | None,
     prompt_sha256: str | None,
-) -> Claim | Refusal:
+) -> list[Claim | Refusal]:
     # The gate row first: a concurrent claim now conflicts here instead of reading stale rows.
     con.execute("UPDATE compaction_gate SET claims = claims + 1 WHERE id = 1")
-    key = ident.key()
     rows = con.execute(
-        "SELECT id, status, attempts, lease_expires_at, prompt_version, source_digest "
-        "FROM compactions WHERE conversation_id = ? AND from_pair = ?",
-        [ident.conversation_id, ident.from_pair],
+        "SELECT c.conversation_id, c.from_pair, c.id, c.status, c.attempts, "
+        "c.lease_expires_at, c.prompt_version, c.source_digest "
+        "FROM compactions c JOIN (SELECT unnest($cids) AS cid, unnest($froms) AS fp) r "
+        "ON c.conversation_id = r.cid AND c.from_pair = r.fp",
+        {
+            "cids": [i.conversation_id for i in idents],
+            "froms": [i.from_pair for i in idents],
+        },
     ).fetchall()
+    by_range: dict[tuple[str, int], list[tuple]] = {}
+    for cid, from_pair, *rest in rows:
+        by_range.setdefault((cid, from_pair), []).append(tuple(rest))
+    running = None
+    if max_running is not None:
+        running = con.execute(
+            "SELECT count(*) FROM compactions WHERE status = 'running' AND lease_expires_at >= ?",
+            [now],
+        ).fetchone()[0]
+    expires = now + lease_seconds
+    results: list[Claim | Refusal] = []
+    new: list[JobIdentity] = []
+    again: list[tuple[str, int]] = []
+    expired: list[tuple[str, int]] = []
+    taken: set[tuple[str, int]] = set()
+    for ident in idents:
+        key = ident.key()
+        verdict = _judge(
+            ident, key, by_range.get((ident.conversation_id, ident.from_pair), ()), now
+        )
+        if isinstance(verdict, tuple):  # the own job's lease expired: a failed attempt first
+            expired.append((key, verdict[1]))
+            verdict = verdict[0]
+        if isinstance(verdict, Refusal):
+            results.append(verdict)
+            continue
+        range_key = (ident.conversation_id, ident.from_pair)
+        if range_key in taken:
+            results.append(Refusal("running", "claimed earlier in this batch"))
+            continue
+        if running is not None:
+            if running >= max_running:
+                results.append(Refusal("admission", f"{running} jobs running, limit {max_running}"))
+                continue
+            running += 1
+        taken.add(range_key)
+        attempt = verdict
+        if attempt == 1:  # no row yet for this identity
+            new.append(ident)
+        else:
+            again.append((key, attempt))
+        results.append(Claim(key, ident, attempt, owner, expires))
+    if expired:
+        _expire_many(con, expired, now)
+    if new:
+        con.execute(
+            "INSERT INTO compactions (id, conversation_id, scope, from_pair, to_pair, "
+            "source_message_ids, source_digest, model_id, prompt_version, prompt_sha256, "
+            "status, attempts, lease_owner, lease_expires_at, created_at, claimed_at) "
+            "SELECT unnest($ids), unnest($cids), unnest($scopes), unnest($froms), unnest($tos), "
+            "unnest($sources), unnest($digests), unnest($models), unnest($versions), "
+            "$prompt, 'running', 1, $owner, $expires, $now, $now",
+            {
+                "ids": [i.key() for i in new],
+                "cids": [i.conversation_id for i in new],
+                "scopes": [i.scope for i in new],
+                "froms": [i.from_pair for i in new],
+                "tos": [i.to_pair for i in new],
+                "sources": [list(i.source_message_ids) for i in new],
+                "digests": [i.source_digest for i in new],
+                "models": [i.model_id for i in new],
+                "versions": [i.prompt_version for i in new],
+                "prompt": prompt_sha256,
+                "owner": owner,
+                "expires": expires,
+                "now": now,
+            },
+        )
+    if again:
+        con.execute(
+            "UPDATE compactions SET status = 'running', attempts = v.attempt, "
+            "lease_owner = $owner, lease_expires_at = $expires, claimed_at = $now "
+            "FROM (SELECT unnest($ids) AS id, unnest($attempts) AS attempt) v "
+            "WHERE compactions.id = v.id AND compactions.status = 'failed'",
+            {
+                "ids": [k for k, _ in again],
+                "attempts": [a for _, a in again],
+                "owner": owner,
+                "expires": expires,
+                "now": now,
+            },
+        )
+    granted = [r for r in results if isinstance(r, Claim)]
+    if granted:
+        con.execute(
+            "INSERT INTO compaction_attempts (job_id, attempt, lease_owner, started_at) "
+            "SELECT unnest($ids), unnest($attempts), $owner, $now",
+            {
+                "ids": [c.job_id for c in granted],
+                "attempts": [c.attempt for c in granted],
+                "owner": owner,
+                "now": now,
+            },
+        )
+    return results
+
+
+def _judge(
+    ident: JobIdentity, key: str, rows: Sequence[tuple], now: float
+) -> int | Refusal | tuple[int | Refusal, int]:
+    """The attempt number to grant, or a Refusal; (that, attempts) when the own lease expired."""
     own = None
     for job_id, status, attempts, lease_expires_at, version, digest in rows:
         if job_id == key:
@@ -195,100 +328,76 @@ def _claim_in_transaction(
         if (
             status == "completed"
             and digest == ident.source_digest
-            and version in CONSUMABLE_VERSIONS
+            and (version in CONSUMABLE_VERSIONS)
         ):
             return Refusal("completed", f"already summarised by job {job_id[:12]} ({version})")
         if status == "running" and lease_expires_at is not None and lease_expires_at >= now:
             return Refusal("running", f"job {job_id[:12]} holds a live lease on this range")
-    attempt = 1
-    if own is not None:
-        status, attempts, lease_expires_at = own
-        if status == "completed":
-            return Refusal("completed", f"job {key[:12]} is completed")
-        if status == "exhausted":
-            return Refusal("exhausted", f"job {key[:12]} failed {attempts} attempts; stays raw")
-        if status == "running":
-            if lease_expires_at is not None and lease_expires_at >= now:
-                return Refusal("running", f"job {key[:12]} holds a live lease")
-            # The worker died: its expired lease counts as a failed attempt.
-            status = _expire(con, key, attempts, now)
-            if status == "exhausted":
-                return Refusal("exhausted", f"job {key[:12]} lease expired on its last attempt")
-        if attempts >= MAX_ATTEMPTS:
-            return Refusal("exhausted", f"job {key[:12]} used its {MAX_ATTEMPTS} attempts")
-        attempt = attempts + 1
-    if max_running is not None:
-        running = con.execute(
-            "SELECT count(*) FROM compactions WHERE status = 'running' AND lease_expires_at >= ?",
-            [now],
-        ).fetchone()[0]
-        if running >= max_running:
-            return Refusal("admission", f"{running} jobs running, limit {max_running}")
-    expires = now + lease_seconds
     if own is None:
-        con.execute(
-            "INSERT INTO compactions (id, conversation_id, scope, from_pair, to_pair, "
-            "source_message_ids, source_digest, model_id, prompt_version, prompt_sha256, "
-            "status, attempts, lease_owner, lease_expires_at, created_at, claimed_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', 1, ?, ?, ?, ?)",
-            [
-                key,
-                ident.conversation_id,
-                ident.scope,
-                ident.from_pair,
-                ident.to_pair,
-                list(ident.source_message_ids),
-                ident.source_digest,
-                ident.model_id,
-                ident.prompt_version,
-                prompt_sha256,
-                owner,
-                expires,
-                now,
-                now,
-            ],
-        )
-    else:
-        con.execute(
-            "UPDATE compactions SET status = 'running', attempts = ?, lease_owner = ?, "
-            "lease_expires_at = ?, claimed_at = ? WHERE id = ? AND status = 'failed'",
-            [attempt, owner, expires, now, key],
-        )
-    con.execute(
-        "INSERT INTO compaction_attempts (job_id, attempt, lease_owner, started_at) "
-        "VALUES (?, ?, ?, ?)",
-        [key, attempt, owner, now],
-    )
-    return Claim(key, ident, attempt, owner, expires)
+        return 1
+    status, attempts, lease_expires_at = own
+    if status == "completed":
+        return Refusal("completed", f"job {key[:12]} is completed")
+    if status == "exhausted":
+        return Refusal("exhausted", f"job {key[:12]} failed {attempts} attempts; stays raw")
+    if status == "running":
+        if lease_expires_at is not None and lease_expires_at >= now:
+            return Refusal("running", f"job {key[:12]} holds a live lease")
+        # The worker died: its expired lease counts as a failed attempt.
+        if attempts >= MAX_ATTEMPTS:
+            return (
+                Refusal("exhausted", f"job {key[:12]} lease expired on its last attempt"),
+                attempts,
+            )
+        return (attempts + 1, attempts)
+    if attempts >= MAX_ATTEMPTS:
+        return Refusal("exhausted", f"job {key[:12]} used its {MAX_ATTEMPTS} attempts")
+    return attempts + 1
 
 
-def _expire(con: duckdb.DuckDBPyConnection, job_id: str, attempts: int, now: float) -> str:
-    status = "exhausted" if attempts >= MAX_ATTEMPTS else "failed"
+def _expire_many(
+    con: duckdb.DuckDBPyConnection, jobs_: Sequence[tuple[str, int]], now: float
+) -> None:
+    """Count expired leases as failed attempts: failed, or exhausted after the last attempt."""
     con.execute(
-        "UPDATE compactions SET status = ?, lease_owner = NULL, lease_expires_at = NULL, "
+        "UPDATE compactions SET status = CASE WHEN attempts >= $max THEN 'exhausted' "
+        "ELSE 'failed' END, lease_owner = NULL, lease_expires_at = NULL, "
         "last_error = 'lease expired: the worker stopped before finishing' "
-        "WHERE id = ? AND status = 'running'",
-        [status, job_id],
+        "FROM (SELECT unnest($ids) AS id) v "
+        "WHERE compactions.id = v.id AND compactions.status = 'running'",
+        {"ids": [k for k, _ in jobs_], "max": MAX_ATTEMPTS},
     )
     con.execute(
-        "UPDATE compaction_attempts SET outcome = 'lease_expired', finished_at = ?, "
-        "error = 'lease expired' WHERE job_id = ? AND attempt = ? AND outcome IS NULL",
-        [now, job_id, attempts],
+        "UPDATE compaction_attempts SET outcome = 'lease_expired', finished_at = $now, "
+        "error = 'lease expired' "
+        "FROM (SELECT unnest($ids) AS id, unnest($attempts) AS attempt) v "
+        "WHERE job_id = v.id AND compaction_attempts.attempt = v.attempt AND outcome IS NULL",
+        {"ids": [k for k, _ in jobs_], "attempts": [a for _, a in jobs_], "now": now},
     )
-    return status
 
 
 def claim_with_retry(
     con: duckdb.DuckDBPyConnection, ident: JobIdentity, *, retries: int = 200, **kwargs: object
 ) -> Claim | Refusal:
     """`claim`, tried again after a lost race until it is granted or refused for a reason."""
-    result: Claim | Refusal = Refusal("race")
+    return claim_many_with_retry(con, [ident], retries=retries, **kwargs)[0]
+
+
+def claim_many_with_retry(
+    con: duckdb.DuckDBPyConnection,
+    idents: Sequence[JobIdentity],
+    *,
+    retries: int = 200,
+    **kwargs: object,
+) -> list[Claim | Refusal]:
+    """`claim_many`, tried again after a lost race (the whole batch) a bounded number of times."""
+    results: list[Claim | Refusal] = []
     for i in range(retries):
-        result = claim(con, ident, **kwargs)  # type: ignore[arg-type]
-        if not (isinstance(result, Refusal) and result.reason == "race"):
-            return result
+        results = claim_many(con, idents, **kwargs)  # type: ignore[arg-type]
+        if not (results and isinstance(results[0], Refusal) and results[0].reason == "race"):
+            return results
         time.sleep(0.001 * (1 + i % 10))
-    return result
+    return results
 
 
 def expire_leases(con: duckdb.DuckDBPyConnection, *, now: float | None = None) -> int:
@@ -303,8 +412,8 @@ def expire_leases(con: duckdb.DuckDBPyConnection, *, now: float | None = None) -
                 "WHERE status = 'running' AND lease_expires_at < ?",
                 [at],
             ).fetchall()
-            for job_id, attempts in rows:
-                _expire(con, job_id, attempts, at)
+            if rows:
+                _expire_many(con, rows, at)
             return len(rows)
 
     return retry_on_race(run)
@@ -332,117 +441,212 @@ def complete(
     Refused (RuleError) when the job is not running under this claim's lease, in particular
     when it is already completed: a completed summary is never overwritten.
     """
-    if not done.summary or not done.summary.strip():
-        raise RuleError(f"job {c.job_id[:12]}: an empty summary is never written")
-    if len(done.summary) > MAX_SUMMARY_CHARS:
-        raise RuleError(
-            f"job {c.job_id[:12]}: summary has {len(done.summary)} characters "
-            f"(limit {MAX_SUMMARY_CHARS})"
-        )
-    at = time.time() if now is None else now
-    boundary_id = f"lexkeep-compaction/{c.job_id}"
+    result = complete_many(con, [(c, done)], now=now)[0]
+    if isinstance(result, RuleError):
+        raise result
+    return result
 
-    def run() -> str:
+
+def complete_many(
+    con: duckdb.DuckDBPyConnection,
+    items: Sequence[tuple[Claim, Completion]],
+    *,
+    now: float | None = None,
+) -> list[str | RuleError]:
+    """Complete several claims in ONE transaction; per item the boundary id or why refused."""
+    for c, done in items:
+        if not done.summary or not done.summary.strip():
+            raise RuleError(f"job {c.job_id[:12]}: an empty summary is never written")
+        if len(done.summary) > MAX_SUMMARY_CHARS:
+            raise RuleError(
+                f"job {c.job_id[:12]}: summary has {len(done.summary)} characters "
+                f"(limit {MAX_SUMMARY_CHARS})"
+            )
+    if not items:
+        return []
+    at = time.time() if now is None else now
+
+    def run() -> list[str | RuleError]:
         with transaction(con):
-            row = con.execute(
-                "SELECT status, lease_owner, attempts FROM compactions WHERE id = ?", [c.job_id]
-            ).fetchone()
-            _check_writable(c, row)
-            max_position = con.execute(
-                "SELECT max_position FROM conversations WHERE id = ?",
-                [c.identity.conversation_id],
-            ).fetchone()
-            if max_position is None:
-                raise RuleError(f"conversation {c.identity.conversation_id} is not in the store")
-            position = max_position[0] + 1
-            con.execute(
-                "UPDATE compactions SET status = 'completed', summary = ?, summary_sha256 = ?, "
-                "input_sha256 = ?, identifiers_total = ?, identifiers_kept = ?, "
-                "lease_owner = NULL, lease_expires_at = NULL, completed_at = ?, "
-                "boundary_id = ?, last_error = NULL "
-                "WHERE id = ? AND status = 'running' AND lease_owner = ?",
-                [
-                    done.summary,
-                    hashlib.sha256(done.summary.encode("utf-8")).hexdigest(),
-                    done.input_sha256,
-                    done.identifiers_total,
-                    done.identifiers_kept,
-                    at,
-                    boundary_id,
-                    c.job_id,
-                    c.lease_owner,
-                ],
+            state = _states(con, [c.job_id for c, _ in items])
+            results: list[str | RuleError] = []
+            ok: list[tuple[Claim, Completion]] = []
+            for c, done in items:
+                problem = _not_writable(c, state.get(c.job_id))
+                results.append(problem or f"lexkeep-compaction/{c.job_id}")
+                if problem is None:
+                    ok.append((c, done))
+            if not ok:
+                return results
+            conv_ids = list(dict.fromkeys(c.identity.conversation_id for c, _ in ok))
+            positions = dict(
+                con.execute(
+                    "SELECT id, max_position FROM conversations "
+                    "WHERE id IN (SELECT unnest(?::VARCHAR[]))",
+                    [conv_ids],
+                ).fetchall()
             )
+            boundary_positions = []
+            for c, _ in ok:
+                cid = c.identity.conversation_id
+                if cid not in positions:
+                    raise RuleError(f"conversation {cid} is not in the store")
+                positions[cid] += 1
+                boundary_positions.append(positions[cid])
+            params = {
+                "ids": [c.job_id for c, _ in ok],
+                "owners": [c.lease_owner for c, _ in ok],
+                "attempts": [c.attempt for c, _ in ok],
+                "summaries": [d.summary for _, d in ok],
+                "shas": [hashlib.sha256(d.summary.encode("utf-8")).hexdigest() for _, d in ok],
+                "inputs": [d.input_sha256 for _, d in ok],
+                "totals": [d.identifiers_total for _, d in ok],
+                "kepts": [d.identifiers_kept for _, d in ok],
+                "now": at,
+            }
             con.execute(
-                "UPDATE compaction_attempts SET outcome = 'completed', finished_at = ? "
-                "WHERE job_id = ? AND attempt = ?",
-                [at, c.job_id, c.attempt],
+                "UPDATE compactions SET status = 'completed', summary = v.summary, "
+                "summary_sha256 = v.sha, input_sha256 = v.input, identifiers_total = v.total, "
+                "identifiers_kept = v.kept, lease_owner = NULL, lease_expires_at = NULL, "
+                "completed_at = $now, boundary_id = 'lexkeep-compaction/' || v.id, "
+                "last_error = NULL "
+                "FROM (SELECT unnest($ids) AS id, unnest($owners) AS owner, "
+                "unnest($summaries) AS summary, unnest($shas) AS sha, unnest($inputs) AS input, "
+                "unnest($totals) AS total, unnest($kepts) AS kept) v "
+                "WHERE compactions.id = v.id AND compactions.status = 'running' "
+                "AND compactions.lease_owner = v.owner",
+                {k: params[k] for k in params if k != "attempts"},
             )
+            _finish_attempts(con, ok, "completed", None, at)
             # Point 12: the audit treats this like any boundary, placed after the last record
             # that existed when the summary completed; later ingests get later positions.
             con.execute(
                 "INSERT INTO boundaries (id, conversation_id, position, kind, trigger, "
                 "summary_text, kept_verbatim, time, source_file, source_line) "
-                "VALUES (?, ?, ?, 'lexkeep', 'lexkeep compact', ?, ?, ?, ?, 0)",
-                [
-                    boundary_id,
-                    c.identity.conversation_id,
-                    position,
-                    done.summary,
-                    list(done.kept_verbatim),
-                    _iso(at),
-                    f"lexkeep:compactions/{c.job_id}",
-                ],
+                "SELECT 'lexkeep-compaction/' || id, cid, pos, 'lexkeep', 'lexkeep compact', "
+                "summary, kept, $time, 'lexkeep:compactions/' || id, 0 "
+                "FROM (SELECT unnest($ids) AS id, unnest($cids) AS cid, unnest($pos) AS pos, "
+                "unnest($summaries) AS summary, unnest($kept) AS kept)",
+                {
+                    "ids": params["ids"],
+                    "cids": [c.identity.conversation_id for c, _ in ok],
+                    "pos": boundary_positions,
+                    "summaries": params["summaries"],
+                    "kept": [list(d.kept_verbatim) for _, d in ok],
+                    "time": _iso(at),
+                },
             )
             con.execute(
-                "UPDATE conversations SET max_position = ? WHERE id = ?",
-                [position, c.identity.conversation_id],
+                "UPDATE conversations SET max_position = v.pos "
+                "FROM (SELECT unnest($cids) AS cid, unnest($pos) AS pos) v "
+                "WHERE conversations.id = v.cid",
+                {"cids": list(positions), "pos": list(positions.values())},
             )
-            return boundary_id
+            return results
 
     return retry_on_race(run)
 
 
 def fail(con: duckdb.DuckDBPyConnection, c: Claim, error: str, *, now: float | None = None) -> str:
     """Record a failed attempt (no summary is written); returns the new status."""
+    result = fail_many(con, [(c, error)], now=now)[0]
+    if isinstance(result, RuleError):
+        raise result
+    return result
+
+
+def fail_many(
+    con: duckdb.DuckDBPyConnection,
+    items: Sequence[tuple[Claim, str]],
+    *,
+    now: float | None = None,
+) -> list[str | RuleError]:
+    """Record several failed attempts in ONE transaction; per item the new status or refusal."""
+    if not items:
+        return []
     at = time.time() if now is None else now
 
-    def run() -> str:
+    def run() -> list[str | RuleError]:
         with transaction(con):
-            row = con.execute(
-                "SELECT status, lease_owner, attempts FROM compactions WHERE id = ?", [c.job_id]
-            ).fetchone()
-            _check_writable(c, row)
-            status = "exhausted" if row[2] >= MAX_ATTEMPTS else "failed"
-            con.execute(
-                "UPDATE compactions SET status = ?, lease_owner = NULL, lease_expires_at = NULL, "
-                "last_error = ? WHERE id = ? AND status = 'running' AND lease_owner = ?",
-                [status, error[:2000], c.job_id, c.lease_owner],
-            )
-            con.execute(
-                "UPDATE compaction_attempts SET outcome = 'failed', error = ?, finished_at = ? "
-                "WHERE job_id = ? AND attempt = ?",
-                [error[:2000], at, c.job_id, c.attempt],
-            )
-            return status
+            state = _states(con, [c.job_id for c, _ in items])
+            results: list[str | RuleError] = []
+            ok = []
+            for c, error in items:
+                problem = _not_writable(c, state.get(c.job_id))
+                if problem is None:
+                    attempts = state[c.job_id][2]
+                    results.append("exhausted" if attempts >= MAX_ATTEMPTS else "failed")
+                    ok.append((c, error[:2000]))
+                else:
+                    results.append(problem)
+            if ok:
+                con.execute(
+                    "UPDATE compactions SET status = CASE WHEN attempts >= $max "
+                    "THEN 'exhausted' ELSE 'failed' END, lease_owner = NULL, "
+                    "lease_expires_at = NULL, last_error = v.error "
+                    "FROM (SELECT unnest($ids) AS id, unnest($owners) AS owner, "
+                    "unnest($errors) AS error) v "
+                    "WHERE compactions.id = v.id AND compactions.status = 'running' "
+                    "AND compactions.lease_owner = v.owner",
+                    {
+                        "ids": [c.job_id for c, _ in ok],
+                        "owners": [c.lease_owner for c, _ in ok],
+                        "errors": [e for _, e in ok],
+                        "max": MAX_ATTEMPTS,
+                    },
+                )
+                _finish_attempts(con, ok, "failed", [e for _, e in ok], at)
+            return results
 
     return retry_on_race(run)
 
 
-def _check_writable(c: Claim, row: tuple | None) -> None:
+def _states(con: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str, tuple]:
+    rows = con.execute(
+        "SELECT id, status, lease_owner, attempts FROM compactions "
+        "WHERE id IN (SELECT unnest(?::VARCHAR[]))",
+        [job_ids],
+    ).fetchall()
+    return {row[0]: row[1:] for row in rows}
+
+
+def _finish_attempts(
+    con: duckdb.DuckDBPyConnection,
+    items: Sequence[tuple[Claim, object]],
+    outcome: str,
+    errors: list[str] | None,
+    at: float,
+) -> None:
+    con.execute(
+        "UPDATE compaction_attempts SET outcome = $outcome, error = v.error, finished_at = $now "
+        "FROM (SELECT unnest($ids) AS id, unnest($attempts) AS attempt, "
+        "unnest($errors) AS error) v "
+        "WHERE compaction_attempts.job_id = v.id AND compaction_attempts.attempt = v.attempt",
+        {
+            "ids": [c.job_id for c, _ in items],
+            "attempts": [c.attempt for c, _ in items],
+            "errors": errors if errors is not None else [None] * len(items),
+            "outcome": outcome,
+            "now": at,
+        },
+    )
+
+
+def _not_writable(c: Claim, row: tuple | None) -> RuleError | None:
     if row is None:
-        raise RuleError(f"job {c.job_id[:12]} does not exist")
+        return RuleError(f"job {c.job_id[:12]} does not exist")
     status, lease_owner, _ = row
     if status == "completed":
-        raise RuleError(
+        return RuleError(
             f"job {c.job_id[:12]} is completed; a completed summary is never updated",
             hint="completed summaries are immutable; a changed source gets a new job identity",
         )
     if status != "running" or lease_owner != c.lease_owner:
-        raise RuleError(
+        return RuleError(
             f"job {c.job_id[:12]} is {status} and no longer held by this worker "
             "(its lease expired and was counted as a failed attempt)"
         )
+    return None
 
 
 def update_summary(con: duckdb.DuckDBPyConnection, job_id: str, text: str) -> None:

@@ -123,6 +123,9 @@ class Summarizer(ABC):
 
     name: str = ""
     model_id: str = ""
+    # How many segments one worker slot claims per transaction: in-process summarisers are
+    # fast, so batching commits pays; remote ones keep 1 so a lease covers one call.
+    batch_size: int = 1
 
     @abstractmethod
     def summarize(self, request: SummaryRequest) -> Generation:
@@ -193,6 +196,7 @@ class ExtractiveSummarizer(Summarizer):
 
     name = "extractive"
     model_id = "extractive/1"
+    batch_size = 64
     HEADER = "Earlier assistant answers (extractive summary):\n"
 
     def summarize(self, request: SummaryRequest) -> Generation:
