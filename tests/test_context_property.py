@@ -30,17 +30,17 @@ long_texts = texts.map(lambda t: (t + " ") * 5)
 @st.composite
 def conversations(draw: st.DrawFn) -> dict:
     """A random conversation (often long enough for segments), summaries and a budget."""
-    n = draw(st.one_of(st.integers(0, 29), st.integers(30, 45), st.integers(40, 45)))
+    n = draw(st.one_of(st.integers(0, 29), st.integers(30, 45), st.integers(40, 42)))
     return {
         "users": draw(st.lists(texts, min_size=n, max_size=n)),
-        "answers": draw(st.lists(st.one_of(texts, long_texts), min_size=n, max_size=n)),
+        "answers": draw(st.lists(st.one_of(texts, long_texts, long_texts), min_size=n, max_size=n)),
         "summaries": draw(st.lists(st.one_of(st.none(), texts), min_size=2, max_size=2)),
         "stale": draw(st.booleans()),
         # A share of what showing everything would take: spreads budgets over the range where
         # summaries, projections and omissions compete.
         "budget_share": draw(st.integers(min_value=1, max_value=110)) / 100,
         "format": draw(st.sampled_from(list(ContextFormat))),
-        "answer_bytes": draw(st.integers(min_value=0, max_value=300)),
+        "answer_bytes": draw(st.integers(min_value=0, max_value=80)),
     }
 
 
