@@ -1,9 +1,235 @@
-"""`lexkeep` commands for the compact area."""
+"""`lexkeep` commands for the compact area: `compact` and `compactions`."""
 
 from __future__ import annotations
 
+import sys
+from typing import Annotated
+
+import orjson
 import typer
+
+from lexkeep.cli.common import EXIT_OK, DbOption, db_path, progress, stdout_console
+
+SCHEMA_VERSION = 1
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+
+    @app.command()
+    def compact(
+        db: DbOption = None,
+        conversation: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--conversation", "-c", help="Only this conversation (repeatable) [default: all]."
+            ),
+        ] = None,
+        summarizer: Annotated[
+            str,
+            typer.Option(
+                "--summarizer",
+                "-s",
+                help='extractive | command:"PROGRAM ARGS" | openai | a plugin name.',
+            ),
+        ] = "extractive",
+        workers: Annotated[
+            int, typer.Option("--workers", "-w", min=1, help="In-process worker slots.")
+        ] = 1,
+        max_running: Annotated[
+            int | None,
+            typer.Option(
+                "--max-running",
+                min=1,
+                help="Shared admission limit: jobs running at once, counted in the store.",
+            ),
+        ] = None,
+        dry_run: Annotated[
+            bool, typer.Option("--dry-run", help="Plan only: show what would be claimed.")
+        ] = False,
+        base_url: Annotated[
+            str | None,
+            typer.Option("--base-url", help="openai: chat-completions base URL (…/v1)."),
+        ] = None,
+        model: Annotated[str | None, typer.Option("--model", help="openai: model name.")] = None,
+        timeout: Annotated[
+            float, typer.Option("--timeout", min=0.1, help="Seconds per summariser call.")
+        ] = 120.0,
+        lease_seconds: Annotated[
+            float | None,
+            typer.Option(
+                "--lease-seconds",
+                min=0.1,
+                help="Lease per claim; a worker that dies frees its range after this "
+                "[default: timeout + 60].",
+                show_default=False,
+            ),
+        ] = None,
+        fmt: Annotated[str, typer.Option("--format", "-f", help="text | json.")] = "text",
+    ) -> None:
+        """Summarise old history into source-bound, immutable summaries (10-pair windows).
+
+        Only assistant answers reach the summariser; every summary is bound to the SHA-256 of
+        its 10 source pairs and written once. Counts go to stdout; progress to stderr.
+
+        Example: lexkeep compact --db lexkeep.duckdb --summarizer extractive --workers 4
+        """
+        from lexkeep.compaction.engine import run_compaction
+        from lexkeep.compaction.summarizers import SummarizerOptions
+        from lexkeep.core.errors import ConfigError
+        from lexkeep.core.store import Store
+
+        if fmt not in ("text", "json"):
+            raise ConfigError(f"unknown --format {fmt!r}", hint="use text or json")
+        options = SummarizerOptions(base_url=base_url, model=model, timeout=timeout)
+        with Store.open(db_path(db)) as store, progress("compacting", None, unit="items") as tick:
+            report = run_compaction(
+                store,
+                conversation_ids=conversation or None,
+                summarizer=summarizer,
+                summarizer_options=options,
+                workers=workers,
+                max_running=max_running,
+                dry_run=dry_run,
+                lease_seconds=lease_seconds if lease_seconds is not None else timeout + 60,
+                on_progress=lambda out: tick(1, f"compacting {out.conversation_id}"),
+            )
+        if fmt == "json":
+            sys.stdout.write(orjson.dumps(_report_json(report)).decode() + "\n")
+        else:
+            _print_report(report)
+        raise typer.Exit(EXIT_OK)
+
+    @app.command()
+    def compactions(
+        db: DbOption = None,
+        conversation: Annotated[
+            list[str] | None,
+            typer.Option("--conversation", "-c", help="Only this conversation (repeatable)."),
+        ] = None,
+        fmt: Annotated[str, typer.Option("--format", "-f", help="table | json.")] = "table",
+    ) -> None:
+        """List lexkeep's compaction jobs: identity, status, attempts and errors.
+
+        Example: lexkeep compactions --db lexkeep.duckdb --format json
+        """
+        from lexkeep.compaction.jobs import list_jobs
+        from lexkeep.core.errors import ConfigError
+        from lexkeep.core.store import Store
+
+        if fmt not in ("table", "json"):
+            raise ConfigError(f"unknown --format {fmt!r}", hint="use table or json")
+        with Store.open(db_path(db), read_only=True) as store:
+            rows = list_jobs(store.con, conversation or None)
+        if fmt == "json":
+            doc = {"schema_version": SCHEMA_VERSION, "jobs": [_job_json(r) for r in rows]}
+            sys.stdout.write(orjson.dumps(doc).decode() + "\n")
+            raise typer.Exit(EXIT_OK)
+        from rich.table import Table
+
+        table = Table(title=None, show_lines=False, box=None)
+        for col in ("job", "conversation", "pairs", "status", "attempts", "prompt", "model"):
+            table.add_column(col, no_wrap=True)
+        table.add_column("detail", overflow="fold")
+        for r in rows:
+            if r.status == "completed":
+                detail = f"{r.summary_chars} chars"
+                if r.identifiers_total:
+                    detail += f", identifiers {r.identifiers_kept}/{r.identifiers_total} verbatim"
+            else:
+                detail = r.last_error or ""
+            table.add_row(
+                r.id[:12],
+                r.conversation_id,
+                f"{r.from_pair}–{r.to_pair}",
+                r.status,
+                str(r.attempts),
+                "@" + r.prompt_version.rpartition("@")[2],
+                r.model_id,
+                detail,
+            )
+        console = stdout_console()
+        if rows:
+            console.print(table)
+        else:
+            console.print("No compaction jobs.")
+        raise typer.Exit(EXIT_OK)
+
+
+def _report_json(report) -> dict:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "dry_run": report.dry_run,
+        "conversations": report.conversations,
+        "planned": report.planned,
+        "claimed": report.claimed,
+        "completed": report.completed,
+        "failed": report.failed,
+        "skipped": report.skipped,
+        "skipped_reasons": dict(report.skipped_reasons),
+        "identifiers_total": report.identifiers_total,
+        "identifiers_kept": report.identifiers_kept,
+        "identifier_share": report.identifier_share,
+        "seconds": round(report.seconds, 3),
+        "segments": [
+            {
+                "conversation_id": s.conversation_id,
+                "from_pair": s.from_pair,
+                "to_pair": s.to_pair,
+                "outcome": s.outcome,
+                "job_id": s.job_id,
+                "attempt": s.attempt,
+                "detail": s.detail,
+            }
+            for s in report.segments
+        ],
+    }
+
+
+def _print_report(report) -> None:
+    out = stdout_console()
+    verb = "would claim" if report.dry_run else "claimed"
+    out.print(
+        f"{report.conversations} conversations: planned {report.planned}, "
+        f"{verb} {report.claimed if not report.dry_run else report.planned - report.skipped}, "
+        f"completed {report.completed}, failed {report.failed}, skipped {report.skipped}"
+    )
+    if report.skipped_reasons:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(report.skipped_reasons.items()))
+        out.print(f"skipped: {reasons}")
+    if report.identifier_share is not None:
+        out.print(
+            f"identifiers of the summarised answers kept verbatim: "
+            f"{report.identifiers_kept}/{report.identifiers_total} "
+            f"({report.identifier_share:.1%})"
+        )
+    for seg in report.segments:
+        if seg.outcome == "failed":
+            out.print(
+                f"failed: {seg.conversation_id} pairs {seg.from_pair}–{seg.to_pair} "
+                f"(attempt {seg.attempt}): {seg.detail}"
+            )
+
+
+def _job_json(r) -> dict:
+    return {
+        "id": r.id,
+        "conversation_id": r.conversation_id,
+        "scope": r.scope,
+        "from_pair": r.from_pair,
+        "to_pair": r.to_pair,
+        "source_digest": r.source_digest,
+        "model_id": r.model_id,
+        "prompt_version": r.prompt_version,
+        "status": r.status,
+        "attempts": r.attempts,
+        "lease_owner": r.lease_owner,
+        "lease_expires_at": r.lease_expires_at,
+        "summary_chars": r.summary_chars,
+        "identifiers_total": r.identifiers_total,
+        "identifiers_kept": r.identifiers_kept,
+        "last_error": r.last_error,
+        "boundary_id": r.boundary_id,
+        "created_at": r.created_at,
+        "completed_at": r.completed_at,
+    }

@@ -24,8 +24,10 @@ from lexkeep.compaction.summarizers import (
     AssistantAnswer,
     ExtractiveSummarizer,
     Summarizer,
+    SummarizerOptions,
     SummaryRequest,
     check_generation,
+    create,
     prompt_text,
 )
 from lexkeep.core.errors import ConfigError, NotFoundError, RuleError
@@ -84,7 +86,8 @@ def run_compaction(
     store: Store,
     *,
     conversation_ids: Sequence[str] | None = None,
-    summarizer: Summarizer | None = None,
+    summarizer: Summarizer | str | None = None,
+    summarizer_options: SummarizerOptions | None = None,
     workers: int = 1,
     max_running: int | None = None,
     dry_run: bool = False,
@@ -98,7 +101,10 @@ def run_compaction(
         raise ConfigError(f"--workers must be at least 1, got {workers}")
     if max_running is not None and max_running < 1:
         raise ConfigError(f"--max-running must be at least 1, got {max_running}")
-    summarizer = summarizer or ExtractiveSummarizer()
+    if summarizer is None:
+        summarizer = ExtractiveSummarizer()
+    elif isinstance(summarizer, str):
+        summarizer = create(summarizer, summarizer_options)
     started = time.perf_counter()
     con = store.con
     ids = _conversations(con, conversation_ids)
