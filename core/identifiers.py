@@ -400,6 +400,9 @@ def _is_path(value: str) -> bool:
 
 def _is_quoted_token(value: str) -> bool:
     """A quoted token worth keeping: a letter and a separator (- _ / . @ or backslash)."""
+    # Starts like a name or a path, not like an extension (.log) or a flag (--force).
+    if not (value[0].isalnum() or value[0] in "/~\\@"):
+        return False
     return any(c.isalpha() for c in value) and _SEPARATOR.search(value) is not None
 
 

@@ -62,6 +62,7 @@ POSITIVES = [
     ("product 1656367028 please", [("digit_run", "1656367028")]),
     ("flight HAT136 and code 8JX2QD", [("alnum_code", "HAT136"), ("alnum_code", "8JX2QD")]),
     ("labelled 'needs-review'.", [("quoted_token", "needs-review")]),
+    ("on branch feature/new-renderer.", [("branch_name", "feature/new-renderer")]),
     # tier C: only after a context word
     ("my zip is 19122.", [("short_number", "19122")]),
     ("card ending in 7447", [("short_number", "7447")]),

@@ -26,6 +26,8 @@ SPECIAL = regex.compile(r"[0-9_#@/\\:\-]")
 # suppresses them on purpose (money/percent/quantity/version suppressors, "years are never
 # identifiers on their own"), so they are not recall labels. Listed by evaluate.py.
 PLAIN_NUMBER = regex.compile(r"\A[+\-]?[0-9]+(?:\.[0-9]+)?\Z")
+# Version numbers (1.0.0, v2.3) are hard negatives by design, so they are not recall labels.
+VERSION = regex.compile(r"\A[vV]?[0-9]+(?:\.[0-9]+){1,3}\Z")
 
 
 @dataclass(frozen=True, slots=True)
