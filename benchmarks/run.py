@@ -358,7 +358,8 @@ def bench_compact(args: argparse.Namespace, logs: Path) -> dict[str, Any]:
         **info,
         "how": how,
         "ingest_s": ingest_s,
-        "median_segments_per_s": statistics.median(ok) if ok else None,
+        "median_segments_per_s": round(statistics.median(ok), 1) if ok else None,
+        "all_segments_completed": all(r["completed"] == info["segments"] for r in runs),
         "runs": runs,
     }
 
