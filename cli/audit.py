@@ -20,11 +20,15 @@ def register(app: typer.Typer) -> None:
             typer.Argument(
                 help="Trace files or folders (ingested into a temporary in-memory store).",
                 show_default=False,
+                metavar="PATH...",
             ),
         ] = None,
         db: DbOption = None,
         rules: Annotated[
-            str | None, typer.Option("--rules", help="Identifier rules TOML for the extractor.")
+            str | None,
+            typer.Option(
+                "--rules", help="Identifier rules TOML for the extractor.", metavar="FILE"
+            ),
         ] = None,
         skip_invalid: Annotated[
             bool,
@@ -39,10 +43,12 @@ def register(app: typer.Typer) -> None:
                 "-f",
                 help="table | json | junit | github | markdown | html [default: table].",
                 show_default=False,
+                metavar="FORMAT",
             ),
         ] = None,
         output: Annotated[
-            str | None, typer.Option("--output", "-o", help="Write the report to FILE.")
+            str | None,
+            typer.Option("--output", "-o", help="Write the report to FILE.", metavar="FILE"),
         ] = None,
         min_ratio: Annotated[
             float | None,
@@ -50,11 +56,16 @@ def register(app: typer.Typer) -> None:
                 "--min-ratio",
                 help="Fail when kept/audited is below this [default: 1.0].",
                 show_default=False,
+                metavar="RATIO",
             ),
         ] = None,
         fail_on: Annotated[
             str | None,
-            typer.Option("--fail-on", help="Also fail on any of these verdicts: altered,missing."),
+            typer.Option(
+                "--fail-on",
+                help="Also fail on any of these verdicts: altered,missing.",
+                metavar="VERDICTS",
+            ),
         ] = None,
         exit_zero: Annotated[
             bool | None,
