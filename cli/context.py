@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import orjson
@@ -76,6 +77,14 @@ def register(app: typer.Typer) -> None:
         format: Annotated[
             ContextFormat, typer.Option("--format", help="text (people) or json (machines).")
         ] = ContextFormat.TEXT,
+        rules: Annotated[
+            Path | None,
+            typer.Option(
+                "--rules",
+                metavar="FILE",
+                help="Identifier rules TOML [default: [tool.lexkeep.identifiers], else built-in].",
+            ),
+        ] = None,
         db: DbOption = None,
     ) -> None:
         """Check proposed tool arguments: exit 1 when an identifier was never supplied verbatim.
@@ -89,11 +98,14 @@ def register(app: typer.Typer) -> None:
         """
         # Imported here: the guard pulls in the identifier rules, which `context` never needs.
         from lexkeep.compaction.guard import guard_arguments, guard_to_json, guard_to_text
+        from lexkeep.core.rules import load_rules
 
         source = "<stdin>" if arguments_json == "-" else "ARGUMENTS_JSON"
         raw = sys.stdin.read() if arguments_json == "-" else arguments_json
         with Store.open(db_path(db), read_only=True) as store:
-            report = guard_arguments(store, conversation, raw, arguments_path=source)
+            report = guard_arguments(
+                store, conversation, raw, rules=load_rules(rules), arguments_path=source
+            )
         if format is ContextFormat.JSON:
             sys.stdout.write(orjson.dumps(guard_to_json(report)).decode() + "\n")
         else:

@@ -16,6 +16,7 @@ import orjson
 from lexkeep.core.errors import InputError, NotFoundError
 from lexkeep.core.identifiers import extract
 from lexkeep.core.nearmiss import Difference, NearMiss, classify, is_kept
+from lexkeep.core.rules import RuleSet
 from lexkeep.core.store import Store
 
 GUARD_SCHEMA_VERSION = 1
@@ -133,7 +134,7 @@ def _supplied_texts(store: Store, conversation_id: str) -> tuple[list[str], list
 
 
 def _known_values(
-    store: Store, conversation_id: str, tool_texts: list[str]
+    store: Store, conversation_id: str, tool_texts: list[str], rules: RuleSet | None
 ) -> list[tuple[str, str]]:
     """Known identifier values as (value, source): the sidecar first, then tool results."""
     known: dict[str, str] = {}
@@ -143,7 +144,7 @@ def _known_values(
     ).fetchall():
         known.setdefault(value, "user")
     for text in tool_texts:
-        for ident in extract(text).identifiers:
+        for ident in extract(text, rules).identifiers:
             known.setdefault(ident.value, "tool_result")
     return list(known.items())
 
@@ -169,13 +170,15 @@ def guard_arguments(
     conversation_id: str,
     arguments: str | bytes | Any,
     *,
+    rules: RuleSet | None = None,
     arguments_path: str = "ARGUMENTS_JSON",
 ) -> GuardReport:
     """Report every identifier in `arguments` that the conversation never supplied verbatim.
 
     `arguments` is JSON text (as a tool call would carry it) or an already decoded value.
     Supplied means: occurs verbatim, at letter/digit boundaries, in a real user message or a
-    tool result of the conversation.
+    tool result of the conversation. `rules` are the identifier rules (None: the built-in
+    kinds); use the same rules the store was ingested with.
     """
     leaves = decode_arguments(arguments, path=arguments_path)
     user_texts, tool_texts = _supplied_texts(store, conversation_id)
@@ -184,7 +187,7 @@ def guard_arguments(
     pending: list[tuple[Leaf, str, str]] = []
     complete = True
     for leaf in leaves:
-        extraction = extract(leaf.text)
+        extraction = extract(leaf.text, rules)
         complete = complete and extraction.complete
         for ident in extraction.identifiers:
             checked.append(ident.value)
@@ -193,7 +196,7 @@ def guard_arguments(
     unsupplied: list[Unsupplied] = []
     if pending:
         # Only now pay for extracting the tool results: most calls pass the guard.
-        known = _known_values(store, conversation_id, tool_texts)
+        known = _known_values(store, conversation_id, tool_texts, rules)
         for leaf, kind, value in pending:
             near = _nearest(value, known)
             unsupplied.append(
