@@ -201,22 +201,19 @@ class ExtractiveSummarizer(Summarizer):
 
     def summarize(self, request: SummaryRequest) -> Generation:
         """Summarise by extraction; fails when the identifiers cannot all fit."""
-        items = []
+        items: list[tuple[AssistantAnswer, list[tuple[int, int]] | None]] = []
         for answer in request.answers:
             found = answer.identifiers()
-            if not found.complete:
-                return Generation(
-                    "",
-                    "error",
-                    error=f"identifier scan of {answer.message_id} ran out of time; "
-                    "cannot promise every identifier is kept",
-                )
-            spans = [(i.start, i.end) for i in found.identifiers]
+            # An incomplete scan cannot vouch for every identifier: keep that answer whole.
+            spans = [(i.start, i.end) for i in found.identifiers] if found.complete else None
             items.append((answer, spans))
         budget = MAX_SUMMARY_CHARS - len(self.HEADER)
         # What must be written whatever happens: the id prefix and all identifiers.
         fixed = [
-            len(f"[{a.message_id}] ") + _ids_suffix_len(a.text, spans) + 1 for a, spans in items
+            len(f"[{a.message_id}] ")
+            + (len(a.text) if spans is None else _ids_suffix_len(a.text, spans))
+            + 1
+            for a, spans in items
         ]
         spare = budget - sum(fixed)
         if spare < 0:
@@ -226,10 +223,11 @@ class ExtractiveSummarizer(Summarizer):
                 error=f"the answers' ids and identifiers need {sum(fixed) + len(self.HEADER):,} "
                 f"characters, more than {MAX_SUMMARY_CHARS:,}",
             )
-        shares = _water_fill([len(a.text) for a, _ in items], spare)
+        shares = _water_fill([0 if sp is None else len(a.text) for a, sp in items], spare)
         lines = [self.HEADER.rstrip("\n")]
         for (answer, spans), share in zip(items, shares, strict=True):
-            lines.append(f"[{answer.message_id}] {_lead(answer.text, spans, share)}")
+            lead = answer.text if spans is None else _lead(answer.text, spans, share)
+            lines.append(f"[{answer.message_id}] {lead}")
         return Generation("\n".join(lines))
 
 

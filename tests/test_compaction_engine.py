@@ -1,0 +1,343 @@
+"""Points 4, 6, 8, 10 and 12 through the engine: assistant-only input, the generation contract,
+worker slots under the admission limit, the extractive summariser, the audit boundary."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from test_compaction_support import Builder, answer_text, build, user_text
+
+from lexkeep.compaction import jobs
+from lexkeep.compaction.engine import run_compaction
+from lexkeep.compaction.pairs import eligible_pairs
+from lexkeep.compaction.summarizers import (
+    AssistantAnswer,
+    ExtractiveSummarizer,
+    Generation,
+    Summarizer,
+    SummaryRequest,
+    check_generation,
+)
+from lexkeep.core.errors import NotFoundError
+from lexkeep.core.identifiers import extract
+
+
+class Recording(Summarizer):
+    """Records every request; answers with a fixed, valid summary."""
+
+    name = "recording"
+    model_id = "test/recording"
+
+    def __init__(self) -> None:
+        self.requests: list[SummaryRequest] = []
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        self.requests.append(request)
+        return Generation("summary of " + ", ".join(a.message_id for a in request.answers))
+
+
+class Scripted(Summarizer):
+    """Returns one fixed Generation (or raises), to exercise the contract."""
+
+    name = "scripted"
+    model_id = "test/scripted"
+
+    def __init__(self, gen: Generation | Exception) -> None:
+        self.gen = gen
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        if isinstance(self.gen, Exception):
+            raise self.gen
+        return self.gen
+
+
+def snapshot(store):
+    return {
+        t: store.con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
+        for t in ("messages", "runs", "tool_calls", "conversations")
+    }
+
+
+def test_no_user_text_ever_reaches_a_summariser(store):
+    build(store, {"c1": 45, "c2": 30})
+    rec = Recording()
+    report = run_compaction(store, summarizer=rec)
+    assert report.completed == 3 and len(rec.requests) == 3
+    user_texts = [
+        r[0] for r in store.con.execute("SELECT text FROM messages WHERE role = 'user'").fetchall()
+    ]
+    for request in rec.requests:
+        rendered = request.render() + repr(request)
+        for text in user_texts:
+            assert text not in rendered
+        assert "USER-SAYS" not in rendered
+        # each answer arrives with its own assistant message id
+        cid = request.conversation_id
+        expected = [
+            (f"{cid}-a{i}", answer_text(cid, i))
+            for i in range(request.from_pair, request.to_pair + 1)
+        ]
+        assert [(a.message_id, a.text) for a in request.answers] == expected
+        for message_id, _ in expected:
+            assert f"=== assistant message {message_id} ===" in request.render()
+
+
+def test_job_identity_and_prompt_version_are_stored(store):
+    build(store, {"c1": 30})
+    run_compaction(store, summarizer=Recording())
+    row = store.con.execute(
+        "SELECT scope, from_pair, to_pair, len(source_message_ids), prompt_version, model_id, "
+        "status, attempts, digest_algorithm FROM compactions"
+    ).fetchone()
+    assert row == (
+        "conversation",
+        0,
+        9,
+        20,
+        "conversation-compaction@3",
+        "test/recording",
+        "completed",
+        1,
+        "SHA-256",
+    )
+
+
+PERFECT = "A perfect summary [c1-a0] ORD_88400."
+
+
+@pytest.mark.parametrize(
+    ("gen", "fragment"),
+    [
+        (Generation(PERFECT, "stop", tool_calls=1), "tool call"),
+        (Generation(PERFECT, "tool_calls", tool_calls=2), "tool call"),
+        (Generation(PERFECT, "length"), "not a normal stop"),
+        (Generation(PERFECT, "content_filter"), "not a normal stop"),
+        (Generation("", "error", error="HTTP 500"), "HTTP 500"),
+        (Generation("", "timeout", error="no answer within 1 s"), "timeout"),
+        (Generation("", "stop"), "empty"),
+        (Generation("  \n ", "stop"), "empty"),
+        (Generation("x" * 6001, "stop"), "6,001 characters"),
+        (RuntimeError("backend exploded"), "backend exploded"),
+    ],
+)
+def test_generation_contract_failures_write_no_summary(store, gen, fragment):
+    build(store, {"c1": 30})
+    before = snapshot(store)
+    report = run_compaction(store, summarizer=Scripted(gen))
+    assert (report.claimed, report.completed, report.failed) == (1, 0, 1)
+    assert fragment in report.segments[0].detail
+    row = store.con.execute(
+        "SELECT status, attempts, summary, last_error FROM compactions"
+    ).fetchone()
+    assert row[:3] == ("failed", 1, None) and fragment in row[3]
+    assert store.con.execute("SELECT count(*) FROM boundaries").fetchone()[0] == 0
+    assert snapshot(store) == before  # stored messages are never touched by a failure
+
+
+def test_6000_characters_pass_the_contract(store):
+    build(store, {"c1": 30})
+    report = run_compaction(store, summarizer=Scripted(Generation("y" * 6000, "stop")))
+    assert report.completed == 1
+    assert store.con.execute("SELECT length(summary) FROM compactions").fetchone()[0] == 6000
+
+
+def test_check_generation_is_the_contract():
+    assert check_generation(Generation("ok")) is None
+    assert check_generation(Generation("x" * 6000)) is None
+    assert check_generation(Generation("x" * 6001)) is not None
+    assert check_generation(Generation("ok", tool_calls=1)) is not None
+
+
+def test_two_failed_runs_exhaust_the_range_and_a_third_run_skips_it(store):
+    build(store, {"c1": 30})
+    bad = Scripted(Generation("x", "length"))
+    first = run_compaction(store, summarizer=bad)
+    second = run_compaction(store, summarizer=bad)
+    # the same identity (same model id) would now succeed, but its two attempts are used up
+    third = run_compaction(store, summarizer=Scripted(Generation("would be fine", "stop")))
+    assert (first.failed, second.failed) == (1, 1)
+    assert third.claimed == 0 and third.skipped == 1 and "exhausted" in third.skipped_reasons
+    assert store.con.execute("SELECT status, attempts FROM compactions").fetchone() == (
+        "exhausted",
+        2,
+    )
+
+
+def test_success_on_the_second_attempt(store):
+    build(store, {"c1": 30})
+    run_compaction(store, summarizer=Scripted(Generation("", "error", error="flaky")))
+    report = run_compaction(store, summarizer=Scripted(Generation("fine", "stop")))
+    assert report.completed == 1
+    assert store.con.execute("SELECT status, attempts FROM compactions").fetchone() == (
+        "completed",
+        2,
+    )
+
+
+class Concurrency(Summarizer):
+    """Slow summariser that measures how many calls run at once, in-process and in the store."""
+
+    name = "concurrency"
+    model_id = "test/concurrency"
+
+    def __init__(self, store) -> None:
+        self.lock = threading.Lock()
+        self.active = 0
+        self.peak = 0
+        self.store_peak = 0
+        self.cursor = store.con.cursor()
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        with self.lock:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+            running = self.cursor.execute(
+                "SELECT count(*) FROM compactions WHERE status = 'running' "
+                "AND lease_expires_at >= ?",
+                [time.time()],
+            ).fetchone()[0]
+            self.store_peak = max(self.store_peak, running)
+        time.sleep(0.05)
+        with self.lock:
+            self.active -= 1
+        return Generation("ok")
+
+
+@pytest.mark.parametrize(("workers", "max_running"), [(6, 2), (4, 1), (3, None)])
+def test_max_running_is_never_exceeded(store, workers, max_running):
+    build(store, {f"c{i}": 30 for i in range(12)})
+    probe = Concurrency(store)
+    report = run_compaction(store, summarizer=probe, workers=workers, max_running=max_running)
+    assert report.completed == 12
+    limit = max_running or workers
+    assert probe.peak <= limit and probe.store_peak <= limit
+    assert probe.peak == limit  # the slots really ran in parallel up to the limit
+
+
+def test_admission_counts_jobs_of_other_workers_in_the_store(store):
+    # Two live leases held by "another worker" fill max_running=2: nothing more is admitted.
+    build(store, {f"c{i}": 30 for i in range(3)})
+    other = store.con.cursor()
+    for cid in ("c0", "c1"):
+        pairs = eligible_pairs(other, cid)[:10]
+        from lexkeep.compaction.binding import identity
+
+        ident = identity(cid, 0, 9, pairs, model_id="elsewhere", prompt_version=jobs.PROMPT_VERSION)
+        assert isinstance(jobs.claim(other, ident, owner="other", lease_seconds=60), jobs.Claim)
+    report = run_compaction(
+        store, summarizer=Recording(), conversation_ids=["c2"], max_running=2, admission_wait=0.3
+    )
+    assert report.claimed == 0 and report.skipped_reasons == {"admission": 1}
+
+
+def test_extractive_keeps_every_identifier_verbatim_with_answer_ids(store):
+    b = Builder()
+    long_tail = " ".join(f"filler{i}" for i in range(400))
+    for i in range(30):
+        rid = f"r{i}"
+        b.run("c1", rid)
+        b.message("c1", f"u{i}", rid, "user", f"question {i}")
+        b.message(
+            "c1",
+            f"a{i}",
+            rid,
+            "assistant",
+            f"Invoice INV-2025-08-4471{i} at /var/log/app{i}.log; {long_tail} "
+            f"then ticket PROJ-{900 + i} and https://x.io/a?b={i} end.",
+        )
+    b.write(store)
+    report = run_compaction(store)
+    assert report.completed == 1
+    summary = store.con.execute("SELECT summary FROM compactions").fetchone()[0]
+    assert len(summary) <= 6000
+    for i in range(10):
+        assert f"[a{i}]" in summary
+        for value in (
+            f"INV-2025-08-4471{i}",
+            f"/var/log/app{i}.log",
+            f"PROJ-{900 + i}",
+            f"https://x.io/a?b={i}",
+        ):
+            assert value in summary
+    assert report.identifier_share == 1.0
+    assert report.identifiers_total == 40
+
+
+def test_extractive_is_deterministic(tmp_path):
+    from lexkeep.core.store import Store
+
+    outputs = []
+    for n in range(2):
+        with Store.open(tmp_path / f"s{n}.duckdb") as s:
+            build(s, {"c1": 30})
+            run_compaction(s)
+            outputs.append(s.con.execute("SELECT summary, id FROM compactions").fetchall())
+    assert outputs[0] == outputs[1]
+
+
+def test_extractive_fails_honestly_when_identifiers_do_not_fit():
+    many = " ".join(f"ORD_{100000 + k}" for k in range(80))  # ~880 chars of identifiers
+    answers = tuple(AssistantAnswer(f"a{i}", many) for i in range(10))
+    gen = ExtractiveSummarizer().summarize(SummaryRequest("c", 0, 9, answers))
+    assert check_generation(gen) is not None and "more than 6,000" in gen.error
+
+
+def test_extractive_never_cuts_inside_an_identifier():
+    text = "x " * 2990 + "INV-2025-08-44719 tail"
+    answers = tuple(AssistantAnswer(f"a{i}", text) for i in range(10))
+    gen = ExtractiveSummarizer().summarize(SummaryRequest("c", 0, 9, answers))
+    assert check_generation(gen) is None
+    # the identifier appears whole for every answer, never a prefix of it
+    assert gen.text.count("INV-2025-08-44719") == 10
+    assert "INV-2025-08-4471 " not in gen.text and not gen.text.endswith("INV-2025-08-4471")
+
+
+def test_extractive_keeps_an_answer_whole_when_its_scan_was_incomplete():
+    from lexkeep.core.model import Extraction
+
+    answers = tuple(
+        AssistantAnswer(f"a{i}", f"answer {i} with odd-token-{i}", Extraction((), complete=False))
+        for i in range(10)
+    )
+    gen = ExtractiveSummarizer().summarize(SummaryRequest("c", 0, 9, answers))
+    assert all(f"[a{i}] answer {i} with odd-token-{i}" in gen.text for i in range(10))
+
+
+def test_only_named_conversations_are_compacted(store):
+    build(store, {"c1": 30, "c2": 30})
+    report = run_compaction(store, conversation_ids=["c2"], summarizer=Recording())
+    assert report.completed == 1
+    assert store.con.execute("SELECT conversation_id FROM compactions").fetchall() == [("c2",)]
+    with pytest.raises(NotFoundError, match="no conversation nope"):
+        run_compaction(store, conversation_ids=["nope"])
+
+
+def test_dry_run_writes_nothing(store):
+    build(store, {"c1": 40})
+    before = snapshot(store)
+    report = run_compaction(store, dry_run=True)
+    assert report.planned == 2 and report.claimed == 0
+    assert [s.outcome for s in report.segments] == ["planned", "planned"]
+    assert store.con.execute("SELECT count(*) FROM compactions").fetchone()[0] == 0
+    assert snapshot(store) == before
+
+
+def test_completed_job_adds_a_boundary_with_the_original_user_texts(store):
+    build(store, {"c1": 30})
+    run_compaction(store)
+    kept, kind, summary_text = store.con.execute(
+        "SELECT kept_verbatim, kind, summary_text FROM boundaries"
+    ).fetchone()
+    assert kind == "lexkeep"
+    assert kept == [user_text("c1", i) for i in range(10)]
+    assert summary_text == store.con.execute("SELECT summary FROM compactions").fetchone()[0]
+
+
+def test_identifier_share_reports_identifiers_missing_from_the_summary(store):
+    build(store, {"c1": 30})
+    report = run_compaction(store, summarizer=Scripted(Generation("ORD_88400 only", "stop")))
+    values = {v.value for i in range(10) for v in extract(answer_text("c1", i)).identifiers}
+    assert report.identifiers_total == len(values)
+    assert report.identifiers_kept == 1
