@@ -26,6 +26,8 @@ def summary_line(c: FileCounts) -> str:
     """One stderr line per file: format and counts, skipped lines by reason."""
     if c.status == "unchanged":
         return f"{c.path}: unchanged ({c.format}), nothing added"
+    if c.status == "empty":
+        return f"{c.path}: empty, nothing to read"
     if c.status == "unrecognised":
         return f"{c.path}: skipped, not a recognised trace format"
     line = (

@@ -367,7 +367,10 @@ def read_records(
 ) -> Iterator[Record]:
     """Detect the format of `path` (unless given) and yield its records; writes nothing."""
     source = JsonSource(path, display)
-    fmt, items = detect_format(source, format)
+    try:
+        fmt, items = detect_format(source, format)
+    except EmptyInput:
+        return  # no values, no records
     yield from get_reader(fmt).read(items, source.display)
 
 
@@ -383,9 +386,12 @@ def detect_format(
         head_items.append(item)
         if sum(isinstance(i, JsonLine) for i in head_items) >= HEAD_VALUES:
             break
+    display = getattr(source, "display", None)
+    if not head_items:
+        # Nothing at all (e.g. a session file just created): not an error, nothing to store.
+        raise EmptyInput("empty input, nothing to read", path=display)
     head = [i.value for i in head_items if isinstance(i, JsonLine)]
     fmt = detect(head)
-    display = getattr(source, "display", None)
     if fmt is None:
         first_bad = next((i for i in head_items if isinstance(i, Skipped) and i.fatal), None)
         if first_bad is not None and not head:
@@ -406,6 +412,10 @@ def detect_format(
 
 class UnrecognisedFormat(InputError):
     """No reader recognised the file (e.g. a JSON file that is not a trace)."""
+
+
+class EmptyInput(UnrecognisedFormat):
+    """The input holds no JSON value at all (an empty or blank file)."""
 
 
 # -- writing to the store -------------------------------------------------------------------
@@ -895,6 +905,8 @@ def _ingest_one(
     source = JsonSource(path)
     try:
         fmt, items = detect_format(source, format)
+    except EmptyInput:
+        return FileCounts(path=path, format="", status="empty"), 0
     except UnrecognisedFormat:
         if from_walk:
             return FileCounts(path=path, format="", status="unrecognised"), 0

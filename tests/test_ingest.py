@@ -347,3 +347,13 @@ def test_bad_file_after_good_ones_keeps_the_good_ones(store, tmp_path):
     assert [
         Path(p).name for (p,) in store.con.execute("SELECT path FROM ingest_runs").fetchall()
     ] == ["a-good.jsonl"]
+
+
+def test_empty_file_is_not_an_error_and_is_read_once_it_has_lines(store, tmp_path):
+    path = tmp_path / "session.jsonl"
+    path.write_text("")  # a live session file that was just created
+    [got] = ingest_paths(store, [str(path)])
+    assert got.status == "empty" and count(store, "ingest_runs") == 0
+    path.write_text(lexkeep_line("message", id="e1", conversation_id="c", role="user", text="hi"))
+    [later] = ingest_paths(store, [str(path)])
+    assert (later.status, later.messages) == ("ingested", 1)
