@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -61,8 +62,10 @@ class Store:
             con = duckdb.connect(target, read_only=read_only)
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
+                holder = re.search(r"\(PID (\d+)\)", str(exc))
                 raise StoreError(
-                    f"{target} is in use by another lexkeep process",
+                    f"{target} is in use by another lexkeep process (DuckDB file lock held"
+                    + (f" by PID {holder.group(1)})" if holder else ")"),
                     hint="wait for the other process to finish, or use another --db file",
                 ) from exc
             raise StoreError(f"cannot open {target}: {exc}") from exc

@@ -1,0 +1,106 @@
+"""Points 5 and 7 with real processes: a second `lexkeep compact` on the same DuckDB file stops
+with a clear message; a worker killed with SIGKILL mid-summary leaves a lease that expires and
+counts as a failed attempt, and the store is otherwise unchanged."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_compaction_support import build
+
+from lexkeep.core.store import Store
+
+SLEEPER = """\
+import os, sys, time
+marker, fast = sys.argv[1], sys.argv[2]
+data = sys.stdin.read()
+if os.path.exists(fast):
+    print("summary after a restart")
+    sys.exit(0)
+with open(marker, "w") as fh:
+    fh.write(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def lexkeep(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "lexkeep.cli.main", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+def wait_for(path: Path, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{path} did not appear within {seconds} s")
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and process groups are POSIX")
+def test_second_process_stops_and_killed_worker_lease_expires(tmp_path):
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 30})
+        before = store.con.execute("SELECT * FROM messages ORDER BY id").fetchall()
+        runs_before = store.con.execute("SELECT * FROM runs ORDER BY id").fetchall()
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER, encoding="utf-8")
+    marker, fast = tmp_path / "marker", tmp_path / "fast"
+    spec = f'command:"{sys.executable} {script} {marker} {fast}"'
+    common = ["--db", str(db), "--summarizer", spec, "--lease-seconds", "3", "--timeout", "60"]
+
+    # a new session, so the kill reaches the worker and its summariser child together
+    worker = lexkeep("compact", *common, start_new_session=True)
+    try:
+        wait_for(marker, 60)
+        claimed_at = time.time()
+
+        second = lexkeep("compact", "--db", str(db))
+        out, err = second.communicate(timeout=60)
+        assert second.returncode == 2, err
+        assert "in use by another lexkeep process" in err and "lock" in err.lower(), err
+        assert out == ""
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.communicate()
+    assert worker.returncode == -signal.SIGKILL
+
+    with Store.open(db) as store:
+        row = store.con.execute(
+            "SELECT status, attempts, summary, lease_owner IS NOT NULL FROM compactions"
+        ).fetchone()
+        assert row == ("running", 1, None, True)  # a claim with a lease, nothing else
+        assert store.con.execute("SELECT count(*) FROM boundaries").fetchone()[0] == 0
+        assert store.con.execute("SELECT * FROM messages ORDER BY id").fetchall() == before
+        assert store.con.execute("SELECT * FROM runs ORDER BY id").fetchall() == runs_before
+
+    # after the lease expires, the next run counts the dead attempt as failed and tries again
+    time.sleep(max(0.0, claimed_at + 3.5 - time.time()))
+    fast.write_text("go", encoding="utf-8")
+    third = lexkeep("compact", *common)
+    out, err = third.communicate(timeout=120)
+    assert third.returncode == 0, err
+    assert "completed 1" in out
+    with Store.open(db) as store:
+        assert store.con.execute(
+            "SELECT attempt, outcome FROM compaction_attempts ORDER BY attempt"
+        ).fetchall() == [(1, "lease_expired"), (2, "completed")]
+        assert store.con.execute(
+            "SELECT status, attempts, summary FROM compactions"
+        ).fetchone() == (
+            "completed",
+            2,
+            "summary after a restart",
+        )
+        assert store.con.execute("SELECT * FROM messages ORDER BY id").fetchall() == before

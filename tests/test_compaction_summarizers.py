@@ -1,0 +1,214 @@
+"""Point 10: summarisers — the registry, `command:` with real subprocesses, `openai` against a
+real HTTP server on 127.0.0.1 (stop, length, tool_calls, HTTP 500, a stalled response)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from lexkeep.compaction import summarizers
+from lexkeep.compaction.summarizers import (
+    AssistantAnswer,
+    CommandSummarizer,
+    Generation,
+    Summarizer,
+    SummarizerOptions,
+    SummaryRequest,
+    check_generation,
+    create,
+    prompt_text,
+    register,
+)
+from lexkeep.core.errors import ConfigError
+
+
+def request() -> SummaryRequest:
+    answers = tuple(
+        AssistantAnswer(f"a{i}", f"answer {i} about ORD_{88400 + i}") for i in range(10)
+    )
+    return SummaryRequest("c1", 0, 9, answers, "conversation-compaction@3", prompt_text())
+
+
+def test_prompt_v3_ships_in_the_package_and_asks_for_identifiers_verbatim():
+    text = prompt_text("conversation-compaction@3")
+    assert "identifier" in text and "exactly" in text and "character for character" in text
+    assert "Do not call tools" in text
+    with pytest.raises(ConfigError):
+        prompt_text("conversation-compaction@9")
+
+
+def test_builtins_are_registered_like_plugins_and_unknown_names_are_refused():
+    assert {"extractive", "command", "openai"} <= set(summarizers.available())
+    assert create("extractive").name == "extractive"
+    with pytest.raises(ConfigError, match="unknown summarizer 'nope'") as err:
+        create("nope")
+    assert "extractive" in err.value.hint
+
+
+def test_a_plugin_registers_through_the_same_door():
+    class Upper(Summarizer):
+        name = "upper"
+        model_id = "test/upper"
+
+        def summarize(self, req: SummaryRequest) -> Generation:
+            return Generation(req.answers_block().upper())
+
+    register("upper-test", lambda argument, options: Upper())
+    assert isinstance(create("upper-test"), Upper)
+
+
+# -- command: ---------------------------------------------------------------------------------
+
+
+def _script(tmp_path, body: str) -> str:
+    path = tmp_path / "summ.py"
+    path.write_text(body, encoding="utf-8")
+    return f'command:"{sys.executable} {path}"'
+
+
+def test_command_gets_the_prompt_on_stdin_and_stdout_is_the_summary(tmp_path):
+    seen = tmp_path / "stdin.txt"
+    spec = _script(
+        tmp_path,
+        "import sys\n"
+        f"data = sys.stdin.read(); open({str(seen)!r}, 'w').write(data)\n"
+        "print('SUMMARY lines:', len(data.splitlines()))\n",
+    )
+    s = create(spec, SummarizerOptions(timeout=30))
+    gen = s.summarize(request())
+    assert check_generation(gen) is None
+    assert gen.text.startswith("SUMMARY lines:")
+    assert seen.read_text(encoding="utf-8") == request().render()
+    assert s.model_id.startswith("command:")
+
+
+def test_command_non_zero_exit_is_a_failure(tmp_path):
+    spec = _script(
+        tmp_path, "import sys\nprint('looks fine')\nsys.stderr.write('quota')\nsys.exit(3)\n"
+    )
+    gen = create(spec).summarize(request())
+    problem = check_generation(gen)
+    assert problem is not None and "exit status 3" in problem and "quota" in problem
+
+
+def test_command_timeout_is_a_failure(tmp_path):
+    spec = _script(tmp_path, "import time\ntime.sleep(30)\n")
+    started = time.monotonic()
+    gen = create(spec, SummarizerOptions(timeout=0.5)).summarize(request())
+    assert time.monotonic() - started < 10
+    assert gen.finish_reason == "timeout" and check_generation(gen) is not None
+
+
+def test_command_missing_program_is_a_failure_not_a_crash(tmp_path):
+    gen = CommandSummarizer(str(tmp_path / "no-such-program"), 5).summarize(request())
+    assert gen.finish_reason == "error" and "cannot run" in gen.error
+
+
+def test_command_without_program_is_a_config_error():
+    with pytest.raises(ConfigError, match="needs a program"):
+        create('command:""')
+
+
+# -- openai ---------------------------------------------------------------------------------
+
+
+class FakeOpenAI(BaseHTTPRequestHandler):
+    """Answers /v1/chat/completions according to the model name it is sent."""
+
+    requests: list[dict] = []
+
+    def log_message(self, *args: object) -> None:  # keep test output quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server API)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        FakeOpenAI.requests.append(
+            {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+        )
+        mode = body["model"]
+        if mode == "stall":
+            time.sleep(3)
+        if mode == "http500":
+            self.send_response(500)
+            self.end_headers()
+            self.wfile.write(b'{"error": "overloaded"}')
+            return
+        message = {"role": "assistant", "content": "Summary: [a0] ORD_88400."}
+        finish = {"stop": "stop", "length": "length", "tools": "tool_calls"}.get(mode, "stop")
+        if mode == "tools":
+            message["tool_calls"] = [
+                {"id": "t1", "type": "function", "function": {"name": "x", "arguments": "{}"}}
+            ]
+        payload = json.dumps(
+            {"choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+        ).encode()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the stalled client gave up
+
+
+@pytest.fixture
+def openai_url():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    FakeOpenAI.requests = []
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def _openai(url: str, model: str, timeout: float = 10) -> Summarizer:
+    return create("openai", SummarizerOptions(base_url=url, model=model, timeout=timeout))
+
+
+def test_openai_stop_is_a_success_and_no_tools_are_offered(openai_url, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
+    gen = _openai(openai_url, "stop").summarize(request())
+    assert check_generation(gen) is None and gen.text == "Summary: [a0] ORD_88400."
+    sent = FakeOpenAI.requests[0]
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["auth"] == "Bearer sk-test-key"
+    assert "tools" not in sent["body"] and "functions" not in sent["body"]
+    # assistant answers with their ids are the only material sent
+    assert "=== assistant message a3 ===" in sent["body"]["messages"][1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("model", "fragment"),
+    [("length", "not a normal stop"), ("tools", "tool call"), ("http500", "HTTP 500")],
+)
+def test_openai_abnormal_ends_are_failures(openai_url, model, fragment):
+    gen = _openai(openai_url, model).summarize(request())
+    problem = check_generation(gen)
+    assert problem is not None and fragment in problem
+
+
+def test_openai_stalled_response_times_out(openai_url):
+    started = time.monotonic()
+    gen = _openai(openai_url, "stall", timeout=0.5).summarize(request())
+    assert time.monotonic() - started < 2.5
+    assert gen.finish_reason == "timeout" and check_generation(gen) is not None
+
+
+def test_openai_unreachable_is_a_failure():
+    gen = _openai("http://127.0.0.1:9/v1", "stop", timeout=2).summarize(request())
+    assert gen.finish_reason in ("error", "timeout") and check_generation(gen) is not None
+
+
+def test_openai_needs_base_url_and_model():
+    with pytest.raises(ConfigError, match="--base-url"):
+        create("openai", SummarizerOptions(model="m"))
+    with pytest.raises(ConfigError, match="--model"):
+        create("openai", SummarizerOptions(base_url="http://127.0.0.1:1/v1"))
