@@ -193,6 +193,12 @@ class _Plan:
             # One character class first: far cheaper per character than an alternation.
             parts.add("[" + "".join(regex.escape(c) for c in sorted(singles)) + "]+")
         self.keywords = tuple(sorted(keywords))
+        # For the fast reject: trigger characters, and longer keywords (case-folded).
+        self.trigger_chars = frozenset(singles)
+        self.interior = any(p.startswith("[.\\-]") for p in parts)
+        self.trigger_words = tuple(sorted(
+            {w for k in rules.kinds if not k.prefilter_digit for w in k.keywords if len(w) > 1}
+        ))  # fmt: skip
         self.trigger = regex.compile("|".join(sorted(parts, key=len)), regex.V1) if parts else None
 
     def windows(self, text: str, timeout: float) -> list[tuple[int, int]]:
@@ -200,7 +206,7 @@ class _Plan:
         n = len(text)
         if self.full_scan:
             return [(0, n)] if n else []
-        if self.trigger is None or not n:
+        if self.trigger is None or not n or not self._may_trigger(text):
             return []
         spans: list[list[int]] = []
         reach = self.WINDOW
@@ -224,6 +230,29 @@ class _Plan:
             if visits > MAX_TRIGGERS:
                 return [(0, n)]  # trigger-dense text: one pass over everything is cheaper
         return [(a, b) for a, b in spans]
+
+    def _may_trigger(self, text: str) -> bool:
+        """C-speed pre-check: False when no trigger can occur (most chat messages)."""
+        if not self.trigger_chars.isdisjoint(text):
+            return True
+        if self.interior and _has_interior(text):
+            return True
+        if self.trigger_words:
+            lower = text.lower()
+            return any(word in lower for word in self.trigger_words)
+        return False
+
+
+def _has_interior(text: str) -> bool:
+    """True when a '.' or '-' sits between two letters/digits (x.io, rm-de-10)."""
+    last = len(text) - 1
+    for mark in (".", "-"):
+        i = text.find(mark, 1)
+        while i != -1 and i < last:
+            if text[i - 1].isalnum() and text[i + 1].isalnum():
+                return True
+            i = text.find(mark, i + 1)
+    return False
 
 
 _PLANS: dict[str, _Plan] = {}
