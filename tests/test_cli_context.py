@@ -112,3 +112,29 @@ def test_guard_bad_json_and_unknown_conversation_exit_2(cli, db):
     result = cli("guard", "nope", "{}", "--db", db)
     assert result.exit_code == 2
     assert "no conversation 'nope'" in result.stderr
+
+
+RULES = """
+[[kinds]]
+id = "acme_badge"
+tier = "B"
+priority = 50
+keywords = ["badge-"]
+description = "ACME badge ids, e.g. badge-kq"
+regex = '''(?<![\\p{L}\\p{N}])badge-[a-z]{2}(?![\\p{L}\\p{N}])'''
+tests.positive = ["badge-kq", { text = "my badge-zz works", value = "badge-zz" }]
+tests.negative = ["badge-kqx", "badge-12"]
+"""
+
+
+def test_guard_uses_the_given_identifier_rules(cli, db, tmp_path):
+    rules = tmp_path / "rules.toml"
+    rules.write_text(RULES, encoding="utf-8")
+    args = '{"badge": "badge-kx"}'
+    plain = cli("guard", "s1", args, "--format", "json", "--db", db)
+    assert plain.exit_code == 0, plain.stderr  # not identifier-shaped for the built-in kinds
+    assert orjson.loads(plain.stdout)["checked"] == []
+    custom = cli("guard", "s1", args, "--format", "json", "--rules", rules, "--db", db)
+    assert custom.exit_code == 1, custom.stderr
+    [finding] = orjson.loads(custom.stdout)["unsupplied"]
+    assert (finding["kind"], finding["value"]) == ("acme_badge", "badge-kx")
