@@ -1,0 +1,203 @@
+"""`lexkeep compact` and `lexkeep compactions`, and point 12: ingest → compact → ingest more →
+audit sees the lexkeep summary as a boundary."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from test_compaction_support import build
+
+from lexkeep.core.store import Store
+
+
+def _lines(records: list[dict]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
+def first_part() -> list[dict]:
+    records = []
+    for i in range(30):
+        text = {
+            0: "Please check invoice INV-2025-08-44719 for me",
+            1: "And the order ORD_55555 too",
+        }.get(i, f"please continue with step {i}")
+        records.append(
+            {
+                "type": "message",
+                "id": f"u{i}",
+                "conversation_id": "c1",
+                "role": "user",
+                "text": text,
+            }
+        )
+        records.append(
+            {
+                "type": "message",
+                "id": f"a{i}",
+                "conversation_id": "c1",
+                "role": "assistant",
+                "text": f"Done with step {i}.",
+            }
+        )
+    return records
+
+
+LATER_PART = [
+    {
+        "type": "message",
+        "id": "u30",
+        "conversation_id": "c1",
+        "role": "user",
+        "text": "now file both",
+    },
+    {
+        "type": "message",
+        "id": "a30",
+        "conversation_id": "c1",
+        "role": "assistant",
+        "text": "Filing.",
+    },
+    {
+        "type": "tool_call",
+        "id": "call_1",
+        "conversation_id": "c1",
+        "message_id": "a30",
+        "name": "lookup_invoice",
+        "arguments": json.dumps({"invoice_id": "INV-2025-08-44719"}),
+    },
+    {
+        "type": "tool_call",
+        "id": "call_2",
+        "conversation_id": "c1",
+        "message_id": "a30",
+        "name": "lookup_order",
+        "arguments": json.dumps({"order_id": "ORD_5555"}),
+    },
+]
+
+
+def test_compacted_summary_is_a_boundary_for_the_audit(cli, tmp_path, db_file):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(_lines(first_part()), encoding="utf-8")
+    r = cli("ingest", trace, "--db", db_file)
+    assert r.exit_code == 0, r.stderr
+    r = cli("compact", "--db", db_file)
+    assert r.exit_code == 0, r.stderr
+    assert "planned 1, claimed 1, completed 1, failed 0, skipped 0" in r.stdout
+
+    # the live session grows: a later part whose tool calls use one identifier verbatim and
+    # one altered (ORD_55555 -> ORD_5555)
+    with trace.open("a", encoding="utf-8") as fh:
+        fh.write(_lines(LATER_PART))
+    r = cli("ingest", trace, "--db", db_file)
+    assert r.exit_code == 0, r.stderr
+    with Store.open(db_file) as store:
+        boundary_pos = store.con.execute(
+            "SELECT position FROM boundaries WHERE kind = 'lexkeep'"
+        ).fetchone()[0]
+        call_pos = store.con.execute("SELECT min(position) FROM tool_calls").fetchone()[0]
+        last_summarised = store.con.execute(
+            "SELECT max(position) FROM messages WHERE id IN ('u29', 'a29')"
+        ).fetchone()[0]
+    assert last_summarised < boundary_pos < call_pos
+
+    r = cli("audit", "--db", db_file, "--format", "json")
+    assert r.exit_code == 1, r.stderr  # 1 of 2 kept: below the default --min-ratio 1.0
+    report = json.loads(r.stdout)
+    verdicts = {f["value"]: f["verdict"] for f in report["findings"]}
+    assert verdicts == {"INV-2025-08-44719": "kept", "ORD_55555": "altered"}
+    assert {f["boundary"]["kind"] for f in report["findings"]} == {"lexkeep"}
+    assert all(f["flags"]["in_kept_verbatim"] for f in report["findings"])
+
+
+def test_compact_counts_and_share(cli, db_file):
+    with Store.open(db_file) as store:
+        build(store, {"c1": 41, "c2": 29})
+    r = cli("compact", "--db", db_file)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines()[0] == (
+        "2 conversations: planned 2, claimed 2, completed 2, failed 0, skipped 0"
+    )
+    assert "kept verbatim: 40/40 (100.0%)" in r.stdout
+    r = cli("compact", "--db", db_file, "--format", "json")
+    doc = json.loads(r.stdout)
+    assert doc["schema_version"] == 1
+    assert (doc["planned"], doc["claimed"], doc["skipped"]) == (2, 0, 2)
+    assert doc["skipped_reasons"] == {"completed": 2}
+
+
+def test_compact_dry_run_claims_nothing(cli, db_file):
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    r = cli("compact", "--db", db_file, "--dry-run", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["dry_run"] and doc["planned"] == 1 and doc["claimed"] == 0
+    with Store.open(db_file) as store:
+        assert store.con.execute("SELECT count(*) FROM compactions").fetchone()[0] == 0
+
+
+def test_compact_only_named_conversations_and_unknown_ones_are_errors(cli, db_file):
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30, "c2": 30})
+    r = cli("compact", "--db", db_file, "--conversation", "c2")
+    assert r.exit_code == 0, r.stderr
+    assert "planned 1" in r.stdout
+    r = cli("compact", "--db", db_file, "--conversation", "ghost")
+    assert r.exit_code == 2
+    assert r.stderr.startswith("Error: no conversation ghost in the store")
+
+
+def test_compact_unknown_summarizer_is_an_error_with_a_hint(cli, db_file):
+    r = cli("compact", "--db", db_file, "--summarizer", "magic")
+    assert r.exit_code == 2
+    assert "Error: unknown summarizer 'magic'" in r.stderr
+    assert "Hint: use one of: command, extractive, openai" in r.stderr
+
+
+def test_compact_with_a_failing_command_reports_failed(cli, db_file, tmp_path):
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    script = tmp_path / "bad.py"
+    script.write_text("import sys\nsys.stdin.read()\nsys.exit(4)\n", encoding="utf-8")
+    spec = f'command:"{sys.executable} {script}"'
+    r = cli("compact", "--db", db_file, "--summarizer", spec)
+    assert r.exit_code == 0, r.stderr
+    assert "completed 0, failed 1" in r.stdout
+    assert "exit status 4" in r.stdout
+    r = cli("compactions", "--db", db_file, "--format", "json")
+    jobs = json.loads(r.stdout)["jobs"]
+    assert [(j["status"], j["attempts"]) for j in jobs] == [("failed", 1)]
+    assert "exit status 4" in jobs[0]["last_error"]
+    assert jobs[0]["model_id"] == f"command:{sys.executable} {script}"
+
+
+def test_compactions_lists_identity_status_attempts(cli, db_file):
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    assert cli("compact", "--db", db_file).exit_code == 0
+    r = cli("compactions", "--db", db_file, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["schema_version"] == 1
+    (job,) = doc["jobs"]
+    assert job["conversation_id"] == "c1" and (job["from_pair"], job["to_pair"]) == (0, 9)
+    assert job["status"] == "completed" and job["attempts"] == 1
+    assert job["prompt_version"] == "conversation-compaction@3"
+    assert len(job["source_digest"]) == 64 and len(job["id"]) == 64
+    r = cli("compactions", "--db", db_file)
+    assert r.exit_code == 0
+    assert job["id"][:12] in r.stdout and "completed" in r.stdout
+
+
+def test_compactions_on_a_missing_store_is_an_error(cli, tmp_path):
+    r = cli("compactions", "--db", tmp_path / "none.duckdb")
+    assert r.exit_code == 2 and "no lexkeep store" in r.stderr
+
+
+def test_help_ends_with_an_example(cli):
+    for command in ("compact", "compactions"):
+        r = cli(command, "--help")
+        assert r.exit_code == 0
+        assert "Example: lexkeep " + command in r.stdout
