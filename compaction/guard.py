@@ -130,7 +130,23 @@ def _supplied_texts(store: Store, conversation_id: str) -> tuple[list[str], list
             [conversation_id],
         ).fetchall()
     ]
-    return user, tool
+    return user, [*tool, *_json_leaves(tool)]
+
+
+def _json_leaves(texts: list[str]) -> list[str]:
+    """String leaves of the texts that are JSON documents.
+
+    A tool that returns JSON escapes what it returns ("C:\\Users", "\\u00e9", "\\/"); the
+    value it supplied is the decoded string, so that is checked too.
+    """
+    leaves: list[Leaf] = []
+    for text in texts:
+        if text.lstrip()[:1] in ("{", "[") and "\\" in text:
+            try:
+                _walk(orjson.loads(text), "$", leaves)
+            except orjson.JSONDecodeError:
+                continue
+    return [leaf.text for leaf in leaves]
 
 
 def _known_values(

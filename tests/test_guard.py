@@ -191,3 +191,20 @@ def test_the_documented_agent_loop_runs(support, tmp_path, monkeypatch):
     refused = seen["results"][0][0]
     assert refused["values"][0]["nearest"] == INVOICE
     assert refused["values"][0]["difference"] == "truncated"
+
+
+def test_values_escaped_in_a_json_tool_result_count_as_supplied(store, tmp_path):
+    records = invoice_records("c3")
+    records[-1] = {
+        "type": "tool_result",
+        "call_id": "call_1",
+        "conversation_id": "c3",
+        # What a JSON-speaking tool prints: backslashes and slashes escaped.
+        "text": r'{"report": "C:\\Users\\ana\\report-2025.txt", "link": "https:\/\/x.io\/r\/77"}',
+    }
+    load(store, tmp_path, records, name="c3")
+    report = guard_arguments(
+        store, "c3", {"path": "C:\\Users\\ana\\report-2025.txt", "url": "https://x.io/r/77"}
+    )
+    assert report.ok, report.unsupplied
+    assert len(report.checked) == 2
