@@ -866,15 +866,32 @@ class _FileIngest:
         batch.touched |= self.convs
 
 
-def _index_identifiers(store: Store, rules: Any) -> int:
-    """Fill the identifier sidecar for new real user messages; returns identifiers added."""
+def _index_identifiers(store: Store, rules: Any) -> dict[str, int]:
+    """Fill the identifier sidecar for new real user messages; identifiers added per file."""
     try:
         from lexkeep.core.sidecar import index_pending
     except ModuleNotFoundError as exc:  # the sidecar module lands separately
         if exc.name != "lexkeep.core.sidecar":
             raise
-        return 0
-    return int(index_pending(store.con, rules))
+        return {}
+    con = store.con
+    # Note which messages are about to be scanned, to count identifiers per source file.
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE lexkeep_pending_scan AS SELECT m.id, m.source_file"
+        " FROM messages m WHERE m.kind = ? AND NOT EXISTS"
+        " (SELECT 1 FROM identifier_scans s WHERE s.message_id = m.id)",
+        [MessageKind.USER_TEXT.value],
+    )
+    try:
+        if not index_pending(con, rules):
+            return {}
+        rows = con.execute(
+            "SELECT p.source_file, count(*) FROM identifiers i"
+            " JOIN lexkeep_pending_scan p ON p.id = i.message_id GROUP BY 1"
+        ).fetchall()
+    finally:
+        con.execute("DROP TABLE IF EXISTS lexkeep_pending_scan")
+    return dict(rows)
 
 
 def _ingest_one(
@@ -966,20 +983,6 @@ def _ingest_one(
     return counts, skip_lines
 
 
-def _identifiers_per_file(store: Store, done: list[tuple[FileCounts, int]]) -> dict[str, int]:
-    """Identifiers of the new user messages of each file just ingested (one query)."""
-    files = [(c.path, skip) for c, skip in done if c.status in ("ingested", "appended")]
-    if not files:
-        return {}
-    rows = store.con.execute(
-        "SELECT m.source_file, count(*) FROM identifiers i JOIN messages m ON m.id = i.message_id"
-        " JOIN (SELECT unnest(?) AS f, unnest(?) AS s) g ON m.source_file = g.f"
-        " AND m.source_line > g.s GROUP BY 1",
-        [[f for f, _ in files], [s for _, s in files]],
-    ).fetchall()
-    return dict(rows)
-
-
 def _ingest_group(
     store: Store, group: list[tuple[str, bool]], rules: Any, **options: Any
 ) -> list[FileCounts]:
@@ -993,8 +996,7 @@ def _ingest_group(
                 done.append(_ingest_one(batch, path, from_walk=from_walk, **options))
             reading = False
             batch.finish()
-            _index_identifiers(store, rules)
-            per_file = _identifiers_per_file(store, done)
+            per_file = _index_identifiers(store, rules)
     except _Unchanged as unchanged:  # standard input, always alone in its group
         return [FileCounts(path=group[0][0], format=str(unchanged), status="unchanged")]
     except BaseException:

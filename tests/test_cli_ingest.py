@@ -103,3 +103,14 @@ def test_unknown_output_and_input_formats(cli, db_file):
 def test_help_ends_with_an_example(cli, command):
     result = ok(cli(command, "--help"))
     assert f"Example: lexkeep {command}" in result.stdout
+
+
+def test_identifier_counts_are_per_file_even_for_stdin(cli, db_file, tmp_path):
+    first = "INV-2025-08-44719 and ORD_88412"
+    second = "ticket PROJ-1234"
+    for n, text in enumerate((first, second)):
+        line = json.dumps(
+            {"type": "message", "id": f"s{n}", "conversation_id": "c", "role": "user", "text": text}
+        )
+        result = ok(cli("ingest", "-", "--db", db_file, input=line + "\n"))
+        assert f"{2 - n} identifiers" in result.stderr  # only this input's identifiers
