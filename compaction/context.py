@@ -10,8 +10,12 @@ order of priority:
    not fit (or there is no valid summary: the raw segment), a bounded projection of the raw
    pairs is offered; when that does not fit either, the range is omitted.
 
+Placement is greedy in that order: each pair or segment takes the first of its forms that still
+fits, and one that does not fit does not stop older ones from being tried (gaps are listed).
+
 The budget counts the UTF-8 bytes of the exact serialised output (JSON or text, trailing newline
-included), so `len(context.output.encode()) <= budget_bytes` always holds. Omitted ranges are
+included, the list of omissions too), so `len(context.output.encode()) <= budget_bytes` always
+holds. Omitted ranges are
 listed with their reason and the bytes they would have needed; a stale summary is reported and
 never used. A summary never replaces original user text: user messages always appear verbatim.
 
