@@ -531,7 +531,8 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
         if path.is_dir():
             for child in sorted(path.rglob("*")):
                 name = child.name.removesuffix(".gz")
-                if child.is_file() and name.endswith(TRACE_SUFFIXES):
+                hidden = any(part.startswith(".") for part in child.relative_to(path).parts)
+                if not hidden and child.is_file() and name.endswith(TRACE_SUFFIXES):
                     found.append((str(child), True))
             continue
         if path.exists():
