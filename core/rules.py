@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -452,6 +453,11 @@ def adversarial_strings() -> tuple[tuple[str, str], ...]:
 
 
 def _redos_test(kind: Kind, timeout: float, fail: Any) -> None:
+    # A pattern that passed once (same engine version and strings) is remembered on disk:
+    # the smoke test is most of the start-up time of every command.
+    marker = _redos_marker(kind.regex, timeout)
+    if marker is not None and marker.exists():
+        return
     for name, text in adversarial_strings():
         try:
             for _ in kind.pattern.finditer(text, timeout=timeout):
@@ -462,6 +468,23 @@ def _redos_test(kind: Kind, timeout: float, fail: Any) -> None:
                 f"{name!r}",
                 hint="bound every quantifier and avoid nested repetition",
             ) from exc
+    if marker is not None:
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+        except OSError:
+            pass  # an unwritable cache only costs time
+
+
+def _redos_marker(source: str, timeout: float) -> Path | None:
+    """Cache file that records `source` passed the adversarial strings; None: no cache."""
+    root = os.environ.get("LEXKEEP_CACHE_DIR")
+    if root == "":
+        return None
+    base = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    base = base if root else base / "lexkeep"
+    key = f"{regex.__version__}|{ADVERSARIAL_LENGTH}|{timeout}|{source}".encode()
+    return base / "redos-ok" / hashlib.sha256(key).hexdigest()
 
 
 # -- helpers -----------------------------------------------------------------------------------

@@ -186,3 +186,21 @@ def test_scoped_ignore_case_is_allowed() -> None:
 def test_digest_is_stable_and_tracks_changes() -> None:
     assert build_rules(None).digest == default_rules().digest
     assert build_rules({"disabled": ["hex"]}, origin="x").digest != default_rules().digest
+
+
+def test_redos_pass_is_cached_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEXKEEP_CACHE_DIR", str(tmp_path / "cache"))
+    body = {
+        "kinds": [
+            {
+                "id": "cached_kind",
+                "tier": "B",
+                "priority": 50,
+                "keywords": ["zq-"],
+                "regex": "ZQ-[0-9]{7}",
+                "tests": {"positive": ["ZQ-1234567"], "negative": ["ZQ-1"]},
+            }
+        ]
+    }
+    build_rules(body, origin="inline")
+    assert len(list((tmp_path / "cache" / "redos-ok").iterdir())) == 1
