@@ -357,3 +357,24 @@ def test_empty_file_is_not_an_error_and_is_read_once_it_has_lines(store, tmp_pat
     path.write_text(lexkeep_line("message", id="e1", conversation_id="c", role="user", text="hi"))
     [later] = ingest_paths(store, [str(path)])
     assert (later.status, later.messages) == ("ingested", 1)
+
+
+def test_pretty_printed_objects_are_read_as_a_document(store, tmp_path):
+    path = tmp_path / "pretty.json"
+    path.write_text(
+        '{\n  "id": "p1",\n  "messages": [\n'
+        '    {"role": "user", "content": "Find ORD_88412"}\n  ]\n}\n'
+        '{\n  "id": "p2",\n  "messages": [{"role": "user", "content": "and } { ["}]\n}\n'
+    )
+    items = list(iter_json_lines(path))
+    assert [(i.line, i.value["id"]) for i in items] == [(1, "p1"), (7, "p2")]
+    [got] = ingest_paths(store, [str(path)])
+    assert (got.format, got.conversations, got.messages) == ("openai", 2, 2)
+
+
+def test_source_lines_count_blank_lines(tmp_path):
+    path = tmp_path / "gaps.jsonl"
+    path.write_bytes(b'{"a": 1}\n\n   \n{"b": 2}\r\n')
+    source = JsonSource(path)
+    assert [i.line for i in source] == [1, 4]
+    assert (source.lines_consumed, source.bytes_consumed) == (4, path.stat().st_size)
