@@ -346,6 +346,10 @@ def _scan_document(body: IO[bytes], source: JsonSource) -> Iterator[tuple[int, A
     source.bytes_consumed = base
     source.lines_consumed = line - 1 if last.endswith(b"\n") or not base else line
     if depth != 0 or in_string:
+        # Nothing of an unfinished document counts as consumed: a later ingest reads it all
+        # again (records already stored are skipped), so the cut record is not lost.
+        source.bytes_consumed = source.lines_consumed = 0
+        source.digest = hashlib.sha256()
         yield (
             line,
             Skipped(

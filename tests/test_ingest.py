@@ -378,3 +378,17 @@ def test_source_lines_count_blank_lines(tmp_path):
     source = JsonSource(path)
     assert [i.line for i in source] == [1, 4]
     assert (source.lines_consumed, source.bytes_consumed) == (4, path.stat().st_size)
+
+
+def test_truncated_document_is_read_again_whole_once_complete(store, tmp_path):
+    full = (FIXTURES / "openai" / "results.json").read_bytes()
+    path = tmp_path / "results.json"
+    path.write_bytes(full[: full.index(b'"task_id": 4')])  # cut inside the second run
+    with pytest.raises(InputError, match="still being written"):
+        ingest_paths(store, [str(path)])
+    [partial] = ingest_paths(store, [str(path)], skip_invalid=True)
+    assert partial.conversations == 1 and partial.skipped == {"truncated_document": 1}
+    path.write_bytes(full)
+    [done] = ingest_paths(store, [str(path)])
+    assert done.status == "appended"
+    assert count(store, "conversations") == 2 and count(store, "messages") == 5
