@@ -26,7 +26,7 @@ _INTERIOR_DOT = regex.compile(r"\.(?<=[\p{L}\p{N}]\.)(?=[\p{L}\p{N}])")
 _INTERIOR_DASH = regex.compile(r"-(?<=[\p{L}\p{N}]-)(?=[\p{L}\p{N}])")
 MAX_TRIGGERS = 256  # a text needing more trigger visits than this is scanned whole
 SHORT_WINDOW = 256  # characters; windows up to this long run without the engine timeout
-_WORD = regex.compile(r"[\p{L}\p{N}]+")
+_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~“”‘’«»…"
 # Sentence punctuation, closing quotes and markdown emphasis never end an identifier.
 _TRAILING = frozenset(".,;:!?…'\"’”»`*~")
 _CLOSERS = {")": "(", "]": "[", "}": "{", ">": "<"}
@@ -120,8 +120,9 @@ def _scan_window(
                 continue
             if also and not any(word in lower for word in also):
                 continue
-            if context_words is not None:
-                # Context words sit before the match, possibly before the window.
+            if context_words is not None and size > SHORT_WINDOW:
+                # Context words sit before the match, possibly before the window. On short
+                # windows checking each match's context is cheaper than this search.
                 if context_text is None:
                     context_text = text[max(0, start - 120) : end].lower()
                 if not any(word in context_text for word in context_words):
@@ -446,7 +447,11 @@ def _context_ok(text: str, start: int, kind: Kind) -> bool:
     ctx = kind.context
     assert ctx is not None
     before = text[max(0, start - 24 * ctx.window) : start]
-    words = _WORD.findall(before)[-ctx.window :]
-    window = f" {' '.join(words).lower()} "
-    hit = any(f" {word} " in window for word in ctx.words)
+    # Whitespace-separated words with surrounding punctuation stripped ("zip:" is "zip");
+    # str.split is far cheaper here than a regex word scan.
+    words = [w.strip(_PUNCTUATION).lower() for w in before.split()[-ctx.window :]]
+    hit = not ctx.single_words.isdisjoint(words)
+    if not hit and ctx.phrases:
+        window = f" {' '.join(words)} "
+        hit = any(f" {phrase} " in window for phrase in ctx.phrases)
     return hit if ctx.mode == "require" else not hit

@@ -64,6 +64,8 @@ class Context:
     words: tuple[str, ...]
     window: int
     mode: str
+    single_words: frozenset[str] = frozenset()  # one-word entries, matched by set lookup
+    phrases: tuple[str, ...] = ()  # multi-word entries, matched within the word window
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,7 +365,14 @@ def _context(raw: Any, fail: Any) -> Context | None:
     if mode not in CONTEXT_MODES:
         raise fail(f"context.mode must be one of {', '.join(CONTEXT_MODES)}, not {mode!r}")
     # Whole-word, case-folded phrases; normalised to single spaces for the window match.
-    return Context(tuple(" ".join(w.lower().split()) for w in words), window, mode)
+    folded = tuple(" ".join(w.lower().split()) for w in words)
+    return Context(
+        folded,
+        window,
+        mode,
+        frozenset(w for w in folded if " " not in w),
+        tuple(w for w in folded if " " in w),
+    )
 
 
 def _example(item: Any, fail: Any) -> Example:
