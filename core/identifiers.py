@@ -189,10 +189,17 @@ class _Plan:
                 elif len(word) == 1:
                     singles.add(word)
                 else:
-                    parts.add("(?i:" + regex.escape(word) + ")")
+                    # Case-folded by character classes: the engine scans (?i:…) groups slower.
+                    parts.add(
+                        "".join(
+                            f"[{c.lower()}{c.upper()}]" if c.isalpha() else regex.escape(c)
+                            for c in word
+                        )
+                    )
+        first = []
         if singles:
             # One character class first: far cheaper per character than an alternation.
-            parts.add("[" + "".join(regex.escape(c) for c in sorted(singles)) + "]+")
+            first.append("[" + "".join(regex.escape(c) for c in sorted(singles)) + "]+")
         self.keywords = tuple(sorted(keywords))
         # For the fast reject: trigger characters, and longer keywords (case-folded).
         self.trigger_chars = frozenset(singles)
@@ -200,7 +207,8 @@ class _Plan:
         self.trigger_words = tuple(sorted(
             {w for k in rules.kinds if not k.prefilter_digit for w in k.keywords if len(w) > 1}
         ))  # fmt: skip
-        self.trigger = regex.compile("|".join(sorted(parts, key=len)), regex.V1) if parts else None
+        ordered = first + sorted(parts, key=len)
+        self.trigger = regex.compile("|".join(ordered), regex.V1) if ordered else None
 
     def windows(self, text: str, timeout: float) -> list[tuple[int, int]]:
         """Merged (start, end) windows of `text` worth scanning; [] when nothing can match."""
