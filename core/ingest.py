@@ -661,9 +661,9 @@ class _Batch:
                         conv,
                         run_id,
                         pos,
-                        rec.role.value,
-                        rec.kind.value,
-                        rec.status.value,
+                        rec.role,  # StrEnum members serialise as their value
+                        rec.kind,
+                        rec.status,
                         rec.text,
                         time,
                         src.file,
@@ -671,7 +671,7 @@ class _Batch:
                     )
                 )
             elif rtype is ToolCall:
-                kind = rec.arguments_kind.value
+                kind = rec.arguments_kind
                 calls.append(
                     (
                         conv,
@@ -695,7 +695,7 @@ class _Batch:
                         rec.id,
                         conv,
                         pos,
-                        rec.kind.value,
+                        rec.kind,
                         rec.trigger,
                         rec.summary_text,
                         list(rec.kept_verbatim),
