@@ -11,7 +11,7 @@ import orjson
 import typer
 from rich.table import Table
 
-from lexkeep.cli.common import DbOption, stderr_console, stdout_console
+from lexkeep.cli.common import stderr_console, stdout_console
 from lexkeep.core.errors import InputError
 from lexkeep.core.identifiers import extract as extract_identifiers
 from lexkeep.core.rules import load_rules
@@ -36,7 +36,14 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Argument(help="Text to scan; '-' reads standard input.", show_default=False),
         ] = None,
-        db: DbOption = None,
+        db: Annotated[
+            str | None,
+            typer.Option(
+                "--db",
+                help="Re-extract every user message of this store instead of scanning TEXT.",
+                show_default=False,
+            ),
+        ] = None,
         rules: Annotated[
             Path | None,
             typer.Option(
