@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -17,22 +18,32 @@ class LexkeepTyper(typer.Typer):
     def command(
         self, *args: Any, **kwargs: Any
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        register = super().command(*args, **kwargs)
-
         def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
-            register(handle_errors(fn))
+            options = dict(kwargs)
+            if "help" not in options and "epilog" not in options and fn.__doc__:
+                options["help"], options["epilog"] = _split_example(inspect.cleandoc(fn.__doc__))
+            super(LexkeepTyper, self).command(*args, **options)(handle_errors(fn))
             return fn
 
         return decorator
+
+
+def _split_example(doc: str) -> tuple[str, str | None]:
+    """Move the docstring's trailing "Example:" paragraph to the epilog, so --help ends with it."""
+    head, sep, example = doc.rpartition("\nExample")
+    if not sep:
+        return doc, None
+    # "\b" keeps Click from re-wrapping the example lines.
+    return head.rstrip(), "\b\nExample" + example.rstrip()
 
 
 app = LexkeepTyper(
     name="lexkeep",
     help=(
         "Audit whether identifiers typed by users survive agent-history compaction verbatim, "
-        "and compact history under source-bound, immutable rules.\n\n"
-        "Example: lexkeep audit sample_traces/"
+        "and compact history under source-bound, immutable rules."
     ),
+    epilog="\b\nExample: lexkeep audit sample_traces/",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -1,0 +1,33 @@
+"""Every command's --help ends with an example line, and --version answers."""
+
+from __future__ import annotations
+
+import typer
+
+from lexkeep.cli.main import app
+from lexkeep.core import __version__
+
+
+def _command_names() -> list[str]:
+    group = typer.main.get_command(app)
+    return sorted(group.commands)
+
+
+def test_every_command_is_registered():
+    expected = {"ingest", "stats", "show", "extract", "audit", "compact", "compactions"}
+    expected |= {"context", "guard"}
+    assert expected <= set(_command_names())
+
+
+def test_every_help_ends_with_an_example(cli):
+    for args in [[], *([name] for name in _command_names())]:
+        result = cli(*args, "--help")
+        assert result.exit_code == 0, (args, result.stderr)
+        last = result.stdout.rstrip().splitlines()[-1].strip()
+        assert last.startswith("Example: lexkeep"), (args, last)
+
+
+def test_version(cli):
+    result = cli("--version")
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"lexkeep {__version__}"
