@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from lexkeep.audit.fastload import fast_load
 from lexkeep.audit.report import (
     AuditReport,
     ConversationResult,
@@ -35,9 +36,17 @@ from lexkeep.audit.report import (
 )
 from lexkeep.audit.settings import AuditSettings, resolve
 from lexkeep.core.errors import ConfigError
-from lexkeep.core.ingest import ingest_paths
+from lexkeep.core.ingest import expand_paths, ingest_paths
 from lexkeep.core.model import ArgumentsKind, Source, Verdict
-from lexkeep.core.nearmiss import NearMiss, best_near_miss, is_kept, skeleton
+from lexkeep.core.nearmiss import (
+    Difference,
+    NearMiss,
+    candidates,
+    edit_distance,
+    fold,
+    is_kept,
+    skeleton,
+)
 from lexkeep.core.store import Store, default_db_path
 
 # Candidate calls fetched per identifier before falling back to all of them.
@@ -149,8 +158,13 @@ def run_audit(
     rules: str | None = None,
     skip_invalid: bool = False,
     settings: AuditSettings | None = None,
+    fast: bool = True,
 ) -> AuditReport:
-    """Audit trace files (ingested into an in-memory store) or an existing store (read-only)."""
+    """Audit trace files (ingested into an in-memory store) or an existing store (read-only).
+
+    One lexkeep JSONL file takes the DuckDB fast path (audit/fastload.py) unless `fast` is
+    False; anything it cannot reproduce exactly goes through the normal ingest.
+    """
     settings = settings or AuditSettings()
     if skip_invalid and not paths:
         raise ConfigError("--skip-invalid only applies when auditing trace files")
@@ -162,8 +176,10 @@ def run_audit(
     if paths:
         loaded_rules = _load_rules(rules)
         with Store.open(None) as store:
-            # Files, folders (walked; non-trace files skipped) and globs, as `lexkeep ingest`.
-            ingest_paths(store, list(paths), skip_invalid=skip_invalid, rules=loaded_rules)
+            files = expand_paths(list(paths))
+            if not (fast and len(files) == 1 and fast_load(store, files[0][0], loaded_rules)):
+                # Files, folders (walked; non-trace files skipped) and globs, as `lexkeep ingest`.
+                ingest_paths(store, list(paths), skip_invalid=skip_invalid, rules=loaded_rules)
             report = audit_store(store, settings, inputs=tuple(paths))
     else:
         if rules:
@@ -393,15 +409,145 @@ def _near_misses(store: Store, rows: list[_Row]) -> dict[int, tuple[NearMiss, _C
     by_rid = {r.rid: r for r in rows}
     best: dict[int, tuple[NearMiss, _Call]] = {}
     rank = {"case": 0, "separator": 1, "truncated": 2, "extended": 2, "edit": 3}
+    # Tokens (with their folded forms) of each candidate call, shared by the identifiers of
+    # its conversation; the forms of a token string are computed once per audit.
+    tokens: dict[tuple[str, str], list[_Token]] = {}
+    forms: dict[str, _Token] = {}
+    expected: _Expected | None = None
     for rid, *call in store.con.execute(_NEAR_SQL, [rids, probes]).fetchall():
         c = _call(call)
-        miss = best_near_miss(by_rid[rid].value, decode_arguments(c.raw, c.kind))
+        row = by_rid[rid]
+        if expected is None or expected.value != row.value:
+            expected = _Expected.of(row.value)
+        key = (row.conversation_id, c.call_id)
+        if key not in tokens:
+            tokens[key] = _call_tokens(c, forms)
+        miss = fast_best_near_miss(expected, tokens[key])
         if miss is None:
             continue
-        key = (rank[miss.difference.value], miss.distance)
-        if rid not in best or key < (rank[best[rid][0].difference.value], best[rid][0].distance):
+        key_rank = (rank[miss.difference.value], miss.distance)
+        if rid not in best or key_rank < (
+            rank[best[rid][0].difference.value],
+            best[rid][0].distance,
+        ):
             best[rid] = (miss, c)
     return best
+
+
+# A token of a tool argument: (text, fold(text), skeleton(text)).
+_Token = tuple[str, str, str]
+
+
+def _call_tokens(call: _Call, forms: dict[str, _Token]) -> list[_Token]:
+    out = []
+    for leaf in decode_arguments(call.raw, call.kind):
+        for token in candidates(leaf):
+            got = forms.get(token)
+            if got is None:
+                got = forms[token] = (token, fold(token), skeleton(token))
+            out.append(got)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Expected:
+    value: str
+    folded: str
+    skeleton: str
+    pieces: tuple[tuple[str, int], ...]  # see _may_be_within
+
+    @classmethod
+    def of(cls, value: str) -> _Expected:
+        skel = skeleton(value)
+        pieces: tuple[tuple[str, int], ...] = ()
+        if len(skel) >= 6:
+            count = 3 if len(skel) < 12 else 5
+            size = len(skel) // count
+            pieces = tuple((skel[i * size : (i + 1) * size], i * size) for i in range(count))
+        return cls(value, fold(value), skel, pieces)
+
+
+def _may_be_within(got: str, pieces: tuple[tuple[str, int], ...], limit: int) -> bool:
+    """False only when `got` is surely more than `limit` edits from the skeleton of `pieces`.
+
+    Pigeonhole: each edit (substitution, insertion, deletion, adjacent transposition) touches
+    at most 2 of the 2*limit+1 disjoint pieces, so one piece is left whole, shifted by at most
+    `limit` places. A C-speed `find` per piece spares most calls of the Python DP.
+    """
+    for piece, start in pieces:
+        if got.find(piece, max(0, start - limit), start + len(piece) + limit) != -1:
+            return True
+    return False
+
+
+def fast_best_near_miss(expected: _Expected, tokens: Sequence[_Token]) -> NearMiss | None:
+    """`core.nearmiss.best_near_miss` over pre-tokenised, pre-folded argument text.
+
+    Same answer (tests/test_audit_fastload.py checks it against the original): the first
+    token with the lowest (difference rank, distance); it only skips work that cannot match.
+    """
+    best: NearMiss | None = None
+    best_key = (9, 0)
+    value, e_fold, want = expected.value, expected.folded, expected.skeleton
+    want_len = len(want)
+    low, high = 0.5 * want_len, 2.5 * want_len + 4
+    for token, t_fold, got in tokens:
+        if want_len and not (low <= len(token) <= high):
+            continue
+        miss = _classify(value, e_fold, want, token, t_fold, got, expected.pieces)
+        if miss is None:
+            continue
+        key = (_RANK[miss.difference], miss.distance)
+        if key < best_key:
+            best, best_key = miss, key
+            if key[0] == 0:
+                return best
+    return best
+
+
+_RANK = {
+    Difference.CASE: 0,
+    Difference.SEPARATOR: 1,
+    Difference.TRUNCATED: 2,
+    Difference.EXTENDED: 2,
+    Difference.EDIT: 3,
+}
+
+
+def _classify(
+    value: str,
+    e_fold: str,
+    want: str,
+    token: str,
+    t_fold: str,
+    got: str,
+    pieces: tuple[tuple[str, int], ...],
+) -> NearMiss | None:
+    """`core.nearmiss.classify` with the folded forms given; cheap rejects before the DP."""
+    if value == token:
+        return None
+    if e_fold == t_fold:
+        return NearMiss(token, Difference.CASE, 0)
+    if not want or not got:
+        return None
+    if want == got:
+        return NearMiss(token, Difference.SEPARATOR, 0)
+    lw, lg = len(want), len(got)
+    if lw >= 4 and lg >= 4:
+        shorter, longer = (want, got) if lw <= lg else (got, want)
+        if len(shorter) / len(longer) >= 0.6 and (
+            longer.startswith(shorter) or longer.endswith(shorter)
+        ):
+            kind = Difference.TRUNCATED if lg < lw else Difference.EXTENDED
+            return NearMiss(token, kind, len(longer) - len(shorter))
+    if lw >= 6:
+        limit = 1 if lw < 12 else 2
+        if abs(lw - lg) > limit or not _may_be_within(got, pieces, limit):
+            return None
+        distance = edit_distance(want, got, limit)
+        if distance <= limit:
+            return NearMiss(token, Difference.EDIT, distance)
+    return None
 
 
 def near_probes(value: str) -> list[str]:

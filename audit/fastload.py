@@ -1,0 +1,421 @@
+"""Fast path for `lexkeep audit FILE` on one lexkeep JSONL file: DuckDB parses, Python extracts.
+
+The general ingest decodes every line in Python (orjson, reader records, run derivation), which
+costs most of an audit's time on a big dump, although the audit only reads a small part of it:
+user messages, tool calls, boundaries and the conversations they belong to. Here DuckDB reads
+the file once (`read_csv` of whole lines, so every row keeps its physical line number, then
+`json_transform` with an explicit schema), checks in SQL what the lexkeep reader would check,
+and fills the tables the audit reads in an in-memory store. Only user text reaches Python, for
+the identifier extractor (several processes on big inputs).
+
+Anything this path does not reproduce exactly makes it give up *before* writing anything, and
+the caller runs the normal ingest, which reports the exact file:line:col of a bad line: a line
+DuckDB cannot parse, blank or whitespace-only lines, an integer where the reader also accepts
+one (ids given as numbers), a non-string text of a message, duplicate ids, gzip input, a BOM.
+The result must equal the normal path's (tests/test_audit_fastload.py compares both).
+
+Stored differently from `lexkeep ingest` (the store is private to one audit and discarded):
+only user-text messages are kept; runs, tool results and ingest_runs are not written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+
+from lexkeep.core.errors import InputError
+from lexkeep.core.identifiers import extract
+from lexkeep.core.ingest import JsonSource, detect_format
+from lexkeep.core.model import (
+    ArgumentsKind,
+    BoundaryKind,
+    Format,
+    MessageKind,
+    MessageStatus,
+    Role,
+    RunStatus,
+)
+from lexkeep.core.rules import RuleSet, default_rules
+from lexkeep.core.sidecar import IDENTIFIER_COLUMNS, SCAN_COLUMNS
+from lexkeep.core.store import Store, bulk_insert
+
+# Lines longer than this make DuckDB fail, and the normal ingest takes over.
+MAX_LINE_BYTES = 256 << 20
+# User text (characters) below which extraction stays in this process: a pool costs ~0.1 s.
+PARALLEL_MIN_CHARS = 2 << 20
+# Messages per batch handed to a worker / identifiers per bulk write.
+BATCH_MESSAGES = 2000
+FLUSH_ROWS = 200_000
+
+# Lines starting like this are tool results: parsed (and so validated) with a schema that does
+# not copy their text, which is most of a dump's bytes and which the audit never reads.
+_RESULT_PREFIX = '{"type":"tool_result"'
+
+# Every key of every record type the reader looks at. Fields are read as JSON so their JSON
+# type can be checked the way the reader checks it; `type` as text like the reader compares it.
+_FIELDS = (
+    "id",
+    "conversation_id",
+    "title",
+    "parent_id",
+    "run_id",
+    "status",
+    "role",
+    "kind",
+    "time",
+    "message_id",
+    "name",
+    "arguments",
+    "arguments_kind",
+    "call_id",
+    "summary",
+    "trigger",
+    "kept_verbatim",
+    "text",
+)
+# `text` is not in the schema: tool results' text is most of a dump's bytes and the audit never
+# reads it, so it is taken (a second, cheap parse) only from lines that are not tool results.
+_SCHEMA = json.dumps({"type": "VARCHAR", **{f: "JSON" for f in _FIELDS if f != "text"}})
+
+_STAGE_SQL = f"""
+CREATE OR REPLACE TEMP TABLE lexkeep_fast_lines AS
+SELECT line, s.*,
+       CASE WHEN NOT starts_with(l, '{_RESULT_PREFIX}') THEN json_extract(l, '$.text') END
+           AS text
+FROM (
+    SELECT line, l, json_transform(l, '{_SCHEMA}') AS s
+    FROM (
+        SELECT row_number() OVER () AS line, l
+        FROM read_csv(?, columns = {{'l': 'VARCHAR'}}, delim = '\x01', quote = '',
+                      escape = '', header = false, auto_detect = false,
+                      max_line_size = {MAX_LINE_BYTES}, buffer_size = {2 * MAX_LINE_BYTES})
+    )
+    WHERE l IS NOT NULL
+)
+"""
+
+
+def _values(enum: Any) -> str:
+    return "[" + ", ".join(f"'{member.value}'" for member in enum) + "]"
+
+
+# Per record type, what the lexkeep reader requires (core/read_lexkeep.py): a required field is
+# a non-empty string, an optional one a string or null, an enum one of its values. Numbers are
+# accepted by the reader too (as their text); here they send the file to the normal ingest.
+_CHECKS = {
+    "message": (
+        "ok_req(id) AND ok_req(conversation_id) AND role IS NOT NULL"
+        f" AND ok_enum(role, {_values(Role)}) AND ok_enum(kind, {_values(MessageKind)})"
+        f" AND ok_enum(status, {_values(MessageStatus)}) AND ok_opt(run_id) AND ok_opt(time)"
+        " AND ok_opt(text)"
+    ),
+    "tool_call": (
+        "ok_req(id) AND ok_req(conversation_id) AND ok_req(name) AND ok_opt(message_id)"
+        f" AND ok_opt(time) AND ok_enum(arguments_kind, {_values(ArgumentsKind)})"
+    ),
+    "tool_result": "ok_req(call_id) AND ok_req(conversation_id)",
+    "compaction": (
+        f"ok_req(id) AND ok_req(conversation_id) AND ok_enum(kind, {_values(BoundaryKind)})"
+        " AND ok_opt(summary) AND ok_opt(trigger) AND ok_opt(time)"
+        " AND (kept_verbatim IS NULL OR (json_type(kept_verbatim) = 'ARRAY' AND"
+        " len(list_filter(json_extract(kept_verbatim, '$[*]'),"
+        " lambda x: json_type(x) <> 'VARCHAR')) = 0))"
+    ),
+    "run": (
+        f"ok_req(id) AND ok_req(conversation_id) AND status IS NOT NULL"
+        f" AND ok_enum(status, {_values(RunStatus)})"
+    ),
+    "conversation": "ok_req(id) AND ok_opt(parent_id) AND ok_opt(title)",
+}
+
+_MACROS = (
+    "CREATE OR REPLACE TEMP MACRO ok_req(x) AS"
+    " coalesce(json_type(x) = 'VARCHAR' AND x ->> '$' <> '', false)",
+    "CREATE OR REPLACE TEMP MACRO ok_opt(x) AS x IS NULL OR json_type(x) = 'VARCHAR'",
+    "CREATE OR REPLACE TEMP MACRO ok_enum(x, allowed) AS"
+    " x IS NULL OR (json_type(x) = 'VARCHAR' AND list_contains(allowed, x ->> '$'))",
+)
+
+# The first line (if any) that the normal ingest must judge: a failed check, a missing type.
+_PROBLEM_SQL = (
+    "SELECT min(line) FROM lexkeep_fast_lines WHERE type IS NULL OR CASE type "
+    + " ".join(f"WHEN '{t}' THEN NOT ({check})" for t, check in _CHECKS.items())
+    + " ELSE false END"
+)
+
+# Duplicate keys: the normal ingest keeps the first row (ON CONFLICT DO NOTHING); not copied.
+_DUPLICATES_SQL = """
+SELECT
+  (SELECT count(*) - count(DISTINCT id ->> '$') FROM lexkeep_fast_lines WHERE type = 'message')
++ (SELECT count(*) - count(DISTINCT (conversation_id ->> '$', id ->> '$'))
+   FROM lexkeep_fast_lines WHERE type = 'tool_call')
++ (SELECT count(*) - count(DISTINCT (conversation_id ->> '$', call_id ->> '$'))
+   FROM lexkeep_fast_lines WHERE type = 'tool_result')
++ (SELECT count(*) - count(DISTINCT id ->> '$') FROM lexkeep_fast_lines WHERE type = 'compaction')
+"""
+
+_TIMELINE_SQL = """
+CREATE OR REPLACE TEMP TABLE lexkeep_fast_timeline AS
+SELECT line, type, conversation_id ->> '$' AS conv,
+       row_number() OVER (PARTITION BY conversation_id ->> '$' ORDER BY line) - 1 AS position
+FROM lexkeep_fast_lines
+WHERE type IN ('message', 'tool_call', 'tool_result', 'compaction')
+"""
+
+_DEFAULT_KIND = (
+    "CASE role ->> '$' WHEN 'user' THEN 'user_text' WHEN 'assistant' THEN 'assistant_text'"
+    " WHEN 'system' THEN 'system' ELSE 'tool_result' END"
+)
+
+_INSERTS = (
+    f"""
+    INSERT INTO messages (id, conversation_id, run_id, position, role, kind, status, text,
+                          time, source_file, source_line)
+    SELECT l.id ->> '$', t.conv, l.run_id ->> '$', t.position, l.role ->> '$',
+           coalesce(l.kind ->> '$', {_DEFAULT_KIND}), coalesce(l.status ->> '$', 'completed'),
+           coalesce(l.text ->> '$', ''), l.time ->> '$', $file, l.line
+    FROM lexkeep_fast_lines l JOIN lexkeep_fast_timeline t USING (line)
+    WHERE l.type = 'message' AND coalesce(l.kind ->> '$', {_DEFAULT_KIND}) = 'user_text'
+    """,
+    """
+    INSERT INTO tool_calls (conversation_id, call_id, message_id, position, name, arguments_raw,
+                            arguments, arguments_kind, time, source_file, source_line)
+    SELECT t.conv, l.id ->> '$', l.message_id ->> '$', t.position, l.name ->> '$',
+           CASE WHEN l.arguments IS NULL THEN '' ELSE l.arguments ->> '$' END,
+           NULL, coalesce(l.arguments_kind ->> '$', 'json_string'),
+           l.time ->> '$', $file, l.line
+    FROM lexkeep_fast_lines l JOIN lexkeep_fast_timeline t USING (line)
+    WHERE l.type = 'tool_call'
+    """,
+    """
+    INSERT INTO boundaries (id, conversation_id, position, kind, trigger, summary_text,
+                            kept_verbatim, time, source_file, source_line)
+    SELECT l.id ->> '$', t.conv, t.position, coalesce(l.kind ->> '$', 'local'),
+           l.trigger ->> '$', l.summary ->> '$',
+           coalesce(json_transform(l.kept_verbatim, '["VARCHAR"]'), []),
+           l.time ->> '$', $file, l.line
+    FROM lexkeep_fast_lines l JOIN lexkeep_fast_timeline t USING (line)
+    WHERE l.type = 'compaction'
+    """,
+    # A conversation's source: its (last) conversation record, else its first timeline line.
+    """
+    INSERT INTO conversations (id, format, parent_id, title, max_position, source_file,
+                               source_line)
+    WITH recs AS (
+        SELECT id ->> '$' AS id,
+               arg_max(parent_id ->> '$', line) FILTER (WHERE parent_id ->> '$' <> '') AS parent,
+               arg_max(title ->> '$', line) FILTER (WHERE title ->> '$' <> '') AS title,
+               max(line) AS line
+        FROM lexkeep_fast_lines WHERE type = 'conversation' GROUP BY 1
+    ),
+    used AS (
+        SELECT conv AS id, min(line) AS line, max(position) AS max_position
+        FROM lexkeep_fast_timeline GROUP BY 1
+    )
+    SELECT coalesce(r.id, u.id), 'lexkeep', r.parent, r.title, coalesce(u.max_position, -1),
+           $file, coalesce(r.line, u.line)
+    FROM recs r FULL OUTER JOIN used u ON r.id = u.id
+    """,
+)
+
+
+class _GiveUp(Exception):
+    """The file needs the normal ingest (a check failed or DuckDB refused it)."""
+
+
+def is_candidate(path: str) -> bool:
+    """True when `path` is a plain (not gzip, no BOM) JSONL file sniffed as lexkeep JSONL."""
+    if path == "-" or not Path(path).is_file():
+        return False
+    with open(path, "rb") as head:
+        start = head.read(3)
+    if start[:2] == b"\x1f\x8b" or start == b"\xef\xbb\xbf" or path.endswith(".gz"):
+        return False
+    source = JsonSource(path)
+    items = iter(source)
+    try:
+        fmt, _ = detect_format(items)
+    except InputError:
+        return False
+    finally:
+        items.close()  # type: ignore[attr-defined]
+    return fmt == Format.LEXKEEP and not source.document
+
+
+def fast_load(store: Store, path: str, rules: RuleSet | None = None) -> bool:
+    """Load one lexkeep JSONL file into the (fresh, in-memory) `store` for the audit.
+
+    Returns False, with nothing written, when the file needs the normal ingest.
+    """
+    if not is_candidate(path):
+        return False
+    con = store.con
+    con.execute("SET enable_progress_bar = false")
+    try:
+        with store.transaction():
+            _load(con, path)
+            _index(con, rules or default_rules())
+    except _GiveUp:
+        return False
+    finally:
+        con.execute("DROP TABLE IF EXISTS lexkeep_fast_lines")
+        con.execute("DROP TABLE IF EXISTS lexkeep_fast_timeline")
+    return True
+
+
+def _load(con: duckdb.DuckDBPyConnection, path: str) -> None:
+    """Stage the file's lines, check them, fill conversations/messages/tool_calls/boundaries."""
+    try:
+        con.execute(_STAGE_SQL, [path])
+    except duckdb.Error as exc:  # a line that is not JSON, invalid UTF-8, a line too long
+        raise _GiveUp(str(exc)) from exc
+    for macro in _MACROS:
+        con.execute(macro)
+    if con.execute(_PROBLEM_SQL).fetchone()[0] is not None:
+        raise _GiveUp("a record the reader rejects")
+    if con.execute(_DUPLICATES_SQL).fetchone()[0]:
+        raise _GiveUp("duplicate ids")
+    # Physical lines vs rows: blank or whitespace-only lines (skipped by the reader) and lines
+    # DuckDB split differently both show up here.
+    lines = _line_count(path)
+    staged, last = con.execute("SELECT count(*), max(line) FROM lexkeep_fast_lines").fetchone()
+    if staged != lines or (last or 0) != lines:
+        raise _GiveUp("blank lines")
+    # A message text that is not a JSON string is an error for the reader.
+    if con.execute(
+        "SELECT count(*) FROM lexkeep_fast_lines WHERE type = 'message' AND text IS NOT NULL"
+        " AND json_type(text) <> 'VARCHAR'"
+    ).fetchone()[0]:
+        raise _GiveUp("message text is not a string")
+    con.execute(_TIMELINE_SQL)
+    for sql in _INSERTS:
+        con.execute(sql, {"file": path})
+    _object_arguments(con)
+
+
+def _object_arguments(con: duckdb.DuckDBPyConnection) -> None:
+    """Arguments recorded as JSON values, not strings: kept as orjson's text (as the reader)."""
+    rows = con.execute(
+        "SELECT l.conversation_id ->> '$', l.id ->> '$', l.arguments::VARCHAR,"
+        " l.arguments_kind ->> '$' FROM lexkeep_fast_lines l"
+        " WHERE l.type = 'tool_call' AND l.arguments IS NOT NULL"
+        " AND json_type(l.arguments) <> 'VARCHAR'"
+    ).fetchall()
+    if not rows:
+        return
+    convs, ids, raws, kinds = [], [], [], []
+    for conv, call_id, text, explicit in rows:
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:  # e.g. an integer beyond 64 bits
+            raise _GiveUp("arguments orjson cannot read") from exc
+        convs.append(conv)
+        ids.append(call_id)
+        raws.append(orjson.dumps(value).decode())
+        default = ArgumentsKind.ARRAY if isinstance(value, list) else ArgumentsKind.OBJECT
+        kinds.append(explicit or default.value)
+    con.execute(
+        "UPDATE tool_calls t SET arguments_raw = u.raw, arguments_kind = u.kind"
+        " FROM (SELECT unnest(?) AS conv, unnest(?) AS id, unnest(?) AS raw,"
+        " unnest(?) AS kind) u WHERE t.conversation_id = u.conv AND t.call_id = u.id",
+        [convs, ids, raws, kinds],
+    )
+
+
+def _line_count(path: str) -> int:
+    """Physical lines of the file (a last line without a newline counts)."""
+    count = 0
+    last = b"\n"
+    with open(path, "rb", buffering=0) as stream:
+        while block := stream.read(16 << 20):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+# -- the identifier sidecar, extracted in parallel ---------------------------------------------
+
+_WORKER_RULES: RuleSet | None = None
+
+
+def _init_worker(rules: RuleSet) -> None:
+    global _WORKER_RULES
+    _WORKER_RULES = rules
+
+
+def _extract_batch(batch: Sequence[tuple[str, str, str]]) -> tuple[list[tuple], list[tuple]]:
+    """(identifier rows, scan rows) of a batch of (message id, conversation id, text)."""
+    rules = _WORKER_RULES or default_rules()
+    found: list[tuple] = []
+    scans: list[tuple] = []
+    for message_id, conversation_id, text in batch:
+        extraction = extract(text, rules)
+        scans.append((message_id, conversation_id, extraction.complete, rules.digest))
+        found.extend(
+            (conversation_id, message_id, i.kind, i.value, i.start, i.end)
+            for i in extraction.identifiers
+        )
+    return found, scans
+
+
+def _batches(con: duckdb.DuckDBPyConnection) -> Iterator[list[tuple[str, str, str]]]:
+    # Fetched whole: the user text is a few percent of a dump, and the writes that follow in
+    # this transaction would invalidate a result still being fetched.
+    rows = con.execute(
+        "SELECT id, conversation_id, text FROM messages WHERE kind = 'user_text'"
+        " ORDER BY conversation_id, position"
+    ).fetchall()
+    for start in range(0, len(rows), BATCH_MESSAGES):
+        yield rows[start : start + BATCH_MESSAGES]
+
+
+def workers() -> int:
+    """Extraction processes: the CPUs this process may use ($LEXKEEP_AUDIT_WORKERS overrides)."""
+    given = os.environ.get("LEXKEEP_AUDIT_WORKERS")
+    if given:
+        return max(1, int(given))
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet) -> None:
+    """Fill identifiers and identifier_scans as core.sidecar.index_pending does."""
+    chars = con.execute(
+        "SELECT coalesce(sum(length(text)), 0) FROM messages WHERE kind = 'user_text'"
+    ).fetchone()[0]
+    n = workers()
+    found: list[tuple] = []
+    scans: list[tuple] = []
+
+    def take(result: tuple[list[tuple], list[tuple]]) -> None:
+        found.extend(result[0])
+        scans.extend(result[1])
+        if len(found) + len(scans) >= FLUSH_ROWS:
+            _flush(con, found, scans)
+
+    if n == 1 or chars < PARALLEL_MIN_CHARS:
+        _init_worker(rules)
+        for batch in _batches(con):
+            take(_extract_batch(batch))
+    else:
+        # fork: workers inherit the loaded rules and modules (no re-import, no pickled rules).
+        with ProcessPoolExecutor(
+            n, mp_context=get_context("fork"), initializer=_init_worker, initargs=(rules,)
+        ) as pool:
+            for result in pool.map(_extract_batch, _batches(con), chunksize=1):
+                take(result)
+    _flush(con, found, scans)
+
+
+def _flush(con: duckdb.DuckDBPyConnection, found: list[tuple], scans: list[tuple]) -> None:
+    bulk_insert(con, "identifiers", IDENTIFIER_COLUMNS, found)
+    bulk_insert(con, "identifier_scans", SCAN_COLUMNS, scans)
+    found.clear()
+    scans.clear()
