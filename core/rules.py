@@ -223,7 +223,7 @@ def build_rules(user: Mapping[str, Any] | None, *, origin: str = "built-in") -> 
         raise RuleError("settings.max_chars must be a positive integer", path=where)
     timeout = timeout_ms / 1000
 
-    checked = [_checked_kind(raw, lists, timeout, where) for raw in kinds.values()]
+    checked = [_checked_kind(raw, lists, where) for raw in kinds.values()]
     checked.sort(key=lambda k: (-k.priority, k.id))
     digest = _digest(checked, allowlist, timeout, max_chars)
     return RuleSet(
@@ -243,18 +243,16 @@ def build_rules(user: Mapping[str, Any] | None, *, origin: str = "built-in") -> 
 _CHECKED: dict[bytes, Kind] = {}
 
 
-def _checked_kind(raw: dict[str, Any], lists: dict[str, list[str]], timeout: float,
-                  where: str | None) -> Kind:  # fmt: skip
+def _checked_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | None) -> Kind:
     deny = lists.get(raw.get("deny_list") or "", [])
-    key = orjson.dumps([raw, deny, timeout], option=orjson.OPT_SORT_KEYS)
+    key = orjson.dumps([raw, deny], option=orjson.OPT_SORT_KEYS)
     kind = _CHECKED.get(key)
     if kind is None:
-        kind = _CHECKED[key] = _build_kind(raw, lists, timeout, where)
+        kind = _CHECKED[key] = _build_kind(raw, lists, where)
     return kind
 
 
-def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], timeout: float,
-                where: str | None) -> Kind:  # fmt: skip
+def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | None) -> Kind:
     kind_id = raw["id"]
 
     def fail(message: str, hint: str | None = None) -> RuleError:

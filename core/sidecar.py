@@ -9,7 +9,6 @@ inside the caller's transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,12 +110,3 @@ def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet) -> IndexCounts:
         incomplete=sum(1 for scan in scans if not scan[2]),
         rules_digest=rules.digest,
     )
-
-
-def identifiers_of(con: duckdb.DuckDBPyConnection, conversation_id: str) -> Iterator[tuple]:
-    """Stored (message_id, kind, value, span_start, span_end) rows of one conversation."""
-    yield from con.execute(
-        "SELECT message_id, kind, value, span_start, span_end FROM identifiers "
-        "WHERE conversation_id = ? ORDER BY message_id, span_start",
-        [conversation_id],
-    ).fetchall()
