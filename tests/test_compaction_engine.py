@@ -182,7 +182,8 @@ class Concurrency(Summarizer):
     name = "concurrency"
     model_id = "test/concurrency"
 
-    def __init__(self, store) -> None:
+    def __init__(self, store, target: int) -> None:
+        self.target = target  # hold each call until this many ran at once (or 3 s passed)
         self.lock = threading.Lock()
         self.active = 0
         self.peak = 0
@@ -199,7 +200,10 @@ class Concurrency(Summarizer):
                 [time.time()],
             ).fetchone()[0]
             self.store_peak = max(self.store_peak, running)
-        time.sleep(0.05)
+        deadline = time.monotonic() + 3
+        while self.peak < self.target and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)  # linger: a broken limit would let more calls in meanwhile
         with self.lock:
             self.active -= 1
         return Generation("ok")
@@ -208,10 +212,10 @@ class Concurrency(Summarizer):
 @pytest.mark.parametrize(("workers", "max_running"), [(6, 2), (4, 1), (3, None)])
 def test_max_running_is_never_exceeded(store, workers, max_running):
     build(store, {f"c{i}": 30 for i in range(12)})
-    probe = Concurrency(store)
+    limit = max_running or workers
+    probe = Concurrency(store, target=limit)
     report = run_compaction(store, summarizer=probe, workers=workers, max_running=max_running)
     assert report.completed == 12
-    limit = max_running or workers
     assert probe.peak <= limit and probe.store_peak <= limit
     assert probe.peak == limit  # the slots really ran in parallel up to the limit
 

@@ -212,3 +212,22 @@ def test_openai_needs_base_url_and_model():
         create("openai", SummarizerOptions(model="m"))
     with pytest.raises(ConfigError, match="--model"):
         create("openai", SummarizerOptions(base_url="http://127.0.0.1:1/v1"))
+
+
+def test_openai_through_the_engine_tool_calls_fail_and_stop_completes(openai_url, store):
+    from test_compaction_support import build
+
+    from lexkeep.compaction.engine import run_compaction
+
+    build(store, {"c1": 30})
+    options = SummarizerOptions(base_url=openai_url, timeout=10)
+    bad = run_compaction(store, summarizer=create("openai:tools", options))
+    assert (bad.claimed, bad.completed, bad.failed) == (1, 0, 1)
+    assert store.con.execute("SELECT summary, status FROM compactions").fetchone() == (
+        None,
+        "failed",
+    )
+    good = run_compaction(store, summarizer=create("openai:stop", options))
+    assert good.completed == 1
+    sent = FakeOpenAI.requests[-1]["body"]["messages"]
+    assert "USER-SAYS" not in json.dumps(sent)  # no user text ever leaves for the model
