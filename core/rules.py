@@ -271,6 +271,12 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | N
         pattern = regex.compile(source, regex.V1)
     except (regex.error, ValueError) as exc:
         raise fail(f"regex does not compile: {exc}") from exc
+    position = unbounded_quantifier(source)
+    if position != -1:
+        raise fail(
+            f"unbounded quantifier {source[position]!r} at position {position}",
+            hint="bound every repetition, e.g. {1,64} instead of + (possessive {1,64}+ is fine)",
+        )
     if pattern.flags & regex.IGNORECASE:
         raise fail(
             "global ignore-case flag (?i) is not allowed",
@@ -343,6 +349,42 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | N
     _self_test(kind, fail)
     _redos_test(kind, ADVERSARIAL_BUDGET, fail)
     return kind
+
+
+def unbounded_quantifier(pattern: str) -> int:
+    """Position of the first unbounded `*` or `+` quantifier in `pattern`, or -1.
+
+    A `+` right after another quantifier is the possessive modifier, not a repetition.
+    """
+    i, n = 0, len(pattern)
+    previous = ""
+    while i < n:
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            previous = "x"
+            continue
+        if char == "[":
+            # Skip the class; a ']' first (or after '^') is a literal.
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            i += 1
+            previous = "]"
+            continue
+        if char in "*+":
+            if char == "+" and previous in ("}", "?", "*", "+"):
+                previous = "possessive"
+                i += 1
+                continue
+            return i
+        previous = char
+        i += 1
+    return -1
 
 
 def _context(raw: Any, fail: Any) -> Context | None:

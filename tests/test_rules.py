@@ -121,8 +121,13 @@ GOOD_REGEX = "regex = '''ACME-[0-9]{6}'''\n"
             "FILE: kind 'k': global ignore-case flag (?i) is not allowed",
         ),
         (
-            "[[kinds]]\n" + KIND_HEAD + "regex = '''(?:a|aa)+b|ACME-[0-9]{6}'''\n" + GOOD_TESTS,
+            "[[kinds]]\n" + KIND_HEAD
+            + "regex = '''(?:a|aa){1,9000}b|ACME-[0-9]{6}'''\n" + GOOD_TESTS,
             "FILE: kind 'k': pattern takes longer than 50 ms on the adversarial string 'letters'",
+        ),
+        (
+            "[[kinds]]\n" + KIND_HEAD + "regex = '''ACME-[0-9]+'''\n" + GOOD_TESTS,
+            "FILE: kind 'k': unbounded quantifier '+' at position 10",
         ),
         (
             "[[kinds]]\n" + KIND_HEAD + "regex = '''ACME-[0-9'''\n" + GOOD_TESTS,
@@ -153,6 +158,7 @@ GOOD_REGEX = "regex = '''ACME-[0-9]{6}'''\n"
     ],
     ids=[
         "positive-fails", "negative-matches", "keyword-absent", "global-ignore-case", "redos",
+        "unbounded",
         "no-compile", "no-examples", "tier-c-without-context", "unknown-disabled", "unknown-key",
         "context-without-gate", "bad-timeout", "bad-regex-type",
     ],
@@ -204,3 +210,13 @@ def test_redos_pass_is_cached_on_disk(tmp_path: Path, monkeypatch: pytest.Monkey
     }
     build_rules(body, origin="inline")
     assert len(list((tmp_path / "cache" / "redos-ok").iterdir())) == 1
+
+
+@pytest.mark.parametrize(
+    ("pattern", "position"),
+    [("a+", 1), ("(?:ab)*", 6), ("[a+*]{1,3}+", -1), (r"\+x", -1), ("a{1,9}+", -1), ("[]+]x", -1)],
+)
+def test_unbounded_quantifier_lint(pattern: str, position: int) -> None:
+    from lexkeep.core.rules import unbounded_quantifier
+
+    assert unbounded_quantifier(pattern) == position
