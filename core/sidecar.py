@@ -17,7 +17,7 @@ import duckdb
 from lexkeep.core.errors import StoreError
 from lexkeep.core.identifiers import extract
 from lexkeep.core.model import MessageKind
-from lexkeep.core.rules import RuleSet, default_rules
+from lexkeep.core.rules import RuleSet, load_rules
 from lexkeep.core.store import Store, bulk_insert
 
 IDENTIFIER_COLUMNS = (
@@ -58,14 +58,15 @@ class IndexCounts:
 def index_pending(con: duckdb.DuckDBPyConnection, rules: RuleSet | None = None) -> int:
     """Scan every user_text message without a scan row; returns identifiers inserted.
 
-    Runs inside the caller's transaction: it never begins or commits one itself.
+    Runs inside the caller's transaction: it never begins or commits one itself. Without
+    `rules`, the settings file's `[tool.lexkeep.identifiers]` applies (else the built-ins).
     """
-    return _index(con, rules or default_rules()).identifiers
+    return _index(con, rules or load_rules()).identifiers
 
 
 def reindex(store: Store, rules: RuleSet | None = None) -> IndexCounts:
     """Re-extract every user message with `rules` in one transaction (idempotent)."""
-    rules = rules or default_rules()
+    rules = rules or load_rules()
     with store.transaction() as con:
         con.execute("DELETE FROM identifiers")
         con.execute("DELETE FROM identifier_scans")

@@ -107,3 +107,14 @@ def test_reindex_failure_leaves_the_old_sidecar(db_file, monkeypatch: pytest.Mon
             reindex(store)
         monkeypatch.undo()
         assert identifiers(store) == before
+
+
+def test_settings_file_rules_apply_by_default(
+    store: Store, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.lexkeep.identifiers]\ndisabled = ["email"]\n')
+    monkeypatch.chdir(tmp_path)
+    add_messages(store)
+    with store.transaction() as con:
+        assert index_pending(con) == 2
+    assert "email" not in {row[1] for row in identifiers(store)}
