@@ -250,10 +250,17 @@ def is_candidate(path: str) -> bool:
     return fmt == Format.LEXKEEP and not source.document
 
 
-def fast_load(store: Store, path: str, rules: RuleSet | None = None) -> bool:
+def fast_load(
+    store: Store,
+    path: str,
+    rules: RuleSet | None = None,
+    *,
+    parallel_min_chars: int = PARALLEL_MIN_CHARS,
+) -> bool:
     """Load one lexkeep JSONL file into the (fresh, in-memory) `store` for the audit.
 
-    Returns False, with nothing written, when the file needs the normal ingest.
+    Returns False, with nothing written, when the file needs the normal ingest. User text of
+    at least `parallel_min_chars` characters is extracted by `workers()` processes.
     """
     if not is_candidate(path):
         return False
@@ -262,7 +269,7 @@ def fast_load(store: Store, path: str, rules: RuleSet | None = None) -> bool:
     try:
         with store.transaction():
             _load(con, path)
-            _index(con, rules or default_rules())
+            _index(con, rules or default_rules(), parallel_min_chars)
     except _GiveUp:
         return False
     finally:
@@ -385,7 +392,7 @@ def workers() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
 
-def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet) -> None:
+def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet, parallel_min_chars: int) -> None:
     """Fill identifiers and identifier_scans as core.sidecar.index_pending does."""
     chars = con.execute(
         "SELECT coalesce(sum(length(text)), 0) FROM messages WHERE kind = 'user_text'"
@@ -400,7 +407,7 @@ def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet) -> None:
         if len(found) + len(scans) >= FLUSH_ROWS:
             _flush(con, found, scans)
 
-    if n == 1 or chars < PARALLEL_MIN_CHARS:
+    if n == 1 or chars < parallel_min_chars:
         _init_worker(rules)
         for batch in _batches(con):
             take(_extract_batch(batch))

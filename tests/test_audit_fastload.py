@@ -1,0 +1,254 @@
+"""The audit's DuckDB fast path (audit/fastload.py) gives exactly the normal path's report.
+
+Every test audits the same file both ways (`run_audit(fast=True)` and `fast=False`, which is the
+general ingest) and compares the whole report: verdicts, flags, evidence, file:line, counts.
+Files the fast path cannot reproduce must fall back, so errors keep their exact file:line:col.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from lexkeep.audit.engine import (
+    _Expected,
+    _may_be_within,
+    audit_store,
+    fast_best_near_miss,
+    run_audit,
+)
+from lexkeep.audit.fastload import fast_load
+from lexkeep.audit.settings import AuditSettings
+from lexkeep.core.errors import InputError
+from lexkeep.core.nearmiss import best_near_miss, candidates, edit_distance, fold, skeleton
+from lexkeep.core.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
+GENERATE = REPO / "benchmarks" / "generate.py"
+
+
+def _generate(out: Path, seed: int, size: str = "1MB") -> Path:
+    proc = subprocess.run(
+        [sys.executable, str(GENERATE), "--format", "lexkeep", "--size", size, "--out", str(out)]
+        + ["--seed", str(seed)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out / "dump.jsonl"
+
+
+def _took_fast_path(path: Path) -> bool:
+    with Store.open(None) as store:
+        return fast_load(store, str(path))
+
+
+def _both(path: Path) -> tuple:
+    fast = run_audit(paths=[str(path)], fast=True)
+    slow = run_audit(paths=[str(path)], fast=False)
+    return fast, slow
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_generated_dumps_same_report_both_paths(tmp_path, seed):
+    dump = _generate(tmp_path / "d", seed)
+    assert _took_fast_path(dump)
+    fast, slow = _both(dump)
+    assert slow.totals.audited > 100  # the dump exercises the audit
+    assert fast.totals == slow.totals
+    assert fast.findings == slow.findings  # every verdict, flag, evidence and file:line
+    assert fast == slow
+    expected = json.loads((dump.parent / "expected.json").read_text())["totals"]
+    assert fast.totals.kept == expected["kept"]
+    assert fast.totals.altered == expected["altered"]
+
+
+def test_parallel_extraction_same_report(tmp_path, monkeypatch):
+    dump = _generate(tmp_path / "d", 5)
+    monkeypatch.setenv("LEXKEEP_AUDIT_WORKERS", "2")
+    with Store.open(None) as store:
+        assert fast_load(store, str(dump), parallel_min_chars=0)
+        fast = audit_store(store, AuditSettings(), inputs=(str(dump),))
+    slow = run_audit(paths=[str(dump)], fast=False)
+    assert fast == slow
+
+
+def _lines(*records: object) -> str:
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
+
+
+def _conversation(args: object = '{"invoice_id": "INV-2025-08-44719"}') -> list[object]:
+    return [
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user",
+         "text": "refund INV-2025-08-44719 and ORD_88412 to /srv/app/a.log"},
+        {"type": "tool_call", "id": "k0", "conversation_id": "c1", "name": "lookup",
+         "arguments": '{"order": "ORD_88412"}'},
+        {"type": "tool_result", "call_id": "k0", "conversation_id": "c1", "text": "ok"},
+        {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "INV-2025-08-44719",
+         "kept_verbatim": ["ORD_88412"]},
+        {"type": "tool_call", "id": "k1", "conversation_id": "c1", "name": "refund",
+         "arguments": args},
+        {"type": "tool_call", "id": "k2", "conversation_id": "c1", "name": "tail",
+         "arguments": '{"path": "/srv/app/A.log", "order": "ord-88412"}'},
+    ]  # fmt: skip
+
+
+# Files the fast path takes: the report must be the normal path's.
+FAST_CASES = {
+    "plain": _lines(*_conversation()),
+    "object_arguments": _lines(*_conversation({"invoice": "INV-2025-08-44719", "n": 1.50})),
+    "array_arguments": _lines(*_conversation(["cat", "INV-2025-08-4471"])),
+    "null_arguments": _lines(*_conversation(None)),
+    "conversation_record_after_use": _lines(
+        *_conversation(), {"type": "conversation", "id": "c1", "title": "t"}
+    ),
+    "unknown_type_and_run": _lines(
+        {"type": "weird", "x": 1},
+        {"type": "run", "id": "r1", "conversation_id": "c1", "status": "completed"},
+        *_conversation(),
+    ),
+    "no_final_newline": _lines(*_conversation()).rstrip("\n"),
+    "non_ascii_and_escapes": _lines(
+        {
+            "type": "message",
+            "id": "m1",
+            "conversation_id": "c1",
+            "role": "user",
+            "text": "ticket ÄBC-1234 and café_order_99812",
+        },
+        {"type": "compaction", "id": "b1", "conversation_id": "c1"},
+        {
+            "type": "tool_call",
+            "id": "k1",
+            "conversation_id": "c1",
+            "name": "t",
+            "arguments": json.dumps({"q": "ÄBC-1234"}, ensure_ascii=True),
+        },
+    ),  # fmt: skip
+    "kind_overrides_role": _lines(
+        {
+            "type": "message",
+            "id": "m0",
+            "conversation_id": "c1",
+            "role": "assistant",
+            "kind": "user_text",
+            "text": "ERR_CONN_RESET",
+        },
+        {
+            "type": "message",
+            "id": "m2",
+            "conversation_id": "c1",
+            "role": "user",
+            "kind": "summary",
+            "text": "ERR_DISK_FULL",
+        },
+        *_conversation(),
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAST_CASES))
+def test_edge_files_fast_path_same_report(tmp_path, name):
+    path = tmp_path / "t.jsonl"
+    path.write_text(FAST_CASES[name], encoding="utf-8")
+    assert _took_fast_path(path)
+    fast, slow = _both(path)
+    assert fast == slow
+
+
+# Files the fast path must hand to the normal ingest (same report, or the same error).
+FALLBACK_CASES = {
+    "blank_line": _lines(*_conversation()[:3], "", *_conversation()[3:]),
+    "integer_id": _lines(
+        *_conversation(),
+        {"type": "message", "id": 7, "conversation_id": "c1", "role": "user", "text": "HAT136"},
+    ),
+    "duplicate_message_id": _lines(*_conversation(), _conversation()[0]),
+    "truncated_last_line": _lines(*_conversation()) + '{"type": "message", "id": "m9"',
+}
+ERROR_CASES = {
+    "invalid_json": _lines(*_conversation()[:2], "{not json", *_conversation()[2:]),
+    "message_text_not_string": _lines(*_conversation(), {"type": "message", "id": "m8",
+                                      "conversation_id": "c1", "role": "user", "text": 5}),
+    "missing_type": _lines(*_conversation(), {"id": "x"}),
+    "bad_role": _lines({"type": "message", "id": "m0", "conversation_id": "c1", "role": "bot",
+                        "text": "x"}, *_conversation()),
+    "kept_verbatim_not_strings": _lines(*_conversation(), {"type": "compaction", "id": "b9",
+                                        "conversation_id": "c1", "kept_verbatim": [1]}),
+    "empty_id": _lines({"type": "tool_call", "id": "", "conversation_id": "c1", "name": "n"}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(FALLBACK_CASES))
+def test_files_the_fast_path_refuses_fall_back(tmp_path, name):
+    path = tmp_path / "t.jsonl"
+    path.write_text(FALLBACK_CASES[name], encoding="utf-8")
+    assert not _took_fast_path(path)
+    fast, slow = _both(path)
+    assert fast == slow
+
+
+@pytest.mark.parametrize("name", sorted(ERROR_CASES))
+def test_bad_lines_keep_the_exact_error(tmp_path, name):
+    path = tmp_path / "t.jsonl"
+    path.write_text(ERROR_CASES[name], encoding="utf-8")
+    assert not _took_fast_path(path)
+    errors = []
+    for fast in (True, False):
+        with pytest.raises(InputError) as caught:
+            run_audit(paths=[str(path)], fast=fast)
+        exc = caught.value
+        errors.append((str(exc), exc.path, exc.line, exc.col))
+    assert errors[0] == errors[1]
+    assert errors[0][1] == str(path) and errors[0][2] is not None
+
+
+def test_gzip_and_other_formats_take_the_normal_path(tmp_path):
+    codex = tmp_path / "rollout.jsonl"
+    codex.write_text(_lines({"timestamp": "t", "type": "session_meta", "payload": {"id": "s"}}))
+    assert not _took_fast_path(codex)
+
+
+# -- the near-miss search: same answer as core.nearmiss.best_near_miss --------------------------
+
+_alphabet = st.sampled_from("0123456789abcXYZ-_./#")
+_values = st.text(_alphabet, min_size=1, max_size=20)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_values, texts=st.lists(st.text(_alphabet | st.just(" "), max_size=40), max_size=4))
+def test_fast_best_near_miss_equals_best_near_miss(value, texts):
+    tokens = [(t, fold(t), skeleton(t)) for text in texts for t in candidates(text)]
+    assert fast_best_near_miss(_Expected.of(value), tokens) == best_near_miss(value, texts)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    want=st.text("1234567890ab", min_size=6, max_size=24).filter(lambda w: w[0] != "0"),
+    data=st.data(),
+)
+def test_piece_filter_never_rejects_a_close_value(want, data):
+    limit = 1 if len(want) < 12 else 2
+    # Build a value within `limit` edits (substitute, insert, delete, transpose).
+    got = list(want)
+    for _ in range(limit):
+        op = data.draw(st.sampled_from(["sub", "ins", "del", "swap"]))
+        i = data.draw(st.integers(0, max(0, len(got) - 2)))
+        if op == "sub":
+            got[i] = data.draw(st.sampled_from("xyz"))
+        elif op == "ins":
+            got.insert(i, data.draw(st.sampled_from("xyz")))
+        elif op == "del" and len(got) > 1:
+            del got[i]
+        elif op == "swap" and len(got) > 1:
+            got[i], got[i + 1] = got[i + 1], got[i]
+    got_text = "".join(got)
+    assume(edit_distance(want, got_text, limit) <= limit)  # OSA edits a substring only once
+    assert _may_be_within(got_text, _Expected.of(want).pieces, limit)
