@@ -187,28 +187,30 @@ def _report_json(report) -> dict:
 
 
 def _print_report(report) -> None:
-    out = stdout_console()
+    # Plain writes: these lines are parsed by scripts and must never be re-wrapped.
+    lines = []
     verb = "would claim" if report.dry_run else "claimed"
-    out.print(
-        f"{report.conversations} conversations: planned {report.planned}, "
-        f"{verb} {report.claimed if not report.dry_run else report.planned - report.skipped}, "
+    claimed = report.planned - report.skipped if report.dry_run else report.claimed
+    lines.append(
+        f"{report.conversations} conversations: planned {report.planned}, {verb} {claimed}, "
         f"completed {report.completed}, failed {report.failed}, skipped {report.skipped}"
     )
     if report.skipped_reasons:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(report.skipped_reasons.items()))
-        out.print(f"skipped: {reasons}")
+        lines.append(f"skipped: {reasons}")
     if report.identifier_share is not None:
-        out.print(
-            f"identifiers of the summarised answers kept verbatim: "
+        lines.append(
+            "identifiers of the summarised answers kept verbatim: "
             f"{report.identifiers_kept}/{report.identifiers_total} "
             f"({report.identifier_share:.1%})"
         )
     for seg in report.segments:
         if seg.outcome == "failed":
-            out.print(
+            lines.append(
                 f"failed: {seg.conversation_id} pairs {seg.from_pair}–{seg.to_pair} "
                 f"(attempt {seg.attempt}): {seg.detail}"
             )
+    sys.stdout.write("".join(line + "\n" for line in lines))
 
 
 def _job_json(r) -> dict:

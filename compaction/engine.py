@@ -9,6 +9,7 @@ at most once per run; a failed attempt is retried by a later run, up to 2 attemp
 from __future__ import annotations
 
 import dataclasses
+import functools
 import queue
 import threading
 import time
@@ -31,6 +32,7 @@ from lexkeep.compaction.summarizers import (
     prompt_text,
 )
 from lexkeep.core.errors import ConfigError, NotFoundError, RuleError
+from lexkeep.core.model import Extraction
 from lexkeep.core.store import Store
 
 BATCH_CONVERSATIONS = 500
@@ -79,6 +81,7 @@ class CompactionReport:
 @dataclass(frozen=True, slots=True)
 class _Task:
     ident: JobIdentity
+    key: str  # ident.key(), computed once
     pairs: tuple[Pair, ...]
 
 
@@ -132,16 +135,17 @@ def run_compaction(
                     prompt_version=jobs.PROMPT_VERSION,
                 )
                 report.planned += 1
-                reason = _already(known.get((cid, from_pair), ()), ident)
+                key = ident.key()
+                reason = _already(known.get((cid, from_pair), ()), ident, key)
                 if reason:
-                    _skip(report, ident, reason, on_progress)
+                    _skip(report, ident, key, reason, on_progress)
                 elif dry_run:
-                    out = SegmentOutcome(cid, from_pair, to_pair, "planned", ident.key())
+                    out = SegmentOutcome(cid, from_pair, to_pair, "planned", key)
                     report.segments.append(out)
                     if on_progress:
                         on_progress(out)
                 else:
-                    tasks.append(_Task(ident, tuple(seg)))
+                    tasks.append(_Task(ident, key, tuple(seg)))
     if on_planned:
         on_planned(report.planned)
     if dry_run or not tasks:
@@ -259,7 +263,7 @@ def _run_batch(
                         i.from_pair,
                         i.to_pair,
                         "skipped",
-                        i.key(),
+                        task.key,
                         None,
                         f"{result.reason}: {result.detail}",
                     )
@@ -333,7 +337,9 @@ def _summarise_granted(
             record(out)
 
 
-def _extract(text: str):
+@functools.lru_cache(maxsize=65536)
+def _extract(text: str) -> Extraction:
+    # Answers repeat across conversations (templated replies); Extraction is immutable.
     from lexkeep.core.identifiers import extract
 
     return extract(text)
@@ -342,11 +348,12 @@ def _extract(text: str):
 def _skip(
     report: CompactionReport,
     ident: JobIdentity,
+    key: str,
     reason: str,
     on_progress: Callable[[SegmentOutcome], None] | None,
 ) -> None:
     out = SegmentOutcome(
-        ident.conversation_id, ident.from_pair, ident.to_pair, "skipped", ident.key(), None, reason
+        ident.conversation_id, ident.from_pair, ident.to_pair, "skipped", key, None, reason
     )
     report.skipped += 1
     report.skipped_reasons[reason.split(":")[0]] += 1
@@ -355,9 +362,8 @@ def _skip(
         on_progress(out)
 
 
-def _already(rows: Sequence[tuple], ident: JobIdentity) -> str | None:
+def _already(rows: Sequence[tuple], ident: JobIdentity, key: str) -> str | None:
     """Why a segment needs no claim (completed or out of attempts), judged before claiming."""
-    key = ident.key()
     for job_id, status, digest, version, attempts in rows:
         if (
             status == "completed"

@@ -230,7 +230,7 @@ def _claim_in_transaction(
         ).fetchone()[0]
     expires = now + lease_seconds
     results: list[Claim | Refusal] = []
-    new: list[JobIdentity] = []
+    new: list[tuple[str, JobIdentity]] = []
     again: list[tuple[str, int]] = []
     expired: list[tuple[str, int]] = []
     taken: set[tuple[str, int]] = set()
@@ -257,7 +257,7 @@ def _claim_in_transaction(
         taken.add(range_key)
         attempt = verdict
         if attempt == 1:  # no row yet for this identity
-            new.append(ident)
+            new.append((key, ident))
         else:
             again.append((key, attempt))
         results.append(Claim(key, ident, attempt, owner, expires))
@@ -272,15 +272,15 @@ def _claim_in_transaction(
             "unnest($sources), unnest($digests), unnest($models), unnest($versions), "
             "$prompt, 'running', 1, $owner, $expires, $now, $now",
             {
-                "ids": [i.key() for i in new],
-                "cids": [i.conversation_id for i in new],
-                "scopes": [i.scope for i in new],
-                "froms": [i.from_pair for i in new],
-                "tos": [i.to_pair for i in new],
-                "sources": [list(i.source_message_ids) for i in new],
-                "digests": [i.source_digest for i in new],
-                "models": [i.model_id for i in new],
-                "versions": [i.prompt_version for i in new],
+                "ids": [k for k, _ in new],
+                "cids": [i.conversation_id for _, i in new],
+                "scopes": [i.scope for _, i in new],
+                "froms": [i.from_pair for _, i in new],
+                "tos": [i.to_pair for _, i in new],
+                "sources": [list(i.source_message_ids) for _, i in new],
+                "digests": [i.source_digest for _, i in new],
+                "models": [i.model_id for _, i in new],
+                "versions": [i.prompt_version for _, i in new],
                 "prompt": prompt_sha256,
                 "owner": owner,
                 "expires": expires,

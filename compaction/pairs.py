@@ -51,7 +51,9 @@ WITH linked AS (
     SELECT m.*, r.status AS run_status
     FROM messages m
     JOIN runs r ON r.id = m.run_id AND r.conversation_id = m.conversation_id
-    WHERE m.conversation_id IN (SELECT unnest($ids::VARCHAR[]))
+    -- the range lets DuckDB skip row groups (ingest writes a conversation's rows together)
+    WHERE m.conversation_id BETWEEN $lo AND $hi
+      AND m.conversation_id IN (SELECT unnest($ids::VARCHAR[]))
 ),
 users AS (
     SELECT *, count(*) OVER (PARTITION BY run_id) AS n_users
@@ -82,12 +84,12 @@ ORDER BY u.conversation_id, u.position
 """
 
 
+_STATUSES = {s.value: s for s in MessageStatus}
+
+
 def _status(value: str) -> MessageStatus:
     # A user message's status does not decide eligibility; keep unknown values readable.
-    try:
-        return MessageStatus(value)
-    except ValueError:
-        return value  # type: ignore[return-value]
+    return _STATUSES.get(value, value)  # type: ignore[return-value]
 
 
 def eligible_pairs_many(
@@ -98,7 +100,9 @@ def eligible_pairs_many(
     result: dict[str, list[Pair]] = {cid: [] for cid in ids}
     if not ids:
         return result
-    for row in con.execute(_PAIRS_SQL, {"ids": ids, "blank": _BLANK}).fetchall():
+    for row in con.execute(
+        _PAIRS_SQL, {"ids": ids, "blank": _BLANK, "lo": min(ids), "hi": max(ids)}
+    ).fetchall():
         cid = row[0]
         bucket = result[cid]
         user = Message(
