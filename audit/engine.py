@@ -42,7 +42,6 @@ from lexkeep.core.nearmiss import (
     Difference,
     NearMiss,
     candidates,
-    edit_distance,
     fold,
     is_kept,
     skeleton,
@@ -514,6 +513,41 @@ _RANK = {
 }
 
 
+def bounded_distance(a: str, b: str, limit: int) -> int:
+    """`core.nearmiss.edit_distance` (optimal string alignment) for small limits, faster.
+
+    Strips the common prefix and suffix, then tries the four edits at the first difference
+    with one edit less: at most 4**limit short branches instead of a Python DP table.
+    """
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    if i:
+        a, b = a[i:], b[i:]
+        n -= i
+    j = 0
+    while j < n and a[-1 - j] == b[-1 - j]:
+        j += 1
+    if j:
+        a, b = a[:-j], b[:-j]
+    if not a or not b:
+        return min(len(a) + len(b), limit + 1)
+    if limit == 0:
+        return 1
+    rest = limit - 1
+    best = 1 + bounded_distance(a[1:], b[1:], rest)  # substitution
+    if best > 1:
+        best = min(best, 1 + bounded_distance(a[1:], b, rest))  # deletion
+    if best > 1:
+        best = min(best, 1 + bounded_distance(a, b[1:], rest))  # insertion
+    if best > 1 and len(a) > 1 and len(b) > 1 and a[0] == b[1] and a[1] == b[0]:
+        best = min(best, 1 + bounded_distance(a[2:], b[2:], rest))  # transposition
+    return min(best, limit + 1)
+
+
 def _classify(
     value: str,
     e_fold: str,
@@ -544,7 +578,7 @@ def _classify(
         limit = 1 if lw < 12 else 2
         if abs(lw - lg) > limit or not _may_be_within(got, pieces, limit):
             return None
-        distance = edit_distance(want, got, limit)
+        distance = bounded_distance(want, got, limit)
         if distance <= limit:
             return NearMiss(token, Difference.EDIT, distance)
     return None

@@ -10,19 +10,21 @@ the identifier extractor (several processes on big inputs).
 
 Anything this path does not reproduce exactly makes it give up *before* writing anything, and
 the caller runs the normal ingest, which reports the exact file:line:col of a bad line: a line
-DuckDB cannot parse, blank or whitespace-only lines, an integer where the reader also accepts
-one (ids given as numbers), a non-string text of a message, duplicate ids, gzip input, a BOM.
+DuckDB cannot parse, whitespace-only lines, mixed line endings, an integer where the reader also
+accepts one (ids given as numbers), a non-string message text, duplicate ids, gzip, a BOM.
 The result must equal the normal path's (tests/test_audit_fastload.py compares both).
 
 Stored differently from `lexkeep ingest` (the store is private to one audit and discarded):
-only user-text messages are kept; runs, tool results and ingest_runs are not written.
+only user-text messages are kept; runs, tool results and ingest_runs are not written; user
+messages after their conversation's last boundary are not scanned (nothing typed there is
+audited, and the "unscanned" note only counts messages before a boundary).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -55,10 +57,6 @@ PARALLEL_MIN_CHARS = 2 << 20
 BATCH_MESSAGES = 2000
 FLUSH_ROWS = 200_000
 
-# Lines starting like this are tool results: parsed (and so validated) with a schema that does
-# not copy their text, which is most of a dump's bytes and which the audit never reads.
-_RESULT_PREFIX = '{"type":"tool_result"'
-
 # Every key of every record type the reader looks at. Fields are read as JSON so their JSON
 # type can be checked the way the reader checks it; `type` as text like the reader compares it.
 _FIELDS = (
@@ -82,20 +80,19 @@ _FIELDS = (
     "text",
 )
 # `text` is not in the schema: tool results' text is most of a dump's bytes and the audit never
-# reads it, so it is taken (a second, cheap parse) only from lines that are not tool results.
+# reads it, so it is taken (a second, cheap parse) only from message lines. Rows are numbered
+# before empty lines (NULL) are dropped, so `line` is the physical line, as the reader counts.
 _SCHEMA = json.dumps({"type": "VARCHAR", **{f: "JSON" for f in _FIELDS if f != "text"}})
 
 _STAGE_SQL = f"""
 CREATE OR REPLACE TEMP TABLE lexkeep_fast_lines AS
-SELECT line, s.*,
-       CASE WHEN NOT starts_with(l, '{_RESULT_PREFIX}') THEN json_extract(l, '$.text') END
-           AS text
+SELECT line, s.*, CASE WHEN s.type = 'message' THEN json_extract(l, '$.text') END AS text
 FROM (
     SELECT line, l, json_transform(l, '{_SCHEMA}') AS s
     FROM (
         SELECT row_number() OVER () AS line, l
         FROM read_csv(?, columns = {{'l': 'VARCHAR'}}, delim = '\x01', quote = '',
-                      escape = '', header = false, auto_detect = false,
+                      escape = '', header = false, auto_detect = false, skip = 0,
                       max_line_size = {MAX_LINE_BYTES}, buffer_size = {2 * MAX_LINE_BYTES})
     )
     WHERE l IS NOT NULL
@@ -290,12 +287,6 @@ def _load(con: duckdb.DuckDBPyConnection, path: str) -> None:
         raise _GiveUp("a record the reader rejects")
     if con.execute(_DUPLICATES_SQL).fetchone()[0]:
         raise _GiveUp("duplicate ids")
-    # Physical lines vs rows: blank or whitespace-only lines (skipped by the reader) and lines
-    # DuckDB split differently both show up here.
-    lines = _line_count(path)
-    staged, last = con.execute("SELECT count(*), max(line) FROM lexkeep_fast_lines").fetchone()
-    if staged != lines or (last or 0) != lines:
-        raise _GiveUp("blank lines")
     # A message text that is not a JSON string is an error for the reader.
     if con.execute(
         "SELECT count(*) FROM lexkeep_fast_lines WHERE type = 'message' AND text IS NOT NULL"
@@ -337,17 +328,6 @@ def _object_arguments(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-def _line_count(path: str) -> int:
-    """Physical lines of the file (a last line without a newline counts)."""
-    count = 0
-    last = b"\n"
-    with open(path, "rb", buffering=0) as stream:
-        while block := stream.read(16 << 20):
-            count += block.count(b"\n")
-            last = block[-1:]
-    return count + (last != b"\n")
-
-
 # -- the identifier sidecar, extracted in parallel ---------------------------------------------
 
 _WORKER_RULES: RuleSet | None = None
@@ -373,15 +353,16 @@ def _extract_batch(batch: Sequence[tuple[str, str, str]]) -> tuple[list[tuple], 
     return found, scans
 
 
-def _batches(con: duckdb.DuckDBPyConnection) -> Iterator[list[tuple[str, str, str]]]:
-    # Fetched whole: the user text is a few percent of a dump, and the writes that follow in
-    # this transaction would invalidate a result still being fetched.
-    rows = con.execute(
-        "SELECT id, conversation_id, text FROM messages WHERE kind = 'user_text'"
-        " ORDER BY conversation_id, position"
-    ).fetchall()
-    for start in range(0, len(rows), BATCH_MESSAGES):
-        yield rows[start : start + BATCH_MESSAGES]
+# User messages the audit can use: those before their conversation's last boundary. Identifiers
+# typed later are never audited (DESIGN.md), so extracting them would change no report.
+_PENDING_SQL = """
+SELECT m.id, m.conversation_id, m.text
+FROM messages m
+JOIN (SELECT conversation_id, max(position) AS last FROM boundaries GROUP BY 1) b
+  ON b.conversation_id = m.conversation_id AND m.position < b.last
+WHERE m.kind = 'user_text'
+ORDER BY m.conversation_id, m.position
+"""
 
 
 def workers() -> int:
@@ -394,9 +375,11 @@ def workers() -> int:
 
 def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet, parallel_min_chars: int) -> None:
     """Fill identifiers and identifier_scans as core.sidecar.index_pending does."""
-    chars = con.execute(
-        "SELECT coalesce(sum(length(text)), 0) FROM messages WHERE kind = 'user_text'"
-    ).fetchone()[0]
+    # Fetched whole: the user text is a few percent of a dump, and the writes that follow in
+    # this transaction would invalidate a result still being fetched.
+    rows = con.execute(_PENDING_SQL).fetchall()
+    batches = [rows[i : i + BATCH_MESSAGES] for i in range(0, len(rows), BATCH_MESSAGES)]
+    chars = sum(len(text) for _, _, text in rows)
     n = workers()
     found: list[tuple] = []
     scans: list[tuple] = []
@@ -409,14 +392,14 @@ def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet, parallel_min_chars: i
 
     if n == 1 or chars < parallel_min_chars:
         _init_worker(rules)
-        for batch in _batches(con):
+        for batch in batches:
             take(_extract_batch(batch))
     else:
         # fork: workers inherit the loaded rules and modules (no re-import, no pickled rules).
         with ProcessPoolExecutor(
             n, mp_context=get_context("fork"), initializer=_init_worker, initargs=(rules,)
         ) as pool:
-            for result in pool.map(_extract_batch, _batches(con), chunksize=1):
+            for result in pool.map(_extract_batch, batches, chunksize=1):
                 take(result)
     _flush(con, found, scans)
 

@@ -20,6 +20,7 @@ from lexkeep.audit.engine import (
     _Expected,
     _may_be_within,
     audit_store,
+    bounded_distance,
     fast_best_near_miss,
     run_audit,
 )
@@ -115,6 +116,8 @@ FAST_CASES = {
         *_conversation(),
     ),
     "no_final_newline": _lines(*_conversation()).rstrip("\n"),
+    "blank_lines": "\n\n" + _lines(*_conversation()[:3], "", *_conversation()[3:]) + "\n",
+    "crlf": _lines(*_conversation()).replace("\n", "\r\n"),
     "non_ascii_and_escapes": _lines(
         {
             "type": "message",
@@ -165,7 +168,7 @@ def test_edge_files_fast_path_same_report(tmp_path, name):
 
 # Files the fast path must hand to the normal ingest (same report, or the same error).
 FALLBACK_CASES = {
-    "blank_line": _lines(*_conversation()[:3], "", *_conversation()[3:]),
+    "whitespace_line": _lines(*_conversation()[:3], "   ", *_conversation()[3:]),
     "integer_id": _lines(
         *_conversation(),
         {"type": "message", "id": 7, "conversation_id": "c1", "role": "user", "text": "HAT136"},
@@ -252,3 +255,9 @@ def test_piece_filter_never_rejects_a_close_value(want, data):
     got_text = "".join(got)
     assume(edit_distance(want, got_text, limit) <= limit)  # OSA edits a substring only once
     assert _may_be_within(got_text, _Expected.of(want).pieces, limit)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(a=st.text("abc", max_size=9), b=st.text("abc", max_size=9), limit=st.integers(0, 3))
+def test_bounded_distance_equals_edit_distance(a, b, limit):
+    assert bounded_distance(a, b, limit) == edit_distance(a, b, limit)
