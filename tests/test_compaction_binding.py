@@ -7,6 +7,8 @@ import hashlib
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lexkeep.compaction.binding import (
     canonical_encoding,
@@ -176,3 +178,39 @@ def test_message_of_another_conversation_is_refused():
     pairs = golden_pairs()
     with pytest.raises(RuleError, match="belongs to conversation other"):
         check_range("conv-1", 0, 9, _replace(pairs, 2, "user", conversation_id="other"))
+
+
+def _decode(data: bytes) -> list[tuple[str, str, str, str]]:
+    """Parse the documented encoding back into fields (proves it is unambiguous)."""
+    magic = b"lexkeep-compaction-source/1\n"
+    assert data.startswith(magic)
+    pos = len(magic)
+    (count,) = struct.unpack_from(">I", data, pos)
+    pos += 4
+    out = []
+    for _ in range(count):
+        fields = []
+        for _ in range(4):
+            (length,) = struct.unpack_from(">Q", data, pos)
+            pos += 8
+            fields.append(data[pos : pos + length].decode("utf-8"))
+            pos += length
+        out.append(tuple(fields))
+    assert pos == len(data)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(), st.text(), st.text(), st.text()), min_size=0, max_size=12))
+def test_encoding_round_trips_so_different_sources_never_share_bytes(fields):
+    pairs = []
+    for i, (uid, utext, aid, atext) in enumerate(fields):
+        base = golden_pairs()[0]
+        pairs.append(
+            Pair(
+                i,
+                dataclasses.replace(base.user, id=uid, text=utext),
+                dataclasses.replace(base.assistant, id=aid, text=atext),
+            )
+        )
+    assert _decode(canonical_encoding(pairs)) == fields
