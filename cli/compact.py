@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import orjson
@@ -76,13 +77,19 @@ def register(app: typer.Typer) -> None:
         """
         from lexkeep.compaction.engine import run_compaction
         from lexkeep.compaction.summarizers import SummarizerOptions
-        from lexkeep.core.errors import ConfigError
+        from lexkeep.core.errors import ConfigError, StoreError
         from lexkeep.core.store import Store
 
         if fmt not in ("text", "json"):
             raise ConfigError(f"unknown --format {fmt!r}", hint="use text or json")
         options = SummarizerOptions(base_url=base_url, model=model, timeout=timeout)
-        with Store.open(db_path(db)) as store, progress("compacting", None, unit="items") as tick:
+        path = db_path(db)
+        if not Path(path).exists():  # never create an empty store just to report nothing
+            raise StoreError(
+                f"no lexkeep store at {path}",
+                hint=f"ingest some traces first: lexkeep ingest TRACES... --db {path}",
+            )
+        with Store.open(path) as store, progress("compacting", None, unit="items") as tick:
             report = run_compaction(
                 store,
                 conversation_ids=conversation or None,

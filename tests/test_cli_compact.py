@@ -150,6 +150,8 @@ def test_compact_only_named_conversations_and_unknown_ones_are_errors(cli, db_fi
 
 
 def test_compact_unknown_summarizer_is_an_error_with_a_hint(cli, db_file):
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
     r = cli("compact", "--db", db_file, "--summarizer", "magic")
     assert r.exit_code == 2
     assert "Error: unknown summarizer 'magic'" in r.stderr
@@ -201,3 +203,10 @@ def test_help_ends_with_an_example(cli):
         r = cli(command, "--help")
         assert r.exit_code == 0
         assert "Example: lexkeep " + command in r.stdout
+
+
+def test_compact_on_a_missing_store_is_an_error_and_creates_nothing(cli, tmp_path):
+    target = tmp_path / "none.duckdb"
+    r = cli("compact", "--db", target)
+    assert r.exit_code == 2 and "no lexkeep store" in r.stderr
+    assert not target.exists()
