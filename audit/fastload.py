@@ -45,14 +45,15 @@ from lexkeep.core.model import (
     Role,
     RunStatus,
 )
-from lexkeep.core.rules import RuleSet, default_rules
+from lexkeep.core.rules import RuleSet, default_rules, load_rules
 from lexkeep.core.sidecar import IDENTIFIER_COLUMNS, SCAN_COLUMNS
 from lexkeep.core.store import Store, bulk_insert
 
 # Lines longer than this make DuckDB fail, and the normal ingest takes over.
 MAX_LINE_BYTES = 256 << 20
-# User text (characters) below which extraction stays in this process: a pool costs ~0.1 s.
-PARALLEL_MIN_CHARS = 2 << 20
+# User text (characters) below which extraction stays in this process: a pool costs ~0.1 s,
+# about what extracting 100k characters costs.
+PARALLEL_MIN_CHARS = 256 << 10
 # Messages per batch handed to a worker / identifiers per bulk write.
 BATCH_MESSAGES = 2000
 FLUSH_ROWS = 200_000
@@ -266,7 +267,8 @@ def fast_load(
     try:
         with store.transaction():
             _load(con, path)
-            _index(con, rules or default_rules(), parallel_min_chars)
+            # As core.sidecar.index_pending: without rules, the settings file's, else built-ins.
+            _index(con, rules or load_rules(), parallel_min_chars)
     except _GiveUp:
         return False
     finally:

@@ -213,6 +213,17 @@ def test_bad_lines_keep_the_exact_error(tmp_path, name):
     assert errors[0][1] == str(path) and errors[0][2] is not None
 
 
+def test_settings_file_rules_apply_on_both_paths(tmp_path, monkeypatch):
+    path = tmp_path / "t.jsonl"
+    path.write_text(FAST_CASES["plain"], encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text('[tool.lexkeep.identifiers]\ndisabled = ["path_posix"]\n')
+    monkeypatch.chdir(tmp_path)
+    fast, slow = _both(path)
+    assert fast == slow
+    assert "path_posix" not in {f.kind for f in fast.findings}
+    assert fast.findings
+
+
 def test_gzip_and_other_formats_take_the_normal_path(tmp_path):
     codex = tmp_path / "rollout.jsonl"
     codex.write_text(_lines({"timestamp": "t", "type": "session_meta", "payload": {"id": "s"}}))
