@@ -216,7 +216,8 @@ def test_bad_lines_keep_the_exact_error(tmp_path, name):
 def test_settings_file_rules_apply_on_both_paths(tmp_path, monkeypatch):
     path = tmp_path / "t.jsonl"
     path.write_text(FAST_CASES["plain"], encoding="utf-8")
-    (tmp_path / "pyproject.toml").write_text('[tool.lexkeep.identifiers]\ndisabled = ["path_posix"]\n')
+    settings_file = tmp_path / "pyproject.toml"
+    settings_file.write_text('[tool.lexkeep.identifiers]\ndisabled = ["path_posix"]\n')
     monkeypatch.chdir(tmp_path)
     fast, slow = _both(path)
     assert fast == slow
