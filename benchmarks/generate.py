@@ -243,6 +243,69 @@ def alter(value: str, how: str) -> str:
     raise ValueError(how)
 
 
+_SEP = re.compile(r"[\s\-_.:/#\\]+")
+
+
+def _skel(text: str) -> str:
+    """Lower case, separators and sigils removed, leading zeros stripped."""
+    return _SEP.sub("", text.lower()).lstrip("0")
+
+
+def _osa(a: str, b: str, limit: int) -> int:
+    """Optimal-string-alignment distance, capped at limit + 1."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        ai = a[i - 1]
+        for j in range(1, len(b) + 1):
+            v = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ai != b[j - 1]))
+            if i > 1 and j > 1 and ai == b[j - 2] and a[i - 2] == b[j - 1]:
+                v = min(v, prev2[j - 2] + 1)
+            cur[j] = v
+        if min(cur) > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+def too_close(a: str, sa: str, b: str, sb: str) -> bool:
+    """Could an audit take `b` for a near miss of `a` (or the reverse)? With a safety margin.
+
+    Mirrors the design's near-miss rules (case/separator folding, truncation or extension,
+    edit distance 1 for 6-11 characters and 2 for 12+), each loosened by one step.
+    """
+    if sa == sb or a.lower() == b.lower():
+        return True
+    short, long_ = (sa, sb) if len(sa) <= len(sb) else (sb, sa)
+    if (
+        len(short) >= 3
+        and len(short) * 2 >= len(long_)
+        and (long_.startswith(short) or long_.endswith(short))
+    ):
+        return True
+    if len(short) >= 5:
+        limit = 2 if len(long_) < 12 else 3
+        return _osa(sa, sb, limit) <= limit
+    return False
+
+
+def _near_any(a: str, sa: str, others: list[tuple[str, str]]) -> bool:
+    """True when `a` is too close to any of `others` ((string, skeleton) pairs)."""
+    n = len(sa)
+    lo, hi = n // 2, 2 * n
+    for b, sb in others:
+        m = len(sb)
+        # cheap length filter: no prefix/suffix relation and no small edit distance possible
+        if (m < lo or m > hi) and abs(m - n) > 3:
+            continue
+        if too_close(a, sa, b, sb):
+            return True
+    return False
+
+
 # --------------------------------------------------------------------------------------------
 # Prose. Lower-case words and hard negatives only: nothing here may be identifier-shaped.
 
@@ -421,6 +484,7 @@ class Totals:
     used_before: int = 0
     in_summary: int = 0
     in_kept_verbatim: int = 0
+    redrawn: int = 0  # values re-drawn because they came too close to another one
     by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
     by_alteration: dict[str, int] = field(default_factory=dict)
 
@@ -887,6 +951,10 @@ class Generator:
         # per-kind stepping parameters: value i of a kind uses core digit p = b_p + i*s_p mod 10
         bases: dict[str, tuple[list[int], list[int]]] = {}
         used = dict.fromkeys(KIND_BY_NAME, 0)
+        # every string this conversation's tool calls may carry (values and altered forms),
+        # with its skeleton; a new value must be far from all of them
+        placed: list[tuple[str, str]] = []
+        exposed: list[tuple[str, str]] = []  # audited values that are not kept
         writer.start(conv, rng, clock)
         tot.conversations += 1
         if n_boundaries:
@@ -902,24 +970,13 @@ class Generator:
                 parts = [rng.choice(OPENERS)]
                 new_recs: list[IdRec] = []
                 for kd in kinds:
-                    slot = used[kd.name]
-                    used[kd.name] = slot + 1
-                    if kd.core_len:
-                        if kd.name not in bases:
-                            bases[kd.name] = (
-                                [rng.randrange(10) for _ in range(kd.core_len)],
-                                [rng.choice((1, 3, 7, 9)) for _ in range(kd.core_len)],
-                            )
-                        b, s = bases[kd.name]
-                        core = _core(b, s, slot)
-                    else:
-                        core = ""
-                    value = make_value(kd.name, rng, core, slot)
-                    if seg < last_seg:
-                        verdict = rng.choices(self.verdict_pop, self.verdict_w)[0]
-                    else:
-                        verdict = "not_audited"
+                    made = self._new_value(kd, rng, used, bases, placed, exposed, seg < last_seg)
+                    if made is None:
+                        continue  # no value far enough from the others: type none
+                    value, verdict, how, shown = made
                     rec = IdRec(conv, rel_file, 0, value, kd.name, seg, verdict)
+                    if how is not None:
+                        rec.alteration, rec.evidence = how, shown
                     new_recs.append(rec)
                     ask = rng.choice(ASKS).format(x=rng.choice(kd.phrase).format(v=value))
                     ask = " ".join(ask.split())
@@ -949,13 +1006,7 @@ class Generator:
                         )
                     if rec.verdict in ("kept", "altered"):
                         target = rng.randint(seg + 1, last_seg)
-                        if rec.verdict == "kept":
-                            shown = rec.value
-                        else:
-                            how = rng.choice(KIND_BY_NAME[rec.kind].alterations)
-                            shown = alter(rec.value, how)
-                            rec.alteration = how
-                            rec.evidence = shown
+                        shown = rec.evidence if rec.verdict == "altered" else rec.value
                         tool, spec, txt = _call_for(rec.kind, shown, rng)
                         # the tool result repeats the shown value: results are not evidence
                         evidence[target][rng.randrange(turns[target])].append(
@@ -997,6 +1048,55 @@ class Generator:
             for rec in seg_recs:
                 self._count(rec)
         return writer.lines
+
+    def _new_value(
+        self,
+        kd: Kind,
+        rng: random.Random,
+        used: dict[str, int],
+        bases: dict[str, tuple[list[int], list[int]]],
+        placed: list[tuple[str, str]],
+        exposed: list[tuple[str, str]],
+        audited: bool,
+    ) -> tuple[str, str, str | None, str | None] | None:
+        """(value, verdict, alteration, altered form) far from everything placed, or None."""
+        for _attempt in range(4):
+            slot = used[kd.name]
+            if slot >= MAX_PER_KIND:
+                return None
+            used[kd.name] = slot + 1
+            if kd.core_len:
+                if kd.name not in bases:
+                    bases[kd.name] = (
+                        [rng.randrange(10) for _ in range(kd.core_len)],
+                        [rng.choice((1, 3, 7, 9)) for _ in range(kd.core_len)],
+                    )
+                b, s = bases[kd.name]
+                core = _core(b, s, slot)
+            else:
+                core = ""
+            value = make_value(kd.name, rng, core, slot)
+            verdict = rng.choices(self.verdict_pop, self.verdict_w)[0] if audited else "not_audited"
+            how = shown = None
+            if verdict == "altered":
+                how = rng.choice(kd.alterations)
+                shown = alter(value, how)
+            # Only an audited value that is not kept can be misjudged (kept wins before any
+            # near-miss search): such a value must be far from every string placed in this
+            # conversation, and every new string far from every such value.
+            sv = _skel(value)
+            forms = [(value, sv)] if shown is None else [(value, sv), (shown, _skel(shown))]
+            fragile = verdict in ("altered", "missing")
+            if (fragile and _near_any(value, sv, placed)) or any(
+                _near_any(f, fs, exposed) for f, fs in forms
+            ):
+                self.totals.redrawn += 1
+                continue
+            placed.extend(forms)
+            if fragile:
+                exposed.append((value, sv))
+            return value, verdict, how, shown
+        return None
 
     def _count(self, rec: IdRec) -> None:
         tot = self.totals
@@ -1101,6 +1201,7 @@ class Generator:
                     "used_before",
                     "in_summary",
                     "in_kept_verbatim",
+                    "redrawn",
                 )
             },
             "by_kind": tot.by_kind,
