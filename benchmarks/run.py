@@ -373,9 +373,12 @@ def bench_context(store: Path, args: argparse.Namespace, logs: Path) -> dict[str
     ing = measure([*lk, "ingest", str(dump), "--db", str(store)], logs / "context-ingest.log")
     # summaries for the long conversation only, so the context is assembled from valid
     # summaries (the path a real next run takes) without compacting the whole store
-    comp = measure(
-        [sys.executable, "-c", COMPACT_ONE, str(store), conv], logs / "context-compact.log"
-    )
+    cmd, how = compact_cmd(store)
+    if how == "cli":
+        cmd = [*cmd, "--conversation", conv]
+    else:
+        cmd = [sys.executable, "-c", COMPACT_ONE, str(store), conv]
+    comp = measure(cmd, logs / "context-compact.log")
     r = measure(
         [
             sys.executable,
