@@ -280,9 +280,13 @@ def fast_load(
 def _load(con: duckdb.DuckDBPyConnection, path: str) -> None:
     """Stage the file's lines, check them, fill conversations/messages/tool_calls/boundaries."""
     try:
-        con.execute(_STAGE_SQL, [path])
-    except duckdb.Error as exc:  # a line that is not JSON, invalid UTF-8, a line too long
+        _load_checked(con, path)
+    except duckdb.Error as exc:  # a line that is not JSON, invalid UTF-8, a line too long...
         raise _GiveUp(str(exc)) from exc
+
+
+def _load_checked(con: duckdb.DuckDBPyConnection, path: str) -> None:
+    con.execute(_STAGE_SQL, [path])
     for macro in _MACROS:
         con.execute(macro)
     if con.execute(_PROBLEM_SQL).fetchone()[0] is not None:
