@@ -174,12 +174,17 @@ def run_audit(
         )
     if paths:
         loaded_rules = _load_rules(rules)
-        with Store.open(None) as store:
-            files = expand_paths(list(paths))
-            if not (fast and len(files) == 1 and fast_load(store, files[0][0], loaded_rules)):
+        report = None
+        files = expand_paths(list(paths))
+        if fast and len(files) == 1:
+            with Store.open(None) as store:
+                if fast_load(store, files[0][0], loaded_rules):
+                    report = audit_store(store, settings, inputs=tuple(paths))
+        if report is None:
+            with Store.open(None) as store:
                 # Files, folders (walked; non-trace files skipped) and globs, as `lexkeep ingest`.
                 ingest_paths(store, list(paths), skip_invalid=skip_invalid, rules=loaded_rules)
-            report = audit_store(store, settings, inputs=tuple(paths))
+                report = audit_store(store, settings, inputs=tuple(paths))
     else:
         if rules:
             raise ConfigError(

@@ -50,7 +50,7 @@ from lexkeep.core.sidecar import IDENTIFIER_COLUMNS, SCAN_COLUMNS
 from lexkeep.core.store import Store, bulk_insert
 
 # Lines longer than this make DuckDB fail, and the normal ingest takes over.
-MAX_LINE_BYTES = 256 << 20
+MAX_LINE_BYTES = 16 << 20
 # User text (characters) below which extraction stays in this process: a pool costs ~0.1 s,
 # about what extracting 100k characters costs.
 PARALLEL_MIN_CHARS = 256 << 10
@@ -94,7 +94,7 @@ FROM (
         SELECT row_number() OVER () AS line, l
         FROM read_csv(?, columns = {{'l': 'VARCHAR'}}, delim = '\x01', quote = '',
                       escape = '', header = false, auto_detect = false, skip = 0,
-                      max_line_size = {MAX_LINE_BYTES}, buffer_size = {2 * MAX_LINE_BYTES})
+                      max_line_size = {MAX_LINE_BYTES}, buffer_size = {4 * MAX_LINE_BYTES})
     )
     WHERE l IS NOT NULL
 )
@@ -257,23 +257,24 @@ def fast_load(
 ) -> bool:
     """Load one lexkeep JSONL file into the (fresh, in-memory) `store` for the audit.
 
-    Returns False, with nothing written, when the file needs the normal ingest. User text of
+    Returns False when the file needs the normal ingest (run it on a fresh store). User text of
     at least `parallel_min_chars` characters is extracted by `workers()` processes.
     """
     if not is_candidate(path):
         return False
     con = store.con
     con.execute("SET enable_progress_bar = false")
+    # No transaction: dropping the staging tables inside one would keep their memory until
+    # the commit. Every check runs before the first write, so giving up leaves `store` as it
+    # was; an error after that propagates (the caller's store is then unusable).
     try:
-        with store.transaction():
-            _load(con, path)
-            # As core.sidecar.index_pending: without rules, the settings file's, else built-ins.
-            _index(con, rules or load_rules(), parallel_min_chars)
+        _load(con, path)
     except _GiveUp:
         return False
     finally:
-        con.execute("DROP TABLE IF EXISTS lexkeep_fast_lines")
-        con.execute("DROP TABLE IF EXISTS lexkeep_fast_timeline")
+        _drop_staging(con)
+    # As core.sidecar.index_pending: without rules, the settings file's, else the built-ins.
+    _index(con, rules or load_rules(), parallel_min_chars)
     return True
 
 
@@ -300,13 +301,30 @@ def _load_checked(con: duckdb.DuckDBPyConnection, path: str) -> None:
     ).fetchone()[0]:
         raise _GiveUp("message text is not a string")
     con.execute(_TIMELINE_SQL)
+    updates = _object_arguments(con)
     for sql in _INSERTS:
         con.execute(sql, {"file": path})
-    _object_arguments(con)
+    if updates:
+        con.execute(
+            "UPDATE tool_calls t SET arguments_raw = u.raw, arguments_kind = u.kind"
+            " FROM (SELECT unnest(?) AS conv, unnest(?) AS id, unnest(?) AS raw,"
+            " unnest(?) AS kind) u WHERE t.conversation_id = u.conv AND t.call_id = u.id",
+            updates,
+        )
+    # Staging is most of the memory: free it before extraction and the audit add theirs.
+    _drop_staging(con)
 
 
-def _object_arguments(con: duckdb.DuckDBPyConnection) -> None:
-    """Arguments recorded as JSON values, not strings: kept as orjson's text (as the reader)."""
+def _drop_staging(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("DROP TABLE IF EXISTS lexkeep_fast_lines")
+    con.execute("DROP TABLE IF EXISTS lexkeep_fast_timeline")
+
+
+def _object_arguments(con: duckdb.DuckDBPyConnection) -> list[list[str]] | None:
+    """Arguments recorded as JSON values, not strings: orjson's text, as the reader keeps them.
+
+    Returns the UPDATE parameters (conversations, call ids, raw texts, kinds), or None.
+    """
     rows = con.execute(
         "SELECT l.conversation_id ->> '$', l.id ->> '$', l.arguments::VARCHAR,"
         " l.arguments_kind ->> '$' FROM lexkeep_fast_lines l"
@@ -314,7 +332,7 @@ def _object_arguments(con: duckdb.DuckDBPyConnection) -> None:
         " AND json_type(l.arguments) <> 'VARCHAR'"
     ).fetchall()
     if not rows:
-        return
+        return None
     convs, ids, raws, kinds = [], [], [], []
     for conv, call_id, text, explicit in rows:
         try:
@@ -326,12 +344,7 @@ def _object_arguments(con: duckdb.DuckDBPyConnection) -> None:
         raws.append(orjson.dumps(value).decode())
         default = ArgumentsKind.ARRAY if isinstance(value, list) else ArgumentsKind.OBJECT
         kinds.append(explicit or default.value)
-    con.execute(
-        "UPDATE tool_calls t SET arguments_raw = u.raw, arguments_kind = u.kind"
-        " FROM (SELECT unnest(?) AS conv, unnest(?) AS id, unnest(?) AS raw,"
-        " unnest(?) AS kind) u WHERE t.conversation_id = u.conv AND t.call_id = u.id",
-        [convs, ids, raws, kinds],
-    )
+    return [convs, ids, raws, kinds]
 
 
 # -- the identifier sidecar, extracted in parallel ---------------------------------------------

@@ -57,7 +57,7 @@ def _both(path: Path) -> tuple:
     return fast, slow
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1])
 def test_generated_dumps_same_report_both_paths(tmp_path, seed):
     dump = _generate(tmp_path / "d", seed)
     assert _took_fast_path(dump)
@@ -237,14 +237,14 @@ _alphabet = st.sampled_from("0123456789abcXYZ-_./#")
 _values = st.text(_alphabet, min_size=1, max_size=20)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(value=_values, texts=st.lists(st.text(_alphabet | st.just(" "), max_size=40), max_size=4))
 def test_fast_best_near_miss_equals_best_near_miss(value, texts):
     tokens = [(t, fold(t), skeleton(t)) for text in texts for t in candidates(text)]
     assert fast_best_near_miss(_Expected.of(value), tokens) == best_near_miss(value, texts)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(
     want=st.text("1234567890ab", min_size=6, max_size=24).filter(lambda w: w[0] != "0"),
     data=st.data(),
@@ -269,7 +269,7 @@ def test_piece_filter_never_rejects_a_close_value(want, data):
     assert _may_be_within(got_text, _Expected.of(want).pieces, limit)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=800, deadline=None)
 @given(a=st.text("abc", max_size=9), b=st.text("abc", max_size=9), limit=st.integers(0, 3))
 def test_bounded_distance_equals_edit_distance(a, b, limit):
     assert bounded_distance(a, b, limit) == edit_distance(a, b, limit)
