@@ -1,0 +1,68 @@
+"""The README stays true: every `lexkeep` command it shows runs, and its snippets parse."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO, SAMPLE_TRACES
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+# Commands that need a program or server lexkeep does not ship say so on their line.
+NEEDS_OUTSIDE = "# needs"
+# Exit 1 is the documented answer for these (findings), everything else must exit 0.
+EXPECT_FINDINGS = ("lexkeep audit sample_traces/", "lexkeep guard ", "lexkeep audit --db")
+
+
+def _blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+
+
+def _commands() -> list[str]:
+    lines = []
+    for block in _blocks("console"):
+        for line in block.splitlines():
+            if line.startswith("$ lexkeep") and NEEDS_OUTSIDE not in line:
+                lines.append(line[2:])
+    return lines
+
+
+def _run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.pop("LEXKEEP_DB", None)
+    return subprocess.run(
+        ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_every_console_command_runs(tmp_path):
+    shutil.copytree(SAMPLE_TRACES, tmp_path / "sample_traces")
+    commands = _commands()
+    assert len(commands) >= 12
+    for command in commands:
+        proc = _run(command, tmp_path)
+        expected = 1 if command.startswith(EXPECT_FINDINGS) else 0
+        assert proc.returncode == expected, (command, proc.stdout[-2000:], proc.stderr[-2000:])
+
+
+def test_jsonl_example_ingests(tmp_path):
+    (example,) = _blocks("json")
+    (tmp_path / "example.jsonl").write_text(example, encoding="utf-8")
+    proc = _run("lexkeep ingest example.jsonl --db x.duckdb && lexkeep audit --db x.duckdb", tmp_path)
+    # The example's invoice is typed before the compaction and never used after it: missing.
+    assert proc.returncode == 1, proc.stderr
+    assert "1 conversations, 2 messages, 1 tool calls, 1 boundaries" in proc.stderr
+
+
+def test_audit_settings_snippet_is_accepted(tmp_path):
+    (toml,) = _blocks("toml")
+    (tmp_path / "pyproject.toml").write_text(toml, encoding="utf-8")
+    shutil.copytree(SAMPLE_TRACES, tmp_path / "sample_traces")
+    proc = _run("lexkeep audit sample_traces/ --format json", tmp_path)
+    assert proc.returncode == 1, proc.stderr  # missing findings fail the gate
+    assert "0.98" in proc.stdout  # the configured ratio is the one the gate used
