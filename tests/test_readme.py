@@ -53,7 +53,8 @@ def test_every_console_command_runs(tmp_path):
 def test_jsonl_example_ingests(tmp_path):
     (example,) = _blocks("json")
     (tmp_path / "example.jsonl").write_text(example, encoding="utf-8")
-    proc = _run("lexkeep ingest example.jsonl --db x.duckdb && lexkeep audit --db x.duckdb", tmp_path)
+    command = "lexkeep ingest example.jsonl --db x.duckdb && lexkeep audit --db x.duckdb"
+    proc = _run(command, tmp_path)
     # The example's invoice is typed before the compaction and never used after it: missing.
     assert proc.returncode == 1, proc.stderr
     assert "1 conversations, 2 messages, 1 tool calls, 1 boundaries" in proc.stderr
