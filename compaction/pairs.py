@@ -43,53 +43,98 @@ class Pair:
 # Whitespace-only text counts as empty (ASCII whitespace, NBSP, ideographic space, BOM, ZWSP).
 _BLANK = " \t\n\r\f\v\u00a0\u3000\ufeff\u200b"
 
-# One query for a whole set of conversations (batch reads keep `compact` fast on big stores).
+# One plain, parameterised fetch of the candidate messages (real user text and assistant text
+# whose run exists in the same conversation); the pairing rules run in Python over those rows.
+# Window functions and a CTE read twice cost ~9x a plain fetch on a 500-pair conversation.
 # The run is joined on id AND conversation, so a message pointing at another conversation's run
-# has no valid run link; counting user_text messages per run refuses ambiguous runs.
-_PAIRS_SQL = f"""
-WITH linked AS (
-    SELECT m.*, r.status AS run_status
-    FROM messages m
-    JOIN runs r ON r.id = m.run_id AND r.conversation_id = m.conversation_id
-    -- the range lets DuckDB skip row groups (ingest writes a conversation's rows together)
-    WHERE m.conversation_id BETWEEN $lo AND $hi
-      AND m.conversation_id IN (SELECT unnest($ids::VARCHAR[]))
-),
-users AS (
-    SELECT *, count(*) OVER (PARTITION BY run_id) AS n_users
-    FROM linked
-    WHERE role = '{Role.USER.value}' AND kind = '{MessageKind.USER_TEXT.value}'
-),
-answers AS (
-    SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY position DESC) AS rn
-    FROM linked
-    WHERE role = '{Role.ASSISTANT.value}' AND kind = '{MessageKind.ASSISTANT_TEXT.value}'
-)
-SELECT u.conversation_id,
-       u.id, u.run_id, u.text, u.status, u.time, u.source_file, u.source_line,
-       a.id, a.text, a.status, a.time, a.source_file, a.source_line
-FROM users u
-JOIN answers a ON a.run_id = u.run_id AND a.rn = 1
-WHERE u.n_users = 1
-  AND u.run_status IN ({", ".join(f"'{s}'" for s in ELIGIBLE_RUN_STATUSES)})
-  AND a.status = '{MessageStatus.COMPLETED.value}'
-  AND a.position > u.position
-  AND u.id <> '' AND a.id <> ''
-  AND trim(u.text, $blank) <> '' AND trim(a.text, $blank) <> ''
-  AND NOT EXISTS (
-      SELECT 1 FROM tool_calls t
-      WHERE t.message_id = a.id AND t.conversation_id = a.conversation_id
-  )
-ORDER BY u.conversation_id, u.position
+# has no valid run link. `has_calls` marks answers carrying tool calls (unsettled actions).
+_ROWS_SQL = f"""
+SELECT m.conversation_id, m.id, m.run_id, m.role, m.text, m.status, m.time,
+       m.source_file, m.source_line, r.status,
+       m.role = '{Role.ASSISTANT.value}' AND EXISTS (
+           SELECT 1 FROM tool_calls t
+           WHERE t.message_id = m.id AND t.conversation_id = m.conversation_id
+       ) AS has_calls,
+       m.position
+FROM messages m
+JOIN runs r ON r.id = m.run_id AND r.conversation_id = m.conversation_id
+WHERE {{where}}
+  AND ((m.role = '{Role.USER.value}' AND m.kind = '{MessageKind.USER_TEXT.value}')
+    OR (m.role = '{Role.ASSISTANT.value}' AND m.kind = '{MessageKind.ASSISTANT_TEXT.value}'))
+ORDER BY m.conversation_id, m.position
 """
+_ONE_SQL = _ROWS_SQL.format(where="m.conversation_id = $id")
+# the range lets DuckDB skip row groups (ingest writes a conversation's rows together)
+_MANY_SQL = _ROWS_SQL.format(
+    where="m.conversation_id BETWEEN $lo AND $hi "
+    "AND m.conversation_id IN (SELECT unnest($ids::VARCHAR[]))"
+)
 
-
+_ELIGIBLE_RUNS = frozenset(ELIGIBLE_RUN_STATUSES)
+_USER = Role.USER.value
+_COMPLETED = MessageStatus.COMPLETED.value
 _STATUSES = {s.value: s for s in MessageStatus}
 
 
 def _status(value: str) -> MessageStatus:
     # A user message's status does not decide eligibility; keep unknown values readable.
     return _STATUSES.get(value, value)  # type: ignore[return-value]
+
+
+def _blank(text: str | None) -> bool:
+    return text is None or not text.strip(_BLANK)
+
+
+def _pair_rows(cid: str, rows: list[tuple]) -> list[Pair]:
+    """Apply the pairing rules to one conversation's candidate rows (in position order)."""
+    users: dict[str, list[tuple]] = {}
+    last_answer: dict[str, tuple] = {}
+    for row in rows:
+        if row[3] == _USER:
+            users.setdefault(row[2], []).append(row)
+        else:
+            last_answer[row[2]] = row  # rows come in position order: the last one wins
+    pairs: list[Pair] = []
+    for run_id, found in users.items():  # dicts keep first-seen order = user position order
+        answer_row = last_answer.get(run_id)
+        if len(found) != 1 or answer_row is None:
+            continue  # ambiguous run (several user messages) or no answer at all
+        u, a = found[0], answer_row
+        if (
+            u[9] not in _ELIGIBLE_RUNS
+            or a[5] != _COMPLETED  # the run's LAST answer must be completed (never streaming)
+            or a[10]  # tool calls: an unsettled action, not an answer
+            or a[11] <= u[11]  # the answer comes after the question
+            or not u[1]
+            or not a[1]
+            or _blank(u[4])
+            or _blank(a[4])
+        ):
+            continue
+        user = Message(
+            id=u[1],
+            conversation_id=cid,
+            role=Role.USER,
+            kind=MessageKind.USER_TEXT,
+            text=u[4],
+            source=Source(u[7], u[8]),
+            run_id=run_id,
+            status=_status(u[5]),
+            time=u[6],
+        )
+        answer = Message(
+            id=a[1],
+            conversation_id=cid,
+            role=Role.ASSISTANT,
+            kind=MessageKind.ASSISTANT_TEXT,
+            text=a[4],
+            source=Source(a[7], a[8]),
+            run_id=run_id,
+            status=MessageStatus.COMPLETED,  # checked above
+            time=a[6],
+        )
+        pairs.append(Pair(index=len(pairs), user=user, assistant=answer))
+    return pairs
 
 
 def eligible_pairs_many(
@@ -100,34 +145,15 @@ def eligible_pairs_many(
     result: dict[str, list[Pair]] = {cid: [] for cid in ids}
     if not ids:
         return result
-    for row in con.execute(
-        _PAIRS_SQL, {"ids": ids, "blank": _BLANK, "lo": min(ids), "hi": max(ids)}
-    ).fetchall():
-        cid = row[0]
-        bucket = result[cid]
-        user = Message(
-            id=row[1],
-            conversation_id=cid,
-            role=Role.USER,
-            kind=MessageKind.USER_TEXT,
-            text=row[3],
-            source=Source(row[6], row[7]),
-            run_id=row[2],
-            status=_status(row[4]),
-            time=row[5],
-        )
-        answer = Message(
-            id=row[8],
-            conversation_id=cid,
-            role=Role.ASSISTANT,
-            kind=MessageKind.ASSISTANT_TEXT,
-            text=row[9],
-            source=Source(row[12], row[13]),
-            run_id=row[2],
-            status=MessageStatus.COMPLETED,  # the query admits nothing else
-            time=row[11],
-        )
-        bucket.append(Pair(index=len(bucket), user=user, assistant=answer))
+    if len(ids) == 1:
+        rows = con.execute(_ONE_SQL, {"id": ids[0]}).fetchall()
+    else:
+        rows = con.execute(_MANY_SQL, {"ids": ids, "lo": min(ids), "hi": max(ids)}).fetchall()
+    by_conv: dict[str, list[tuple]] = {}
+    for row in rows:
+        by_conv.setdefault(row[0], []).append(row)
+    for cid, conv_rows in by_conv.items():
+        result[cid] = _pair_rows(cid, conv_rows)
     return result
 
 

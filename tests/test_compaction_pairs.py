@@ -105,11 +105,12 @@ def test_empty_text_is_excluded(store, which, text):
     assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
 
 
-def test_empty_message_id_is_excluded(store):
+@pytest.mark.parametrize("which", ["user", "assistant"])
+def test_empty_message_id_is_excluded(store, which):
     def middle(b):
         b.run("c1", "r1")
-        b.message("c1", "", "r1", "user", "question")
-        b.message("c1", "a1", "r1", "assistant", "answer")
+        b.message("c1", "" if which == "user" else "u1", "r1", "user", "question")
+        b.message("c1", "" if which == "assistant" else "a1", "r1", "assistant", "answer")
 
     assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
 
