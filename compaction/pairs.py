@@ -43,31 +43,27 @@ class Pair:
 # Whitespace-only text counts as empty (ASCII whitespace, NBSP, ideographic space, BOM, ZWSP).
 _BLANK = " \t\n\r\f\v\u00a0\u3000\ufeff\u200b"
 
-# One plain, parameterised fetch of the candidate messages (real user text and assistant text
-# whose run exists in the same conversation); the pairing rules run in Python over those rows.
-# Window functions and a CTE read twice cost ~9x a plain fetch on a 500-pair conversation.
-# The run is joined on id AND conversation, so a message pointing at another conversation's run
-# has no valid run link. `has_calls` marks answers carrying tool calls (unsettled actions).
-_ROWS_SQL = f"""
-SELECT m.conversation_id, m.id, m.run_id, m.role, m.text, m.status, m.time,
-       m.source_file, m.source_line, r.status,
-       m.role = '{Role.ASSISTANT.value}' AND EXISTS (
-           SELECT 1 FROM tool_calls t
-           WHERE t.message_id = m.id AND t.conversation_id = m.conversation_id
-       ) AS has_calls,
-       m.position
-FROM messages m
-JOIN runs r ON r.id = m.run_id AND r.conversation_id = m.conversation_id
+# Three plain, parameterised fetches (candidate messages, runs, messages with tool calls) of
+# the conversations; the join and the pairing rules run in Python over those rows. Window
+# functions, a CTE read twice or a join in SQL cost several times these plain scans on a
+# 500-pair conversation in a large store.
+_MESSAGES_SQL = f"""
+SELECT conversation_id, id, run_id, role, text, status, time, source_file, source_line, position
+FROM messages
 WHERE {{where}}
-  AND ((m.role = '{Role.USER.value}' AND m.kind = '{MessageKind.USER_TEXT.value}')
-    OR (m.role = '{Role.ASSISTANT.value}' AND m.kind = '{MessageKind.ASSISTANT_TEXT.value}'))
-ORDER BY m.conversation_id, m.position
+  AND ((role = '{Role.USER.value}' AND kind = '{MessageKind.USER_TEXT.value}')
+    OR (role = '{Role.ASSISTANT.value}' AND kind = '{MessageKind.ASSISTANT_TEXT.value}'))
+ORDER BY conversation_id, position
 """
-_ONE_SQL = _ROWS_SQL.format(where="m.conversation_id = $id")
+_RUNS_SQL = "SELECT id, conversation_id, status FROM runs WHERE {where}"
+_CALLS_SQL = (
+    "SELECT DISTINCT conversation_id, message_id FROM tool_calls "
+    "WHERE message_id IS NOT NULL AND {where}"
+)
+_ONE = "conversation_id = $id"
 # the range lets DuckDB skip row groups (ingest writes a conversation's rows together)
-_MANY_SQL = _ROWS_SQL.format(
-    where="m.conversation_id BETWEEN $lo AND $hi "
-    "AND m.conversation_id IN (SELECT unnest($ids::VARCHAR[]))"
+_MANY = (
+    "conversation_id BETWEEN $lo AND $hi AND conversation_id IN (SELECT unnest($ids::VARCHAR[]))"
 )
 
 _ELIGIBLE_RUNS = frozenset(ELIGIBLE_RUN_STATUSES)
@@ -85,11 +81,20 @@ def _blank(text: str | None) -> bool:
     return text is None or not text.strip(_BLANK)
 
 
-def _pair_rows(cid: str, rows: list[tuple]) -> list[Pair]:
+def _pair_rows(
+    cid: str,
+    rows: list[tuple],
+    runs: dict[str, tuple[str, str]],
+    with_calls: set[tuple[str, str]],
+) -> list[Pair]:
     """Apply the pairing rules to one conversation's candidate rows (in position order)."""
     users: dict[str, list[tuple]] = {}
     last_answer: dict[str, tuple] = {}
     for row in rows:
+        run = runs.get(row[2])
+        # A valid run link: the run exists AND belongs to this conversation.
+        if run is None or run[0] != cid:
+            continue
         if row[3] == _USER:
             users.setdefault(row[2], []).append(row)
         else:
@@ -101,10 +106,10 @@ def _pair_rows(cid: str, rows: list[tuple]) -> list[Pair]:
             continue  # ambiguous run (several user messages) or no answer at all
         u, a = found[0], answer_row
         if (
-            u[9] not in _ELIGIBLE_RUNS
+            runs[run_id][1] not in _ELIGIBLE_RUNS
             or a[5] != _COMPLETED  # the run's LAST answer must be completed (never streaming)
-            or a[10]  # tool calls: an unsettled action, not an answer
-            or a[11] <= u[11]  # the answer comes after the question
+            or (cid, a[1]) in with_calls  # tool calls: an unsettled action, not an answer
+            or a[9] <= u[9]  # the answer comes after the question
             or not u[1]
             or not a[1]
             or _blank(u[4])
@@ -140,20 +145,27 @@ def _pair_rows(cid: str, rows: list[tuple]) -> list[Pair]:
 def eligible_pairs_many(
     con: duckdb.DuckDBPyConnection, conversation_ids: Iterable[str]
 ) -> dict[str, list[Pair]]:
-    """Eligible pairs of several conversations in one query: {conversation id: pairs}."""
+    """Eligible pairs of several conversations (three plain queries): {conversation id: pairs}."""
     ids = list(dict.fromkeys(conversation_ids))
     result: dict[str, list[Pair]] = {cid: [] for cid in ids}
     if not ids:
         return result
     if len(ids) == 1:
-        rows = con.execute(_ONE_SQL, {"id": ids[0]}).fetchall()
+        where, params = _ONE, {"id": ids[0]}
     else:
-        rows = con.execute(_MANY_SQL, {"ids": ids, "lo": min(ids), "hi": max(ids)}).fetchall()
+        where, params = _MANY, {"ids": ids, "lo": min(ids), "hi": max(ids)}
+    rows = con.execute(_MESSAGES_SQL.format(where=where), params).fetchall()
+    if not rows:
+        return result
+    runs = {
+        r[0]: (r[1], r[2]) for r in con.execute(_RUNS_SQL.format(where=where), params).fetchall()
+    }
+    with_calls = set(con.execute(_CALLS_SQL.format(where=where), params).fetchall())
     by_conv: dict[str, list[tuple]] = {}
     for row in rows:
         by_conv.setdefault(row[0], []).append(row)
     for cid, conv_rows in by_conv.items():
-        result[cid] = _pair_rows(cid, conv_rows)
+        result[cid] = _pair_rows(cid, conv_rows, runs, with_calls)
     return result
 
 

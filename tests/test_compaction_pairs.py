@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from test_compaction_support import Builder, answer_text, user_text
 
-from lexkeep.compaction.pairs import eligible_pairs
+from lexkeep.compaction.pairs import eligible_pairs, eligible_pairs_many
 from lexkeep.compaction.planning import plan_segments
 
 
@@ -171,6 +171,18 @@ def test_another_conversations_message_is_excluded(store):
 
     assert _with_middle(store, middle) == ["c1-u0", "c1-u2"]
     assert pair_ids(store, "c2") == []
+
+
+def test_run_of_another_conversation_is_no_run_link_in_a_batch_read(store):
+    # compact reads many conversations at once: c1's run r1 is then among the runs fetched,
+    # yet c2's messages pointing at it still have no valid run link.
+    b = Builder().pairs("c1", 1).run("c1", "r1")
+    b.message("c2", "u1", "r1", "user", "question")
+    b.message("c2", "a1", "r1", "assistant", "answer")
+    b.write(store)
+    both = eligible_pairs_many(store.con, ["c1", "c2"])
+    assert [p.user.id for p in both["c1"]] == ["c1-u0"]
+    assert both["c2"] == []
 
 
 def test_answer_from_another_conversation_is_excluded(store):
