@@ -85,21 +85,6 @@ _FIELDS = (
 # before empty lines (NULL) are dropped, so `line` is the physical line, as the reader counts.
 _SCHEMA = json.dumps({"type": "VARCHAR", **{f: "JSON" for f in _FIELDS if f != "text"}})
 
-_STAGE_SQL = f"""
-CREATE OR REPLACE TEMP TABLE lexkeep_fast_lines AS
-SELECT line, s.*, CASE WHEN s.type = 'message' THEN json_extract(l, '$.text') END AS text
-FROM (
-    SELECT line, l, json_transform(l, '{_SCHEMA}') AS s
-    FROM (
-        SELECT row_number() OVER () AS line, l
-        FROM read_csv(?, columns = {{'l': 'VARCHAR'}}, delim = '\x01', quote = '',
-                      escape = '', header = false, auto_detect = false, skip = 0,
-                      max_line_size = {MAX_LINE_BYTES}, buffer_size = {4 * MAX_LINE_BYTES})
-    )
-    WHERE l IS NOT NULL
-)
-"""
-
 
 def _values(enum: Any) -> str:
     return "[" + ", ".join(f"'{member.value}'" for member in enum) + "]"
@@ -142,64 +127,92 @@ _MACROS = (
     " x IS NULL OR (json_type(x) = 'VARCHAR' AND list_contains(allowed, x ->> '$'))",
 )
 
-# The first line (if any) that the normal ingest must judge: a failed check, a missing type.
-_PROBLEM_SQL = (
-    "SELECT min(line) FROM lexkeep_fast_lines WHERE type IS NULL OR CASE type "
-    + " ".join(f"WHEN '{t}' THEN NOT ({check})" for t, check in _CHECKS.items())
-    + " ELSE false END"
-)
-
-# Duplicate keys: the normal ingest keeps the first row (ON CONFLICT DO NOTHING); not copied.
-_DUPLICATES_SQL = """
-SELECT
-  (SELECT count(*) - count(DISTINCT id ->> '$') FROM lexkeep_fast_lines WHERE type = 'message')
-+ (SELECT count(*) - count(DISTINCT (conversation_id ->> '$', id ->> '$'))
-   FROM lexkeep_fast_lines WHERE type = 'tool_call')
-+ (SELECT count(*) - count(DISTINCT (conversation_id ->> '$', call_id ->> '$'))
-   FROM lexkeep_fast_lines WHERE type = 'tool_result')
-+ (SELECT count(*) - count(DISTINCT id ->> '$') FROM lexkeep_fast_lines WHERE type = 'compaction')
-"""
-
-_TIMELINE_SQL = """
-CREATE OR REPLACE TEMP TABLE lexkeep_fast_timeline AS
-SELECT line, type, conversation_id ->> '$' AS conv,
-       row_number() OVER (PARTITION BY conversation_id ->> '$' ORDER BY line) - 1 AS position
-FROM lexkeep_fast_lines
-WHERE type IN ('message', 'tool_call', 'tool_result', 'compaction')
-"""
-
 _DEFAULT_KIND = (
     "CASE role ->> '$' WHEN 'user' THEN 'user_text' WHEN 'assistant' THEN 'assistant_text'"
     " WHEN 'system' THEN 'system' ELSE 'tool_result' END"
 )
+_OK = (
+    "coalesce(type IS NOT NULL AND CASE type "
+    + " ".join(f"WHEN '{t}' THEN ({check})" for t, check in _CHECKS.items())
+    + " ELSE true END, false)"
+)
 
+# One pass over the file: rows numbered before empty lines (NULL) are dropped, so `line` is the
+# physical line as the reader counts it; `ok` says whether the reader accepts the record; only
+# the typed values the audit needs are kept (the JSON-typed columns are never materialised).
+_STAGE_SQL = f"""
+CREATE OR REPLACE TEMP TABLE lexkeep_fast_lines AS
+SELECT line, type, {_OK} AS ok,
+       conversation_id ->> '$' AS x_conv, id ->> '$' AS x_id, call_id ->> '$' AS x_call,
+       name ->> '$' AS x_name, role ->> '$' AS x_role,
+       CASE type WHEN 'message' THEN coalesce(kind ->> '$', {_DEFAULT_KIND})
+                 WHEN 'compaction' THEN coalesce(kind ->> '$', 'local') END AS x_kind,
+       coalesce(status ->> '$', 'completed') AS x_status, text ->> '$' AS x_text,
+       CASE WHEN arguments IS NULL THEN ''
+            WHEN json_type(arguments) = 'VARCHAR' THEN arguments ->> '$' END AS x_args,
+       CASE WHEN json_type(arguments) <> 'VARCHAR' THEN arguments::VARCHAR END AS x_args_json,
+       arguments_kind ->> '$' AS x_args_kind,
+       summary ->> '$' AS x_summary, trigger ->> '$' AS x_trigger,
+       CASE WHEN json_type(kept_verbatim) = 'ARRAY'
+            THEN json_transform(kept_verbatim, '["VARCHAR"]') END AS x_kept,
+       parent_id ->> '$' AS x_parent, title ->> '$' AS x_title
+FROM (
+    SELECT line, s.*, CASE WHEN s.type = 'message' THEN json_extract(l, '$.text') END AS text
+    FROM (
+        SELECT line, l, json_transform(l, '{_SCHEMA}') AS s
+        FROM (
+            SELECT row_number() OVER () AS line, l
+            FROM read_csv(?, columns = {{'l': 'VARCHAR'}}, delim = '\x01', quote = '',
+                          escape = '', header = false, auto_detect = false, skip = 0,
+                          max_line_size = {MAX_LINE_BYTES}, buffer_size = {4 * MAX_LINE_BYTES})
+        )
+        WHERE l IS NOT NULL
+    )
+)
+"""
+
+# Duplicate keys: the normal ingest keeps the first row (ON CONFLICT DO NOTHING); not copied.
+_DUPLICATES_SQL = """
+SELECT
+  (SELECT count(*) - count(DISTINCT x_id) FROM lexkeep_fast_lines WHERE type = 'message')
++ (SELECT count(*) - count(DISTINCT (x_conv, x_id))
+   FROM lexkeep_fast_lines WHERE type = 'tool_call')
++ (SELECT count(*) - count(DISTINCT (x_conv, x_call))
+   FROM lexkeep_fast_lines WHERE type = 'tool_result')
++ (SELECT count(*) - count(DISTINCT x_id) FROM lexkeep_fast_lines WHERE type = 'compaction')
+"""
+
+_TIMELINE_SQL = """
+CREATE OR REPLACE TEMP TABLE lexkeep_fast_timeline AS
+SELECT line, type, x_conv AS conv,
+       row_number() OVER (PARTITION BY x_conv ORDER BY line) - 1 AS position
+FROM lexkeep_fast_lines
+WHERE type IN ('message', 'tool_call', 'tool_result', 'compaction')
+"""
+
+# run_id, time and message_id are left NULL: the audit never reads them.
 _INSERTS = (
-    f"""
+    """
     INSERT INTO messages (id, conversation_id, run_id, position, role, kind, status, text,
                           time, source_file, source_line)
-    SELECT l.id ->> '$', t.conv, l.run_id ->> '$', t.position, l.role ->> '$',
-           coalesce(l.kind ->> '$', {_DEFAULT_KIND}), coalesce(l.status ->> '$', 'completed'),
-           coalesce(l.text ->> '$', ''), l.time ->> '$', $file, l.line
+    SELECT l.x_id, t.conv, NULL, t.position, l.x_role, l.x_kind, l.x_status,
+           coalesce(l.x_text, ''), NULL, $file, l.line
     FROM lexkeep_fast_lines l JOIN lexkeep_fast_timeline t USING (line)
-    WHERE l.type = 'message' AND coalesce(l.kind ->> '$', {_DEFAULT_KIND}) = 'user_text'
+    WHERE l.type = 'message' AND l.x_kind = 'user_text'
     """,
     """
     INSERT INTO tool_calls (conversation_id, call_id, message_id, position, name, arguments_raw,
                             arguments, arguments_kind, time, source_file, source_line)
-    SELECT t.conv, l.id ->> '$', l.message_id ->> '$', t.position, l.name ->> '$',
-           CASE WHEN l.arguments IS NULL THEN '' ELSE l.arguments ->> '$' END,
-           NULL, coalesce(l.arguments_kind ->> '$', 'json_string'),
-           l.time ->> '$', $file, l.line
+    SELECT t.conv, l.x_id, NULL, t.position, l.x_name, coalesce(l.x_args, ''), NULL,
+           coalesce(l.x_args_kind, 'json_string'), NULL, $file, l.line
     FROM lexkeep_fast_lines l JOIN lexkeep_fast_timeline t USING (line)
     WHERE l.type = 'tool_call'
     """,
     """
     INSERT INTO boundaries (id, conversation_id, position, kind, trigger, summary_text,
                             kept_verbatim, time, source_file, source_line)
-    SELECT l.id ->> '$', t.conv, t.position, coalesce(l.kind ->> '$', 'local'),
-           l.trigger ->> '$', l.summary ->> '$',
-           coalesce(json_transform(l.kept_verbatim, '["VARCHAR"]'), []),
-           l.time ->> '$', $file, l.line
+    SELECT l.x_id, t.conv, t.position, l.x_kind, l.x_trigger, l.x_summary,
+           coalesce(l.x_kept, []), NULL, $file, l.line
     FROM lexkeep_fast_lines l JOIN lexkeep_fast_timeline t USING (line)
     WHERE l.type = 'compaction'
     """,
@@ -208,9 +221,9 @@ _INSERTS = (
     INSERT INTO conversations (id, format, parent_id, title, max_position, source_file,
                                source_line)
     WITH recs AS (
-        SELECT id ->> '$' AS id,
-               arg_max(parent_id ->> '$', line) FILTER (WHERE parent_id ->> '$' <> '') AS parent,
-               arg_max(title ->> '$', line) FILTER (WHERE title ->> '$' <> '') AS title,
+        SELECT x_id AS id,
+               arg_max(x_parent, line) FILTER (WHERE x_parent <> '') AS parent,
+               arg_max(x_title, line) FILTER (WHERE x_title <> '') AS title,
                max(line) AS line
         FROM lexkeep_fast_lines WHERE type = 'conversation' GROUP BY 1
     ),
@@ -287,19 +300,13 @@ def _load(con: duckdb.DuckDBPyConnection, path: str) -> None:
 
 
 def _load_checked(con: duckdb.DuckDBPyConnection, path: str) -> None:
-    con.execute(_STAGE_SQL, [path])
     for macro in _MACROS:
         con.execute(macro)
-    if con.execute(_PROBLEM_SQL).fetchone()[0] is not None:
+    con.execute(_STAGE_SQL, [path])
+    if con.execute("SELECT count(*) FROM lexkeep_fast_lines WHERE NOT ok").fetchone()[0]:
         raise _GiveUp("a record the reader rejects")
     if con.execute(_DUPLICATES_SQL).fetchone()[0]:
         raise _GiveUp("duplicate ids")
-    # A message text that is not a JSON string is an error for the reader.
-    if con.execute(
-        "SELECT count(*) FROM lexkeep_fast_lines WHERE type = 'message' AND text IS NOT NULL"
-        " AND json_type(text) <> 'VARCHAR'"
-    ).fetchone()[0]:
-        raise _GiveUp("message text is not a string")
     con.execute(_TIMELINE_SQL)
     updates = _object_arguments(con)
     for sql in _INSERTS:
@@ -326,10 +333,8 @@ def _object_arguments(con: duckdb.DuckDBPyConnection) -> list[list[str]] | None:
     Returns the UPDATE parameters (conversations, call ids, raw texts, kinds), or None.
     """
     rows = con.execute(
-        "SELECT l.conversation_id ->> '$', l.id ->> '$', l.arguments::VARCHAR,"
-        " l.arguments_kind ->> '$' FROM lexkeep_fast_lines l"
-        " WHERE l.type = 'tool_call' AND l.arguments IS NOT NULL"
-        " AND json_type(l.arguments) <> 'VARCHAR'"
+        "SELECT x_conv, x_id, x_args_json, x_args_kind FROM lexkeep_fast_lines"
+        " WHERE type = 'tool_call' AND x_args_json IS NOT NULL"
     ).fetchall()
     if not rows:
         return None
