@@ -14,6 +14,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
+import time
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,7 +38,7 @@ CONTEXT_MODES = ("require", "veto")
 KIND_KEYS = {
     "id", "tier", "priority", "regex", "group", "keywords", "prefilter_digit", "trim", "require",
     "validators", "deny_list", "allowlist", "context", "tests", "description", "min_length",
-    "min_digits", "window_keywords",
+    "min_digits", "window_keywords", "gate",
 }  # fmt: skip
 USER_KEYS = {"schema_version", "use_default", "disabled", "allowlist", "context", "lists",
              "kinds", "settings"}  # fmt: skip
@@ -44,6 +46,8 @@ SETTINGS_KEYS = {"timeout_ms", "max_chars"}
 CONTEXT_KEYS = {"words", "window", "mode"}
 TESTS_KEYS = {"positive", "negative"}
 _DIGIT = regex.compile(r"[0-9]")
+# Look-arounds, anchors and word boundaries: a gate searched inside a window must not use them.
+_GATE_CONTEXT = regex.compile(r"\(\?<?[=!]|(?<![\\\[])[\^$]|\\[bBAZ]")
 # Load-time ReDoS smoke test: a pattern must finish each of these within the time budget.
 ADVERSARIAL_LENGTH = 8_000
 ADVERSARIAL_BUDGET = 0.05  # seconds per adversarial string, whatever the scan budget is
@@ -89,6 +93,8 @@ class Kind:
     min_length: int = 0
     min_digits: int = 0
     window_keywords: tuple[str, ...] = ()
+    gate: str = ""  # stdlib-re necessary condition: every match of the kind contains a gate hit
+    gate_pattern: Any = None  # compiled re.Pattern, None when there is no gate
     positive: tuple[Example, ...] = ()
     negative: tuple[Example, ...] = ()
     description: str = ""
@@ -315,6 +321,7 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | N
     )
     if any(k != k.lower() or not k for k in window_keywords):
         raise fail("window_keywords must be non-empty and lower-case")
+    gate, gate_pattern = _gate(raw.get("gate", ""), fail)
     context = _context(raw.get("context"), fail)
     if tier == "C" and (context is None or context.mode != "require"):
         raise fail('tier C kinds need a context gate with mode = "require"')
@@ -342,6 +349,8 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | N
         min_length=min_length,
         min_digits=min_digits,
         window_keywords=window_keywords,
+        gate=gate,
+        gate_pattern=gate_pattern,
         positive=positive,
         negative=negative,
         description=str(raw.get("description", "")),
@@ -349,6 +358,34 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | N
     _self_test(kind, fail)
     _redos_test(kind, ADVERSARIAL_BUDGET, fail)
     return kind
+
+
+def _gate(source: Any, fail: Any) -> tuple[str, Any]:
+    """The kind's gate: a bounded stdlib-`re` pattern every match must contain (or none)."""
+    if source == "":
+        return "", None
+    if not isinstance(source, str):
+        raise fail("gate must be a string (a regular expression)")
+    try:
+        # Stdlib re on purpose: the gate only decides whether the kind's pattern runs at all,
+        # and re rejects a short window several times faster than the regex engine.
+        pattern = re.compile(source)
+    except (re.error, ValueError) as exc:
+        raise fail(f"gate does not compile: {exc}") from exc
+    position = unbounded_quantifier(source)
+    if position != -1:
+        raise fail(
+            f"unbounded quantifier {source[position]!r} at position {position} in gate",
+            hint="bound every repetition, e.g. {1,64} instead of +",
+        )
+    if pattern.flags & re.IGNORECASE:
+        raise fail("global ignore-case flag (?i) is not allowed in gate")
+    if _GATE_CONTEXT.search(source):
+        raise fail(
+            "gate must not use look-arounds, anchors or \\b",
+            hint="a gate is searched inside a window of the text: it may see no context",
+        )
+    return source, pattern
 
 
 def unbounded_quantifier(pattern: str) -> int:
@@ -445,11 +482,12 @@ def _self_test(kind: Kind, fail: Any) -> None:
             )
         # The candidate pass only scans near a keyword (or digit): the match itself must hold one.
         if not passes_prefilter(kind, ex.value):
-            wanted = (
-                "an ASCII digit"
-                if kind.prefilter_digit and _DIGIT.search(ex.value) is None
-                else f"any of its keywords {list(kind.keywords)}"
-            )
+            if kind.prefilter_digit and _DIGIT.search(ex.value) is None:
+                wanted = "an ASCII digit"
+            elif kind.gate_pattern is not None and kind.gate_pattern.search(ex.value) is None:
+                wanted = f"a match of its gate {kind.gate!r}"
+            else:
+                wanted = f"any of its keywords {list(kind.keywords)}"
             raise fail(
                 f"positive example {ex.value!r} does not contain {wanted}; "
                 "the prefilter would skip it",
@@ -504,9 +542,11 @@ def adversarial_strings() -> tuple[tuple[str, str], ...]:
 def _redos_test(kind: Kind, timeout: float, fail: Any) -> None:
     # A pattern that passed once (same engine version and strings) is remembered on disk:
     # the smoke test is most of the start-up time of every command.
-    marker = _redos_marker(kind.regex, timeout)
+    # The gate is part of the key: a kind with a new gate is timed again.
+    marker = _redos_marker(kind.regex + ("\0" + kind.gate if kind.gate else ""), timeout)
     if marker is not None and marker.exists():
         return
+    _gate_speed_test(kind, timeout, fail)
     for name, text in adversarial_strings():
         try:
             for _ in kind.pattern.finditer(text, timeout=timeout):
@@ -523,6 +563,21 @@ def _redos_test(kind: Kind, timeout: float, fail: Any) -> None:
             marker.touch()
         except OSError:
             pass  # an unwritable cache only costs time
+
+
+def _gate_speed_test(kind: Kind, budget: float, fail: Any) -> None:
+    # Stdlib re has no timeout: time each adversarial search and refuse a slow gate.
+    if kind.gate_pattern is None:
+        return
+    for name, text in adversarial_strings():
+        started = time.perf_counter()
+        for _ in kind.gate_pattern.finditer(text):
+            pass
+        if time.perf_counter() - started > budget:
+            raise fail(
+                f"gate takes longer than {budget * 1000:g} ms on the adversarial string {name!r}",
+                hint="keep a gate short: a few characters that every match must contain",
+            )
 
 
 def _redos_marker(source: str, timeout: float) -> Path | None:
@@ -554,6 +609,7 @@ def _digest(kinds: list[Kind], allowlist: frozenset[str], timeout: float, max_ch
                 "min_length": k.min_length,
                 "min_digits": k.min_digits,
                 "window_keywords": k.window_keywords,
+                "gate": k.gate,
                 "context": None if k.context is None
                 else [k.context.words, k.context.window, k.context.mode],
             }
