@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import Any, TextIO
 
+import orjson
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -179,7 +180,14 @@ def report_dict(report: AuditReport) -> dict[str, Any]:
 
 def render_json(report: AuditReport, stream: TextIO, color: bool = False) -> None:
     """Write the report as one JSON document."""
-    json.dump(report_dict(report), stream, ensure_ascii=False, indent=2)
+    data = report_dict(report)
+    try:
+        # Same bytes as json.dump(indent=2, ensure_ascii=False), whose indenting encoder is
+        # pure Python: seconds on a big dump's findings instead of a fraction of one.
+        text = orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:  # e.g. an integer beyond 64 bits
+        text = json.dumps(data, ensure_ascii=False, indent=2)
+    stream.write(text)
     stream.write("\n")
 
 

@@ -7,6 +7,7 @@ Files the fast path cannot reproduce must fall back, so errors keep their exact 
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from lexkeep.audit.engine import (
     run_audit,
 )
 from lexkeep.audit.fastload import fast_load
+from lexkeep.audit.render import render, report_dict
 from lexkeep.audit.settings import AuditSettings
 from lexkeep.core.errors import InputError
 from lexkeep.core.nearmiss import best_near_miss, candidates, edit_distance, fold, skeleton
@@ -124,7 +126,7 @@ FAST_CASES = {
             "id": "m1",
             "conversation_id": "c1",
             "role": "user",
-            "text": "ticket ÄBC-1234 and café_order_99812",
+            "text": "refund INV-2025-08-44719 from /srv/données/rapport.log",
         },
         {"type": "compaction", "id": "b1", "conversation_id": "c1"},
         {
@@ -132,7 +134,7 @@ FAST_CASES = {
             "id": "k1",
             "conversation_id": "c1",
             "name": "t",
-            "arguments": json.dumps({"q": "ÄBC-1234"}, ensure_ascii=True),
+            "arguments": json.dumps({"q": "/srv/données/rapport.log"}, ensure_ascii=True),
         },
     ),  # fmt: skip
     "kind_overrides_role": _lines(
@@ -273,3 +275,13 @@ def test_piece_filter_never_rejects_a_close_value(want, data):
 @given(a=st.text("abc", max_size=9), b=st.text("abc", max_size=9), limit=st.integers(0, 3))
 def test_bounded_distance_equals_edit_distance(a, b, limit):
     assert bounded_distance(a, b, limit) == edit_distance(a, b, limit)
+
+
+def test_json_report_has_the_stdlib_layout(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(FAST_CASES["non_ascii_and_escapes"], encoding="utf-8")
+    report = run_audit(paths=[str(path)])
+    out = io.StringIO()
+    render(report, "json", out)
+    assert out.getvalue() == json.dumps(report_dict(report), ensure_ascii=False, indent=2) + "\n"
+    assert report.findings and "/srv/données/rapport.log" in out.getvalue()
