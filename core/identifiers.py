@@ -109,15 +109,15 @@ def _scan_window(
     size = end - start
     context_text = None
     reportable = False
+    allow = rules.allowlist
     # Suppressors only matter where an identifier competes for the span: they run second,
     # and only in windows that produced a reportable candidate.
-    for step in (plan.identifier_kinds, plan.suppressor_kinds):
-        if step is plan.suppressor_kinds and not reportable:
+    identifier_kinds, suppressor_kinds = plan.eligible(frozenset(present))
+    for step in (identifier_kinds, suppressor_kinds):
+        if step is suppressor_kinds and not reportable:
             break
-        for kind, min_digits, keywords, also, context_words, min_length, gate in step:
+        for kind, min_digits, _keywords, also, context_words, min_length, gate in step:
             if digits < min_digits or size < min_length:
-                continue
-            if keywords and keywords.isdisjoint(present):
                 continue
             if also and not any(word in lower for word in also):
                 continue
@@ -139,11 +139,20 @@ def _scan_window(
             # Arming the engine timeout costs more than scanning a short window; every
             # pattern already finished 8 KB adversarial strings in budget at load, and the
             # deadline is still checked between calls.
-            budget = remaining if size > SHORT_WINDOW else None
-            for s, e, _value, claim_only in scan_kind(kind, text, budget, rules, start, end):
+            if size > SHORT_WINDOW:
+                matches = kind.pattern.finditer(text, start, end, timeout=remaining)
+            else:
+                matches = kind.pattern.finditer(text, start, end)
+            # Inlined scan_kind: a generator per kind per window costs more than most scans.
+            neg_priority, kind_id, group = -kind.priority, kind.id, kind.group
+            for match in matches:
+                checked = _check_match(kind, text, *match.span(group), allow)
+                if checked is None:
+                    continue
+                s, e, claim_only = checked
                 report = not (claim_only or kind.suppressor)
                 reportable = reportable or report
-                candidates.append((-kind.priority, s - e, s, e, kind.id, report))
+                candidates.append((neg_priority, s - e, s, e, kind_id, report))
 
 
 _Entry = tuple[Kind, int, frozenset[str], tuple[str, ...], tuple[str, ...] | None, int, Any]
@@ -169,6 +178,7 @@ class _Plan:
         self.full_scan = False
         self.identifier_kinds: list[_Entry] = []
         self.suppressor_kinds: list[_Entry] = []
+        self._eligible: dict[frozenset[str], tuple[list[_Entry], list[_Entry]]] = {}
         for kind in rules.kinds:
             if not kind.keywords and not kind.prefilter_digit:
                 self.full_scan = True  # a kind with no prefilter must see the whole text
@@ -216,6 +226,19 @@ class _Plan:
         ))  # fmt: skip
         ordered = first + sorted(parts, key=len)
         self.trigger = regex.compile("|".join(ordered), regex.V1) if ordered else None
+
+    def eligible(self, present: frozenset[str]) -> tuple[list[_Entry], list[_Entry]]:
+        """The identifier and suppressor entries whose keywords meet `present` (memoised)."""
+        found = self._eligible.get(present)
+        if found is None:
+            # Few distinct keyword sets occur: the filter runs once per set, not per window.
+            if len(self._eligible) >= 4096:
+                self._eligible.clear()  # bounded memory on texts with unusual keyword mixes
+            found = self._eligible[present] = (
+                [e for e in self.identifier_kinds if not e[2] or not e[2].isdisjoint(present)],
+                [e for e in self.suppressor_kinds if not e[2] or not e[2].isdisjoint(present)],
+            )
+        return found
 
     def windows(self, text: str, timeout: float) -> list[tuple[int, int]]:
         """Merged (start, end) windows of `text` worth scanning; [] when nothing can match."""
@@ -331,22 +354,30 @@ def scan_kind(
     """
     allow = rules.allowlist if rules is not None else frozenset()
     for match in kind.pattern.finditer(text, pos, endpos, timeout=timeout):
-        start, end = match.span(kind.group)
-        if start < 0:
-            continue
-        if kind.trim:
-            end = _trim(text, start, end)
-        if end <= start:
-            continue
-        value = text[start:end]
-        if kind.require and not _composition_ok(value, kind.require):
-            continue
-        if kind.validators and not _validators_ok(value, kind.validators):
-            continue
-        if kind.context is not None and not _context_ok(text, start, kind):
-            continue
-        claim_only = value in kind.deny or value in kind.allow or value in allow
-        yield start, end, value, claim_only
+        checked = _check_match(kind, text, *match.span(kind.group), allow)
+        if checked is not None:
+            start, end, claim_only = checked
+            yield start, end, text[start:end], claim_only
+
+
+def _check_match(
+    kind: Kind, text: str, start: int, end: int, allow: frozenset[str]
+) -> tuple[int, int, bool] | None:
+    """(start, trimmed end, claim_only) for a raw match that passes the kind's checks, else None."""
+    if start < 0:
+        return None
+    if kind.trim:
+        end = _trim(text, start, end)
+    if end <= start:
+        return None
+    value = text[start:end]
+    if kind.require and not _composition_ok(value, kind.require):
+        return None
+    if kind.validators and not _validators_ok(value, kind.validators):
+        return None
+    if kind.context is not None and not _context_ok(text, start, kind):
+        return None
+    return start, end, value in kind.deny or value in kind.allow or value in allow
 
 
 def _resolve(
