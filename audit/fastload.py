@@ -57,6 +57,8 @@ PARALLEL_MIN_CHARS = 256 << 10
 # Messages per batch handed to a worker / identifiers per bulk write.
 BATCH_MESSAGES = 2000
 FLUSH_ROWS = 200_000
+# Extra attempts for a scan that ran out of its time budget.
+RETRIES = 2
 
 # Every key of every record type the reader looks at. Fields are read as JSON so their JSON
 # type can be checked the way the reader checks it; `type` as text like the reader compares it.
@@ -369,6 +371,13 @@ def _extract_batch(batch: Sequence[tuple[str, str, str]]) -> tuple[list[tuple], 
     scans: list[tuple] = []
     for message_id, conversation_id, text in batch:
         extraction = extract(text, rules)
+        # The extractor's budget is wall time: on a busy machine (our own workers included) a
+        # scan can run out of it by chance. Retry those (not texts cut for length, which stay
+        # incomplete); a complete scan is what an idle machine would have produced.
+        for _ in range(RETRIES):
+            if extraction.complete or len(text) > rules.max_chars:
+                break
+            extraction = extract(text, rules)
         scans.append((message_id, conversation_id, extraction.complete, rules.digest))
         found.extend(
             (conversation_id, message_id, i.kind, i.value, i.start, i.end)
