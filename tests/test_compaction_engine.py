@@ -3,6 +3,7 @@ worker slots under the admission limit, the extractive summariser, the audit bou
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 
@@ -345,3 +346,37 @@ def test_identifier_share_reports_identifiers_missing_from_the_summary(store):
     values = {v.value for i in range(10) for v in extract(answer_text("c1", i)).identifiers}
     assert report.identifiers_total == len(values)
     assert report.identifiers_kept == 1
+
+
+class FreezeProbe(Summarizer):
+    """Records whether the planned objects were frozen while it ran."""
+
+    name = "freeze-probe"
+    model_id = "test/freeze-probe"
+
+    def __init__(self) -> None:
+        self.frozen: list[int] = []
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        self.frozen.append(gc.get_freeze_count())
+        return Generation("summary of " + ", ".join(a.message_id for a in request.answers))
+
+
+def test_planned_pairs_are_frozen_during_the_run_and_released_after(store):
+    build(store, {"c1": 30})
+    probe = FreezeProbe()
+    assert gc.get_freeze_count() == 0
+    assert run_compaction(store, summarizer=probe).completed == 1
+    assert probe.frozen[0] > 0  # out of the collector's scans while summarising
+    assert gc.get_freeze_count() == 0  # and handed back to it afterwards
+
+
+def test_a_host_that_froze_objects_itself_keeps_them_frozen(store):
+    build(store, {"c1": 30})
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        assert run_compaction(store, summarizer=FreezeProbe()).completed == 1
+        assert gc.get_freeze_count() >= before  # lexkeep did not unfreeze the host's objects
+    finally:
+        gc.unfreeze()
