@@ -11,6 +11,7 @@ the value.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -100,7 +101,9 @@ def _scan_window(
     segment = text[start:end]
     lower = segment.lower()
     digits = sum(map(segment.count, "0123456789"))
-    present = {word for word in plan.keywords if word in lower}
+    # One-character keywords here; longer ones (month names, currency words) only for the
+    # kinds that get that far, and only when no one-character keyword already let them in.
+    present = {word for word in plan.single_keywords if word in lower}
     # '.' and '-' count only between letters/digits: not sentence ends or dashes.
     if "." in present and _INTERIOR_DOT.search(segment) is None:
         present.discard(".")
@@ -116,8 +119,11 @@ def _scan_window(
     for step in (identifier_kinds, suppressor_kinds):
         if step is suppressor_kinds and not reportable:
             break
-        for kind, min_digits, _keywords, also, context_words, min_length, gate in step:
+        for entry, multi in step:
+            kind, min_digits, _keywords, also, context_words, min_length, gate, _multi = entry
             if digits < min_digits or size < min_length:
+                continue
+            if multi and not any(word in lower for word in multi):
                 continue
             if also and not any(word in lower for word in also):
                 continue
@@ -139,10 +145,23 @@ def _scan_window(
             # Arming the engine timeout costs more than scanning a short window; every
             # pattern already finished 8 KB adversarial strings in budget at load, and the
             # deadline is still checked between calls.
-            if size > SHORT_WINDOW:
-                matches = kind.pattern.finditer(text, start, end, timeout=remaining)
+            # A first search is three times cheaper than opening a finditer, and most
+            # windows hold no match of a kind; only a hit pays for the iterator.
+            # Even timeout=None costs a keyword parse: pass it only when it is armed.
+            pattern = kind.pattern
+            long = size > SHORT_WINDOW
+            if long:
+                first = pattern.search(text, start, end, timeout=remaining)
             else:
-                matches = kind.pattern.finditer(text, start, end)
+                first = pattern.search(text, start, end)
+            if first is None:
+                continue
+            resume = first.end() if first.end() > first.start() else start
+            if long:
+                rest = pattern.finditer(text, resume, end, timeout=deadline - time.perf_counter())
+            else:
+                rest = pattern.finditer(text, resume, end)
+            matches = itertools.chain((first,), rest) if resume != start else rest
             # Inlined scan_kind: a generator per kind per window costs more than most scans.
             neg_priority, kind_id, group = -kind.priority, kind.id, kind.group
             for match in matches:
@@ -155,7 +174,11 @@ def _scan_window(
                 candidates.append((neg_priority, s - e, s, e, kind_id, report))
 
 
-_Entry = tuple[Kind, int, frozenset[str], tuple[str, ...], tuple[str, ...] | None, int, Any]
+_Entry = tuple[
+    Kind, int, frozenset[str], tuple[str, ...], tuple[str, ...] | None, int, Any, tuple[str, ...]
+]
+# An eligible entry, with the longer keywords still to check (empty: already let in).
+_Eligible = tuple[_Entry, tuple[str, ...]]
 
 
 class _Plan:
@@ -178,7 +201,7 @@ class _Plan:
         self.full_scan = False
         self.identifier_kinds: list[_Entry] = []
         self.suppressor_kinds: list[_Entry] = []
-        self._eligible: dict[frozenset[str], tuple[list[_Entry], list[_Entry]]] = {}
+        self._eligible: dict[frozenset[str], tuple[list[_Eligible], list[_Eligible]]] = {}
         for kind in rules.kinds:
             if not kind.keywords and not kind.prefilter_digit:
                 self.full_scan = True  # a kind with no prefilter must see the whole text
@@ -194,6 +217,7 @@ class _Plan:
                 words,
                 kind.min_length,
                 kind.gate_pattern,
+                tuple(word for word in kind.keywords if len(word) > 1),
             )
             (self.suppressor_kinds if kind.suppressor else self.identifier_kinds).append(entry)
             if kind.prefilter_digit:
@@ -218,6 +242,7 @@ class _Plan:
             # One character class first: far cheaper per character than an alternation.
             first.append("[" + "".join(regex.escape(c) for c in sorted(singles)) + "]+")
         self.keywords = tuple(sorted(keywords))
+        self.single_keywords = tuple(sorted(w for w in keywords if len(w) == 1))
         # For the fast reject: trigger characters, and longer keywords (case-folded).
         self.trigger_chars = frozenset(singles)
         self.interior = any(p.startswith("[.\\-]") for p in parts)
@@ -227,16 +252,16 @@ class _Plan:
         ordered = first + sorted(parts, key=len)
         self.trigger = regex.compile("|".join(ordered), regex.V1) if ordered else None
 
-    def eligible(self, present: frozenset[str]) -> tuple[list[_Entry], list[_Entry]]:
-        """The identifier and suppressor entries whose keywords meet `present` (memoised)."""
+    def eligible(self, present: frozenset[str]) -> tuple[list[_Eligible], list[_Eligible]]:
+        """Identifier and suppressor entries not ruled out by the one-character keywords."""
         found = self._eligible.get(present)
         if found is None:
             # Few distinct keyword sets occur: the filter runs once per set, not per window.
             if len(self._eligible) >= 4096:
                 self._eligible.clear()  # bounded memory on texts with unusual keyword mixes
             found = self._eligible[present] = (
-                [e for e in self.identifier_kinds if not e[2] or not e[2].isdisjoint(present)],
-                [e for e in self.suppressor_kinds if not e[2] or not e[2].isdisjoint(present)],
+                _filter(self.identifier_kinds, present),
+                _filter(self.suppressor_kinds, present),
             )
         return found
 
@@ -280,6 +305,17 @@ class _Plan:
             lower = text.lower()
             return any(word in lower for word in self.trigger_words)
         return False
+
+
+def _filter(entries: list[_Entry], present: frozenset[str]) -> list[_Eligible]:
+    out: list[_Eligible] = []
+    for entry in entries:
+        keywords, multi = entry[2], entry[7]
+        if not keywords or not keywords.isdisjoint(present):
+            out.append((entry, ()))
+        elif multi:
+            out.append((entry, multi))  # let in only if a longer keyword occurs
+    return out
 
 
 def _has_interior(text: str) -> bool:
