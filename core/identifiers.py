@@ -123,9 +123,9 @@ def _scan_window(
             kind, min_digits, _keywords, also, context_words, min_length, gate, _multi = entry
             if digits < min_digits or size < min_length:
                 continue
-            if multi and not any(word in lower for word in multi):
+            if multi and not any(map(lower.__contains__, multi)):  # no generator frame
                 continue
-            if also and not any(word in lower for word in also):
+            if also and not any(map(lower.__contains__, also)):
                 continue
             # The kind's gate (stdlib re, a few characters every match holds) rejects most
             # windows several times faster than running the full pattern would.
@@ -137,7 +137,7 @@ def _scan_window(
                 # words; a short word list (http_status) is always cheaper to search first.
                 if context_text is None:
                     context_text = text[max(0, start - 120) : end].lower()
-                if not any(word in context_text for word in context_words):
+                if not any(map(context_text.__contains__, context_words)):
                     continue
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
@@ -277,7 +277,10 @@ class _Plan:
         budget = timeout if n > SHORT_WINDOW else None
         pos = visits = 0
         while pos < n:
-            match = self.trigger.search(text, pos, timeout=budget)
+            if budget is None:  # even timeout=None costs a keyword parse
+                match = self.trigger.search(text, pos)
+            else:
+                match = self.trigger.search(text, pos, timeout=budget)
             if match is None:
                 break
             a, b = match.span()
@@ -303,7 +306,7 @@ class _Plan:
             return True
         if self.trigger_words:
             lower = text.lower()
-            return any(word in lower for word in self.trigger_words)
+            return any(map(lower.__contains__, self.trigger_words))
         return False
 
 
