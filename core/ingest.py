@@ -553,6 +553,16 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
     return found
 
 
+def input_size(paths: Sequence[str]) -> int | None:
+    """Bytes the files named by `paths` hold, or None when unknown (stdin, compressed files)."""
+    total = 0
+    for path, _ in expand_paths(paths):
+        if path == "-" or path.endswith(".gz"):
+            return None
+        total += Path(path).stat().st_size
+    return total
+
+
 def _same_prefix(path: str, nbytes: int, sha256: str) -> tuple[bool, bool]:
     """(the first nbytes hash to sha256, there are more bytes after them) — one raw pass."""
     digest = hashlib.sha256()

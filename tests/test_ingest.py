@@ -392,3 +392,15 @@ def test_truncated_document_is_read_again_whole_once_complete(store, tmp_path):
     [done] = ingest_paths(store, [str(path)])
     assert done.status == "appended"
     assert count(store, "conversations") == 2 and count(store, "messages") == 5
+
+
+def test_input_size_counts_plain_files_and_gives_up_on_stdin_and_gz(tmp_path):
+    from lexkeep.core.ingest import input_size
+
+    (tmp_path / "a.jsonl").write_bytes(b"x" * 10)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.jsonl").write_bytes(b"y" * 5)
+    assert input_size([str(tmp_path)]) == 15
+    assert input_size(["-"]) is None
+    (tmp_path / "c.jsonl.gz").write_bytes(b"z")
+    assert input_size([str(tmp_path)]) is None
