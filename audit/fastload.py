@@ -423,14 +423,18 @@ def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet, parallel_min_chars: i
         if len(found) + len(scans) >= FLUSH_ROWS:
             _flush(con, found, scans)
 
+    try:
+        # fork: workers inherit the loaded rules and modules (no re-import, no pickled rules).
+        context = get_context("fork")
+    except ValueError:  # no fork on this platform (Windows): extract in this process
+        n = 1
     if n == 1 or chars < parallel_min_chars:
         _init_worker(rules)
         for batch in batches:
             take(_extract_batch(batch))
     else:
-        # fork: workers inherit the loaded rules and modules (no re-import, no pickled rules).
         with ProcessPoolExecutor(
-            n, mp_context=get_context("fork"), initializer=_init_worker, initargs=(rules,)
+            n, mp_context=context, initializer=_init_worker, initargs=(rules,)
         ) as pool:
             for result in pool.map(_extract_batch, batches, chunksize=1):
                 take(result)
