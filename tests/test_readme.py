@@ -67,3 +67,30 @@ def test_audit_settings_snippet_is_accepted(tmp_path):
     proc = _run("lexkeep audit sample_traces/ --format json", tmp_path)
     assert proc.returncode == 1, proc.stderr  # missing findings fail the gate
     assert "0.98" in proc.stdout  # the configured ratio is the one the gate used
+
+
+def test_python_agent_loop_runs_against_the_sample_store(tmp_path, monkeypatch):
+    (example,) = _blocks("python")
+    shutil.copytree(SAMPLE_TRACES, tmp_path / "sample_traces")
+    proc = _run("lexkeep ingest sample_traces/ --db lexkeep.duckdb", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    monkeypatch.chdir(tmp_path)
+
+    class Call:
+        name = "lookup_invoice"
+        arguments = '{"invoice_id": "INV-2025-08-4471"}'
+
+    class Reply:
+        tool_calls = [Call()]
+
+    seen: dict[str, object] = {}
+    namespace = {
+        "model": lambda **kw: seen.setdefault("context", kw["system"]) and Reply(),
+        "user_text": "Was it charged twice?",
+        "run_tool": lambda name, args: seen.setdefault("ran", (name, args)),
+        "report_back": lambda rows: seen.setdefault("reported", rows),
+    }
+    exec(compile(example, "README.md", "exec"), namespace)
+    assert "INV-2025-08-44719" in seen["context"]  # the pinned sidecar reaches the model
+    assert "ran" not in seen  # the guard stopped the altered identifier
+    assert seen["reported"] == [("INV-2025-08-4471", "INV-2025-08-44719", "truncated")]
