@@ -429,80 +429,6 @@ CHUNK_ROWS = 50_000
 # Files a folder walk picks up (each may also end in .gz).
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
-_MESSAGE_COLS = [
-    ("id", "VARCHAR"),
-    ("conversation_id", "VARCHAR"),
-    ("run_id", "VARCHAR"),
-    ("position", "BIGINT"),
-    ("role", "VARCHAR"),
-    ("kind", "VARCHAR"),
-    ("status", "VARCHAR"),
-    ("text", "VARCHAR"),
-    ("time", "VARCHAR"),
-    ("source_file", "VARCHAR"),
-    ("source_line", "BIGINT"),
-]
-_CALL_COLS = [
-    ("conversation_id", "VARCHAR"),
-    ("call_id", "VARCHAR"),
-    ("message_id", "VARCHAR"),
-    ("position", "BIGINT"),
-    ("name", "VARCHAR"),
-    ("arguments_raw", "VARCHAR"),
-    ("arguments", "JSON"),
-    ("arguments_kind", "VARCHAR"),
-    ("time", "VARCHAR"),
-    ("source_file", "VARCHAR"),
-    ("source_line", "BIGINT"),
-]
-_RESULT_COLS = [
-    ("conversation_id", "VARCHAR"),
-    ("call_id", "VARCHAR"),
-    ("position", "BIGINT"),
-    ("text", "VARCHAR"),
-    ("is_error", "BOOLEAN"),
-    ("source_file", "VARCHAR"),
-    ("source_line", "BIGINT"),
-]
-_BOUNDARY_COLS = [
-    ("id", "VARCHAR"),
-    ("conversation_id", "VARCHAR"),
-    ("position", "BIGINT"),
-    ("kind", "VARCHAR"),
-    ("trigger", "VARCHAR"),
-    ("summary_text", "VARCHAR"),
-    ("kept_verbatim", "VARCHAR[]"),
-    ("time", "VARCHAR"),
-    ("source_file", "VARCHAR"),
-    ("source_line", "BIGINT"),
-]
-_RUN_COLS = [
-    ("id", "VARCHAR"),
-    ("conversation_id", "VARCHAR"),
-    ("status", "VARCHAR"),
-    ("position", "BIGINT"),
-    ("source_file", "VARCHAR"),
-    ("source_line", "BIGINT"),
-]
-_CONV_COLS = [
-    ("id", "VARCHAR"),
-    ("format", "VARCHAR"),
-    ("parent_id", "VARCHAR"),
-    ("title", "VARCHAR"),
-    ("first_time", "VARCHAR"),
-    ("last_time", "VARCHAR"),
-    ("max_position", "BIGINT"),
-    ("source_file", "VARCHAR"),
-    ("source_line", "BIGINT"),
-]
-_ERROR_COLS = [
-    ("ingest_run_id", "BIGINT"),
-    ("path", "VARCHAR"),
-    ("line", "BIGINT"),
-    ("col", "INTEGER"),
-    ("reason", "VARCHAR"),
-    ("detail", "VARCHAR"),
-]
 _RUN_UPSERT = "(id) DO UPDATE SET status = excluded.status"
 _CONV_UPSERT = (
     "(id) DO UPDATE SET max_position = greatest(conversations.max_position, excluded.max_position),"
@@ -722,14 +648,14 @@ class _Batch:
                     row[5] = time
         self.buffer = []
         store = self.store
-        for table, cols, rows in (
-            ("messages", _MESSAGE_COLS, messages),
-            ("tool_calls", _CALL_COLS, calls),
-            ("tool_results", _RESULT_COLS, results),
-            ("boundaries", _BOUNDARY_COLS, boundaries),
+        for table, rows in (
+            ("messages", messages),
+            ("tool_calls", calls),
+            ("tool_results", results),
+            ("boundaries", boundaries),
         ):
             if rows:
-                store.bulk_insert(table, cols, rows)
+                store.bulk_insert(table, None, rows)
 
     def finish(self) -> None:
         """Write everything staged: timeline rows, runs, conversations, ingest errors."""
@@ -741,7 +667,7 @@ class _Batch:
                 pos = self.max_pos.get(conv, -1) + 1
             rows.append((run_id, conv, status, pos, file, line))
         if rows:
-            self.store.bulk_insert("runs", _RUN_COLS, rows, on_conflict=_RUN_UPSERT)
+            self.store.bulk_insert("runs", None, rows, on_conflict=_RUN_UPSERT)
         self._load_positions(self.touched)
         conv_rows = []
         for conv in self.touched:
@@ -749,9 +675,9 @@ class _Batch:
             row[6] = self.max_pos[conv]
             conv_rows.append(row)
         if conv_rows:
-            self.store.bulk_insert("conversations", _CONV_COLS, conv_rows, on_conflict=_CONV_UPSERT)
+            self.store.bulk_insert("conversations", None, conv_rows, on_conflict=_CONV_UPSERT)
         if self.errors:
-            self.store.bulk_insert("ingest_errors", _ERROR_COLS, self.errors, on_conflict="")
+            self.store.bulk_insert("ingest_errors", None, self.errors, on_conflict="")
 
 
 class _FileIngest:

@@ -42,6 +42,7 @@ class Store:
     def __init__(self, con: duckdb.DuckDBPyConnection, path: str | None) -> None:
         self.con = con
         self.path = path  # None for an in-memory store
+        self._columns: dict[str, list[tuple[str, str]]] = {}
 
     # -- opening -----------------------------------------------------------------------
 
@@ -156,10 +157,27 @@ class Store:
             raise
         self.con.execute("COMMIT")
 
+    def columns(self, table: str) -> list[tuple[str, str]]:
+        """(name, DuckDB type) of every column of `table` in declaration order, from the schema."""
+        cached = self._columns.get(table)
+        if cached is None:
+            cached = [
+                (name, typ)
+                for name, typ in self.con.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns"
+                    " WHERE table_name = ? ORDER BY ordinal_position",
+                    [table],
+                ).fetchall()
+            ]
+            if not cached:
+                raise StoreError(f"no table {table!r} in the store")
+            self._columns[table] = cached
+        return cached
+
     def bulk_insert(
         self,
         table: str,
-        columns: Sequence[tuple[str, str]],
+        columns: Sequence[tuple[str, str]] | None,
         rows: Iterable[Sequence[object]],
         *,
         on_conflict: str = "DO NOTHING",
@@ -167,10 +185,13 @@ class Store:
     ) -> int:
         """Insert rows through DuckDB's own JSON reader (never executemany); returns rows read.
 
-        `columns` are (name, DuckDB type); each row is a sequence in that order. Rows are
+        `columns` are (name, DuckDB type), or None for every column of the table in declaration
+        order; each row is a sequence in that order. Rows are
         written as NDJSON to a temporary file and loaded with `read_json` and an explicit
         schema, so the load runs in C++ and nothing is guessed from the first lines.
         """
+        if columns is None:
+            columns = self.columns(table)
         return bulk_insert(self.con, table, columns, rows, on_conflict=on_conflict, tmpdir=tmpdir)
 
 

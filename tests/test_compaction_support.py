@@ -14,27 +14,6 @@ CONVERSATION_COLUMNS = [
     ("source_file", "VARCHAR"),
     ("source_line", "BIGINT"),
 ]
-RUN_COLUMNS = [
-    ("id", "VARCHAR"),
-    ("conversation_id", "VARCHAR"),
-    ("status", "VARCHAR"),
-    ("position", "BIGINT"),
-    ("source_file", "VARCHAR"),
-    ("source_line", "BIGINT"),
-]
-MESSAGE_COLUMNS = [
-    ("id", "VARCHAR"),
-    ("conversation_id", "VARCHAR"),
-    ("run_id", "VARCHAR"),
-    ("position", "BIGINT"),
-    ("role", "VARCHAR"),
-    ("kind", "VARCHAR"),
-    ("status", "VARCHAR"),
-    ("text", "VARCHAR"),
-    ("time", "VARCHAR"),
-    ("source_file", "VARCHAR"),
-    ("source_line", "BIGINT"),
-]
 TOOL_CALL_COLUMNS = [
     ("conversation_id", "VARCHAR"),
     ("call_id", "VARCHAR"),
@@ -155,12 +134,14 @@ class Builder:
                 ([cid, "lexkeep", pos, "t.jsonl", 1] for cid, pos in self.positions.items()),
                 on_conflict="(id) DO UPDATE SET max_position = excluded.max_position",
             )
-            _insert(store, "runs", RUN_COLUMNS, self.runs)
-            _insert(store, "messages", MESSAGE_COLUMNS, self.messages)
+            _insert(store, "runs", None, self.runs)  # every column, schema order
+            _insert(store, "messages", None, self.messages)
             _insert(store, "tool_calls", TOOL_CALL_COLUMNS, self.tool_calls)
 
 
-def _insert(store: Store, table: str, columns: list, rows: Iterable, on_conflict: str = "") -> None:
+def _insert(
+    store: Store, table: str, columns: list | None, rows: Iterable, on_conflict: str = ""
+) -> None:
     store.bulk_insert(table, columns, rows, on_conflict=on_conflict)
 
 

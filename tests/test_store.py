@@ -89,3 +89,19 @@ def test_second_writer_process_gets_a_clear_message(db_file):
         holder.close()
     assert proc.returncode == 3, proc.stderr
     assert "in use by another lexkeep process" in proc.stdout
+
+
+def test_columns_come_from_the_schema_in_declaration_order(store):
+    assert store.columns("runs") == [
+        ("id", "VARCHAR"),
+        ("conversation_id", "VARCHAR"),
+        ("status", "VARCHAR"),
+        ("position", "BIGINT"),
+        ("source_file", "VARCHAR"),
+        ("source_line", "BIGINT"),
+    ]
+    with pytest.raises(StoreError, match="no table"):
+        store.columns("nope")
+    rows = [("r1", "c1", "completed", 0, "f.jsonl", 1)]
+    assert store.bulk_insert("runs", None, rows) == 1
+    assert store.con.execute("SELECT id, status FROM runs").fetchall() == [("r1", "completed")]
