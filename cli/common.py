@@ -100,10 +100,23 @@ def output_stream(path: str | None) -> Iterator[Any]:
         yield sys.stdout
         return
     target = Path(path)
+    if target.is_dir():
+        raise LexkeepError(f"cannot write {path}: it is a folder", hint="-o takes a file name")
     tmp = target.with_name(f".{target.name}.tmp")
-    with tmp.open("w", encoding="utf-8", newline="") as fh:
-        yield fh
-    os.replace(tmp, target)
+    try:
+        fh = tmp.open("w", encoding="utf-8", newline="")
+    except OSError as exc:  # a missing folder or no permission is the user's to fix, not a crash
+        raise LexkeepError(
+            f"cannot write {path}: {exc.strerror}",
+            hint="create the folder first, or pass -o a writable path",
+        ) from exc
+    try:
+        with fh:
+            yield fh
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a failed report leaves neither a half file nor its temp
+        raise
 
 
 def is_terminal(stream: Any) -> bool:
