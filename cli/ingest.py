@@ -221,7 +221,8 @@ def register(app: typer.Typer) -> None:
         Example: lexkeep stats --db traces.duckdb --format json
         """
         _check_output(format)
-        with Store.open(db_path(db)) as store:
+        # read-only: a mistyped --db is an error, not a new empty store that reports zeros
+        with Store.open(db_path(db), read_only=True) as store:
             report = stats(store)
         if format == "json":
             _write_json(report.to_json())
@@ -239,7 +240,7 @@ def register(app: typer.Typer) -> None:
         Example: lexkeep show c1 --db traces.duckdb
         """
         _check_output(format)
-        with Store.open(db_path(db)) as store:
+        with Store.open(db_path(db), read_only=True) as store:
             timeline = show(store, conversation)
         if format == "json":
             _write_json(timeline.to_json())

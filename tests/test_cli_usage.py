@@ -30,3 +30,23 @@ def test_audit_output_file_is_written_and_no_temp_remains(cli, tmp_path: Path):
     assert result.exit_code == 1
     assert '"schema_version"' in target.read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["audit.json"]
+
+
+def test_stats_and_show_on_a_mistyped_store_are_errors_and_create_nothing(cli, tmp_path: Path):
+    missing = tmp_path / "typo.duckdb"
+    for args in (("stats",), ("show", "support-4471")):
+        result = cli(*args, "--db", missing)
+        assert result.exit_code == 2, result.stdout
+        assert f"no lexkeep store at {missing}" in result.stderr
+        assert not missing.exists()
+
+
+def test_stats_and_show_read_a_store_that_ingest_filled(cli, tmp_path: Path):
+    db = tmp_path / "t.duckdb"
+    assert cli("ingest", SAMPLE_TRACES, "--db", db).exit_code == 0
+    stats = cli("stats", "--db", db, "--format", "json")
+    assert stats.exit_code == 0
+    assert '"conversations": 4' in stats.stdout
+    show = cli("show", "support-4471", "--db", db)
+    assert show.exit_code == 0
+    assert "INV-2025-08-44719" in show.stdout
