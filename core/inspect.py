@@ -144,10 +144,18 @@ def resolve_conversation(store: Store, conversation: str) -> str:
             f"conversation {conversation!r} is ambiguous",
             hint="matches " + ", ".join(found[:5]) + (" …" if len(found) > 5 else ""),
         )
-    raise NotFoundError(
-        f"no conversation {conversation!r} in the store",
-        hint="lexkeep stats shows what is stored; ids are listed by show --format json",
-    )
+    # No command lists ids, so the hint names some: a user who typed a title or a file name
+    # sees what an id looks like here.
+    total = con.execute("SELECT count(*) FROM conversations").fetchone()[0]
+    some = [
+        r[0] for r in con.execute("SELECT id FROM conversations ORDER BY id LIMIT 5").fetchall()
+    ]
+    if not total:
+        hint = "the store is empty: lexkeep ingest TRACES... --db FILE fills it"
+    else:
+        hint = f"the store holds {total} conversation(s), e.g. " + ", ".join(some)
+        hint += " …" if total > len(some) else ""
+    raise NotFoundError(f"no conversation {conversation!r} in the store", hint=hint)
 
 
 def show(store: Store, conversation: str) -> Timeline:

@@ -50,3 +50,15 @@ def test_stats_and_show_read_a_store_that_ingest_filled(cli, tmp_path: Path):
     show = cli("show", "support-4471", "--db", db)
     assert show.exit_code == 0
     assert "INV-2025-08-44719" in show.stdout
+
+
+def test_unknown_conversation_hint_names_stored_ids(cli, tmp_path: Path):
+    db = tmp_path / "t.duckdb"
+    assert cli("ingest", SAMPLE_TRACES, "--db", db).exit_code == 0
+    result = cli("show", "no-such-id", "--db", db)
+    assert result.exit_code == 2
+    assert "Error: no conversation 'no-such-id' in the store" in result.stderr
+    # the old hint sent users to `show --format json`, which itself needs an id
+    assert "show --format json" not in result.stderr
+    assert "Hint: the store holds 4 conversation(s), e.g. " in result.stderr
+    assert "support-4471" in result.stderr
