@@ -206,11 +206,14 @@ def register(app: typer.Typer) -> None:
                 on_progress=advance,
             )
         added = [c for c in counts if c.status in ("ingested", "appended")]
+        # empty files are neither ingested nor unchanged: count them so the numbers add up
+        empty = sum(c.status == "empty" for c in counts)
         _print_line(
             f"{len(counts)} files: {len(added)} ingested, "
             f"{sum(c.status == 'unchanged' for c in counts)} unchanged, "
-            f"{sum(c.status == 'unrecognised' for c in counts)} not traces; "
-            f"{sum(c.messages for c in added)} messages, "
+            f"{sum(c.status == 'unrecognised' for c in counts)} not traces"
+            + (f", {empty} empty" if empty else "")
+            + f"; {sum(c.messages for c in added)} messages, "
             f"{sum(c.tool_calls for c in added)} tool calls"
         )
 

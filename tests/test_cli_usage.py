@@ -62,3 +62,14 @@ def test_unknown_conversation_hint_names_stored_ids(cli, tmp_path: Path):
     assert "show --format json" not in result.stderr
     assert "Hint: the store holds 4 conversation(s), e.g. " in result.stderr
     assert "support-4471" in result.stderr
+
+
+def test_ingest_summary_counts_empty_files_so_the_numbers_add_up(cli, tmp_path: Path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "a.jsonl").write_bytes((SAMPLE_TRACES / "invoice_altered.jsonl").read_bytes())
+    (traces / "live-session.jsonl").write_text("")  # a session file created but not written yet
+    result = cli("ingest", traces, "--db", tmp_path / "t.duckdb")
+    assert result.exit_code == 0, result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("2 files: 1 ingested, 0 unchanged, 0 not traces, 1 empty; 6 messages")
