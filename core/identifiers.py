@@ -10,6 +10,7 @@ the value.
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import itertools
 import re
@@ -115,15 +116,18 @@ def _scan_window(
     reportable = False
     allow = rules.allowlist
     # Suppressors only matter where an identifier competes for the span: they run second,
-    # and only in windows that produced a reportable candidate.
-    identifier_kinds, suppressor_kinds = plan.eligible(frozenset(present))
+    # and only in windows that produced a reportable candidate. The digit count and the size
+    # enter the memo key as steps, so kinds needing more digits or length are never visited.
+    identifier_kinds, suppressor_kinds = plan.eligible(
+        frozenset(present),
+        bisect.bisect_right(plan.digit_steps, digits),
+        bisect.bisect_right(plan.size_steps, size),
+    )
     for step in (identifier_kinds, suppressor_kinds):
         if step is suppressor_kinds and not reportable:
             break
         for entry, multi in step:
-            kind, min_digits, _keywords, also, context_words, min_length, gate, _multi = entry
-            if digits < min_digits or size < min_length:
-                continue
+            kind, _min_digits, _keywords, also, context_words, _min_length, gate, _multi = entry
             if multi and not any(map(lower.__contains__, multi)):  # no generator frame
                 continue
             if also and not any(map(lower.__contains__, also)):
@@ -202,7 +206,14 @@ class _Plan:
         self.full_scan = False
         self.identifier_kinds: list[_Entry] = []
         self.suppressor_kinds: list[_Entry] = []
-        self._eligible: dict[frozenset[str], tuple[list[_Eligible], list[_Eligible]]] = {}
+        self._eligible: dict[
+            tuple[frozenset[str], int, int], tuple[list[_Eligible], list[_Eligible]]
+        ] = {}
+        # Distinct digit-count and window-size thresholds: a window is keyed by how many it meets.
+        self.digit_steps = sorted(
+            {max(k.min_digits, 1 if k.prefilter_digit else 0) for k in rules.kinds} - {0}
+        )
+        self.size_steps = sorted({k.min_length for k in rules.kinds} - {0})
         for kind in rules.kinds:
             if not kind.keywords and not kind.prefilter_digit:
                 self.full_scan = True  # a kind with no prefilter must see the whole text
@@ -261,16 +272,24 @@ class _Plan:
         ordered = first + sorted(parts, key=len)
         self.trigger = regex.compile("|".join(ordered), regex.V1) if ordered else None
 
-    def eligible(self, present: frozenset[str]) -> tuple[list[_Eligible], list[_Eligible]]:
-        """Identifier and suppressor entries not ruled out by the one-character keywords."""
-        found = self._eligible.get(present)
+    def eligible(
+        self, present: frozenset[str], digit_step: int = 0, size_step: int = 0
+    ) -> tuple[list[_Eligible], list[_Eligible]]:
+        """Entries not ruled out by the one-character keywords, digit count and window size.
+
+        `digit_step`/`size_step`: how many of `digit_steps`/`size_steps` the window meets.
+        """
+        key = (present, digit_step, size_step)
+        found = self._eligible.get(key)
         if found is None:
             # Few distinct keyword sets occur: the filter runs once per set, not per window.
             if len(self._eligible) >= 4096:
                 self._eligible.clear()  # bounded memory on texts with unusual keyword mixes
-            found = self._eligible[present] = (
-                _filter(self.identifier_kinds, present),
-                _filter(self.suppressor_kinds, present),
+            digits = self.digit_steps[digit_step - 1] if digit_step else 0
+            size = self.size_steps[size_step - 1] if size_step else 0
+            found = self._eligible[key] = (
+                _filter(self.identifier_kinds, present, digits, size),
+                _filter(self.suppressor_kinds, present, digits, size),
             )
         return found
 
@@ -322,10 +341,14 @@ class _Plan:
         return False
 
 
-def _filter(entries: list[_Entry], present: frozenset[str]) -> list[_Eligible]:
+def _filter(
+    entries: list[_Entry], present: frozenset[str], digits: int, size: int
+) -> list[_Eligible]:
     out: list[_Eligible] = []
     for entry in entries:
         keywords, multi = entry[2], entry[7]
+        if digits < entry[1] or size < entry[5]:
+            continue  # needs more digits (min_digits) or a longer window (min_length)
         if not keywords or not keywords.isdisjoint(present):
             out.append((entry, ()))
         elif multi:

@@ -30,7 +30,6 @@ sys.path.insert(0, str(HERE))
 from corpus import SHARED, conversations  # noqa: E402
 
 from lexkeep.core.identifiers import extract  # noqa: E402
-from lexkeep.core.ingest import read_records  # noqa: E402
 from lexkeep.core.model import Message, MessageKind  # noqa: E402
 from lexkeep.core.rules import RuleSet, build_rules, default_rules  # noqa: E402
 
@@ -45,6 +44,8 @@ def tau_texts() -> list[str]:
 
 def claude_messages() -> Iterator[Message]:
     """Every message record of every readable claude-code-log trace, in path order."""
+    from lexkeep.core.ingest import read_records  # only `record` and `bench` need the readers
+
     for path in sorted(CLAUDE.rglob("*.jsonl")):
         try:
             records = list(read_records(path))
