@@ -22,6 +22,7 @@ from typing import IO, Any, BinaryIO
 import orjson
 
 from lexkeep.core.errors import InputError
+from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, write
 from lexkeep.core.formats import detect, get_reader
 from lexkeep.core.model import (
     ArgumentsKind,
@@ -523,6 +524,8 @@ def _parsed_arguments(raw: str, kind: str) -> Any:
 # before it, so the store ends exactly as before the failing file.
 GROUP_BYTES = 64 << 20
 GROUP_FILES = 1000
+# Files from this size up are ingested alone, so the DuckDB fast path may load them.
+FAST_MIN_BYTES = 8 << 20
 
 
 class _Batch:
@@ -843,8 +846,13 @@ def _ingest_one(
     skip_invalid: bool,
     from_walk: bool,
     on_progress: Callable[[int], None] | None,
+    staged: Staged | None = None,
 ) -> tuple[FileCounts, int]:
-    """Stage one file into `batch`; returns its counts (identifiers still 0) and skip_lines."""
+    """Stage one file into `batch`; returns its counts (identifiers still 0) and skip_lines.
+
+    A file `staged` for the fast path (alone in its transaction, never ingested before) is
+    written from DuckDB's staging tables (core/fastload.py) instead of being read here.
+    """
     con = batch.con
     key = path if path == "-" else str(Path(path).resolve())
     prev = con.execute(
@@ -860,6 +868,10 @@ def _ingest_one(
             return FileCounts(path=path, format=prev[3], status="unchanged"), 0
         if same:
             skip_lines, status = prev[1], "appended"
+    if staged is not None and prev is None and path == staged.path:
+        done = _fast_write(batch, staged, path, key, on_progress)
+        if done is not None:
+            return done, 0
     source = JsonSource(path)
     try:
         fmt, items = detect_format(source, format)
@@ -924,29 +936,107 @@ def _ingest_one(
     return counts, skip_lines
 
 
+def _fast_stage(store: Store, path: str, format: Format | str | None) -> Staged | None:
+    """Stage `path` for the fast path when it is plain lexkeep JSONL never ingested before."""
+    if not is_plain_file(path):
+        return None
+    if format is not None and Format(format) != Format.LEXKEEP:
+        return None
+    key = str(Path(path).resolve())
+    prev = store.con.execute("SELECT count(*) FROM ingest_runs WHERE path = ?", [key])
+    if prev.fetchone()[0]:
+        return None  # appends and re-ingests take the general path
+    source = JsonSource(path)
+    items = iter(source)
+    try:
+        fmt, _ = detect_format(items, format)
+    except InputError:  # empty, unrecognised or a bad head: the general path says so
+        return None
+    finally:
+        items.close()  # type: ignore[attr-defined]
+    if fmt != Format.LEXKEEP or source.document:
+        return None
+    return stage(store, path)
+
+
+def _fast_write(
+    batch: _Batch, staged: Staged, path: str, key: str, on_progress: Callable[[int], None] | None
+) -> FileCounts | None:
+    """Write a staged file and its ingest_runs row; None when the general path must run."""
+    got = write(batch.store, staged)
+    if got is None:
+        return None
+    batch.con.execute(
+        "INSERT INTO ingest_runs (path, sha256, bytes_consumed, lines_consumed, format,"
+        " conversations, messages, tool_calls, boundaries, skipped)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            key,
+            got.sha256,
+            got.bytes_consumed,
+            got.lines_consumed,
+            Format.LEXKEEP.value,
+            got.conversations,
+            got.messages,
+            got.tool_calls,
+            got.boundaries,
+            sum(got.skipped.values()),
+        ],
+    )
+    if on_progress is not None:
+        on_progress(got.bytes_consumed)
+    return FileCounts(
+        path=path,
+        format=Format.LEXKEEP.value,
+        conversations=got.conversations,
+        messages=got.messages,
+        tool_calls=got.tool_calls,
+        boundaries=got.boundaries,
+        skipped=dict(got.skipped),
+        status="ingested",
+    )
+
+
 def _ingest_group(
-    store: Store, group: list[tuple[str, bool]], rules: Any, **options: Any
+    store: Store,
+    group: list[tuple[str, bool]],
+    rules: Any,
+    *,
+    fast_min_bytes: int | None = None,
+    **options: Any,
 ) -> list[FileCounts]:
     """Ingest `group` in one transaction; on failure, keep the files before the failing one."""
     done: list[tuple[FileCounts, int]] = []
     reading = True
+    fast = len(group) == 1 and fast_min_bytes is not None
+    if fast:
+        with suppress(OSError):
+            fast = Path(group[0][0]).stat().st_size >= fast_min_bytes  # type: ignore[operator]
+    # Staged before the transaction: a line DuckDB refuses would abort it.
+    staged = _fast_stage(store, group[0][0], options["format"]) if fast else None
     try:
         with store.transaction():
             batch = _Batch(store)
             for path, from_walk in group:
-                done.append(_ingest_one(batch, path, from_walk=from_walk, **options))
+                done.append(_ingest_one(batch, path, from_walk=from_walk, staged=staged, **options))
             reading = False
             batch.finish()
             per_file = _index_identifiers(store, rules)
     except _Unchanged as unchanged:  # standard input, always alone in its group
         return [FileCounts(path=group[0][0], format=str(unchanged), status="unchanged")]
     except BaseException:
+        if staged is not None:
+            drop_staging(store.con)
         # A file that failed while being read: the files before it were fine, so write them
         # and re-raise. A failure while writing the group is not any one file's fault: the
         # whole group is rolled back (the store is as before it) and a re-run retries it.
         if reading and done:
-            _ingest_group(store, group[: len(done)], rules, **options)
+            _ingest_group(
+                store, group[: len(done)], rules, fast_min_bytes=fast_min_bytes, **options
+            )
         raise
+    if staged is not None:
+        drop_staging(store.con)
     return [replace(c, identifiers=per_file.get(c.path, 0)) for c, _ in done]
 
 
@@ -959,6 +1049,7 @@ def ingest_paths(
     rules: Any = None,
     on_file: Callable[[FileCounts], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
+    fast_min_bytes: int | None = FAST_MIN_BYTES,
 ) -> list[FileCounts]:
     """Ingest files, folders (recursive), globs and '-' into `store`.
 
@@ -966,6 +1057,8 @@ def ingest_paths(
     which records each skipped line in ingest_errors); files before it stay ingested.
     Re-ingesting an unchanged file adds nothing; a grown file adds only its new lines.
     `on_file` gets each file's counts once they are committed; `on_progress(n)` bytes read.
+    A plain file of at least `fast_min_bytes` bytes (None: never) is ingested alone in its
+    transaction, so that a lexkeep JSONL file read for the first time can be loaded by DuckDB.
     """
     if format is not None:
         get_reader(format)  # an unknown --format fails before any file is read
@@ -977,7 +1070,8 @@ def ingest_paths(
     counts: list[FileCounts] = []
 
     def run(group: list[tuple[str, bool]]) -> None:
-        for got in _ingest_group(store, group, rules, **options):
+        got_all = _ingest_group(store, group, rules, fast_min_bytes=fast_min_bytes, **options)
+        for got in got_all:
             counts.append(got)
             if on_file is not None:
                 on_file(got)
@@ -991,9 +1085,17 @@ def ingest_paths(
                 group, size = [], 0
             run([(path, from_walk)])
             continue
-        group.append((path, from_walk))
         with suppress(OSError):  # a missing file is reported when it is opened
-            size += Path(path).stat().st_size
+            file_size = Path(path).stat().st_size
+            if fast_min_bytes is not None and file_size >= fast_min_bytes:
+                # Alone in its transaction: the fast path writes the store tables directly.
+                if group:
+                    run(group)
+                    group, size = [], 0
+                run([(path, from_walk)])
+                continue
+            size += file_size
+        group.append((path, from_walk))
         if size >= GROUP_BYTES or len(group) >= GROUP_FILES:
             run(group)
             group, size = [], 0

@@ -1,0 +1,452 @@
+"""Fast path for `lexkeep ingest` of one big lexkeep JSONL file read for the first time.
+
+DuckDB reads the file once (`read_csv` of whole lines, so every row keeps its physical line
+number; `json_transform` with an explicit schema), checks in SQL what the lexkeep reader
+(core/read_lexkeep.py) would check, and writes the store tables with exactly the rows the
+general ingest writes: positions after each conversation's max_position in file order, runs
+derived per user message, arguments raw/parsed/kind, conversations upserted the same way, one
+ingest_runs row with the file's sha256, bytes and lines.
+
+Anything this path does not reproduce exactly makes it give up *before* writing anything, and
+the caller runs the general ingest, which reports a bad line's exact file:line:col: a line DuckDB
+cannot parse, blank-but-not-empty lines, carriage returns, ids given as numbers, run records or
+messages with a run_id, duplicate ids in the file, \\u escapes of surrogates, a tool result whose
+text is not a string. (audit/fastload.py is the audit's own variant of this loader: it keeps
+only what the audit reads; the two were not merged in the time given.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+
+from lexkeep.core.model import (
+    ArgumentsKind,
+    BoundaryKind,
+    MessageKind,
+    MessageStatus,
+    Role,
+)
+from lexkeep.core.store import Store
+
+# Lines longer than this make DuckDB fail, and the general ingest takes over.
+MAX_LINE_BYTES = 16 << 20
+_CHUNK = 1 << 20
+
+_FIELDS = (
+    "id",
+    "conversation_id",
+    "title",
+    "parent_id",
+    "run_id",
+    "status",
+    "role",
+    "kind",
+    "time",
+    "message_id",
+    "name",
+    "arguments",
+    "arguments_kind",
+    "call_id",
+    "summary",
+    "trigger",
+    "kept_verbatim",
+    "text",
+    "is_error",
+)
+# `type` as text, as the reader compares it; every other field as JSON so its JSON type can be
+# checked the way the reader checks it. JSON null and a missing key both become SQL NULL.
+_SCHEMA = json.dumps({"type": "VARCHAR", **{f: "JSON" for f in _FIELDS}})
+
+
+def _values(enum: Any) -> str:
+    return "[" + ", ".join(f"'{member.value}'" for member in enum) + "]"
+
+
+# Python's str.strip() whitespace, as an RE2 class: a run is answered by an assistant text
+# with something left after strip().
+_SPACE = "".join(
+    f"\\x{{{c:x}}}" for c in range(0x110000) if chr(c).isspace() and not 0xD800 <= c < 0xE000
+)
+_NOT_BLANK = f"[^{_SPACE}]"
+
+# What the lexkeep reader requires per record type: a required field is a non-empty string, an
+# optional one a string or null, an enum one of its values. Numbers (which the reader turns
+# into text) and run records send the file to the general ingest.
+_CHECKS = {
+    "message": (
+        "ok_req(id) AND ok_req(conversation_id) AND role IS NOT NULL"
+        f" AND ok_enum(role, {_values(Role)}) AND ok_enum(kind, {_values(MessageKind)})"
+        f" AND ok_enum(status, {_values(MessageStatus)}) AND run_id IS NULL AND ok_opt(time)"
+        " AND ok_opt(text)"
+    ),
+    "tool_call": (
+        "ok_req(id) AND ok_req(conversation_id) AND ok_req(name) AND ok_opt(message_id)"
+        f" AND ok_opt(time) AND ok_enum(arguments_kind, {_values(ArgumentsKind)})"
+    ),
+    "tool_result": (
+        "ok_req(call_id) AND ok_req(conversation_id) AND ok_opt(text)"
+        " AND (is_error IS NULL OR json_type(is_error) = 'BOOLEAN')"
+    ),
+    "compaction": (
+        f"ok_req(id) AND ok_req(conversation_id) AND ok_enum(kind, {_values(BoundaryKind)})"
+        " AND ok_opt(summary) AND ok_opt(trigger) AND ok_opt(time)"
+        " AND (kept_verbatim IS NULL OR (json_type(kept_verbatim) = 'ARRAY' AND"
+        " len(list_filter(json_extract(kept_verbatim, '$[*]'),"
+        " lambda x: json_type(x) <> 'VARCHAR')) = 0))"
+    ),
+    "run": "false",
+    "conversation": "ok_req(id) AND ok_opt(parent_id) AND ok_opt(title)",
+}
+
+_MACROS = (
+    "CREATE OR REPLACE TEMP MACRO ok_req(x) AS"
+    " coalesce(json_type(x) = 'VARCHAR' AND x ->> '$' <> '', false)",
+    "CREATE OR REPLACE TEMP MACRO ok_opt(x) AS x IS NULL OR json_type(x) = 'VARCHAR'",
+    "CREATE OR REPLACE TEMP MACRO ok_enum(x, allowed) AS"
+    " x IS NULL OR (json_type(x) = 'VARCHAR' AND list_contains(allowed, x ->> '$'))",
+)
+
+_DEFAULT_KIND = (
+    "CASE role ->> '$' WHEN 'user' THEN 'user_text' WHEN 'assistant' THEN 'assistant_text'"
+    " WHEN 'system' THEN 'system' ELSE 'tool_result' END"
+)
+_OK = (
+    "coalesce(type IS NOT NULL AND CASE type "
+    + " ".join(f"WHEN '{t}' THEN ({check})" for t, check in _CHECKS.items())
+    + " ELSE true END, false)"
+)
+_TYPES = "('conversation', 'run', 'message', 'tool_call', 'tool_result', 'compaction')"
+
+# One pass over the file; rows are numbered before empty lines (NULL) are dropped, so `line` is
+# the physical line as the reader counts it.
+_STAGE_SQL = f"""
+CREATE OR REPLACE TEMP TABLE lexkeep_ingest_lines AS
+SELECT line, type,
+       {_OK} AND NOT (type = 'tool_result' AND text IS NULL AND json_exists(l, '$.text'))
+         AND NOT (contains(l, '\\ud') OR contains(l, '\\uD')) AS ok,
+       type IN {_TYPES} AS known,
+       conversation_id ->> '$' AS x_conv, id ->> '$' AS x_id, call_id ->> '$' AS x_call,
+       name ->> '$' AS x_name, role ->> '$' AS x_role,
+       CASE type WHEN 'message' THEN coalesce(kind ->> '$', {_DEFAULT_KIND})
+                 WHEN 'compaction' THEN coalesce(kind ->> '$', 'local') END AS x_kind,
+       coalesce(status ->> '$', 'completed') AS x_status,
+       coalesce(text ->> '$', '') AS x_text, time ->> '$' AS x_time,
+       message_id ->> '$' AS x_message_id,
+       CASE WHEN arguments IS NULL THEN ''
+            WHEN json_type(arguments) = 'VARCHAR' THEN arguments ->> '$' END AS x_args,
+       CASE WHEN json_type(arguments) <> 'VARCHAR' THEN arguments::VARCHAR END AS x_args_json,
+       arguments_kind ->> '$' AS x_args_kind,
+       coalesce(is_error::BOOLEAN, false) AS x_is_error,
+       summary ->> '$' AS x_summary, trigger ->> '$' AS x_trigger,
+       CASE WHEN json_type(kept_verbatim) = 'ARRAY'
+            THEN json_transform(kept_verbatim, '["VARCHAR"]') END AS x_kept,
+       parent_id ->> '$' AS x_parent, title ->> '$' AS x_title
+FROM (
+    SELECT line, l, s.*
+    FROM (
+        SELECT line, l, json_transform(l, '{_SCHEMA}') AS s
+        FROM (
+            SELECT row_number() OVER () AS line, l
+            FROM read_csv(?, columns = {{'l': 'VARCHAR'}}, delim = '\x01', quote = '',
+                          escape = '', header = false, auto_detect = false, skip = 0,
+                          max_line_size = {MAX_LINE_BYTES}, buffer_size = {4 * MAX_LINE_BYTES})
+        )
+        WHERE l IS NOT NULL
+    )
+)
+"""
+
+# Duplicate keys within the file: the general ingest keeps the first row; not copied here.
+_DUPLICATES_SQL = """
+SELECT
+  (SELECT count(*) - count(DISTINCT x_id) FROM lexkeep_ingest_lines WHERE type = 'message')
++ (SELECT count(*) - count(DISTINCT (x_conv, x_id))
+   FROM lexkeep_ingest_lines WHERE type = 'tool_call')
++ (SELECT count(*) - count(DISTINCT (x_conv, x_call))
+   FROM lexkeep_ingest_lines WHERE type = 'tool_result')
++ (SELECT count(*) - count(DISTINCT x_id) FROM lexkeep_ingest_lines WHERE type = 'compaction')
+"""
+
+# Positions continue after what the store already holds for a conversation; messages get the
+# run of their conversation's latest user message (the user message opens it).
+_TIMELINE_SQL = """
+CREATE OR REPLACE TEMP TABLE lexkeep_ingest_timeline AS
+SELECT l.line, l.type, l.x_conv AS conv,
+       coalesce(c.max_position, -1)
+         + row_number() OVER (PARTITION BY l.x_conv ORDER BY l.line) AS position,
+       CASE WHEN l.type = 'message' THEN last_value(
+           CASE WHEN l.type = 'message' AND l.x_kind = 'user_text' THEN l.x_id || '/run' END
+           IGNORE NULLS) OVER (PARTITION BY l.x_conv ORDER BY l.line
+                               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) END AS run_id
+FROM lexkeep_ingest_lines l LEFT JOIN conversations c ON c.id = l.x_conv
+WHERE l.type IN ('message', 'tool_call', 'tool_result', 'compaction')
+"""
+
+_INSERTS = (
+    """
+    INSERT INTO messages (id, conversation_id, run_id, position, role, kind, status, text,
+                          time, source_file, source_line)
+    SELECT l.x_id, t.conv, t.run_id, t.position, l.x_role, l.x_kind, l.x_status, l.x_text,
+           l.x_time, $file, l.line
+    FROM lexkeep_ingest_lines l JOIN lexkeep_ingest_timeline t USING (line)
+    WHERE l.type = 'message'
+    ON CONFLICT DO NOTHING
+    """,
+    """
+    INSERT INTO tool_results (conversation_id, call_id, position, text, is_error, source_file,
+                              source_line)
+    SELECT t.conv, l.x_call, t.position, l.x_text, l.x_is_error, $file, l.line
+    FROM lexkeep_ingest_lines l JOIN lexkeep_ingest_timeline t USING (line)
+    WHERE l.type = 'tool_result'
+    ON CONFLICT DO NOTHING
+    """,
+    """
+    INSERT INTO boundaries (id, conversation_id, position, kind, trigger, summary_text,
+                            kept_verbatim, time, source_file, source_line)
+    SELECT l.x_id, t.conv, t.position, l.x_kind, l.x_trigger, l.x_summary,
+           coalesce(l.x_kept, []), l.x_time, $file, l.line
+    FROM lexkeep_ingest_lines l JOIN lexkeep_ingest_timeline t USING (line)
+    WHERE l.type = 'compaction'
+    ON CONFLICT DO NOTHING
+    """,
+    # A derived run: completed when a completed, non-blank assistant text answers it; running
+    # when it is the file's last turn; failed otherwise. It sits at its user message.
+    f"""
+    INSERT INTO runs (id, conversation_id, status, position, source_file, source_line)
+    WITH turns AS (
+        SELECT t.run_id, arg_min(t.conv, t.line) AS conv, min(t.position) AS position,
+               min(t.line) AS line,
+               bool_or(l.x_role = 'assistant' AND l.x_kind = 'assistant_text'
+                       AND l.x_status = 'completed'
+                       AND regexp_matches(l.x_text, '{_NOT_BLANK}')) AS answered
+        FROM lexkeep_ingest_timeline t JOIN lexkeep_ingest_lines l USING (line)
+        WHERE t.run_id IS NOT NULL
+        GROUP BY t.run_id
+    )
+    SELECT run_id, conv,
+           CASE WHEN answered THEN 'completed'
+                WHEN line = (SELECT max(line) FROM turns) THEN 'running'
+                ELSE 'failed' END,
+           position, $file, line
+    FROM turns
+    ON CONFLICT (id) DO UPDATE SET status = excluded.status
+    """,
+    # A conversation's source: its (last) conversation record, else its first timeline line;
+    # title and parent: the last non-empty ones; times: over messages, calls and boundaries.
+    """
+    INSERT INTO conversations (id, format, parent_id, title, first_time, last_time,
+                               max_position, source_file, source_line)
+    WITH recs AS (
+        SELECT x_id AS id,
+               arg_max(x_parent, line) FILTER (WHERE x_parent <> '') AS parent,
+               arg_max(x_title, line) FILTER (WHERE x_title <> '') AS title,
+               max(line) AS line
+        FROM lexkeep_ingest_lines WHERE type = 'conversation' GROUP BY 1
+    ),
+    used AS (
+        SELECT t.conv AS id, min(t.line) AS line, max(t.position) AS max_position,
+               min(l.x_time) FILTER (WHERE t.type <> 'tool_result') AS first_time,
+               max(l.x_time) FILTER (WHERE t.type <> 'tool_result') AS last_time
+        FROM lexkeep_ingest_timeline t JOIN lexkeep_ingest_lines l USING (line)
+        GROUP BY 1
+    )
+    SELECT coalesce(r.id, u.id), 'lexkeep', r.parent, r.title, u.first_time, u.last_time,
+           coalesce(u.max_position, c.max_position, -1), $file, coalesce(r.line, u.line)
+    FROM recs r FULL OUTER JOIN used u ON r.id = u.id
+    LEFT JOIN conversations c ON c.id = coalesce(r.id, u.id)
+    ON CONFLICT (id) DO UPDATE SET
+      max_position = greatest(conversations.max_position, excluded.max_position),
+      title = coalesce(conversations.title, excluded.title),
+      parent_id = coalesce(conversations.parent_id, excluded.parent_id),
+      first_time = coalesce(conversations.first_time, excluded.first_time),
+      last_time = coalesce(excluded.last_time, conversations.last_time)
+    """,
+)
+
+_COUNTS_SQL = """
+SELECT count(*) FILTER (WHERE type = 'message'),
+       count(*) FILTER (WHERE type = 'tool_call'),
+       count(*) FILTER (WHERE type = 'compaction'),
+       count(*) FILTER (WHERE NOT known),
+       count(DISTINCT CASE WHEN type = 'conversation' THEN x_id
+                           WHEN type IN ('message', 'tool_call', 'tool_result', 'compaction')
+                           THEN x_conv END),
+       max(line)
+FROM lexkeep_ingest_lines
+"""
+
+
+@dataclass
+class FastCounts:
+    """What one fast-loaded file added, for its ingest_runs row and FileCounts."""
+
+    sha256: str
+    bytes_consumed: int
+    lines_consumed: int
+    conversations: int
+    messages: int
+    tool_calls: int
+    boundaries: int
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+class _GiveUp(Exception):
+    """The file needs the general ingest (a check failed or DuckDB refused it)."""
+
+
+class _Digest(threading.Thread):
+    """sha256, size, newline and carriage-return counts of a file, beside DuckDB's work."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(daemon=True)
+        self.path = path
+        self.digest = hashlib.sha256()
+        self.size = self.newlines = self.returns = 0
+        self.last = b""
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with open(self.path, "rb") as stream:
+                while block := stream.read(_CHUNK):
+                    self.digest.update(block)  # releases the GIL for big blocks
+                    self.size += len(block)
+                    self.newlines += block.count(b"\n")
+                    self.returns += block.count(b"\r")
+                    self.last = block[-1:]
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread
+            self.error = exc
+
+
+@dataclass
+class Staged:
+    """A file staged in temporary tables and checked; its counts, ready to be written."""
+
+    path: str
+    counts: FastCounts
+
+
+def stage(store: Store, path: str) -> Staged | None:
+    """Stage and check the plain lexkeep JSONL file `path`; None when the general path must run.
+
+    Call it outside any transaction: a line DuckDB refuses raises an error that would abort
+    the caller's transaction. Only temporary tables are written; `drop_staging` frees them.
+    """
+    con = store.con
+    digest = _Digest(path)
+    digest.start()
+    try:
+        counts = _stage(con, path)
+    except (duckdb.Error, _GiveUp):  # not JSON, invalid UTF-8, a line too long, a check...
+        digest.join()
+        drop_staging(con)
+        return None
+    digest.join()
+    if digest.error is not None:
+        drop_staging(con)
+        raise digest.error
+    lines = digest.newlines + (1 if digest.last not in (b"", b"\n") else 0)
+    if digest.returns or counts[5] is None or counts[5] > lines:
+        drop_staging(con)
+        return None
+    return Staged(
+        path,
+        FastCounts(
+            sha256=digest.digest.hexdigest(),
+            bytes_consumed=digest.size,
+            lines_consumed=lines,
+            conversations=counts[4],
+            messages=counts[0],
+            tool_calls=counts[1],
+            boundaries=counts[2],
+            skipped={"unknown_type": counts[3]} if counts[3] else {},
+        ),
+    )
+
+
+def write(store: Store, staged: Staged) -> FastCounts | None:
+    """Write a staged file into the store tables (inside the caller's transaction).
+
+    Returns None, having written no store table, when the general path must run after all.
+    """
+    con = store.con
+    con.execute(_TIMELINE_SQL)  # positions continue after what the store holds now
+    try:
+        calls = _tool_call_rows(con, staged.path)
+    except _GiveUp:
+        return None
+    for sql in _INSERTS:
+        con.execute(sql, {"file": staged.path})
+    if calls:
+        # Through the general ingest's own writer, so the parsed JSON is stored identically.
+        store.bulk_insert("tool_calls", None, calls)
+    return staged.counts
+
+
+def _stage(con: duckdb.DuckDBPyConnection, path: str) -> tuple[Any, ...]:
+    """Stage and check the file's lines; the per-file counts. Writes no store table."""
+    con.execute("SET enable_progress_bar = false")
+    for macro in _MACROS:
+        con.execute(macro)
+    con.execute(_STAGE_SQL, [path])
+    if con.execute("SELECT count(*) FROM lexkeep_ingest_lines WHERE NOT ok").fetchone()[0]:
+        raise _GiveUp("a record the reader rejects")
+    if con.execute(_DUPLICATES_SQL).fetchone()[0]:
+        raise _GiveUp("duplicate ids")
+    return con.execute(_COUNTS_SQL).fetchone()
+
+
+def _tool_call_rows(con: duckdb.DuckDBPyConnection, path: str) -> list[tuple[Any, ...]]:
+    """tool_calls rows as the general ingest builds them (raw text, parsed value, kind)."""
+    rows = con.execute(
+        "SELECT t.conv, l.x_id, l.x_message_id, t.position, l.x_name, l.x_args, l.x_args_json,"
+        " l.x_args_kind, l.x_time, l.line"
+        " FROM lexkeep_ingest_lines l JOIN lexkeep_ingest_timeline t USING (line)"
+        " WHERE l.type = 'tool_call' ORDER BY l.line"
+    ).fetchall()
+    out = []
+    loads = orjson.loads
+    freeform = ArgumentsKind.FREEFORM.value
+    for conv, call_id, message_id, pos, name, raw, as_json, explicit, time, line in rows:
+        if raw is None:
+            # Arguments recorded as a JSON value: kept as orjson's text of it, as the reader does.
+            try:
+                value = loads(as_json)
+            except orjson.JSONDecodeError as exc:  # e.g. an integer beyond 64 bits
+                raise _GiveUp("arguments orjson cannot read") from exc
+            raw = orjson.dumps(value).decode()
+            default = ArgumentsKind.ARRAY if isinstance(value, list) else ArgumentsKind.OBJECT
+            kind = explicit or default.value
+        else:
+            kind = explicit or ArgumentsKind.JSON_STRING.value
+        parsed = None
+        if kind != freeform:
+            try:
+                parsed = loads(raw)
+            except orjson.JSONDecodeError:
+                parsed = None
+        out.append((conv, call_id, message_id, pos, name, raw, parsed, kind, time, path, line))
+    return out
+
+
+def drop_staging(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop the staging tables (after the write, or when giving up)."""
+    con.execute("DROP TABLE IF EXISTS lexkeep_ingest_lines")
+    con.execute("DROP TABLE IF EXISTS lexkeep_ingest_timeline")
+
+
+def is_plain_file(path: str) -> bool:
+    """True for a file on disk that is neither gzip nor starts with a BOM."""
+    if path == "-" or path.endswith(".gz") or not Path(path).is_file():
+        return False
+    with open(path, "rb") as head:
+        start = head.read(3)
+    return start[:2] != b"\x1f\x8b" and start != b"\xef\xbb\xbf"

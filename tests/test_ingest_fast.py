@@ -1,0 +1,208 @@
+"""The ingest's DuckDB fast path (core/fastload.py) writes exactly the general ingest's rows.
+
+Every test ingests the same file(s) both ways into two DuckDB files (`fast_min_bytes=0`: the
+fast path whenever it applies; `None`: never) and compares every table row for row, except
+ingest_runs.id and started_at. Files the fast path cannot reproduce must fall back, so errors
+keep their exact file:line:col.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lexkeep.core.errors import InputError
+from lexkeep.core.fastload import drop_staging, stage, write
+from lexkeep.core.ingest import ingest_paths
+from lexkeep.core.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
+GENERATE = REPO / "benchmarks" / "generate.py"
+TABLES = (
+    "conversations",
+    "runs",
+    "messages",
+    "tool_calls",
+    "tool_results",
+    "boundaries",
+    "identifiers",
+    "identifier_scans",
+    "ingest_runs",
+    "ingest_errors",
+)
+
+
+def _generate(out: Path, seed: int, size: str = "512KB") -> Path:
+    proc = subprocess.run(
+        [sys.executable, str(GENERATE), "--format", "lexkeep", "--size", size, "--out", str(out)]
+        + ["--seed", str(seed)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out / "dump.jsonl"
+
+
+def _rows(db: Path) -> dict[str, list[tuple]]:
+    """Every row of every ingest table, in a stable order (no ingest_runs.id / started_at)."""
+    out = {}
+    with Store.open(db, read_only=True) as store:
+        for table in TABLES:
+            cols = [r[0] for r in store.con.execute(f"DESCRIBE {table}").fetchall()]
+            keep = [c for c in cols if c not in ("started_at", "id") or table != "ingest_runs"]
+            keep = [c for c in keep if c != "started_at"]
+            order = ", ".join(f'"{c}"' for c in keep)
+            out[table] = store.con.execute(
+                f"SELECT {order} FROM {table} ORDER BY {order}"
+            ).fetchall()
+    return out
+
+
+def _ingest_both(tmp_path: Path, batches: list[list[str]], **options: object) -> tuple:
+    """Ingest each batch of paths in turn, fast and general, into two stores; (fast, general)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    dbs = []
+    counts = []
+    for name, fast_min in (("fast", 0), ("slow", None)):
+        db = tmp_path / f"{name}.duckdb"
+        got = []
+        with Store.open(db) as store:
+            for paths in batches:
+                got.append(ingest_paths(store, paths, fast_min_bytes=fast_min, **options))
+        dbs.append(_rows(db))
+        counts.append(got)
+    assert counts[0] == counts[1]
+    return dbs[0], dbs[1]
+
+
+def _took_fast_path(path: Path, tmp_path: Path) -> bool:
+    with Store.open(tmp_path / "probe.duckdb") as store:
+        staged = stage(store, str(path))
+        took = staged is not None
+        if staged is not None:
+            with store.transaction():
+                took = write(store, staged) is not None
+        drop_staging(store.con)
+    (tmp_path / "probe.duckdb").unlink()
+    return took
+
+
+def _assert_same(fast: dict, slow: dict) -> None:
+    for table in TABLES:
+        assert fast[table] == slow[table], table
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_generated_dump_is_identical_both_ways(tmp_path, seed):
+    dump = _generate(tmp_path / "gen", seed)
+    assert _took_fast_path(dump, tmp_path)
+    fast, slow = _ingest_both(tmp_path, [[str(dump)]])
+    assert fast["messages"] and fast["runs"] and fast["tool_calls"] and fast["boundaries"]
+    assert {r[2] for r in fast["runs"]} >= {"completed"}
+    _assert_same(fast, slow)
+
+
+def test_second_file_continues_conversations_of_the_first(tmp_path):
+    dump = _generate(tmp_path / "gen", 5, "256KB")
+    lines = dump.read_bytes().splitlines(keepends=True)
+    half = len(lines) // 2
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_bytes(b"".join(lines[:half]))
+    second.write_bytes(b"".join(lines[half:]))
+    fast, slow = _ingest_both(tmp_path, [[str(first)], [str(second)]])
+    _assert_same(fast, slow)
+    # Re-ingesting adds nothing either way (the second ingest is not a fast one).
+    fast2, slow2 = _ingest_both(tmp_path / "again", [[str(first)], [str(first)]])
+    _assert_same(fast2, slow2)
+
+
+def _line(type_: str, **fields: object) -> bytes:
+    return orjson.dumps({"type": type_, **fields}) + b"\n"
+
+
+EDGE = b"".join(
+    [
+        _line("message", id="m0", conversation_id="c1", role="assistant", text="before any user"),
+        _line("conversation", id="c1", title="", parent_id=None),
+        b"\n",
+        _line("message", id="m1", conversation_id="c1", role="user", text="INV-1", time="2025-02"),
+        _line("message", id="m2", conversation_id="c1", role="assistant", text="\u3000 \u00a0"),
+        _line("tool_call", id="k1", conversation_id="c1", name="f", arguments={"b": 1.5, "a": []}),
+        _line("tool_call", id="k2", conversation_id="c1", name="g", arguments="not json"),
+        _line("tool_call", id="k3", conversation_id="c1", name="h", arguments=[1, "x"]),
+        _line("tool_call", id="k4", conversation_id="c1", name="i", arguments_kind="freeform"),
+        _line("tool_result", call_id="k1", conversation_id="c1", text="ok", is_error=True),
+        _line("tool_result", call_id="k2", conversation_id="c1"),
+        _line("mystery", id="x"),
+        _line("message", id="m3", conversation_id="c2", role="user", kind="user_text"),
+        _line("message", id="m4", conversation_id="c2", role="assistant", text="done", time="1"),
+        _line("message", id="m5", conversation_id="c2", role="user", text="again"),
+        _line("message", id="m6", conversation_id="c2", role="assistant", status="failed"),
+        _line("compaction", id="b1", conversation_id="c2", summary=None, kept_verbatim=["a"]),
+        _line("compaction", id="b2", conversation_id="c1", kind="remote", trigger="manual"),
+        _line("conversation", id="c3", title="only a record", parent_id="c1"),
+        _line("conversation", id="c1", title="later title", parent_id="c0"),
+        _line("message", id="m7", conversation_id="c1", role="user", text="last turn"),
+        _line("message", id="m8", conversation_id="c1", role="system", text="sys", time="0"),
+        b'{"type":"message","id":"m9","conversation_id":"c2","role":"user","text":"no newline"}',
+    ]
+)
+
+
+def test_edge_file_is_identical_both_ways(tmp_path):
+    path = tmp_path / "edge.jsonl"
+    path.write_bytes(EDGE)
+    assert _took_fast_path(path, tmp_path)
+    fast, slow = _ingest_both(tmp_path, [[str(path)]])
+    assert len(fast["runs"]) == 5 and len(fast["tool_calls"]) == 4
+    assert {r[2] for r in fast["runs"]} == {"completed", "failed", "running"}
+    _assert_same(fast, slow)
+
+
+def test_fast_file_after_a_general_one_in_the_same_conversation(tmp_path):
+    base = tmp_path / "base.jsonl"
+    base.write_bytes(
+        _line("conversation", id="c1", title="first title")
+        + _line("message", id="p1", conversation_id="c1", role="user", text="hello", time="9")
+    )
+    path = tmp_path / "edge.jsonl"
+    path.write_bytes(EDGE)
+    fast, slow = _ingest_both(tmp_path, [[str(base)], [str(path)]])
+    _assert_same(fast, slow)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        _line("run", id="r1", conversation_id="c1", status="completed"),
+        _line("message", id="m1", conversation_id="c1", role="user", run_id="r1"),
+        _line("message", id=7, conversation_id="c1", role="user"),
+        _line("tool_result", call_id="k", conversation_id="c1", text=None),
+        _line("tool_result", call_id="k", conversation_id="c1", is_error="yes"),
+        _line("message", id="m1", conversation_id="c1", role="user", text="dup"),
+        b"   \n",
+        b'{"type":"message","id":"mx","conversation_id":"c1","role":"user","text":"\\ud83d\\ude00"}\n',
+        b'{"type":"message","id":"my","conversation_id":"c1","role":"user"}\r\n',
+    ],
+)
+def test_what_the_fast_path_does_not_reproduce_falls_back(tmp_path, bad):
+    path = tmp_path / "odd.jsonl"
+    path.write_bytes(_line("message", id="m1", conversation_id="c1", role="user") + bad)
+    assert not _took_fast_path(path, tmp_path)
+    fast, slow = _ingest_both(tmp_path, [[str(path)]])
+    _assert_same(fast, slow)
+
+
+def test_bad_line_keeps_its_file_line_and_column(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(_line("conversation", id="c1") + b'{"type": "message", oops}\n')
+    with Store.open(tmp_path / "x.duckdb") as store:
+        with pytest.raises(InputError) as err:
+            ingest_paths(store, [str(path)], fast_min_bytes=0)
+        assert err.value.line == 2 and err.value.path == str(path)
+        assert store.con.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
