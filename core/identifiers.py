@@ -30,6 +30,8 @@ _INTERIOR_DOT = regex.compile(r"\.(?<=[\p{L}\p{N}]\.)(?=[\p{L}\p{N}])")
 _INTERIOR_DASH = regex.compile(r"-(?<=[\p{L}\p{N}]-)(?=[\p{L}\p{N}])")
 MAX_TRIGGERS = 256  # a text needing more trigger visits than this is scanned whole
 SHORT_WINDOW = 256  # characters; windows up to this long run without the engine timeout
+SHORT_TRIGGER_TEXT = 8192  # characters; texts up to this long find triggers without a timeout
+_SPACE_OR_NEWLINE = re.compile("[ \n]")
 _PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~“”‘’«»…"
 # Sentence punctuation, closing quotes and markdown emphasis never end an identifier.
 _TRAILING = frozenset(".,;:!?…'\"’”»`*~")
@@ -302,7 +304,9 @@ class _Plan:
             return []
         spans: list[list[int]] = []
         reach = self.WINDOW
-        budget = timeout if n > SHORT_WINDOW else None
+        # The trigger pattern is linear and its visits are capped (MAX_TRIGGERS), so below
+        # SHORT_TRIGGER_TEXT characters arming the engine timeout costs more than it guards.
+        budget = timeout if n > SHORT_TRIGGER_TEXT else None
         pos = visits = 0
         while pos < n:
             if budget is None:  # even timeout=None costs a keyword parse
@@ -408,10 +412,10 @@ def _snap_right(text: str, i: int) -> int:
     n = len(text)
     if i >= n:
         return n
-    space = text.find(" ", i)
-    limit = n if space == -1 else space
-    newline = text.find("\n", i, limit)
-    return newline if newline != -1 else limit
+    # One search for either character: str.find(" ") alone runs to the end of a long text
+    # without spaces (JSON, base64) before the newline search can stop early.
+    found = _SPACE_OR_NEWLINE.search(text, i)
+    return n if found is None else found.start()
 
 
 def passes_prefilter(kind: Kind, text: str) -> bool:
