@@ -239,9 +239,14 @@ def audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...] =
               AND NOT EXISTS (SELECT 1 FROM identifier_scans s WHERE s.message_id = m.id)
             """
         ).fetchone()[0]
+        # Lines dropped by --skip-invalid may have held user identifiers or tool calls: a
+        # report that passes without saying so would overstate what was checked.
+        skipped = con.execute("SELECT count(*) FROM ingest_errors").fetchone()[0]
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_audit_ids")
-    return build_report(findings, conv_rows, total, settings, inputs, unscanned=unscanned)
+    return build_report(
+        findings, conv_rows, total, settings, inputs, unscanned=unscanned, skipped_lines=skipped
+    )
 
 
 def build_report(
@@ -252,6 +257,7 @@ def build_report(
     inputs: tuple[str, ...] = (),
     *,
     unscanned: int = 0,
+    skipped_lines: int = 0,
 ) -> AuditReport:
     """Aggregate findings per conversation, per kind and overall, and judge the gate."""
     # Plain tallies first: building frozen Counts per finding would copy 60k+ objects.
@@ -281,6 +287,11 @@ def build_report(
         notes.append(
             f"{unscanned} user message(s) before a boundary were never scanned for identifiers;"
             " re-ingest the traces to audit them"
+        )
+    if skipped_lines:
+        notes.append(
+            f"{skipped_lines} invalid trace line(s) were skipped (--skip-invalid); whatever"
+            " they held is not in this audit"
         )
     if not totals.audited:
         notes.append("nothing audited: no identifier was typed before a compaction boundary")

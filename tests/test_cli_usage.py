@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from conftest import SAMPLE_TRACES
@@ -73,3 +74,15 @@ def test_ingest_summary_counts_empty_files_so_the_numbers_add_up(cli, tmp_path: 
     assert result.exit_code == 0, result.stderr
     last = result.stderr.splitlines()[-1]
     assert last.startswith("2 files: 1 ingested, 0 unchanged, 0 not traces, 1 empty; 6 messages")
+
+
+def test_audit_with_skip_invalid_says_lines_were_skipped(cli, tmp_path: Path):
+    lines = (SAMPLE_TRACES / "invoice_altered.jsonl").read_text().splitlines(keepends=True)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(lines[:3]) + '{"type":"message", broken\n' + "".join(lines[3:]))
+    result = cli("audit", bad, "--skip-invalid", "--format", "json")
+    assert result.exit_code == 1, result.stderr
+    notes = json.loads(result.stdout)["notes"]
+    assert any("1 invalid trace line(s) were skipped" in n for n in notes), notes
+    clean = cli("audit", SAMPLE_TRACES / "invoice_altered.jsonl", "--format", "json")
+    assert not any("skipped" in n for n in json.loads(clean.stdout)["notes"])
