@@ -189,7 +189,8 @@ def run_audit(
         if rules:
             raise ConfigError(
                 "--rules only applies when auditing trace files",
-                hint="a store's identifiers were extracted at ingest; re-ingest with --rules",
+                hint="a store's identifiers were extracted at ingest; re-extract them with: "
+                f"lexkeep extract --db {db or 'FILE'} --rules {rules}",
             )
         if db is None:
             raise ConfigError("nothing to audit", hint="lexkeep audit TRACES... or --db FILE")

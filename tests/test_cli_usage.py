@@ -86,3 +86,13 @@ def test_audit_with_skip_invalid_says_lines_were_skipped(cli, tmp_path: Path):
     assert any("1 invalid trace line(s) were skipped" in n for n in notes), notes
     clean = cli("audit", SAMPLE_TRACES / "invoice_altered.jsonl", "--format", "json")
     assert not any("skipped" in n for n in json.loads(clean.stdout)["notes"])
+
+
+def test_audit_rules_with_db_hint_names_a_command_that_exists(cli, tmp_path: Path):
+    db = tmp_path / "t.duckdb"
+    assert cli("ingest", SAMPLE_TRACES, "--db", db).exit_code == 0
+    result = cli("audit", "--db", db, "--rules", tmp_path / "rules.toml")
+    assert result.exit_code == 2
+    # `lexkeep ingest` has no --rules; re-extraction is `lexkeep extract --db --rules`
+    assert f"lexkeep extract --db {db} --rules" in result.stderr
+    assert "--rules" not in cli("ingest", "--help").stdout
