@@ -240,13 +240,30 @@ def audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...] =
               AND NOT EXISTS (SELECT 1 FROM identifier_scans s WHERE s.message_id = m.id)
             """
         ).fetchone()[0]
+        # A scan that ran out of its time budget may have stopped before some identifiers:
+        # those are in no finding at all, so the report must say how many messages that hit.
+        incomplete = con.execute(
+            """
+            SELECT count(*) FROM messages m JOIN identifier_scans s ON s.message_id = m.id
+            WHERE m.kind = 'user_text' AND NOT s.complete
+              AND m.position < (SELECT max(b.position) FROM boundaries b
+                                WHERE b.conversation_id = m.conversation_id)
+            """
+        ).fetchone()[0]
         # Lines dropped by --skip-invalid may have held user identifiers or tool calls: a
         # report that passes without saying so would overstate what was checked.
         skipped = con.execute("SELECT count(*) FROM ingest_errors").fetchone()[0]
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_audit_ids")
     return build_report(
-        findings, conv_rows, total, settings, inputs, unscanned=unscanned, skipped_lines=skipped
+        findings,
+        conv_rows,
+        total,
+        settings,
+        inputs,
+        unscanned=unscanned,
+        incomplete_scans=incomplete,
+        skipped_lines=skipped,
     )
 
 
@@ -258,6 +275,7 @@ def build_report(
     inputs: tuple[str, ...] = (),
     *,
     unscanned: int = 0,
+    incomplete_scans: int = 0,
     skipped_lines: int = 0,
 ) -> AuditReport:
     """Aggregate findings per conversation, per kind and overall, and judge the gate."""
@@ -289,13 +307,28 @@ def build_report(
             f"{unscanned} user message(s) before a boundary were never scanned for identifiers;"
             " re-ingest the traces to audit them"
         )
+    if incomplete_scans:
+        notes.append(
+            f"{incomplete_scans} user message(s) before a boundary ran out of their identifier"
+            " scan time budget; identifiers the scan did not reach are not in this audit"
+        )
     if skipped_lines:
         notes.append(
             f"{skipped_lines} invalid trace line(s) were skipped (--skip-invalid); whatever"
             " they held is not in this audit"
         )
     if not totals.audited:
-        notes.append("nothing audited: no identifier was typed before a compaction boundary")
+        # Say which of the three reasons it is: a CI job pointed at the wrong folder passes
+        # too, and "no identifier typed before a boundary" would hide that nothing was read.
+        if not conversations_total:
+            reason = "the input holds no conversations (no trace files found?)"
+        elif not conv_rows:
+            reason = (
+                f"none of the {conversations_total} conversation(s) crosses a compaction boundary"
+            )
+        else:
+            reason = "no identifier was typed before a compaction boundary"
+        notes.append(f"nothing audited: {reason}")
     return AuditReport(
         findings=findings,
         conversations=conversations,

@@ -440,3 +440,17 @@ def test_unscanned_user_messages_are_noted(store):
     report = run(store)
     assert report.findings == ()
     assert any("1 user message(s) before a boundary were never scanned" in n for n in report.notes)
+
+
+def test_incomplete_scans_before_a_boundary_are_noted(store):
+    t = Timeline(store)
+    t.user("m1", ("code", "ORD_11111"), complete=False)
+    t.user("m2", ("code", "ORD_22222"))
+    t.boundary("b1")
+    t.user("m3", ("code", "ORD_33333"), complete=False)  # after the last boundary: not counted
+    t.save()
+    report = run(store)
+    assert any(
+        n.startswith("1 user message(s) before a boundary ran out of their identifier scan")
+        for n in report.notes
+    ), report.notes
