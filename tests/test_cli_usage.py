@@ -96,3 +96,18 @@ def test_audit_rules_with_db_hint_names_a_command_that_exists(cli, tmp_path: Pat
     # `lexkeep ingest` has no --rules; re-extraction is `lexkeep extract --db --rules`
     assert f"lexkeep extract --db {db} --rules" in result.stderr
     assert "--rules" not in cli("ingest", "--help").stdout
+
+
+def test_audit_of_nothing_says_why_nothing_was_audited(cli, tmp_path: Path):
+    def notes(*paths: Path) -> list[str]:
+        result = cli("audit", *paths, "--format", "json")
+        assert result.exit_code == 0, result.stderr  # nothing audited passes (documented)
+        return json.loads(result.stdout)["notes"]
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert any("no conversations (no trace files found?)" in n for n in notes(empty))
+    no_boundary = notes(SAMPLE_TRACES / "openai_no_boundary.json")
+    assert any(
+        "none of the 1 conversation(s) crosses a compaction boundary" in n for n in no_boundary
+    )
