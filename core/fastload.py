@@ -9,10 +9,10 @@ ingest_runs row with the file's sha256, bytes and lines.
 
 Anything this path does not reproduce exactly makes it give up *before* writing anything, and
 the caller runs the general ingest, which reports a bad line's exact file:line:col: a line DuckDB
-cannot parse, blank-but-not-empty lines, carriage returns, ids given as numbers, run records or
-messages with a run_id, duplicate ids in the file, \\u escapes of surrogates, a tool result whose
-text is not a string. (audit/fastload.py is the audit's own variant of this loader: it keeps
-only what the audit reads; the two were not merged in the time given.)
+cannot parse or orjson refuses (NaN, trailing commas...), blank-but-not-empty lines, carriage
+returns, ids given as numbers, run records or messages with a run_id, duplicate ids in the file,
+a tool result whose text is not a string. (audit/fastload.py is the audit's own variant of
+this loader: it keeps only what the audit reads; the two were not merged in the time given.)
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ _STAGE_SQL = f"""
 CREATE OR REPLACE TEMP TABLE lexkeep_ingest_lines AS
 SELECT line, type,
        {_OK} AND NOT (type = 'tool_result' AND text IS NULL AND json_exists(l, '$.text'))
-         AND NOT (contains(l, '\\ud') OR contains(l, '\\uD')) AS ok,
+         AS ok,
        type IN {_TYPES} AS known,
        conversation_id ->> '$' AS x_conv, id ->> '$' AS x_id, call_id ->> '$' AS x_call,
        name ->> '$' AS x_name, role ->> '$' AS x_role,
@@ -302,26 +302,39 @@ class _GiveUp(Exception):
     """The file needs the general ingest (a check failed or DuckDB refused it)."""
 
 
-class _Digest(threading.Thread):
-    """sha256, size, newline and carriage-return counts of a file, beside DuckDB's work."""
+class _Scan(threading.Thread):
+    """sha256, size and lines of a file, and whether orjson reads every line, beside DuckDB.
+
+    DuckDB's JSON reader accepts what orjson (so the general ingest) rejects: NaN, Infinity,
+    1e999, trailing commas. Each line is therefore also decoded here, in a thread that runs
+    while DuckDB works (DuckDB releases the GIL), and any line orjson refuses, that is not an
+    object, or that holds a carriage return sends the file to the general ingest.
+    """
 
     def __init__(self, path: str) -> None:
         super().__init__(daemon=True)
         self.path = path
         self.digest = hashlib.sha256()
-        self.size = self.newlines = self.returns = 0
-        self.last = b""
+        self.size = self.lines = 0
+        self.ok = True
         self.error: BaseException | None = None
 
     def run(self) -> None:
+        loads = orjson.loads
+        update = self.digest.update
         try:
-            with open(self.path, "rb") as stream:
-                while block := stream.read(_CHUNK):
-                    self.digest.update(block)  # releases the GIL for big blocks
-                    self.size += len(block)
-                    self.newlines += block.count(b"\n")
-                    self.returns += block.count(b"\r")
-                    self.last = block[-1:]
+            with open(self.path, "rb", buffering=_CHUNK) as stream:
+                for raw in stream:
+                    update(raw)
+                    self.size += len(raw)
+                    self.lines += 1
+                    if raw == b"\n":
+                        continue
+                    if b"\r" in raw or type(loads(raw)) is not dict:
+                        self.ok = False
+                        return
+        except orjson.JSONDecodeError:
+            self.ok = False
         except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread
             self.error = exc
 
@@ -341,28 +354,27 @@ def stage(store: Store, path: str) -> Staged | None:
     the caller's transaction. Only temporary tables are written; `drop_staging` frees them.
     """
     con = store.con
-    digest = _Digest(path)
-    digest.start()
+    scan = _Scan(path)
+    scan.start()
     try:
         counts = _stage(con, path)
     except (duckdb.Error, _GiveUp):  # not JSON, invalid UTF-8, a line too long, a check...
-        digest.join()
+        scan.join()
         drop_staging(con)
         return None
-    digest.join()
-    if digest.error is not None:
+    scan.join()
+    if scan.error is not None:
         drop_staging(con)
-        raise digest.error
-    lines = digest.newlines + (1 if digest.last not in (b"", b"\n") else 0)
-    if digest.returns or counts[5] is None or counts[5] > lines:
+        raise scan.error
+    if not scan.ok or counts[5] is None or counts[5] > scan.lines:
         drop_staging(con)
         return None
     return Staged(
         path,
         FastCounts(
-            sha256=digest.digest.hexdigest(),
-            bytes_consumed=digest.size,
-            lines_consumed=lines,
+            sha256=scan.digest.hexdigest(),
+            bytes_consumed=scan.size,
+            lines_consumed=scan.lines,
             conversations=counts[4],
             messages=counts[0],
             tool_calls=counts[1],

@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from lexkeep.core import store as store_module
 from lexkeep.core.errors import InputError
 from lexkeep.core.fastload import drop_staging, stage, write
 from lexkeep.core.ingest import ingest_paths
@@ -73,7 +74,10 @@ def _ingest_both(tmp_path: Path, batches: list[list[str]], **options: object) ->
         got = []
         with Store.open(db) as store:
             for paths in batches:
-                got.append(ingest_paths(store, paths, fast_min_bytes=fast_min, **options))
+                try:
+                    got.append(ingest_paths(store, paths, fast_min_bytes=fast_min, **options))
+                except InputError as exc:  # must be the same error, at the same file:line:col
+                    got.append((str(exc), exc.path, exc.line, exc.col))
         dbs.append(_rows(db))
         counts.append(got)
     assert counts[0] == counts[1]
@@ -149,6 +153,8 @@ EDGE = b"".join(
         _line("conversation", id="c1", title="later title", parent_id="c0"),
         _line("message", id="m7", conversation_id="c1", role="user", text="last turn"),
         _line("message", id="m8", conversation_id="c1", role="system", text="sys", time="0"),
+        b'{"type":"message","id":"m10","conversation_id":"c2","role":"user","text":"\\ud83d\\ude00'
+        b'\\u0000\\/"}\n',
         b'{"type":"message","id":"m9","conversation_id":"c2","role":"user","text":"no newline"}',
     ]
 )
@@ -159,7 +165,7 @@ def test_edge_file_is_identical_both_ways(tmp_path):
     path.write_bytes(EDGE)
     assert _took_fast_path(path, tmp_path)
     fast, slow = _ingest_both(tmp_path, [[str(path)]])
-    assert len(fast["runs"]) == 5 and len(fast["tool_calls"]) == 4
+    assert len(fast["runs"]) == 6 and len(fast["tool_calls"]) == 4
     assert {r[2] for r in fast["runs"]} == {"completed", "failed", "running"}
     _assert_same(fast, slow)
 
@@ -186,7 +192,10 @@ def test_fast_file_after_a_general_one_in_the_same_conversation(tmp_path):
         _line("tool_result", call_id="k", conversation_id="c1", is_error="yes"),
         _line("message", id="m1", conversation_id="c1", role="user", text="dup"),
         b"   \n",
-        b'{"type":"message","id":"mx","conversation_id":"c1","role":"user","text":"\\ud83d\\ude00"}\n',
+        b'{"type":"message","id":"mx","conversation_id":"c1","role":"user","n":NaN}\n',
+        b'{"type":"message","id":"mx","conversation_id":"c1","role":"user","n":[1,],}\n',
+        b'{"type":"message","id":"mx","conversation_id":"c1","role":"user","n":1e999}\n',
+        b'[{"type":"message","id":"mx","conversation_id":"c1","role":"user"}]\n',
         b'{"type":"message","id":"my","conversation_id":"c1","role":"user"}\r\n',
     ],
 )
@@ -206,3 +215,25 @@ def test_bad_line_keeps_its_file_line_and_column(tmp_path):
             ingest_paths(store, [str(path)], fast_min_bytes=0)
         assert err.value.line == 2 and err.value.path == str(path)
         assert store.con.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+
+
+def test_failure_while_writing_rolls_the_fast_load_back(tmp_path, monkeypatch):
+    path = tmp_path / "edge.jsonl"
+    path.write_bytes(EDGE)
+    real = store_module.bulk_insert
+
+    def failing(con, table, *args, **kwargs):
+        if table == "tool_calls":  # messages, runs... were written by SQL; now this write dies
+            raise OSError("disk full (injected)")
+        return real(con, table, *args, **kwargs)
+
+    monkeypatch.setattr(store_module, "bulk_insert", failing)
+    with Store.open(tmp_path / "x.duckdb") as store:
+        with pytest.raises(OSError, match="injected"):
+            ingest_paths(store, [str(path)], fast_min_bytes=0)
+        for table in TABLES:
+            assert store.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+        staging = store.con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE 'lexkeep_ingest_%'"
+        ).fetchone()[0]
+        assert staging == 0
