@@ -79,7 +79,8 @@ def decode_arguments(arguments: str | bytes | Any, *, path: str = "ARGUMENTS_JSO
             value = orjson.loads(arguments)
         except orjson.JSONDecodeError as exc:
             raise InputError(
-                f"proposed arguments are not valid JSON ({exc})",
+                # exc.msg: the position is already in path:line:col, not repeated in the text
+                f"proposed arguments are not valid JSON ({getattr(exc, 'msg', exc)})",
                 path=path,
                 line=getattr(exc, "lineno", None),
                 col=getattr(exc, "colno", None),

@@ -111,3 +111,13 @@ def test_audit_of_nothing_says_why_nothing_was_audited(cli, tmp_path: Path):
     assert any(
         "none of the 1 conversation(s) crosses a compaction boundary" in n for n in no_boundary
     )
+
+
+def test_guard_bad_json_states_the_position_once(cli, tmp_path: Path):
+    db = tmp_path / "t.duckdb"
+    assert cli("ingest", SAMPLE_TRACES, "--db", db).exit_code == 0
+    result = cli("guard", "support-4471", "-", "--db", db, input='{"invoice_id": \n')
+    assert result.exit_code == 2
+    first = result.stderr.splitlines()[0]
+    assert first.startswith("Error: <stdin>:2:1: proposed arguments are not valid JSON (")
+    assert "line 2 column 1" not in first and "char " not in first, first
