@@ -32,6 +32,8 @@ MAX_TRIGGERS = 256  # a text needing more trigger visits than this is scanned wh
 SHORT_WINDOW = 256  # characters; windows up to this long run without the engine timeout
 SHORT_TRIGGER_TEXT = 8192  # characters; texts up to this long find triggers without a timeout
 _SPACE_OR_NEWLINE = re.compile("[ \n]")
+# The result for a text with nothing to scan (frozen, so one instance serves every call).
+_NOTHING = Extraction((), True)
 _PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~“”‘’«»…"
 # Sentence punctuation, closing quotes and markdown emphasis never end an identifier.
 _TRAILING = frozenset(".,;:!?…'\"’”»`*~")
@@ -80,10 +82,13 @@ def extract(text: str, rules: RuleSet | None = None) -> Extraction:
         text = text[: max(cut, 0)]
         complete = False
     plan = _plan(rules)
+    if not plan.full_scan and not plan.may_trigger(text):
+        # Most chat messages: no trigger, so nothing to scan and no budget to start.
+        return _NOTHING if complete else Extraction((), complete)
     deadline = time.perf_counter() + rules.timeout
     candidates: list[tuple[int, int, int, int, str, bool]] = []
     try:
-        for start, end in plan.windows(text, rules.timeout):
+        for start, end in plan.windows(text, rules.timeout, triggered=True):
             _scan_window(plan, rules, text, start, end, deadline, candidates)
     except TimeoutError:
         complete = False
@@ -295,12 +300,17 @@ class _Plan:
             )
         return found
 
-    def windows(self, text: str, timeout: float) -> list[tuple[int, int]]:
-        """Merged (start, end) windows of `text` worth scanning; [] when nothing can match."""
+    def windows(
+        self, text: str, timeout: float, *, triggered: bool = False
+    ) -> list[tuple[int, int]]:
+        """Merged (start, end) windows of `text` worth scanning; [] when nothing can match.
+
+        `triggered`: the caller already knows may_trigger(text) is True.
+        """
         n = len(text)
         if self.full_scan:
             return [(0, n)] if n else []
-        if self.trigger is None or not n or not self._may_trigger(text):
+        if self.trigger is None or not n or (not triggered and not self.may_trigger(text)):
             return []
         spans: list[list[int]] = []
         reach = self.WINDOW
@@ -330,7 +340,7 @@ class _Plan:
                 return [(0, n)]  # trigger-dense text: one pass over everything is cheaper
         return [(a, b) for a, b in spans]
 
-    def _may_trigger(self, text: str) -> bool:
+    def may_trigger(self, text: str) -> bool:
         """C-speed pre-check: False when no trigger can occur (most chat messages)."""
         if self.trigger_class is not None and self.trigger_class(text) is not None:
             return True
