@@ -121,3 +121,20 @@ def test_guard_bad_json_states_the_position_once(cli, tmp_path: Path):
     first = result.stderr.splitlines()[0]
     assert first.startswith("Error: <stdin>:2:1: proposed arguments are not valid JSON (")
     assert "line 2 column 1" not in first and "char " not in first, first
+
+
+def test_every_optional_test_import_is_in_the_test_extras():
+    # A test that importorskips a module the CI install lacks is skipped forever, silently.
+    import re
+    import tomllib
+
+    from conftest import REPO
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["test"]
+    names = {re.split(r"[<>=!~ \[]", e, maxsplit=1)[0].lower() for e in extras}
+    wanted = set()
+    for test in (REPO / "tests").glob("test_*.py"):
+        wanted |= set(re.findall(r"importorskip\(\s*[\"']([\w.]+)", test.read_text()))
+    assert {w.split(".")[0].lower() for w in wanted} <= names
