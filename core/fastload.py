@@ -63,7 +63,11 @@ _FIELDS = (
 )
 # `type` as text, as the reader compares it; every other field as JSON so its JSON type can be
 # checked the way the reader checks it. JSON null and a missing key both become SQL NULL.
-_SCHEMA = json.dumps({"type": "VARCHAR", **{f: "JSON" for f in _FIELDS}})
+# `text` (most of a dump's bytes) is read as VARCHAR, unescaped once; its JSON type is checked
+# by the orjson pass (`_Scan`) instead.
+_SCHEMA = json.dumps(
+    {"type": "VARCHAR", **{f: "VARCHAR" if f == "text" else "JSON" for f in _FIELDS}}
+)
 
 
 def _values(enum: Any) -> str:
@@ -85,14 +89,13 @@ _CHECKS = {
         "ok_req(id) AND ok_req(conversation_id) AND role IS NOT NULL"
         f" AND ok_enum(role, {_values(Role)}) AND ok_enum(kind, {_values(MessageKind)})"
         f" AND ok_enum(status, {_values(MessageStatus)}) AND run_id IS NULL AND ok_opt(time)"
-        " AND ok_opt(text)"
     ),
     "tool_call": (
         "ok_req(id) AND ok_req(conversation_id) AND ok_req(name) AND ok_opt(message_id)"
         f" AND ok_opt(time) AND ok_enum(arguments_kind, {_values(ArgumentsKind)})"
     ),
     "tool_result": (
-        "ok_req(call_id) AND ok_req(conversation_id) AND ok_opt(text)"
+        "ok_req(call_id) AND ok_req(conversation_id)"
         " AND (is_error IS NULL OR json_type(is_error) = 'BOOLEAN')"
     ),
     "compaction": (
@@ -130,15 +133,14 @@ _TYPES = "('conversation', 'run', 'message', 'tool_call', 'tool_result', 'compac
 _STAGE_SQL = f"""
 CREATE OR REPLACE TEMP TABLE lexkeep_ingest_lines AS
 SELECT line, type,
-       {_OK} AND NOT (type = 'tool_result' AND text IS NULL AND json_exists(l, '$.text'))
-         AS ok,
+       {_OK} AS ok,
        type IN {_TYPES} AS known,
        conversation_id ->> '$' AS x_conv, id ->> '$' AS x_id, call_id ->> '$' AS x_call,
        name ->> '$' AS x_name, role ->> '$' AS x_role,
        CASE type WHEN 'message' THEN coalesce(kind ->> '$', {_DEFAULT_KIND})
                  WHEN 'compaction' THEN coalesce(kind ->> '$', 'local') END AS x_kind,
        coalesce(status ->> '$', 'completed') AS x_status,
-       coalesce(text ->> '$', '') AS x_text, time ->> '$' AS x_time,
+       coalesce(text, '') AS x_text, time ->> '$' AS x_time,
        message_id ->> '$' AS x_message_id,
        CASE WHEN arguments IS NULL THEN ''
             WHEN json_type(arguments) = 'VARCHAR' THEN arguments ->> '$' END AS x_args,
@@ -302,13 +304,25 @@ class _GiveUp(Exception):
     """The file needs the general ingest (a check failed or DuckDB refused it)."""
 
 
+def _text_ok(value: dict[str, Any]) -> bool:
+    """A record's `text` as the reader takes it as is: a message's a string or null (read as
+    ""), a tool result's a string or absent (other values become their JSON text there)."""
+    kind = value.get("type")
+    if kind == "message":
+        return type(value.get("text", "")) in (str, type(None))
+    if kind == "tool_result":
+        return type(value.get("text", "")) is str
+    return True
+
+
 class _Scan(threading.Thread):
     """sha256, size and lines of a file, and whether orjson reads every line, beside DuckDB.
 
     DuckDB's JSON reader accepts what orjson (so the general ingest) rejects: NaN, Infinity,
     1e999, trailing commas. Each line is therefore also decoded here, in a thread that runs
     while DuckDB works (DuckDB releases the GIL), and any line orjson refuses, that is not an
-    object, or that holds a carriage return sends the file to the general ingest.
+    object, holds a carriage return or a `text` the reader would convert sends the file to
+    the general ingest.
     """
 
     def __init__(self, path: str) -> None:
@@ -330,7 +344,8 @@ class _Scan(threading.Thread):
                     self.lines += 1
                     if raw == b"\n":
                         continue
-                    if b"\r" in raw or type(loads(raw)) is not dict:
+                    value = loads(raw)
+                    if b"\r" in raw or type(value) is not dict or not _text_ok(value):
                         self.ok = False
                         return
         except orjson.JSONDecodeError:

@@ -189,6 +189,8 @@ def test_fast_file_after_a_general_one_in_the_same_conversation(tmp_path):
         _line("message", id="m1", conversation_id="c1", role="user", run_id="r1"),
         _line("message", id=7, conversation_id="c1", role="user"),
         _line("tool_result", call_id="k", conversation_id="c1", text=None),
+        _line("tool_result", call_id="k", conversation_id="c1", text={"a": [1]}),
+        _line("message", id="m2", conversation_id="c1", role="user", text=5),
         _line("tool_result", call_id="k", conversation_id="c1", is_error="yes"),
         _line("message", id="m1", conversation_id="c1", role="user", text="dup"),
         b"   \n",
