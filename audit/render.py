@@ -209,8 +209,10 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
     if problems:
         table = Table(title="Identifiers not kept verbatim after compaction", title_justify="left")
         for col in ("verdict", "kind", "value", "typed at", "boundary", "evidence", "flags"):
-            # Room for a whole redacted hash, so it can be searched for in a CI log.
-            wide = 26 if col in ("value", "evidence") else None
+            # Room for a whole redacted hash, so it can be searched for in a CI log; only when
+            # the console has room, else Rich crops the right-hand columns (evidence, flags)
+            # off an 80-column terminal instead of folding them.
+            wide = 26 if col in ("value", "evidence") and console.width >= 120 else None
             table.add_column(col, overflow="fold", min_width=wide)
         for f in problems[:MAX_PROBLEM_ROWS]:
             ev = f.evidence

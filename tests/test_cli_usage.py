@@ -138,3 +138,47 @@ def test_every_optional_test_import_is_in_the_test_extras():
     for test in (REPO / "tests").glob("test_*.py"):
         wanted |= set(re.findall(r"importorskip\(\s*[\"']([\w.]+)", test.read_text()))
     assert {w.split(".")[0].lower() for w in wanted} <= names
+
+
+def _run_on_terminal(args: list[str], cols: int) -> str:
+    """Run lexkeep with stdout on a pseudo-terminal `cols` wide; its output without colours."""
+    import fcntl
+    import os
+    import pty
+    import re
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lexkeep.cli.main", *args],
+        stdout=follower,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    proc.wait(timeout=60)
+    os.close(leader)
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())
+
+
+def test_audit_table_on_an_80_column_terminal_keeps_every_column():
+    out = _run_on_terminal(["audit", str(SAMPLE_TRACES)], cols=80)
+    header = next(line for line in out.splitlines() if "verdict" in line)
+    # before the fix Rich cropped the table at 80 columns: no evidence, no flags
+    assert "evidence" in header and "flags" in header, out
+    assert "(truncate" in out and "before" in out, out
+    assert max(len(line) for line in out.splitlines()) <= 80
