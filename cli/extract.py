@@ -95,7 +95,11 @@ def register(app: typer.Typer) -> None:
             }
             sys.stdout.write(orjson.dumps(payload).decode() + "\n")
         else:
-            table = Table("kind", "value", "start", "end")
+            table = Table("kind")
+            # an identifier is copied from here: fold a long one, never cut it to "…"
+            table.add_column("value", overflow="fold")
+            table.add_column("start")
+            table.add_column("end")
             for ident in result.identifiers:
                 table.add_row(ident.kind, ident.value, str(ident.start), str(ident.end))
             stdout_console().print(table)

@@ -182,3 +182,11 @@ def test_audit_table_on_an_80_column_terminal_keeps_every_column():
     assert "evidence" in header and "flags" in header, out
     assert "(truncate" in out and "before" in out, out
     assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_extract_table_on_a_narrow_terminal_never_cuts_a_value():
+    url = "https://registry.example.test/pkg/left-pad/-/left-pad-1.3.0.tgz"
+    out = _run_on_terminal(["extract", f"see {url} now"], cols=60)
+    assert "…" not in out, out
+    cells = [line.split("│")[2].strip() for line in out.splitlines() if line.count("│") == 5]
+    assert "".join(cells) == url, out
