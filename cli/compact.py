@@ -135,8 +135,13 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         table = Table(title=None, show_lines=False, box=None)
-        for col in ("job", "conversation", "pairs", "status", "attempts", "prompt", "model"):
-            table.add_column(col, no_wrap=True)
+        # Short columns keep their full width; the long ones fold, never "…": a cut status
+        # misleads, and the detail column (the failure reason) used to vanish at 80 columns.
+        for col, short in (("job", 12), ("conversation", 0), ("pairs", 5), ("status", 9)):
+            table.add_column(col, no_wrap=bool(short), min_width=short or None, overflow="fold")
+        table.add_column("attempts", no_wrap=True)
+        table.add_column("prompt", no_wrap=True)
+        table.add_column("model", overflow="fold")
         table.add_column("detail", overflow="fold")
         for r in rows:
             if r.status == "completed":

@@ -190,3 +190,24 @@ def test_extract_table_on_a_narrow_terminal_never_cuts_a_value():
     assert "…" not in out, out
     cells = [line.split("│")[2].strip() for line in out.splitlines() if line.count("│") == 5]
     assert "".join(cells) == url, out
+
+
+def test_compactions_table_on_an_80_column_terminal_shows_the_failure_reason(cli, tmp_path):
+    import sys
+
+    rows = []
+    for i in range(30):  # 30 pairs: exactly one 10-pair segment is a candidate
+        rows.append({"type": "message", "id": f"u{i}", "conversation_id": "c1", "role": "user"})
+        rows[-1]["text"] = f"question {i}"
+        rows.append({"type": "message", "id": f"a{i}", "conversation_id": "c1"})
+        rows[-1].update(role="assistant", text=f"answer {i}")
+    traces = tmp_path / "long.jsonl"
+    traces.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    db = tmp_path / "t.duckdb"
+    assert cli("ingest", traces, "--db", db).exit_code == 0
+    failing = f"command:{sys.executable} -c 'import sys; sys.exit(3)'"
+    assert cli("compact", "--db", db, "--summarizer", failing).exit_code == 0
+    out = _run_on_terminal(["compactions", "--db", str(db)], cols=80)
+    assert "detail" in out and "…" not in out, out  # the reason column is there, nothing cut
+    assert " failed " in out and "error:" in out, out
+    assert max(len(line) for line in out.splitlines()) <= 80
