@@ -130,23 +130,26 @@ def _scan_window(
         bisect.bisect_right(plan.digit_steps, digits),
         bisect.bisect_right(plan.size_steps, size),
     )
+    long = size > SHORT_WINDOW
     for step in (identifier_kinds, suppressor_kinds):
         if step is suppressor_kinds and not reportable:
             break
-        for entry, multi in step:
-            kind, _min_digits, _keywords, also, context_words, _min_length, gate, _multi = entry
+        # Each run tuple was prepared once per memo key (see _runs): only per-window facts
+        # are checked here.
+        for kind, multi, also, gate, context_words in step:
             if multi and not any(map(lower.__contains__, multi)):  # no generator frame
                 continue
             if also and not any(map(lower.__contains__, also)):
                 continue
             # The kind's gate (stdlib re, a few characters every match holds) rejects most
             # windows several times faster than running the full pattern would.
-            if gate is not None and gate.search(text, start, end) is None:
+            if gate is not None and gate(text, start, end) is None:
                 continue
-            if context_words is not None and (size > SHORT_WINDOW or len(context_words) <= 12):
+            if context_words is not None:
                 # Context words sit before the match, possibly before the window. On short
                 # windows checking each match's context is cheaper than searching for many
-                # words; a short word list (http_status) is always cheaper to search first.
+                # words; a short word list (http_status) is always cheaper to search first
+                # (_runs keeps the words only where the search pays).
                 if context_text is None:
                     context_text = text[max(0, start - 120) : end].lower()
                 if not any(map(context_text.__contains__, context_words)):
@@ -161,7 +164,6 @@ def _scan_window(
             # windows hold no match of a kind; only a hit pays for the iterator.
             # Even timeout=None costs a keyword parse: pass it only when it is armed.
             pattern = kind.pattern
-            long = size > SHORT_WINDOW
             if long:
                 first = pattern.search(text, start, end, timeout=remaining)
             else:
@@ -189,8 +191,9 @@ def _scan_window(
 _Entry = tuple[
     Kind, int, frozenset[str], tuple[str, ...], tuple[str, ...] | None, int, Any, tuple[str, ...]
 ]
-# An eligible entry, with the longer keywords still to check (empty: already let in).
-_Eligible = tuple[_Entry, tuple[str, ...]]
+# What the window loop needs per eligible kind: (kind, longer keywords still to check (empty:
+# already let in), window_keywords, gate search or None, context words to search or None).
+_Eligible = tuple[Kind, tuple[str, ...], tuple[str, ...], Any, tuple[str, ...] | None]
 
 
 class _Plan:
@@ -220,7 +223,8 @@ class _Plan:
         self.digit_steps = sorted(
             {max(k.min_digits, 1 if k.prefilter_digit else 0) for k in rules.kinds} - {0}
         )
-        self.size_steps = sorted({k.min_length for k in rules.kinds} - {0})
+        # SHORT_WINDOW + 1 too: whether a window is long decides how context words are checked.
+        self.size_steps = sorted({k.min_length for k in rules.kinds} - {0} | {SHORT_WINDOW + 1})
         for kind in rules.kinds:
             if not kind.keywords and not kind.prefilter_digit:
                 self.full_scan = True  # a kind with no prefilter must see the whole text
@@ -364,9 +368,16 @@ def _filter(
         if digits < entry[1] or size < entry[5]:
             continue  # needs more digits (min_digits) or a longer window (min_length)
         if not keywords or not keywords.isdisjoint(present):
-            out.append((entry, ()))
+            still: tuple[str, ...] = ()
         elif multi:
-            out.append((entry, multi))  # let in only if a longer keyword occurs
+            still = multi  # let in only if a longer keyword occurs
+        else:
+            continue
+        kind, also, words, gate = entry[0], entry[3], entry[4], entry[6]
+        # A long window, or a short word list, searches the context words before the pattern.
+        if words is not None and not (size > SHORT_WINDOW or len(words) <= 12):
+            words = None
+        out.append((kind, still, also, gate.search if gate is not None else None, words))
     return out
 
 
