@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -369,6 +370,7 @@ def stage(store: Store, path: str) -> Staged | None:
     the caller's transaction. Only temporary tables are written; `drop_staging` frees them.
     """
     con = store.con
+    size = os.stat(path).st_size
     scan = _Scan(path)
     scan.start()
     try:
@@ -381,7 +383,10 @@ def stage(store: Store, path: str) -> Staged | None:
     if scan.error is not None:
         drop_staging(con)
         raise scan.error
-    if not scan.ok or counts[5] is None or counts[5] > scan.lines:
+    # A file that grew while it was read (a live session) is left to the general ingest, so
+    # ingest_runs never claims bytes DuckDB did not load.
+    grew = scan.size != size or os.stat(path).st_size != size
+    if grew or not scan.ok or counts[5] is None or counts[5] > scan.lines:
         drop_staging(con)
         return None
     return Staged(
