@@ -40,6 +40,7 @@ from lexkeep.compaction.jobs import CONSUMABLE_VERSIONS, CompletedSummary, valid
 from lexkeep.compaction.pairs import Pair, eligible_pairs
 from lexkeep.compaction.planning import plan_segments
 from lexkeep.core.errors import BudgetError, ConfigError, NotFoundError
+from lexkeep.core.inspect import unknown_conversation_hint
 from lexkeep.core.store import Store
 
 CONTEXT_SCHEMA_VERSION = 1
@@ -563,7 +564,7 @@ def _load(store: Store, conversation_id: str) -> tuple[list[PinnedIdentifier], b
     if not rows or rows[0][0] != 0:
         raise NotFoundError(
             f"no conversation {conversation_id!r} in the store",
-            hint="list conversations with: lexkeep stats --db FILE",
+            hint=unknown_conversation_hint(store.con),
         )
     pinned: dict[str, PinnedIdentifier] = {}
     for part, kind, value, _, _ in rows:

@@ -34,6 +34,7 @@ from lexkeep.compaction.summarizers import (
     prompt_text,
 )
 from lexkeep.core.errors import ConfigError, NotFoundError, RuleError
+from lexkeep.core.inspect import unknown_conversation_hint
 from lexkeep.core.model import Extraction
 from lexkeep.core.store import Store
 
@@ -452,7 +453,7 @@ def _conversations(con, wanted: Sequence[str] | None) -> list[str]:
     if missing:
         raise NotFoundError(
             f"no conversation {', '.join(missing)} in the store",
-            hint="list conversations with: lexkeep stats --db FILE, or ingest them first",
+            hint=unknown_conversation_hint(con),
         )
     return wanted
 

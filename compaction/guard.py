@@ -15,6 +15,7 @@ import orjson
 
 from lexkeep.core.errors import InputError, NotFoundError
 from lexkeep.core.identifiers import extract
+from lexkeep.core.inspect import unknown_conversation_hint
 from lexkeep.core.nearmiss import Difference, NearMiss, classify, is_kept
 from lexkeep.core.rules import RuleSet
 from lexkeep.core.store import Store
@@ -115,7 +116,7 @@ def _supplied_texts(store: Store, conversation_id: str) -> tuple[list[str], list
     if found is None:
         raise NotFoundError(
             f"no conversation {conversation_id!r} in the store",
-            hint="list conversations with: lexkeep stats --db FILE",
+            hint=unknown_conversation_hint(con),
         )
     rows = con.execute(
         "SELECT kind, text FROM messages WHERE conversation_id = ? "

@@ -130,13 +130,15 @@ def resolve_conversation(store: Store, conversation: str) -> str:
     con = store.con
     if con.execute("SELECT 1 FROM conversations WHERE id = ?", [conversation]).fetchone():
         return conversation
-    found = [
-        r[0]
-        for r in con.execute(
-            "SELECT id FROM conversations WHERE starts_with(id, ?) ORDER BY id LIMIT 6",
-            [conversation],
-        ).fetchall()
-    ]
+    found: list[str] = []
+    if conversation:  # an empty prefix would match every id and read as "ambiguous"
+        found = [
+            r[0]
+            for r in con.execute(
+                "SELECT id FROM conversations WHERE starts_with(id, ?) ORDER BY id LIMIT 6",
+                [conversation],
+            ).fetchall()
+        ]
     if len(found) == 1:
         return found[0]
     if found:
@@ -144,18 +146,22 @@ def resolve_conversation(store: Store, conversation: str) -> str:
             f"conversation {conversation!r} is ambiguous",
             hint="matches " + ", ".join(found[:5]) + (" …" if len(found) > 5 else ""),
         )
-    # No command lists ids, so the hint names some: a user who typed a title or a file name
-    # sees what an id looks like here.
+    raise NotFoundError(
+        f"no conversation {conversation!r} in the store", hint=unknown_conversation_hint(con)
+    )
+
+
+def unknown_conversation_hint(con: Any) -> str:
+    """The hint for an unknown conversation id (`con`: a store's connection): some stored ids."""
+    # No command lists ids: a user who typed a title or a file name sees what one looks like.
     total = con.execute("SELECT count(*) FROM conversations").fetchone()[0]
     some = [
         r[0] for r in con.execute("SELECT id FROM conversations ORDER BY id LIMIT 5").fetchall()
     ]
     if not total:
-        hint = "the store is empty: lexkeep ingest TRACES... --db FILE fills it"
-    else:
-        hint = f"the store holds {total} conversation(s), e.g. " + ", ".join(some)
-        hint += " …" if total > len(some) else ""
-    raise NotFoundError(f"no conversation {conversation!r} in the store", hint=hint)
+        return "the store is empty: lexkeep ingest TRACES... --db FILE fills it"
+    hint = f"the store holds {total} conversation(s), e.g. " + ", ".join(some)
+    return hint + (" …" if total > len(some) else "")
 
 
 def show(store: Store, conversation: str) -> Timeline:

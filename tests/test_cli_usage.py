@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import SAMPLE_TRACES
 
 
@@ -211,3 +212,24 @@ def test_compactions_table_on_an_80_column_terminal_shows_the_failure_reason(cli
     assert "detail" in out and "…" not in out, out  # the reason column is there, nothing cut
     assert " failed " in out and "error:" in out, out
     assert max(len(line) for line in out.splitlines()) <= 80
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("show", "no-such-id"),
+        ("show", ""),
+        ("context", "no-such-id", "--budget-bytes", "4000"),
+        ("guard", "no-such-id", "{}"),
+        ("compact", "--conversation", "no-such-id"),
+    ],
+)
+def test_unknown_conversation_is_named_with_a_true_hint(cli, tmp_path: Path, args):
+    db = tmp_path / "t.duckdb"
+    assert cli("ingest", SAMPLE_TRACES, "--db", db).exit_code == 0
+    result = cli(*args, "--db", db)
+    assert result.exit_code == 2
+    assert "no conversation" in result.stderr and "ambiguous" not in result.stderr
+    # `lexkeep stats` lists no conversations; the hint names some instead
+    assert "lexkeep stats" not in result.stderr
+    assert "Hint: the store holds 4 conversation(s), e.g. " in result.stderr
