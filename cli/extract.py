@@ -70,10 +70,11 @@ def register(app: typer.Typer) -> None:
                 payload = {"schema_version": SCHEMA_VERSION, **counts.as_dict()}
                 sys.stdout.write(orjson.dumps(payload).decode() + "\n")
             else:
-                stdout_console().print(
+                # one plain line: Rich wrapped it at 80 columns, breaking scripts that grep it
+                sys.stdout.write(
                     f"Re-extracted {counts.messages} user messages of {db}: "
                     f"{counts.identifiers} identifiers, {counts.incomplete} incomplete scans "
-                    f"(rules {counts.rules_digest})."
+                    f"(rules {counts.rules_digest}).\n"
                 )
             return
         if text is None:

@@ -233,3 +233,16 @@ def test_unknown_conversation_is_named_with_a_true_hint(cli, tmp_path: Path, arg
     # `lexkeep stats` lists no conversations; the hint names some instead
     assert "lexkeep stats" not in result.stderr
     assert "Hint: the store holds 4 conversation(s), e.g. " in result.stderr
+
+
+def test_extract_db_summary_is_one_line_whatever_the_width(cli, tmp_path: Path):
+    db = tmp_path / ("a-long-folder-name-for-a-store-" * 2) / "traces.duckdb"
+    db.parent.mkdir()
+    assert cli("ingest", SAMPLE_TRACES, "--db", db).exit_code == 0
+    result = cli("extract", "--db", db)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1, lines
+    assert (
+        lines[0].startswith("Re-extracted 7 user messages of ") and "incomplete scans" in lines[0]
+    )
