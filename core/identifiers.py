@@ -29,7 +29,11 @@ _DIGIT = regex.compile(r"[0-9]")
 _INTERIOR_DOT = regex.compile(r"\.(?<=[\p{L}\p{N}]\.)(?=[\p{L}\p{N}])")
 _INTERIOR_DASH = regex.compile(r"-(?<=[\p{L}\p{N}]-)(?=[\p{L}\p{N}])")
 MAX_TRIGGERS = 256  # a text needing more trigger visits than this is scanned whole
-SHORT_WINDOW = 256  # characters; windows up to this long run without the engine timeout
+SHORT_WINDOW = 256  # characters; longer windows search context words before the pattern
+# Windows up to this long run every pattern without arming the engine timeout: a pattern
+# that passed the 8 KB adversarial strings at load cannot overrun the budget by much on
+# 1 KB, and the deadline is still checked before every call.
+UNARMED_WINDOW = 1024
 SHORT_TRIGGER_TEXT = 8192  # characters; texts up to this long find triggers without a timeout
 _SPACE_OR_NEWLINE = re.compile("[ \n]")
 # The result for a text with nothing to scan (frozen, so one instance serves every call).
@@ -130,7 +134,7 @@ def _scan_window(
         bisect.bisect_right(plan.digit_steps, digits),
         bisect.bisect_right(plan.size_steps, size),
     )
-    long = size > SHORT_WINDOW
+    armed = size > UNARMED_WINDOW
     for step in (identifier_kinds, suppressor_kinds):
         if step is suppressor_kinds and not reportable:
             break
@@ -164,14 +168,14 @@ def _scan_window(
             # windows hold no match of a kind; only a hit pays for the iterator.
             # Even timeout=None costs a keyword parse: pass it only when it is armed.
             pattern = kind.pattern
-            if long:
+            if armed:
                 first = pattern.search(text, start, end, timeout=remaining)
             else:
                 first = pattern.search(text, start, end)
             if first is None:
                 continue
             resume = first.end() if first.end() > first.start() else start
-            if long:
+            if armed:
                 rest = pattern.finditer(text, resume, end, timeout=deadline - time.perf_counter())
             else:
                 rest = pattern.finditer(text, resume, end)
