@@ -103,8 +103,9 @@ def register(app: typer.Typer) -> None:
             table.add_column("end")
             for ident in result.identifiers:
                 table.add_row(ident.kind, ident.value, str(ident.start), str(ident.end))
-            stdout_console().print(table)
-            if not result.identifiers:
+            if result.identifiers:  # an empty table on stdout would read as output to parse
+                stdout_console().print(table)
+            else:
                 stderr_console().print("No identifiers found.")
         if not result.complete:
             stderr_console().print(

@@ -246,3 +246,11 @@ def test_extract_db_summary_is_one_line_whatever_the_width(cli, tmp_path: Path):
     assert (
         lines[0].startswith("Re-extracted 7 user messages of ") and "incomplete scans" in lines[0]
     )
+
+
+def test_extract_with_nothing_found_prints_no_empty_table(cli):
+    result = cli("extract", "nothing to see here")
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert "No identifiers found." in result.stderr
+    assert "W2378156" in cli("extract", "order #W2378156").stdout
