@@ -6,6 +6,7 @@ settings file, then the built-in default. Unknown keys are errors, never silentl
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,18 @@ def _read(path: Path) -> dict[str, Any]:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", path=str(path)) from exc
+        # tomllib puts the position in the message ("(at line 1, column 20)") before 3.14;
+        # move it into file:line:col like every other error.
+        where = re.search(r" \(at line (\d+), column (\d+)\)$", str(exc))
+        line, col = (int(where[1]), int(where[2])) if where else (None, None)
+        reason = str(exc)[: where.start()] if where else str(exc)
+        raise ConfigError(
+            f"invalid TOML: {reason}",
+            path=str(path),
+            line=line,
+            col=col,
+            hint="the lexkeep settings live in [tool.lexkeep.audit] and "
+            "[tool.lexkeep.identifiers]; fix the TOML syntax at that position",
+        ) from exc
     except OSError as exc:
         raise ConfigError(f"cannot read settings: {exc.strerror}", path=str(path)) from exc

@@ -254,3 +254,22 @@ def test_extract_with_nothing_found_prints_no_empty_table(cli):
     assert result.stdout == ""
     assert "No identifiers found." in result.stderr
     assert "W2378156" in cli("extract", "order #W2378156").stdout
+
+
+def test_broken_pyproject_names_file_line_and_column(tmp_path: Path):
+    import subprocess
+    import sys
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n[tool.lexkeep.audit\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", "audit", str(SAMPLE_TRACES)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(f"Error: {tmp_path / 'pyproject.toml'}:3:20: invalid TOML: "), first
+    assert "(at line" not in first
+    assert "Hint:" in result.stderr
