@@ -6,9 +6,11 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lexkeep.core.errors import RuleError
-from lexkeep.core.identifiers import extract
+from lexkeep.core.identifiers import _plan, extract
 from lexkeep.core.rules import default_rules, load_rules
 
 HEAD = "[[kinds]]\nid = \"k\"\ntier = \"B\"\npriority = 50\nregex = '''ACME-[0-9]{6}'''\n"
@@ -20,6 +22,8 @@ TEXTS = [
     "uuid 123e4567-e89b-12d3-a456-426614174000 sha 9fceb02d0ae598e95dc970b74767f19372d61af8",
     "call +1 415-555-0132 at 10:30am, zip 19122, HTTP 503, 144.2 MB, code HAT136, rm-de-10",
     "customer cus_NffrFeUfNV2Hib in #ops-alerts, ERR_CONN_RESET, 10.0.0.12:8080, CVE-2024-3094",
+    "host server-prod-01.company.com, x.io and db.internal:5432, not os.system or e.g. Node.js",
+    "phones (415) 555-0199, +4930123456, 555.123.4567 and 415-555-0132, not 555-0132 or 2025-08",
 ]
 
 
@@ -72,3 +76,31 @@ def test_gates_never_change_what_is_found() -> None:
         found = extract(text, rules).identifiers
         assert found == extract(text, ungated).identifiers
         assert len(found) >= 2, (text, found)
+
+
+# Texts around the fast reject's edges: its trigger words in random case, Unicode letters
+# whose case mapping is unusual, and '.', '-', ':' next to letters.
+_WORDS = ["www", "cve-", "ghsa-", "://", "w", "c", "-", ":", ".", " ", "x", "ſ", "İ", "K", "é"]
+_TOKENS = st.sampled_from(_WORDS).flatmap(
+    lambda word: st.lists(st.booleans(), min_size=len(word), max_size=len(word)).map(
+        lambda flips: "".join(c.upper() if f else c for c, f in zip(word, flips, strict=True))
+    )
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_TOKENS, max_size=8).map("".join))
+def test_fast_reject_never_hides_a_window(text: str) -> None:
+    plan = _plan(default_rules())
+    if plan.windows(text, 0.05, triggered=True):  # the windows without the pre-check
+        assert plan.may_trigger(text), text
+
+
+def test_medium_window_without_engine_timeout_stays_in_budget() -> None:
+    # Windows up to 1 KB run without arming the engine timeout; dense adversarial text of
+    # that size still finishes well inside the 50 ms budget.
+    rules = default_rules()
+    for chunk in ("1-" * 450, "a_" * 450, "1 " * 450, "9." * 450, "A1" * 450):
+        result = extract(chunk, rules)
+        assert result.complete, chunk[:10]
+        assert all(chunk[i.start : i.end] == i.value for i in result.identifiers)
