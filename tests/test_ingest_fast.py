@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -19,6 +20,7 @@ from lexkeep.core import store as store_module
 from lexkeep.core.errors import InputError
 from lexkeep.core.fastload import drop_staging, stage, write
 from lexkeep.core.ingest import ingest_paths
+from lexkeep.core.rules import default_rules
 from lexkeep.core.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,8 +66,14 @@ def _rows(db: Path) -> dict[str, list[tuple]]:
     return out
 
 
+# The extractor's budget is wall time; a generous one keeps both stores' scans complete on a
+# busy machine, so the identifier tables compare like the rest.
+RULES = replace(default_rules(), timeout=10.0)
+
+
 def _ingest_both(tmp_path: Path, batches: list[list[str]], **options: object) -> tuple:
     """Ingest each batch of paths in turn, fast and general, into two stores; (fast, general)."""
+    options.setdefault("rules", RULES)
     tmp_path.mkdir(parents=True, exist_ok=True)
     dbs = []
     counts = []
