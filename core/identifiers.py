@@ -346,6 +346,10 @@ class _Plan:
             visits += 1
             if visits > MAX_TRIGGERS:
                 return [(0, n)]  # trigger-dense text: one pass over everything is cheaper
+            if spans[-1][1] == n and visits + (n - pos) <= MAX_TRIGGERS:
+                # The last window reaches the end: a trigger in its tail could only merge
+                # into it, and the tail is too short to reach the visit cap either.
+                break
         return [(a, b) for a, b in spans]
 
     def may_trigger(self, text: str) -> bool:
