@@ -46,6 +46,7 @@ _EXT = regex.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}\Z")
 _HEX_COLOUR = regex.compile(r"#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})\Z")
 _FILE_STEM = regex.compile(r"[0-9_\-]")
 _SEPARATOR = regex.compile(r"[_\-/.@\\]")
+_PATH_SPLIT = regex.compile(r"[/\\]")  # compiled once: regex.split() looks up its cache per call
 _ROOTS = frozenset(
     [
         "tmp",
@@ -588,7 +589,7 @@ def _is_ipv6(value: str) -> bool:
 
 def _is_path(value: str) -> bool:
     body = value.lstrip("~.")
-    segments = [s for s in regex.split(r"[/\\]", body) if s]
+    segments = [s for s in _PATH_SPLIT.split(body) if s]
     if len(segments) >= 2:
         return True
     if not segments:
@@ -604,7 +605,7 @@ def _is_quoted_token(value: str) -> bool:
     # Starts like a name or a path, not like an extension (.log) or a flag (--force).
     if not (value[0].isalnum() or value[0] in "/~\\@"):
         return False
-    return any(c.isalpha() for c in value) and _SEPARATOR.search(value) is not None
+    return any(map(str.isalpha, value)) and _SEPARATOR.search(value) is not None
 
 
 def _is_degenerate(value: str) -> bool:
