@@ -13,9 +13,10 @@ from pathlib import Path
 import duckdb
 import orjson
 
-from lexkeep.core.errors import StoreError
+from lexkeep.core.errors import ConfigError, StoreError
 
 DEFAULT_DB = "lexkeep.duckdb"
+DEFAULT_MEMORY_LIMIT = "1GB"
 _MIGRATIONS_PACKAGE = "lexkeep.core"
 
 
@@ -51,6 +52,7 @@ class Store:
         """Open (and migrate) the store at `path`; `None` or ':memory:' gives an in-memory one."""
         if path is None or str(path) == ":memory:":
             store = cls(duckdb.connect(":memory:"), None)
+            store._limit_memory()
             store.migrate()
             return store
         target = str(path)
@@ -76,11 +78,24 @@ class Store:
                 hint="pass --db with a new file name, or a store made by lexkeep",
             ) from exc
         store = cls(con, target)
+        store._limit_memory()
         if read_only:
             store.check_version()
         else:
             store.migrate()
         return store
+
+    def _limit_memory(self) -> None:
+        # DuckDB would take up to 80% of RAM before spilling; a bounded working set keeps
+        # multi-GB ingests and audits flat (they spill to `<db>.tmp` instead of growing).
+        limit = os.environ.get("LEXKEEP_MEMORY_LIMIT", DEFAULT_MEMORY_LIMIT)
+        try:
+            self.con.execute(f"SET memory_limit = '{limit}'")
+        except duckdb.Error as exc:
+            raise ConfigError(
+                f"LEXKEEP_MEMORY_LIMIT: invalid memory limit {limit!r}",
+                hint="use a size such as 1GB or 512MB",
+            ) from exc
 
     def close(self) -> None:
         """Close the connection."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from lexkeep.core.errors import StoreError
+from lexkeep.core.errors import ConfigError, StoreError
 from lexkeep.core.store import Store, migrations
 
 
@@ -105,3 +105,16 @@ def test_columns_come_from_the_schema_in_declaration_order(store):
     rows = [("r1", "c1", "completed", 0, "f.jsonl", 1)]
     assert store.bulk_insert("runs", None, rows) == 1
     assert store.con.execute("SELECT id, status FROM runs").fetchall() == [("r1", "completed")]
+
+
+def test_memory_limit_bounds_duckdb_and_is_configurable(db_file, monkeypatch):
+    with Store.open(db_file) as store:
+        limit = store.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        assert limit.replace(" ", "") in ("953.6MiB", "1.0GiB", "1GB")
+    monkeypatch.setenv("LEXKEEP_MEMORY_LIMIT", "256MB")
+    with Store.open(None) as store:
+        limit = store.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        assert limit.replace(" ", "") in ("244.1MiB", "256MB")
+    monkeypatch.setenv("LEXKEEP_MEMORY_LIMIT", "lots")
+    with pytest.raises(ConfigError, match="LEXKEEP_MEMORY_LIMIT"):
+        Store.open(None)
