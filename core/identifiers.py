@@ -21,7 +21,7 @@ from typing import Any
 import regex
 
 from lexkeep.core.model import Extraction, Identifier
-from lexkeep.core.rules import Kind, RuleSet, default_rules
+from lexkeep.core.rules import WALL_SLACK, Kind, RuleSet, default_rules
 
 __all__ = ["extract", "passes_prefilter", "scan_kind"]
 
@@ -35,6 +35,9 @@ SHORT_WINDOW = 256  # characters; longer windows search context words before the
 # 1 KB, and the deadline is still checked before every call.
 UNARMED_WINDOW = 1024
 SHORT_TRIGGER_TEXT = 8192  # characters; texts up to this long find triggers without a timeout
+# The per-text budget is CPU time of this thread, so a busy machine does not turn complete
+# scans into incomplete ones (results would depend on load); see rules.WALL_SLACK.
+_cpu_clock = time.thread_time
 _SPACE_OR_NEWLINE = re.compile("[ \n]")
 # The result for a text with nothing to scan (frozen, so one instance serves every call).
 _NOTHING = Extraction((), True)
@@ -90,7 +93,7 @@ def extract(text: str, rules: RuleSet | None = None) -> Extraction:
     if not plan.full_scan and not plan.may_trigger(text):
         # Most chat messages: no trigger, so nothing to scan and no budget to start.
         return _NOTHING if complete else Extraction((), complete)
-    deadline = time.perf_counter() + rules.timeout
+    deadline = _cpu_clock() + rules.timeout
     candidates: list[tuple[int, int, int, int, str, bool]] = []
     try:
         for start, end in plan.windows(text, rules.timeout, triggered=True):
@@ -159,7 +162,7 @@ def _scan_window(
                     context_text = text[max(0, start - 120) : end].lower()
                 if not any(map(context_text.__contains__, context_words)):
                     continue
-            remaining = deadline - time.perf_counter()
+            remaining = deadline - _cpu_clock()
             if remaining <= 0:
                 raise TimeoutError
             # Arming the engine timeout costs more than scanning a short window; every
@@ -170,14 +173,16 @@ def _scan_window(
             # Even timeout=None costs a keyword parse: pass it only when it is armed.
             pattern = kind.pattern
             if armed:
-                first = pattern.search(text, start, end, timeout=remaining)
+                first = pattern.search(text, start, end, timeout=remaining * WALL_SLACK)
             else:
                 first = pattern.search(text, start, end)
             if first is None:
                 continue
             resume = first.end() if first.end() > first.start() else start
             if armed:
-                rest = pattern.finditer(text, resume, end, timeout=deadline - time.perf_counter())
+                rest = pattern.finditer(
+                    text, resume, end, timeout=(deadline - _cpu_clock()) * WALL_SLACK
+                )
             else:
                 rest = pattern.finditer(text, resume, end)
             matches = itertools.chain((first,), rest) if resume != start else rest
@@ -325,7 +330,7 @@ class _Plan:
         reach = self.WINDOW
         # The trigger pattern is linear and its visits are capped (MAX_TRIGGERS), so below
         # SHORT_TRIGGER_TEXT characters arming the engine timeout costs more than it guards.
-        budget = timeout if n > SHORT_TRIGGER_TEXT else None
+        budget = timeout * WALL_SLACK if n > SHORT_TRIGGER_TEXT else None
         pos = visits = 0
         while pos < n:
             if budget is None:  # even timeout=None costs a keyword parse
