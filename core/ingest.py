@@ -706,6 +706,10 @@ class _FileIngest:
         self.open_turn: dict[str, str] = {}  # conversation -> run id of its current turn
         self.last_turn: str | None = None
 
+    def read_anything(self) -> bool:
+        """True when the file gave at least one conversation, message, call or boundary."""
+        return bool(self.convs or self.messages or self.tool_calls or self.boundaries)
+
     def add(self, record: Record) -> None:
         """Take one reader record (old lines only feed run derivation and conversation data)."""
         rtype = type(record)
@@ -893,6 +897,15 @@ def _ingest_one(
     state.finish()
     if on_progress is not None:
         on_progress(source.bytes_consumed - reported)
+    if format is not None and not skip_lines and state.skipped and not state.read_anything():
+        # A forced format that matches no line would be recorded as ingested with nothing in
+        # it, and every later ingest of the file would then call it unchanged.
+        reasons = ", ".join(f"{k}={v}" for k, v in sorted(state.skipped.items()))
+        raise InputError(
+            f"no line is a {fmt.value} record ({reasons})",
+            path=path,
+            hint="drop --format to detect the format per file, or name the right one",
+        )
     if path == "-" and not state.errors:
         # Standard input cannot be compared with an earlier ingest before it is read; the
         # same bytes again (a re-piped file) add nothing.

@@ -9,6 +9,7 @@ import pytest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 INVOICE = FIXTURES / "lexkeep" / "invoice.jsonl"
+SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 
 
 def ok(result):
@@ -114,3 +115,14 @@ def test_identifier_counts_are_per_file_even_for_stdin(cli, db_file, tmp_path):
         )
         result = ok(cli("ingest", "-", "--db", db_file, input=line + "\n"))
         assert f"{2 - n} identifiers" in result.stderr  # only this input's identifiers
+
+
+def test_a_wrong_forced_format_is_an_error_and_does_not_lock_the_file_out(cli, db_file):
+    sample = str(SAMPLE_TRACES / "codex_kept_verbatim.jsonl")
+    wrong = cli("ingest", sample, "--db", db_file, "--format", "claude")
+    assert wrong.exit_code == 2, wrong.stderr
+    assert "no line is a claude record" in wrong.stderr
+    assert "Hint: drop --format" in wrong.stderr
+    right = cli("ingest", sample, "--db", db_file)
+    assert right.exit_code == 0, right.stderr
+    assert "ingested (codex)" in right.stderr
