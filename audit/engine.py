@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -139,13 +140,19 @@ def audit_command(
     rules: str | None = None,
     skip_invalid: bool = False,
     flags: Mapping[str, Any] | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> tuple[AuditReport, AuditSettings]:
     """What `lexkeep audit` runs: resolve the settings, then audit files or the store."""
     settings = resolve(flags or {})
     if not paths and db is None:
         db = default_db_path()
     report = run_audit(
-        paths=paths, db=db, rules=rules, skip_invalid=skip_invalid, settings=settings
+        paths=paths,
+        db=db,
+        rules=rules,
+        skip_invalid=skip_invalid,
+        settings=settings,
+        on_progress=on_progress,
     )
     return report, settings
 
@@ -158,11 +165,13 @@ def run_audit(
     skip_invalid: bool = False,
     settings: AuditSettings | None = None,
     fast: bool = True,
+    on_progress: Callable[[int], None] | None = None,
 ) -> AuditReport:
     """Audit trace files (ingested into an in-memory store) or an existing store (read-only).
 
     One lexkeep JSONL file takes the DuckDB fast path (audit/fastload.py) unless `fast` is
     False; anything it cannot reproduce exactly goes through the normal ingest.
+    `on_progress(n)` is told the bytes of trace input read.
     """
     settings = settings or AuditSettings()
     if skip_invalid and not paths:
@@ -179,11 +188,19 @@ def run_audit(
         if fast and len(files) == 1:
             with Store.open(None) as store:
                 if fast_load(store, files[0][0], loaded_rules):
+                    if on_progress is not None:
+                        on_progress(Path(files[0][0]).stat().st_size)
                     report = audit_store(store, settings, inputs=tuple(paths))
         if report is None:
             with Store.open(None) as store:
                 # Files, folders (walked; non-trace files skipped) and globs, as `lexkeep ingest`.
-                ingest_paths(store, list(paths), skip_invalid=skip_invalid, rules=loaded_rules)
+                ingest_paths(
+                    store,
+                    list(paths),
+                    skip_invalid=skip_invalid,
+                    rules=loaded_rules,
+                    on_progress=on_progress,
+                )
                 report = audit_store(store, settings, inputs=tuple(paths))
     else:
         if rules:

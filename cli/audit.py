@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from lexkeep.cli.common import DbOption, is_terminal, output_stream
+from lexkeep.cli.common import DbOption, is_terminal, output_stream, progress
 
 
 def register(app: typer.Typer) -> None:
@@ -94,6 +94,7 @@ def register(app: typer.Typer) -> None:
         """
         from lexkeep.audit.engine import audit_command  # keeps `lexkeep --help` fast
         from lexkeep.audit.render import render
+        from lexkeep.core.ingest import input_size
 
         flags = {
             "min_ratio": min_ratio,
@@ -102,9 +103,16 @@ def register(app: typer.Typer) -> None:
             "format": fmt,
             "redact": redact,
         }
-        report, settings = audit_command(
-            paths=paths or (), db=db, rules=rules, skip_invalid=skip_invalid, flags=flags
-        )
+        total = input_size(paths) if paths else None
+        with progress("reading traces", total) as advance:
+            report, settings = audit_command(
+                paths=paths or (),
+                db=db,
+                rules=rules,
+                skip_invalid=skip_invalid,
+                flags=flags,
+                on_progress=advance,
+            )
         with output_stream(output) as stream:
             color = settings.format == "table" and output in (None, "-") and is_terminal(stream)
             render(report, settings.format, stream, color=color)

@@ -454,3 +454,18 @@ def test_incomplete_scans_before_a_boundary_are_noted(store):
         n.startswith("1 user message(s) before a boundary ran out of their identifier scan")
         for n in report.notes
     ), report.notes
+
+
+def test_audit_of_files_reports_progress_in_bytes_read():
+    from pathlib import Path
+
+    from lexkeep.audit.engine import run_audit
+
+    samples = Path(__file__).resolve().parent.parent / "sample_traces"
+    for paths in ([str(samples / "invoice_altered.jsonl")], [str(samples)]):
+        seen: list[int] = []
+        run_audit(paths=paths, on_progress=seen.append)
+        files = [Path(p) for p in paths if Path(p).is_file()] or [
+            f for f in samples.iterdir() if f.suffix in (".json", ".jsonl")
+        ]
+        assert sum(seen) == sum(f.stat().st_size for f in files), paths
