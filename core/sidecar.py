@@ -3,8 +3,8 @@
 Only messages of kind `user_text` are scanned (never tool results, summaries or injected
 context). Each scanned message gets an `identifier_scans` row saying whether the scan was
 complete and which rules digest produced it, so an incomplete scan can never turn into a
-"missing" verdict and a rule change can be detected. Writes are bulk loads (never executemany)
-inside the caller's transaction.
+"missing" verdict and a rule change can be detected. Writes are bulk loads through DuckDB's
+JSON reader (no per-row inserts) inside the caller's transaction.
 """
 
 from __future__ import annotations

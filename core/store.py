@@ -198,7 +198,7 @@ class Store:
         on_conflict: str = "DO NOTHING",
         tmpdir: str | None = None,
     ) -> int:
-        """Insert rows through DuckDB's own JSON reader (never executemany); returns rows read.
+        """Insert rows through DuckDB's own JSON reader (no per-row inserts); returns rows read.
 
         `columns` are (name, DuckDB type), or None for every column of the table in declaration
         order; each row is a sequence in that order. Rows are
