@@ -23,10 +23,6 @@ audited, and the "unscanned" note only counts messages before a boundary).
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +30,6 @@ import duckdb
 import orjson
 
 from lexkeep.core.errors import InputError
-from lexkeep.core.identifiers import extract
 from lexkeep.core.ingest import JsonSource, detect_format
 from lexkeep.core.model import (
     ArgumentsKind,
@@ -45,20 +40,12 @@ from lexkeep.core.model import (
     Role,
     RunStatus,
 )
-from lexkeep.core.rules import RuleSet, default_rules, load_rules
-from lexkeep.core.sidecar import IDENTIFIER_COLUMNS, SCAN_COLUMNS
-from lexkeep.core.store import Store, bulk_insert
+from lexkeep.core.rules import RuleSet, load_rules
+from lexkeep.core.sidecar import PARALLEL_MIN_CHARS, scan_rows
+from lexkeep.core.store import Store
 
 # Lines longer than this make DuckDB fail, and the normal ingest takes over.
 MAX_LINE_BYTES = 16 << 20
-# User text (characters) below which extraction stays in this process: a pool costs ~0.1 s,
-# about what extracting 100k characters costs.
-PARALLEL_MIN_CHARS = 256 << 10
-# Messages per batch handed to a worker / identifiers per bulk write.
-BATCH_MESSAGES = 2000
-FLUSH_ROWS = 200_000
-# Extra attempts for a scan that ran out of its time budget.
-RETRIES = 2
 
 # Every key of every record type the reader looks at. Fields are read as JSON so their JSON
 # type can be checked the way the reader checks it; `type` as text like the reader compares it.
@@ -273,7 +260,7 @@ def fast_load(
     """Load one lexkeep JSONL file into the (fresh, in-memory) `store` for the audit.
 
     Returns False when the file needs the normal ingest (run it on a fresh store). User text of
-    at least `parallel_min_chars` characters is extracted by `workers()` processes.
+    at least `parallel_min_chars` characters is extracted in parallel (core.sidecar.scan_rows).
     """
     if not is_candidate(path):
         return False
@@ -354,37 +341,7 @@ def _object_arguments(con: duckdb.DuckDBPyConnection) -> list[list[str]] | None:
     return [convs, ids, raws, kinds]
 
 
-# -- the identifier sidecar, extracted in parallel ---------------------------------------------
-
-_WORKER_RULES: RuleSet | None = None
-
-
-def _init_worker(rules: RuleSet) -> None:
-    global _WORKER_RULES
-    _WORKER_RULES = rules
-
-
-def _extract_batch(batch: Sequence[tuple[str, str, str]]) -> tuple[list[tuple], list[tuple]]:
-    """(identifier rows, scan rows) of a batch of (message id, conversation id, text)."""
-    rules = _WORKER_RULES or default_rules()
-    found: list[tuple] = []
-    scans: list[tuple] = []
-    for message_id, conversation_id, text in batch:
-        extraction = extract(text, rules)
-        # The extractor's budget is wall time: on a busy machine (our own workers included) a
-        # scan can run out of it by chance. Retry those (not texts cut for length, which stay
-        # incomplete); a complete scan is what an idle machine would have produced.
-        for _ in range(RETRIES):
-            if extraction.complete or len(text) > rules.max_chars:
-                break
-            extraction = extract(text, rules)
-        scans.append((message_id, conversation_id, extraction.complete, rules.digest))
-        found.extend(
-            (conversation_id, message_id, i.kind, i.value, i.start, i.end)
-            for i in extraction.identifiers
-        )
-    return found, scans
-
+# -- the identifier sidecar ----------------------------------------------------------------------
 
 # User messages the audit can use: those before their conversation's last boundary. Identifiers
 # typed later are never audited (DESIGN.md), so extracting them would change no report.
@@ -398,51 +355,8 @@ ORDER BY m.conversation_id, m.position
 """
 
 
-def workers() -> int:
-    """Extraction processes: the CPUs this process may use ($LEXKEEP_AUDIT_WORKERS overrides)."""
-    given = os.environ.get("LEXKEEP_AUDIT_WORKERS")
-    if given:
-        return max(1, int(given))
-    return max(1, len(os.sched_getaffinity(0)))
-
-
 def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet, parallel_min_chars: int) -> None:
     """Fill identifiers and identifier_scans as core.sidecar.index_pending does."""
     # Fetched whole: the user text is a few percent of a dump, and the writes that follow in
     # this transaction would invalidate a result still being fetched.
-    rows = con.execute(_PENDING_SQL).fetchall()
-    batches = [rows[i : i + BATCH_MESSAGES] for i in range(0, len(rows), BATCH_MESSAGES)]
-    chars = sum(len(text) for _, _, text in rows)
-    n = workers()
-    found: list[tuple] = []
-    scans: list[tuple] = []
-
-    def take(result: tuple[list[tuple], list[tuple]]) -> None:
-        found.extend(result[0])
-        scans.extend(result[1])
-        if len(found) + len(scans) >= FLUSH_ROWS:
-            _flush(con, found, scans)
-
-    try:
-        # fork: workers inherit the loaded rules and modules (no re-import, no pickled rules).
-        context = get_context("fork")
-    except ValueError:  # no fork on this platform (Windows): extract in this process
-        n = 1
-    if n == 1 or chars < parallel_min_chars:
-        _init_worker(rules)
-        for batch in batches:
-            take(_extract_batch(batch))
-    else:
-        with ProcessPoolExecutor(
-            n, mp_context=context, initializer=_init_worker, initargs=(rules,)
-        ) as pool:
-            for result in pool.map(_extract_batch, batches, chunksize=1):
-                take(result)
-    _flush(con, found, scans)
-
-
-def _flush(con: duckdb.DuckDBPyConnection, found: list[tuple], scans: list[tuple]) -> None:
-    bulk_insert(con, "identifiers", IDENTIFIER_COLUMNS, found)
-    bulk_insert(con, "identifier_scans", SCAN_COLUMNS, scans)
-    found.clear()
-    scans.clear()
+    scan_rows(con, con.execute(_PENDING_SQL).fetchall(), rules, parallel_min_chars)

@@ -9,7 +9,11 @@ JSON reader (no per-row inserts) inside the caller's transaction.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
 
 import duckdb
@@ -17,7 +21,7 @@ import duckdb
 from lexkeep.core.errors import StoreError
 from lexkeep.core.identifiers import extract
 from lexkeep.core.model import MessageKind
-from lexkeep.core.rules import RuleSet, load_rules
+from lexkeep.core.rules import RuleSet, default_rules, load_rules
 from lexkeep.core.store import Store, bulk_insert
 
 IDENTIFIER_COLUMNS = (
@@ -92,22 +96,101 @@ def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet) -> IndexCounts:
         "ORDER BY m.conversation_id, m.position",
         [MessageKind.USER_TEXT.value],
     ).fetchall()
+    return scan_rows(con, rows, rules)
+
+
+# Parallel extraction pays for its process start-up from about this much user text.
+PARALLEL_MIN_CHARS = 256 << 10
+BATCH_MESSAGES = 2000
+FLUSH_ROWS = 200_000
+
+_WORKER_RULES: RuleSet | None = None
+
+
+def workers() -> int:
+    """Extraction processes: the CPUs this process may use ($LEXKEEP_EXTRACT_WORKERS overrides)."""
+    given = os.environ.get("LEXKEEP_EXTRACT_WORKERS")
+    if given:
+        return max(1, int(given))
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def scan_rows(
+    con: duckdb.DuckDBPyConnection,
+    rows: Sequence[tuple[str, str, str]],
+    rules: RuleSet,
+    parallel_min_chars: int = PARALLEL_MIN_CHARS,
+) -> IndexCounts:
+    """Extract (message id, conversation id, text) rows into both sidecar tables.
+
+    Runs inside the caller's transaction. With more than `parallel_min_chars` characters of
+    text, `workers()` forked processes extract batches; they only run the extractor, and every
+    write stays in this process.
+    """
     if not rows:
         return IndexCounts(rules_digest=rules.digest)
+    batches = [rows[i : i + BATCH_MESSAGES] for i in range(0, len(rows), BATCH_MESSAGES)]
+    n = workers()
     found: list[tuple[object, ...]] = []
     scans: list[tuple[object, ...]] = []
-    for message_id, conversation_id, text in rows:
+    totals = [0, 0, 0]  # messages, identifiers, incomplete
+
+    def take(result: tuple[list[tuple[object, ...]], list[tuple[object, ...]]]) -> None:
+        found.extend(result[0])
+        scans.extend(result[1])
+        totals[0] += len(result[1])
+        totals[1] += len(result[0])
+        totals[2] += sum(1 for scan in result[1] if not scan[2])
+        if len(found) + len(scans) >= FLUSH_ROWS:
+            _flush(con, found, scans)
+
+    try:
+        # fork: workers inherit the loaded rules and modules (no re-import, no pickled rules).
+        context = get_context("fork")
+    except ValueError:  # no fork on this platform: extract in this process
+        n = 1
+    if n == 1 or sum(len(text) for _, _, text in rows) < parallel_min_chars:
+        _init_worker(rules)
+        for batch in batches:
+            take(_extract_batch(batch))
+    else:
+        with ProcessPoolExecutor(
+            n, mp_context=context, initializer=_init_worker, initargs=(rules,)
+        ) as pool:
+            for result in pool.map(_extract_batch, batches, chunksize=1):
+                take(result)
+    _flush(con, found, scans)
+    return IndexCounts(
+        messages=totals[0], identifiers=totals[1], incomplete=totals[2], rules_digest=rules.digest
+    )
+
+
+def _init_worker(rules: RuleSet) -> None:
+    global _WORKER_RULES
+    _WORKER_RULES = rules
+
+
+def _extract_batch(
+    batch: Sequence[tuple[str, str, str]],
+) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    """(identifier rows, scan rows) of a batch of (message id, conversation id, text)."""
+    rules = _WORKER_RULES or default_rules()
+    found: list[tuple[object, ...]] = []
+    scans: list[tuple[object, ...]] = []
+    for message_id, conversation_id, text in batch:
         extraction = extract(text, rules)
         scans.append((message_id, conversation_id, extraction.complete, rules.digest))
         found.extend(
             (conversation_id, message_id, ident.kind, ident.value, ident.start, ident.end)
             for ident in extraction.identifiers
         )
-    inserted = bulk_insert(con, "identifiers", IDENTIFIER_COLUMNS, found)
+    return found, scans
+
+
+def _flush(
+    con: duckdb.DuckDBPyConnection, found: list[tuple[object, ...]], scans: list[tuple[object, ...]]
+) -> None:
+    bulk_insert(con, "identifiers", IDENTIFIER_COLUMNS, found)
     bulk_insert(con, "identifier_scans", SCAN_COLUMNS, scans)
-    return IndexCounts(
-        messages=len(scans),
-        identifiers=inserted,
-        incomplete=sum(1 for scan in scans if not scan[2]),
-        rules_digest=rules.digest,
-    )
+    found.clear()
+    scans.clear()

@@ -75,7 +75,7 @@ def test_generated_dumps_same_report_both_paths(tmp_path, seed):
 
 def test_parallel_extraction_same_report(tmp_path, monkeypatch):
     dump = _generate(tmp_path / "d", 5)
-    monkeypatch.setenv("LEXKEEP_AUDIT_WORKERS", "2")
+    monkeypatch.setenv("LEXKEEP_EXTRACT_WORKERS", "2")
     with Store.open(None) as store:
         assert fast_load(store, str(dump), parallel_min_chars=0)
         fast = audit_store(store, AuditSettings(), inputs=(str(dump),))
