@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import orjson
 
 from lexkeep.core.errors import InputError
+from lexkeep.core.fastload import DEFAULT_KIND_SQL, MAX_LINE_BYTES, SQL_MACROS, sql_values
 from lexkeep.core.ingest import JsonSource, detect_format
 from lexkeep.core.model import (
     ArgumentsKind,
@@ -43,9 +43,6 @@ from lexkeep.core.model import (
 from lexkeep.core.rules import RuleSet, load_rules
 from lexkeep.core.sidecar import PARALLEL_MIN_CHARS, scan_rows
 from lexkeep.core.store import Store
-
-# Lines longer than this make DuckDB fail, and the normal ingest takes over.
-MAX_LINE_BYTES = 16 << 20
 
 # Every key of every record type the reader looks at. Fields are read as JSON so their JSON
 # type can be checked the way the reader checks it; `type` as text like the reader compares it.
@@ -75,27 +72,23 @@ _FIELDS = (
 _SCHEMA = json.dumps({"type": "VARCHAR", **{f: "JSON" for f in _FIELDS if f != "text"}})
 
 
-def _values(enum: Any) -> str:
-    return "[" + ", ".join(f"'{member.value}'" for member in enum) + "]"
-
-
 # Per record type, what the lexkeep reader requires (core/read_lexkeep.py): a required field is
 # a non-empty string, an optional one a string or null, an enum one of its values. Numbers are
 # accepted by the reader too (as their text); here they send the file to the normal ingest.
 _CHECKS = {
     "message": (
         "ok_req(id) AND ok_req(conversation_id) AND role IS NOT NULL"
-        f" AND ok_enum(role, {_values(Role)}) AND ok_enum(kind, {_values(MessageKind)})"
-        f" AND ok_enum(status, {_values(MessageStatus)}) AND ok_opt(run_id) AND ok_opt(time)"
+        f" AND ok_enum(role, {sql_values(Role)}) AND ok_enum(kind, {sql_values(MessageKind)})"
+        f" AND ok_enum(status, {sql_values(MessageStatus)}) AND ok_opt(run_id) AND ok_opt(time)"
         " AND ok_opt(text)"
     ),
     "tool_call": (
         "ok_req(id) AND ok_req(conversation_id) AND ok_req(name) AND ok_opt(message_id)"
-        f" AND ok_opt(time) AND ok_enum(arguments_kind, {_values(ArgumentsKind)})"
+        f" AND ok_opt(time) AND ok_enum(arguments_kind, {sql_values(ArgumentsKind)})"
     ),
     "tool_result": "ok_req(call_id) AND ok_req(conversation_id)",
     "compaction": (
-        f"ok_req(id) AND ok_req(conversation_id) AND ok_enum(kind, {_values(BoundaryKind)})"
+        f"ok_req(id) AND ok_req(conversation_id) AND ok_enum(kind, {sql_values(BoundaryKind)})"
         " AND ok_opt(summary) AND ok_opt(trigger) AND ok_opt(time)"
         " AND (kept_verbatim IS NULL OR (json_type(kept_verbatim) = 'ARRAY' AND"
         " len(list_filter(json_extract(kept_verbatim, '$[*]'),"
@@ -103,23 +96,12 @@ _CHECKS = {
     ),
     "run": (
         f"ok_req(id) AND ok_req(conversation_id) AND status IS NOT NULL"
-        f" AND ok_enum(status, {_values(RunStatus)})"
+        f" AND ok_enum(status, {sql_values(RunStatus)})"
     ),
     "conversation": "ok_req(id) AND ok_opt(parent_id) AND ok_opt(title)",
 }
 
-_MACROS = (
-    "CREATE OR REPLACE TEMP MACRO ok_req(x) AS"
-    " coalesce(json_type(x) = 'VARCHAR' AND x ->> '$' <> '', false)",
-    "CREATE OR REPLACE TEMP MACRO ok_opt(x) AS x IS NULL OR json_type(x) = 'VARCHAR'",
-    "CREATE OR REPLACE TEMP MACRO ok_enum(x, allowed) AS"
-    " x IS NULL OR (json_type(x) = 'VARCHAR' AND list_contains(allowed, x ->> '$'))",
-)
 
-_DEFAULT_KIND = (
-    "CASE role ->> '$' WHEN 'user' THEN 'user_text' WHEN 'assistant' THEN 'assistant_text'"
-    " WHEN 'system' THEN 'system' ELSE 'tool_result' END"
-)
 _OK = (
     "coalesce(type IS NOT NULL AND CASE type "
     + " ".join(f"WHEN '{t}' THEN ({check})" for t, check in _CHECKS.items())
@@ -134,7 +116,7 @@ CREATE OR REPLACE TEMP TABLE lexkeep_fast_lines AS
 SELECT line, type, {_OK} AS ok,
        conversation_id ->> '$' AS x_conv, id ->> '$' AS x_id, call_id ->> '$' AS x_call,
        name ->> '$' AS x_name, role ->> '$' AS x_role,
-       CASE type WHEN 'message' THEN coalesce(kind ->> '$', {_DEFAULT_KIND})
+       CASE type WHEN 'message' THEN coalesce(kind ->> '$', {DEFAULT_KIND_SQL})
                  WHEN 'compaction' THEN coalesce(kind ->> '$', 'local') END AS x_kind,
        coalesce(status ->> '$', 'completed') AS x_status, text ->> '$' AS x_text,
        CASE WHEN arguments IS NULL THEN ''
@@ -289,7 +271,7 @@ def _load(con: duckdb.DuckDBPyConnection, path: str) -> None:
 
 
 def _load_checked(con: duckdb.DuckDBPyConnection, path: str) -> None:
-    for macro in _MACROS:
+    for macro in SQL_MACROS:
         con.execute(macro)
     con.execute(_STAGE_SQL, [path])
     if con.execute("SELECT count(*) FROM lexkeep_fast_lines WHERE NOT ok").fetchone()[0]:

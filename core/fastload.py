@@ -71,7 +71,8 @@ _SCHEMA = json.dumps(
 )
 
 
-def _values(enum: Any) -> str:
+def sql_values(enum: Any) -> str:
+    """A DuckDB list literal of an enum's values."""
     return "[" + ", ".join(f"'{member.value}'" for member in enum) + "]"
 
 
@@ -88,19 +89,19 @@ _NOT_BLANK = f"[^{_SPACE}]"
 _CHECKS = {
     "message": (
         "ok_req(id) AND ok_req(conversation_id) AND role IS NOT NULL"
-        f" AND ok_enum(role, {_values(Role)}) AND ok_enum(kind, {_values(MessageKind)})"
-        f" AND ok_enum(status, {_values(MessageStatus)}) AND run_id IS NULL AND ok_opt(time)"
+        f" AND ok_enum(role, {sql_values(Role)}) AND ok_enum(kind, {sql_values(MessageKind)})"
+        f" AND ok_enum(status, {sql_values(MessageStatus)}) AND run_id IS NULL AND ok_opt(time)"
     ),
     "tool_call": (
         "ok_req(id) AND ok_req(conversation_id) AND ok_req(name) AND ok_opt(message_id)"
-        f" AND ok_opt(time) AND ok_enum(arguments_kind, {_values(ArgumentsKind)})"
+        f" AND ok_opt(time) AND ok_enum(arguments_kind, {sql_values(ArgumentsKind)})"
     ),
     "tool_result": (
         "ok_req(call_id) AND ok_req(conversation_id)"
         " AND (is_error IS NULL OR json_type(is_error) = 'BOOLEAN')"
     ),
     "compaction": (
-        f"ok_req(id) AND ok_req(conversation_id) AND ok_enum(kind, {_values(BoundaryKind)})"
+        f"ok_req(id) AND ok_req(conversation_id) AND ok_enum(kind, {sql_values(BoundaryKind)})"
         " AND ok_opt(summary) AND ok_opt(trigger) AND ok_opt(time)"
         " AND (kept_verbatim IS NULL OR (json_type(kept_verbatim) = 'ARRAY' AND"
         " len(list_filter(json_extract(kept_verbatim, '$[*]'),"
@@ -110,7 +111,7 @@ _CHECKS = {
     "conversation": "ok_req(id) AND ok_opt(parent_id) AND ok_opt(title)",
 }
 
-_MACROS = (
+SQL_MACROS = (
     "CREATE OR REPLACE TEMP MACRO ok_req(x) AS"
     " coalesce(json_type(x) = 'VARCHAR' AND x ->> '$' <> '', false)",
     "CREATE OR REPLACE TEMP MACRO ok_opt(x) AS x IS NULL OR json_type(x) = 'VARCHAR'",
@@ -118,7 +119,7 @@ _MACROS = (
     " x IS NULL OR (json_type(x) = 'VARCHAR' AND list_contains(allowed, x ->> '$'))",
 )
 
-_DEFAULT_KIND = (
+DEFAULT_KIND_SQL = (
     "CASE role ->> '$' WHEN 'user' THEN 'user_text' WHEN 'assistant' THEN 'assistant_text'"
     " WHEN 'system' THEN 'system' ELSE 'tool_result' END"
 )
@@ -138,7 +139,7 @@ SELECT line, type,
        type IN {_TYPES} AS known,
        conversation_id ->> '$' AS x_conv, id ->> '$' AS x_id, call_id ->> '$' AS x_call,
        name ->> '$' AS x_name, role ->> '$' AS x_role,
-       CASE type WHEN 'message' THEN coalesce(kind ->> '$', {_DEFAULT_KIND})
+       CASE type WHEN 'message' THEN coalesce(kind ->> '$', {DEFAULT_KIND_SQL})
                  WHEN 'compaction' THEN coalesce(kind ->> '$', 'local') END AS x_kind,
        coalesce(status ->> '$', 'completed') AS x_status,
        coalesce(text, '') AS x_text, time ->> '$' AS x_time,
@@ -426,7 +427,7 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
 def _stage(con: duckdb.DuckDBPyConnection, path: str) -> tuple[Any, ...]:
     """Stage and check the file's lines; the per-file counts. Writes no store table."""
     con.execute("SET enable_progress_bar = false")
-    for macro in _MACROS:
+    for macro in SQL_MACROS:
         con.execute(macro)
     con.execute(_STAGE_SQL, [path])
     if con.execute("SELECT count(*) FROM lexkeep_ingest_lines WHERE NOT ok").fetchone()[0]:
