@@ -484,11 +484,13 @@ def _self_test(kind: Kind, fail: Any) -> None:
                 f"positive example {ex.text!r} contains none of its window_keywords "
                 f"{list(kind.window_keywords)}; the prefilter would skip it"
             )
-        # The candidate pass only scans near a keyword (or digit): the match itself must hold one.
-        if not passes_prefilter(kind, ex.value):
-            if kind.prefilter_digit and _DIGIT.search(ex.value) is None:
+        # The candidate pass only scans near a keyword (or digit): the match itself must hold
+        # one. For a kind reporting a group, the whole match (quotes and all) is what it sees.
+        whole = _whole_match(kind, ex)
+        if not passes_prefilter(kind, whole):
+            if kind.prefilter_digit and _DIGIT.search(whole) is None:
                 wanted = "an ASCII digit"
-            elif kind.gate_pattern is not None and kind.gate_pattern.search(ex.value) is None:
+            elif kind.gate_pattern is not None and kind.gate_pattern.search(whole) is None:
                 wanted = f"a match of its gate {kind.gate!r}"
             else:
                 wanted = f"any of its keywords {list(kind.keywords)}"
@@ -515,6 +517,16 @@ def _self_test(kind: Kind, fail: Any) -> None:
                 f"keyword {word!r} occurs in no positive example",
                 hint="every keyword must be exercised by a positive example",
             )
+
+
+def _whole_match(kind: Kind, ex: Example) -> str:
+    """The full match (group 0) whose reported group is the example's value, else the value."""
+    if kind.group == 0:
+        return ex.value
+    for match in kind.pattern.finditer(ex.text, timeout=1.0):
+        if match.group(kind.group) == ex.value:
+            return match.group(0)
+    return ex.value
 
 
 @functools.lru_cache(maxsize=1)
