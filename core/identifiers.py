@@ -14,20 +14,29 @@ import bisect
 import ipaddress
 import itertools
 import re
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import regex
 
+from lexkeep.core import prefilter
 from lexkeep.core.model import Extraction, Identifier
 from lexkeep.core.rules import WALL_SLACK, Kind, RuleSet, default_rules
 
 __all__ = ["extract", "passes_prefilter", "scan_kind"]
 
 _DIGIT = regex.compile(r"[0-9]")
-_INTERIOR_DOT = regex.compile(r"\.(?<=[\p{L}\p{N}]\.)(?=[\p{L}\p{N}])")
-_INTERIOR_DASH = regex.compile(r"-(?<=[\p{L}\p{N}]-)(?=[\p{L}\p{N}])")
+# Texts up to this long ask the compiled selector (core.prefilter) which kinds to run, and
+# those run over the whole text; longer texts are scanned in windows around triggers.
+SELECT_TEXT_MAX = 512
+# Texts longer than this select kinds per SEGMENT characters; in between, trigger windows.
+SEGMENT_TEXT_MIN = 8192
+SEGMENT = 512
+# The selector is compiled (a fraction of a second) only once a process has extracted this
+# many texts: a one-off `lexkeep extract TEXT` or guard call never pays for it.
+SELECT_AFTER = 64
 MAX_TRIGGERS = 256  # a text needing more trigger visits than this is scanned whole
 SHORT_WINDOW = 256  # characters; longer windows search context words before the pattern
 # Windows up to this long run every pattern without arming the engine timeout: a pattern
@@ -38,6 +47,42 @@ SHORT_TRIGGER_TEXT = 8192  # characters; texts up to this long find triggers wit
 # The per-text budget is CPU time of this thread, so a busy machine does not turn complete
 # scans into incomplete ones (results would depend on load); see rules.WALL_SLACK.
 _cpu_clock = time.thread_time
+_wall_clock = time.perf_counter
+# Reading the thread's CPU clock is a system call (~0.5 µs), ten times a wall-clock read;
+# a budget start reuses a reading at most this old (seconds of wall time, so at most this
+# much CPU time is charged to a text that it did not spend).
+CPU_READING_AGE = 0.0005
+_readings = threading.local()
+
+
+class _Budget:
+    """A text's CPU-time budget, checked with the cheap wall clock until that runs out.
+
+    A thread's CPU time never advances faster than wall time, so while less wall time than
+    the budget has passed, the budget cannot be spent; only then is the CPU clock read.
+    """
+
+    __slots__ = ("cpu_start", "timeout", "wall_deadline")
+
+    def __init__(self, timeout: float) -> None:
+        now = _wall_clock()
+        reading = getattr(_readings, "last", None)
+        if reading is None or now - reading[0] > CPU_READING_AGE:
+            reading = _readings.last = (now, _cpu_clock())
+        self.cpu_start = reading[1]
+        self.timeout = timeout
+        self.wall_deadline = now + timeout
+
+    def remaining(self) -> float:
+        """A lower bound of the CPU seconds left (<= 0 when the budget is spent)."""
+        now = _wall_clock()
+        if now < self.wall_deadline:
+            return self.wall_deadline - now
+        left = self.timeout - (_cpu_clock() - self.cpu_start)
+        self.wall_deadline = now + left
+        return left
+
+
 _SPACE_OR_NEWLINE = re.compile("[ \n]")
 # The result for a text with nothing to scan (frozen, so one instance serves every call).
 _NOTHING = Extraction((), True)
@@ -93,11 +138,19 @@ def extract(text: str, rules: RuleSet | None = None) -> Extraction:
     if not plan.full_scan and not plan.may_trigger(text):
         # Most chat messages: no trigger, so nothing to scan and no budget to start.
         return _NOTHING if complete else Extraction((), complete)
-    deadline = _cpu_clock() + rules.timeout
+    selector = plan.selector()
+    if selector is not None:
+        if len(text) > SEGMENT_TEXT_MIN:
+            return _extract_segmented(plan, rules, text, selector, complete)
+        if len(text) <= SELECT_TEXT_MAX:
+            selected = selector.select(text)
+            if selected is not None:
+                return _extract_selected(plan, rules, text, selected)
+    budget = _Budget(rules.timeout)
     candidates: list[tuple[int, int, int, int, str, bool]] = []
     try:
         for start, end in plan.windows(text, rules.timeout, triggered=True):
-            _scan_window(plan, rules, text, start, end, deadline, candidates)
+            _scan_window(plan, rules, text, start, end, budget, candidates)
     except TimeoutError:
         complete = False
     if not candidates:
@@ -111,7 +164,7 @@ def _scan_window(
     text: str,
     start: int,
     end: int,
-    deadline: float,
+    budget: _Budget,
     candidates: list[tuple[int, int, int, int, str, bool]],
 ) -> None:
     """Run every kind whose prefilter passes on text[start:end]; append its candidates."""
@@ -120,12 +173,9 @@ def _scan_window(
     digits = sum(map(segment.count, "0123456789"))
     # One-character keywords here; longer ones (month names, currency words) only for the
     # kinds that get that far, and only when no one-character keyword already let them in.
+    # Inside a window any '.' or '-' counts (a quoted 'HTTP-' holds no interior one); only
+    # opening a window asks for one between letters or digits.
     present = {word for word in plan.single_keywords if word in lower}
-    # '.' and '-' count only between letters/digits: not sentence ends or dashes.
-    if "." in present and _INTERIOR_DOT.search(segment) is None:
-        present.discard(".")
-    if "-" in present and _INTERIOR_DASH.search(segment) is None:
-        present.discard("-")
     size = end - start
     context_text = None
     reportable = False
@@ -162,7 +212,7 @@ def _scan_window(
                     context_text = text[max(0, start - 120) : end].lower()
                 if not any(map(context_text.__contains__, context_words)):
                     continue
-            remaining = deadline - _cpu_clock()
+            remaining = budget.remaining()
             if remaining <= 0:
                 raise TimeoutError
             # Arming the engine timeout costs more than scanning a short window; every
@@ -180,9 +230,7 @@ def _scan_window(
                 continue
             resume = first.end() if first.end() > first.start() else start
             if armed:
-                rest = pattern.finditer(
-                    text, resume, end, timeout=(deadline - _cpu_clock()) * WALL_SLACK
-                )
+                rest = pattern.finditer(text, resume, end, timeout=budget.remaining() * WALL_SLACK)
             else:
                 rest = pattern.finditer(text, resume, end)
             matches = itertools.chain((first,), rest) if resume != start else rest
@@ -196,6 +244,127 @@ def _scan_window(
                 report = not (claim_only or kind.suppressor)
                 reportable = reportable or report
                 candidates.append((neg_priority, s - e, s, e, kind_id, report))
+
+
+def _extract_selected(
+    plan: _Plan, rules: RuleSet, text: str, selected: tuple[int, ...]
+) -> Extraction:
+    """Run only the selected kinds (see core.prefilter) over the whole, short text."""
+    if not selected:
+        return _NOTHING
+    budget = _Budget(rules.timeout)
+    candidates: list[tuple[int, int, int, int, str, bool]] = []
+    allow = rules.allowlist
+    runs = plan.selected_runs
+    digits = -1
+    size = len(text)
+    armed = size > UNARMED_WINDOW
+    reportable = False
+    complete = True
+    try:
+        # Identifier kinds first; suppressors only matter where an identifier was found.
+        for suppressors in (False, True):
+            if suppressors and not reportable:
+                break
+            for index in selected:
+                kind, suppressor, min_digits = runs[index]
+                if suppressor is not suppressors or size < kind.min_length:
+                    continue
+                if min_digits > 1:
+                    if digits < 0:
+                        digits = sum(map(text.count, "0123456789"))
+                    if digits < min_digits:
+                        continue
+                if budget.remaining() <= 0:
+                    raise TimeoutError
+                neg_priority, kind_id, group = -kind.priority, kind.id, kind.group
+                if armed:
+                    remaining = budget.remaining()
+                    matches = kind.pattern.finditer(text, timeout=remaining * WALL_SLACK)
+                else:
+                    matches = kind.pattern.finditer(text)
+                for match in matches:
+                    checked = _check_match(kind, text, *match.span(group), allow)
+                    if checked is None:
+                        continue
+                    s, e, claim_only = checked
+                    report = not (claim_only or suppressor)
+                    reportable = reportable or report
+                    candidates.append((neg_priority, s - e, s, e, kind_id, report))
+    except TimeoutError:
+        complete = False
+    if not candidates:
+        return _NOTHING if complete else Extraction((), False)
+    return Extraction(_resolve(text, candidates), complete)
+
+
+def _extract_segmented(
+    plan: _Plan, rules: RuleSet, text: str, selector: prefilter.Selector, complete: bool
+) -> Extraction:
+    """A long text: select kinds per segment, run each kind over its merged segments.
+
+    Segments of about SEGMENT characters end at whitespace and are widened like trigger
+    windows (WINDOW characters, snapped to whitespace), so a match that holds a gate hit or
+    keyword of a segment lies inside that segment's window, as with trigger windows.
+    """
+    n = len(text)
+    reach = _Plan.WINDOW
+    windows: dict[int, list[list[int]]] = {}
+    pos = 0
+    while pos < n:
+        cut = _snap_right(text, pos + SEGMENT) if pos + SEGMENT < n else n
+        start = _snap_left(text, pos - reach)
+        end = _snap_right(text, cut + reach) if cut < n else n
+        part = text[start:end]
+        chosen = selector.select(part, sliced=True)
+        if chosen is None:  # not plain ASCII: the pure-Python prefilter decides
+            chosen = [i for i, kind in enumerate(rules.kinds) if passes_prefilter(kind, part)]
+        for index in chosen:
+            spans = windows.setdefault(index, [])
+            if spans and start <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], end)
+            else:
+                spans.append([start, end])
+        pos = cut + 1 if cut < n else n
+    budget = _Budget(rules.timeout)
+    candidates: list[tuple[int, int, int, int, str, bool]] = []
+    allow = rules.allowlist
+    reportable = False
+    order = sorted(windows)
+    try:
+        for suppressors in (False, True):
+            if suppressors and not reportable:
+                break
+            for index in order:
+                kind = rules.kinds[index]
+                if kind.suppressor is not suppressors:
+                    continue
+                neg_priority, kind_id, group = -kind.priority, kind.id, kind.group
+                for start, end in windows[index]:
+                    if end - start < kind.min_length:
+                        continue
+                    remaining = budget.remaining()
+                    if remaining <= 0:
+                        raise TimeoutError
+                    if end - start > UNARMED_WINDOW:
+                        matches = kind.pattern.finditer(
+                            text, start, end, timeout=remaining * WALL_SLACK
+                        )
+                    else:
+                        matches = kind.pattern.finditer(text, start, end)
+                    for match in matches:
+                        checked = _check_match(kind, text, *match.span(group), allow)
+                        if checked is None:
+                            continue
+                        s, e, claim_only = checked
+                        report = not (claim_only or suppressors)
+                        reportable = reportable or report
+                        candidates.append((neg_priority, s - e, s, e, kind_id, report))
+    except TimeoutError:
+        complete = False
+    if not candidates:
+        return Extraction((), complete)
+    return Extraction(_resolve(text, candidates), complete)
 
 
 _Entry = tuple[
@@ -224,6 +393,7 @@ class _Plan:
         parts: set[str] = set()
         keywords: set[str] = set()
         self.full_scan = False
+        self.gate_triggers: list[Any] = []
         self.identifier_kinds: list[_Entry] = []
         self.suppressor_kinds: list[_Entry] = []
         self._eligible: dict[
@@ -253,6 +423,11 @@ class _Plan:
                 tuple(word for word in kind.keywords if len(word) > 1),
             )
             (self.suppressor_kinds if kind.suppressor else self.identifier_kinds).append(entry)
+            if kind.window_keywords and kind.gate:
+                # A quoted token may hold its separator at an edge ('HTTP-'), where no
+                # interior '.' or '-' opens a window: its gate (quotes and all) opens one.
+                parts.add(kind.gate)
+                self.gate_triggers.append(kind.gate_pattern.search)
             if kind.prefilter_digit:
                 # Its match holds a digit (checked at load): digits alone can trigger it.
                 singles.update("0123456789")
@@ -270,6 +445,14 @@ class _Plan:
                             for c in word
                         )
                     )
+        # For the selected path: (kind, suppressor, digits needed).
+        self.selected_runs = [
+            (kind, kind.suppressor, max(kind.min_digits, 1 if kind.prefilter_digit else 0))
+            for kind in rules.kinds
+        ]
+        self._rules = rules
+        self._selector: prefilter.Selector | None = None
+        self._texts = 0
         first = []
         if singles:
             # One character class first: far cheaper per character than an alternation.
@@ -292,6 +475,17 @@ class _Plan:
         self.word_needles = _needles(self.trigger_words)
         ordered = first + sorted(parts, key=len)
         self.trigger = regex.compile("|".join(ordered), regex.V1) if ordered else None
+
+    def selector(self) -> prefilter.Selector | None:
+        """The compiled kind selector, once this process has extracted SELECT_AFTER texts."""
+        if self._selector is None:
+            if self._texts < SELECT_AFTER:
+                self._texts += 1
+                return None
+            self._selector = prefilter.selector(self._rules)
+            if self._selector is None:
+                self._texts = -(1 << 62)  # no Hyperscan: never ask again
+        return self._selector
 
     def eligible(
         self, present: frozenset[str], digit_step: int = 0, size_step: int = 0
@@ -363,6 +557,8 @@ class _Plan:
         if self.trigger_class is not None and self.trigger_class(text) is not None:
             return True
         if self.interior and _has_interior(text):
+            return True
+        if any(search(text) is not None for search in self.gate_triggers):
             return True
         if self.trigger_words:
             # In ASCII text a keyword can only occur where its needles do; skips the lower().

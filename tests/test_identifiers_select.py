@@ -1,0 +1,222 @@
+"""The compiled kind selector (core.prefilter) never changes what is found.
+
+Three extractors are compared span for span: the selected path (Hyperscan picks the kinds,
+they scan the whole text), the windowed path (the pure-Python candidate pass), and a
+reference that runs every kind's pattern over the whole text with no prefilter at all.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+from conftest import shared_data
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lexkeep.core import identifiers, prefilter
+from lexkeep.core.identifiers import _check_match, _plan, _resolve, extract
+from lexkeep.core.model import Identifier
+from lexkeep.core.rules import default_rules, load_rules
+
+needs_selector = pytest.mark.skipif(
+    not prefilter.available(), reason="Hyperscan is not installed on this platform"
+)
+
+
+def reference(text: str) -> tuple[Identifier, ...]:
+    """Every kind over the whole text, no keywords, gates, windows or selector."""
+    rules = default_rules()
+    candidates = []
+    for kind in rules.kinds:
+        for match in kind.pattern.finditer(text):
+            checked = _check_match(kind, text, *match.span(kind.group), rules.allowlist)
+            if checked is not None:
+                start, end, claim_only = checked
+                report = not (claim_only or kind.suppressor)
+                candidates.append((-kind.priority, start - end, start, end, kind.id, report))
+    return _resolve(text, candidates) if candidates else ()
+
+
+def selected(text: str, rules=None) -> tuple[Identifier, ...] | None:
+    """The selected path's answer, or None where the selector does not answer."""
+    rules = rules or default_rules()
+    chosen = prefilter.selector(rules).select(text)
+    if chosen is None:
+        return None
+    return identifiers._extract_selected(_plan(rules), rules, text, chosen).identifiers
+
+
+def windowed(text: str) -> tuple[Identifier, ...]:
+    """The pure-Python path (LEXKEEP_PREFILTER=off gives the same for every text)."""
+    rules = default_rules()
+    plan = _plan(rules)
+    if not plan.may_trigger(text):
+        return ()
+    candidates: list = []
+    budget = identifiers._Budget(10.0)
+    for start, end in plan.windows(text, 10.0, triggered=True):
+        identifiers._scan_window(plan, rules, text, start, end, budget, candidates)
+    return _resolve(text, candidates) if candidates else ()
+
+
+TEXTS = [
+    "refund order #W2378156 to ann@example.org, it cost $12.50 on 2025-08-14T10:30:00Z",
+    "device plug_kt_coffee, MAC 00:1A:2B:3C:4D:5E, fe80::1ff:fe23:4567:890a db.internal:5432",
+    "ticket PROJ-1234, branch feature/new-renderer, file src/foo/bar.py and offer_letter.pdf",
+    "call +1 415-555-0132 at 10:30am, zip 19122, HTTP 503, 144.2 MB, code HAT136, rm-de-10",
+    "customer cus_NffrFeUfNV2Hib in #ops-alerts, ERR_CONN_RESET, 10.0.0.12:8080, CVE-2024-3094",
+    "label it 'needs-review', ship by May 20, 2025 or 20 May; card ending in 7447",
+    "9 a.m._ and e.g._x and report.pdf._ are no snake names, but a_b is",
+    "quoted `HTTP-` and `session-{id}.html`, a file a_.txt and ::a.m. (no address)",
+]
+
+
+@needs_selector
+@pytest.mark.parametrize("text", TEXTS)
+def test_selected_equals_reference_and_windowed(text: str) -> None:
+    expected = reference(text)
+    assert expected, text
+    assert selected(text) == expected
+    assert windowed(text) == expected
+
+
+def tau_user_messages(limit: int) -> list[str]:
+    texts = []
+    for path in sorted((shared_data() / "apollo-tau-bench" / "tau" / "results").glob("*.json")):
+        for run in orjson.loads(path.read_bytes()):
+            for message in run.get("traj") or []:
+                if message.get("role") == "user" and isinstance(message.get("content"), str):
+                    texts.append(message["content"])
+    random.Random(7).shuffle(texts)
+    return texts[:limit]
+
+
+@needs_selector
+def test_selected_equals_reference_on_real_user_messages() -> None:
+    texts = tau_user_messages(1500)
+    assert len(texts) == 1500
+    answered = found = 0
+    for text in texts:
+        got = selected(text)
+        if got is None:
+            continue
+        answered += 1
+        found += len(got)
+        assert got == reference(text), text
+    assert answered > 1300 and found > 300, (answered, found)
+
+
+# Identifier-ish pieces, hard negatives and glue: texts where many kinds compete.
+_PIECES = [
+    "#W2378156", "ann@example.org", "@octocat", "$12.50", "12 USD", "45%", "2025-08-14",
+    "2025-08-14T10:30:00Z", "10:30am", "9 pm", "00:1A:2B:3C:4D:5E", "fe80::1", "10.0.0.12:8080",
+    "v2.0.1", "3.11.4", "PROJ-1234", "INV-2025-08-44719", "ERR_CONN_RESET", "yusuf_rossi_9620",
+    "rm-de-10", "cus_NffrFeUfNV2Hib", "HAT136", "1656367028", "zip", "19122", "ending in",
+    "7447", "HTTP", "503", "May 20", "20 May 2024", "on", "feature/new-renderer", "src/a/b.py",
+    "/var/log/app.log", "C:\\Users\\x\\a.txt", "https://x.io/a?b=1", "www.x.com",
+    "server-01.company.com", "offer_letter.pdf", "README.md", "'needs-review'", "`x_y`",
+    "9fceb02", "CVE-2024-3094", "+1 415-555-0132", "(415) 555-0199", "144.2 MB", "250ms",
+    "#ops-alerts", "a.m.", "e.g.", "_", "-", ".", "/", ":", "the", "Order", "x",
+]  # fmt: skip
+_GLUE = [" ", " ", "  ", ", ", "\n", "\t", "/", "-", ".", "(", ")", "'", '"', "`", ":", "_", ""]
+_PIECE_TEXTS = st.lists(
+    st.tuples(st.sampled_from(_PIECES), st.sampled_from(_GLUE)).map("".join), max_size=12
+).map("".join)
+
+
+@needs_selector
+@settings(max_examples=600, deadline=None)
+@given(_PIECE_TEXTS)
+def test_selected_equals_reference_on_generated_texts(text: str) -> None:
+    assert selected(text) == reference(text), text
+
+
+@settings(max_examples=600, deadline=None)
+@given(_PIECE_TEXTS)
+def test_windowed_equals_reference_on_generated_texts(text: str) -> None:
+    assert windowed(text) == reference(text), text
+
+
+@needs_selector
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_selected_path_declines_or_agrees_on_arbitrary_text(text: str) -> None:
+    got = selected(text)
+    if got is None:  # non-ASCII or control characters: the ordinary path answers
+        assert not text.isascii() or any(c < " " and c not in "\t\n\r" or c == "\x7f" for c in text)
+        return
+    assert got == reference(text), text
+
+
+@needs_selector
+def test_user_rules_get_their_own_selector(tmp_path: Path) -> None:
+    path = tmp_path / "rules.toml"
+    path.write_text(
+        '[[kinds]]\nid = "acme"\ntier = "B"\npriority = 50\n'
+        "regex = '''ACME-[0-9]{6}'''\ngate = '''E-[0-9]'''\n"
+        'tests.positive = ["ACME-123456"]\ntests.negative = ["ACME-1"]\n',
+        encoding="utf-8",
+    )
+    rules = load_rules(path)
+    text = "bill ACME-123456 and order #W2378156"
+    assert [i.value for i in selected(text, rules)] == ["ACME-123456", "#W2378156"]
+    assert prefilter.selector(rules) is not prefilter.selector(default_rules())
+
+
+@needs_selector
+def test_extract_switches_to_the_selector_and_stays_exact() -> None:
+    rules = default_rules()
+    texts = [piece + " and " + other for piece in _PIECES for other in ("x", "zip 19122")]
+    first = [extract(text, rules) for text in texts]  # crosses SELECT_AFTER on the way
+    assert _plan(rules).selector() is not None
+    again = [extract(text, rules) for text in texts]
+    assert first == again
+    assert all(
+        result.identifiers == reference(text) for text, result in zip(texts, again, strict=True)
+    )
+
+
+def test_without_the_selector_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEXKEEP_PREFILTER", "off")
+    assert not prefilter.available()
+    for text in TEXTS:
+        assert windowed(text) == reference(text)
+
+
+def segmented(text: str) -> tuple[Identifier, ...]:
+    """The long-text path: kinds selected per segment (see SEGMENT_TEXT_MIN)."""
+    rules = default_rules()
+    plan = _plan(rules)
+    result = identifiers._extract_segmented(
+        plan, rules, text, prefilter.selector(rules), complete=True
+    )
+    assert result.complete
+    return result.identifiers
+
+
+@needs_selector
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_PIECE_TEXTS, min_size=40, max_size=80).map("\n".join))
+def test_segmented_equals_reference_on_long_generated_texts(text: str) -> None:
+    assert segmented(text) == reference(text)
+
+
+@needs_selector
+def test_segmented_equals_reference_on_long_real_messages() -> None:
+    from lexkeep.core.ingest import read_records
+    from lexkeep.core.model import Message
+
+    texts = []
+    for path in sorted((shared_data() / "claude-code-log").rglob("*.jsonl")):
+        try:
+            records = list(read_records(path))
+        except Exception:  # noqa: BLE001 - the corpus holds deliberately malformed files
+            continue
+        texts += [r.text for r in records if isinstance(r, Message) and len(r.text or "") > 2000]
+    assert len(texts) >= 20
+    for text in texts[:60]:
+        text = text[:20_000]
+        assert segmented(text) == reference(text), text[:200]
