@@ -34,7 +34,7 @@ from lexkeep.core.errors import RuleError
 WALL_SLACK = 10.0
 
 # Bumped whenever the extraction code changes what a rule means, so stored scans re-run.
-ENGINE_VERSION = "1"
+ENGINE_VERSION = "2"
 TIERS = ("A", "B", "C", "suppressor")
 REQUIRE = ("digit", "letter", "upper", "lower", "hexletter")
 VALIDATORS = ("ipv6", "path", "not_css_colour", "not_repeated", "file_stem", "quoted_token")
