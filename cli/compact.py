@@ -9,7 +9,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from lexkeep.cli.common import EXIT_OK, DbOption, db_path, progress, stdout_console
+from lexkeep.cli.common import EXIT_FINDINGS, EXIT_OK, DbOption, db_path, progress, stdout_console
 
 SCHEMA_VERSION = 1
 
@@ -72,6 +72,8 @@ def register(app: typer.Typer) -> None:
 
         Only assistant answers reach the summariser; every summary is bound to the SHA-256 of
         its 10 source pairs and written once. Counts go to stdout; progress to stderr.
+        Exit 0 when every claimed segment completed, 1 when an attempt failed (recorded; a
+        later run retries it), 2 when the run could not start.
 
         Example: lexkeep compact --db lexkeep.duckdb --summarizer extractive --workers 4
         """
@@ -105,7 +107,9 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(orjson.dumps(_report_json(report)).decode() + "\n")
         else:
             _print_report(report)
-        raise typer.Exit(EXIT_OK)
+        # A failed attempt is recorded and its range can be claimed again by a later run, but
+        # a script must not take a run where the summariser failed for a success.
+        raise typer.Exit(EXIT_FINDINGS if report.failed else EXIT_OK)
 
     @app.command()
     def compactions(

@@ -165,7 +165,7 @@ def test_compact_with_a_failing_command_reports_failed(cli, db_file, tmp_path):
     script.write_text("import sys\nsys.stdin.read()\nsys.exit(4)\n", encoding="utf-8")
     spec = f'command:"{sys.executable} {script}"'
     r = cli("compact", "--db", db_file, "--summarizer", spec)
-    assert r.exit_code == 0, r.stderr
+    assert r.exit_code == 1, r.stderr  # a failed attempt is not a success for a script
     assert "completed 0, failed 1" in r.stdout
     assert "exit status 4" in r.stdout
     r = cli("compactions", "--db", db_file, "--format", "json")
