@@ -25,7 +25,7 @@ from lexkeep.core import prefilter
 from lexkeep.core.model import Extraction, Identifier
 from lexkeep.core.rules import WALL_SLACK, Kind, RuleSet, default_rules
 
-__all__ = ["extract", "passes_prefilter", "scan_kind"]
+__all__ = ["extract", "passes_prefilter", "prepare", "scan_kind"]
 
 _DIGIT = regex.compile(r"[0-9]")
 # Texts up to this long ask the compiled selector (core.prefilter) which kinds to run, and
@@ -476,10 +476,11 @@ class _Plan:
         ordered = first + sorted(parts, key=len)
         self.trigger = regex.compile("|".join(ordered), regex.V1) if ordered else None
 
-    def selector(self) -> prefilter.Selector | None:
-        """The compiled kind selector, once this process has extracted SELECT_AFTER texts."""
+    def selector(self, *, now: bool = False) -> prefilter.Selector | None:
+        """The compiled kind selector, once this process has extracted SELECT_AFTER texts
+        (or `now`)."""
         if self._selector is None:
-            if self._texts < SELECT_AFTER:
+            if self._texts < SELECT_AFTER and not now:
                 self._texts += 1
                 return None
             self._selector = prefilter.selector(self._rules)
@@ -620,6 +621,11 @@ def _has_interior(text: str) -> bool:
 
 
 _PLANS: dict[str, _Plan] = {}
+
+
+def prepare(rules: RuleSet | None = None) -> None:
+    """Build everything extraction with `rules` needs now (before forking workers, say)."""
+    _plan(rules or default_rules()).selector(now=True)
 
 
 def _plan(rules: RuleSet) -> _Plan:

@@ -18,11 +18,16 @@ path. LEXKEEP_PREFILTER=off disables the selector.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import platform
 import re
 import threading
+from typing import Any
 
-from lexkeep.core.rules import RuleSet
+import orjson
+
+from lexkeep.core.rules import RuleSet, cache_dir
 
 try:  # optional accelerator: results are identical without it, only slower
     import hyperscan as _hs
@@ -47,48 +52,42 @@ class Selector:
     def __init__(self, rules: RuleSet) -> None:
         assert _hs is not None
         single = _hs.HS_FLAG_SINGLEMATCH
+        caseless = single | _hs.HS_FLAG_CASELESS
         expressions: list[tuple[int, bytes, int]] = [(_DIGIT_ID, b"[0-9]", single)]
-        # needs[i]: the condition ids kind i requires (each one must be reported).
-        self._needs: list[frozenset[int]] = []
-        self._needs_sliced: list[frozenset[int]] = []
+        # wanted[i]: the condition ids kind i requires (each one must be reported).
+        wanted: list[list[int]] = []
+        context_ids: list[int | None] = []
         for index, kind in enumerate(rules.kinds):
-            wanted: list[tuple[int, bytes, int]] = []
-            caseless = single | _hs.HS_FLAG_CASELESS
+            ids: list[int] = []
+            context_ids.append(None)
             if kind.gate:
                 # The gate is the most selective condition: one callback per kind is cheaper
                 # than also asking for its keywords and digits (a superset is harmless).
-                wanted.append((4 * index + 1, kind.gate.encode(), single))
+                expressions.append((4 * index + 1, kind.gate.encode(), single))
+                ids.append(4 * index + 1)
             else:
                 if kind.prefilter_digit or kind.min_digits:
-                    wanted.append((_DIGIT_ID, b"", 0))
+                    ids.append(_DIGIT_ID)
                 if kind.keywords:
-                    wanted.append((4 * index + 2, _any_of(kind.keywords), caseless))
+                    expressions.append((4 * index + 2, _any_of(kind.keywords), caseless))
+                    ids.append(4 * index + 2)
                 if kind.window_keywords:
-                    wanted.append((4 * index + 3, _any_of(kind.window_keywords), caseless))
+                    expressions.append((4 * index + 3, _any_of(kind.window_keywords), caseless))
+                    ids.append(4 * index + 3)
             if kind.context is not None and kind.context.mode == "require":
                 # A required context word (a phrase's first word) occurs somewhere in the text.
                 first = tuple(sorted({word.split()[0] for word in kind.context.words}))
-                wanted.append((4 * index + 4, _any_of(first), caseless))
-            needs = set()
-            context_id = None
-            for ident, source, flags in wanted:
-                if ident == _DIGIT_ID:
-                    needs.add(_DIGIT_ID)
-                elif _compiles(source, flags):
-                    expressions.append((ident, source, flags))
-                    needs.add(ident)
-                    if ident == 4 * index + 4:
-                        context_id = ident
-                # A condition Hyperscan refuses is treated as holding (a superset).
-            self._needs.append(frozenset(needs))
-            # A slice of a longer text may not hold the context word before its match.
-            self._needs_sliced.append(frozenset(needs - {context_id}))
-        self._database = _hs.Database()
-        self._database.compile(
-            expressions=[source for _, source, _ in expressions],
-            ids=[ident for ident, _, _ in expressions],
-            flags=[flags for _, _, flags in expressions],
-        )
+                expressions.append((4 * index + 4, _any_of(first), caseless))
+                ids.append(4 * index + 4)
+                context_ids[-1] = 4 * index + 4
+            wanted.append(ids)
+        self._database, compiled = _database(expressions)
+        # A condition Hyperscan refused is treated as holding (a superset).
+        self._needs = [frozenset(i for i in ids if i in compiled) for ids in wanted]
+        # A slice of a longer text may not hold the context word before its match.
+        self._needs_sliced = [
+            needs - {context} for needs, context in zip(self._needs, context_ids, strict=True)
+        ]
         self._kinds = len(rules.kinds)
         self._memo: dict[frozenset[int], tuple[int, ...]] = {}
         self._memo_sliced: dict[frozenset[int], tuple[int, ...]] = {}
@@ -127,6 +126,54 @@ def _collect(ident: int, _start: int, _end: int, _flags: int, hits: list[int]) -
 
 def _any_of(words: tuple[str, ...]) -> bytes:
     return "|".join(re.escape(word) for word in words).encode()
+
+
+def _database(expressions: list[tuple[int, bytes, int]]) -> tuple[Any, frozenset[int]]:
+    """The compiled database and the ids in it, from the cache when it was built before.
+
+    Compiling a rule set's conditions takes about half a second; the result depends only on
+    the expressions and the Hyperscan build, so it is kept under the cache directory
+    (LEXKEEP_CACHE_DIR, as for the rules' load checks) and reused by every later process.
+    """
+    assert _hs is not None
+    described = [[ident, source.decode(), flags] for ident, source, flags in expressions]
+    key = hashlib.sha256(orjson.dumps([_hs.__version__, platform.machine(), described])).hexdigest()
+    path = cache_dir() / "hyperscan" / f"{key}.db" if cache_dir() is not None else None
+    if path is not None and path.is_file():
+        try:
+            blob = path.read_bytes()
+            size = int.from_bytes(blob[:4], "big")
+            compiled = frozenset(orjson.loads(blob[4 : 4 + size]))
+            return _hs.loadb(blob[4 + size :], _hs.HS_MODE_BLOCK), compiled
+        except Exception:  # noqa: BLE001 - a damaged or foreign cache file: compile again
+            pass
+    try:
+        database = _compile(expressions)
+    except Exception:  # noqa: BLE001 - one condition Hyperscan refuses: leave it out
+        expressions = [e for e in expressions if _compiles(e[1], e[2])]
+        database = _compile(expressions)
+    compiled = frozenset(i for i, _, _ in expressions)
+    if path is not None:
+        header = orjson.dumps(sorted(compiled))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temp = path.with_suffix(f".{os.getpid()}.tmp")
+            temp.write_bytes(len(header).to_bytes(4, "big") + header + _hs.dumpb(database))
+            temp.replace(path)  # atomic: a reader sees the old file or the whole new one
+        except OSError:
+            pass  # a read-only home: compile each time
+    return database, compiled
+
+
+def _compile(expressions: list[tuple[int, bytes, int]]) -> Any:
+    assert _hs is not None
+    database = _hs.Database()
+    database.compile(
+        expressions=[source for _, source, _ in expressions],
+        ids=[ident for ident, _, _ in expressions],
+        flags=[flags for _, _, flags in expressions],
+    )
+    return database
 
 
 def _compiles(source: bytes, flags: int) -> bool:

@@ -602,13 +602,21 @@ def _gate_speed_test(kind: Kind, budget: float, fail: Any) -> None:
             )
 
 
-def _redos_marker(source: str, timeout: float) -> Path | None:
-    """Cache file that records `source` passed the adversarial strings; None: no cache."""
+def cache_dir() -> Path | None:
+    """lexkeep's cache folder: $LEXKEEP_CACHE_DIR, else ~/.cache/lexkeep; None when set to ''."""
     root = os.environ.get("LEXKEEP_CACHE_DIR")
     if root == "":
         return None
-    base = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    base = base if root else base / "lexkeep"
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lexkeep"
+
+
+def _redos_marker(source: str, timeout: float) -> Path | None:
+    """Cache file that records `source` passed the adversarial strings; None: no cache."""
+    base = cache_dir()
+    if base is None:
+        return None
     key = f"{regex.__version__}|{ADVERSARIAL_LENGTH}|{timeout}|{source}".encode()
     return base / "redos-ok" / hashlib.sha256(key).hexdigest()
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from lexkeep.core.errors import StoreError
-from lexkeep.core.identifiers import extract
+from lexkeep.core.identifiers import SELECT_AFTER, extract, prepare
 from lexkeep.core.model import MessageKind
 from lexkeep.core.rules import RuleSet, default_rules, load_rules
 from lexkeep.core.store import Store, bulk_insert
@@ -144,6 +144,9 @@ def scan_rows(
         if len(found) + len(scans) >= FLUSH_ROWS:
             _flush(con, found, scans)
 
+    if len(rows) >= SELECT_AFTER:
+        # Compiled once here: forked workers inherit it instead of each building their own.
+        prepare(rules)
     try:
         # fork: workers inherit the loaded rules and modules (no re-import, no pickled rules).
         context = get_context("fork")
