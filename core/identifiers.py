@@ -143,9 +143,9 @@ def extract(text: str, rules: RuleSet | None = None) -> Extraction:
         if len(text) > SEGMENT_TEXT_MIN:
             return _extract_segmented(plan, rules, text, selector, complete)
         if len(text) <= SELECT_TEXT_MAX:
-            selected = selector.select(text)
-            if selected is not None:
-                return _extract_selected(plan, rules, text, selected)
+            found = selector.select_with_ends(text)
+            if found is not None:
+                return _extract_selected(plan, rules, text, selector, *found)
     budget = _Budget(rules.timeout)
     candidates: list[tuple[int, int, int, int, str, bool]] = []
     try:
@@ -247,9 +247,15 @@ def _scan_window(
 
 
 def _extract_selected(
-    plan: _Plan, rules: RuleSet, text: str, selected: tuple[int, ...]
+    plan: _Plan,
+    rules: RuleSet,
+    text: str,
+    selector: prefilter.Selector,
+    selected: tuple[int, ...],
+    ends: dict[int, int],
 ) -> Extraction:
-    """Run only the selected kinds (see core.prefilter) over the whole, short text."""
+    """Run only the selected kinds (see core.prefilter) over a short text, each from where its
+    first match can start."""
     if not selected:
         return _NOTHING
     budget = _Budget(rules.timeout)
@@ -278,11 +284,14 @@ def _extract_selected(
                 if budget.remaining() <= 0:
                     raise TimeoutError
                 neg_priority, kind_id, group = -kind.priority, kind.id, kind.group
+                start = selector.start(index, ends)
+                if start > 0:
+                    start = _snap_left(text, start)  # look-behinds still see what is before
                 if armed:
                     remaining = budget.remaining()
-                    matches = kind.pattern.finditer(text, timeout=remaining * WALL_SLACK)
+                    matches = kind.pattern.finditer(text, start, timeout=remaining * WALL_SLACK)
                 else:
-                    matches = kind.pattern.finditer(text)
+                    matches = kind.pattern.finditer(text, start)
                 for match in matches:
                     checked = _check_match(kind, text, *match.span(group), allow)
                     if checked is None:
@@ -386,7 +395,9 @@ class _Plan:
     match lies inside a window.
     """
 
-    WINDOW = 24  # covers the longest multi-word shapes: "September 30, 2025", "+1 (415) 555-0199"
+    # 24 characters: covers the longest multi-word shapes ("September 30, 2025",
+    # "+1 (415) 555-0199"); the selector's start bounds use the same reach.
+    WINDOW = prefilter.REACH
 
     def __init__(self, rules: RuleSet) -> None:
         singles: set[str] = set()

@@ -39,6 +39,7 @@ __all__ = ["Selector", "available", "selector"]
 _SAFE = re.compile(r"[\t\n\r\x20-\x7e]*").fullmatch
 _DIGIT_ID = 0  # expression id of "has an ASCII digit"; kind i's conditions are 4i+1 .. 4i+4
 _MEMO_LIMIT = 4096
+REACH = 24  # characters; identifiers.WINDOW, the trigger windows' reach
 
 
 def available() -> bool:
@@ -81,12 +82,23 @@ class Selector:
                 ids.append(4 * index + 4)
                 context_ids[-1] = 4 * index + 4
             wanted.append(ids)
+        widths = {ident: w for ident, source, _ in expressions if (w := _width(source)) > 0}
         self._database, compiled = _database(expressions)
         # A condition Hyperscan refused is treated as holding (a superset).
         self._needs = [frozenset(i for i in ids if i in compiled) for ids in wanted]
         # A slice of a longer text may not hold the context word before its match.
         self._needs_sliced = [
             needs - {context} for needs, context in zip(self._needs, context_ids, strict=True)
+        ]
+        # (condition, longest hit + REACH) per kind, for start(); the context word is not
+        # used (it sits before the match), nor a condition whose width is unknown.
+        self._widths = [
+            tuple(
+                (ident, widths[ident] + REACH)
+                for ident in sorted(needs)
+                if ident in widths and ident != context
+            )
+            for needs, context in zip(self._needs, context_ids, strict=True)
         ]
         self._kinds = len(rules.kinds)
         self._memo: dict[frozenset[int], tuple[int, ...]] = {}
@@ -100,16 +112,23 @@ class Selector:
         `sliced`: `text` is a window of a longer text, so a kind's context word may lie
         before it; that condition is then not asked for.
         """
+        found = self.select_with_ends(text, sliced=sliced)
+        return None if found is None else found[0]
+
+    def select_with_ends(
+        self, text: str, *, sliced: bool = False
+    ) -> tuple[tuple[int, ...], dict[int, int]] | None:
+        """As select(), with the end offset of each condition's first hit (see `starts`)."""
         if _SAFE(text) is None:
             return None
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
             scratch = self._local.scratch = _hs.Scratch(self._database)
-        hits: list[int] = []
+        ends: dict[int, int] = {}
         self._database.scan(
-            text.encode("ascii"), match_event_handler=_collect, context=hits, scratch=scratch
+            text.encode("ascii"), match_event_handler=_collect, context=ends, scratch=scratch
         )
-        key = frozenset(hits)
+        key = frozenset(ends)
         memo = self._memo_sliced if sliced else self._memo
         found = memo.get(key)
         if found is None:
@@ -117,11 +136,35 @@ class Selector:
                 memo.clear()
             needs = self._needs_sliced if sliced else self._needs
             found = memo[key] = tuple(i for i in range(self._kinds) if needs[i] <= key)
-        return found
+        return found, ends
+
+    def start(self, index: int, ends: dict[int, int]) -> int:
+        """Where kind `index` can first match, from its conditions' first hits (0: anywhere).
+
+        A match holds a hit of each of the kind's conditions, and that hit ends no earlier
+        than the condition's first hit; the match starts at most the condition's longest hit
+        plus REACH characters before it. REACH is the trigger windows' reach: the ordinary
+        path, too, looks no further from a hit (and widens to whitespace, as the caller does).
+        """
+        start = 0
+        for ident, width in self._widths[index]:
+            bound = ends[ident] - width
+            if bound > start:
+                start = bound
+        return start
 
 
-def _collect(ident: int, _start: int, _end: int, _flags: int, hits: list[int]) -> None:
-    hits.append(ident)
+def _collect(ident: int, _start: int, end: int, _flags: int, ends: dict[int, int]) -> None:
+    ends[ident] = end  # one report per condition (SINGLEMATCH): its first hit
+
+
+def _width(source: bytes) -> int:
+    """The longest text the stdlib-re expression `source` can match (0: unknown)."""
+    try:
+        low, high = re._parser.parse(source.decode()).getwidth()  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - an internal API: without it, no start bound
+        return 0
+    return high if 0 < high < 1 << 16 else 0
 
 
 def _any_of(words: tuple[str, ...]) -> bytes:

@@ -50,10 +50,11 @@ def wide_rules() -> RuleSet:
 def selected(text: str, rules=None) -> tuple[Identifier, ...] | None:
     """The selected path's answer, or None where the selector does not answer."""
     rules = rules or default_rules()
-    chosen = prefilter.selector(rules).select(text)
-    if chosen is None:
+    selector = prefilter.selector(rules)
+    found = selector.select_with_ends(text)
+    if found is None:
         return None
-    return identifiers._extract_selected(_plan(rules), rules, text, chosen).identifiers
+    return identifiers._extract_selected(_plan(rules), rules, text, selector, *found).identifiers
 
 
 def windowed(text: str) -> tuple[Identifier, ...]:
