@@ -207,7 +207,7 @@ def test_compactions_table_on_an_80_column_terminal_shows_the_failure_reason(cli
     db = tmp_path / "t.duckdb"
     assert cli("ingest", traces, "--db", db).exit_code == 0
     failing = f"command:{sys.executable} -c 'import sys; sys.exit(3)'"
-    assert cli("compact", "--db", db, "--summarizer", failing).exit_code == 0
+    assert cli("compact", "--db", db, "--summarizer", failing).exit_code == 1  # attempt failed
     out = _run_on_terminal(["compactions", "--db", str(db)], cols=80)
     assert "detail" in out and "…" not in out, out  # the reason column is there, nothing cut
     assert " failed " in out and "error:" in out, out
