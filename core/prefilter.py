@@ -64,7 +64,7 @@ class Selector:
             if kind.gate:
                 # The gate is the most selective condition: one callback per kind is cheaper
                 # than also asking for its keywords and digits (a superset is harmless).
-                expressions.append((4 * index + 1, kind.gate.encode(), single))
+                expressions.append((4 * index + 1, _not_possessive(kind.gate).encode(), single))
                 ids.append(4 * index + 1)
             else:
                 if kind.prefilter_digit or kind.min_digits:
@@ -156,6 +156,31 @@ class Selector:
 
 def _collect(ident: int, _start: int, end: int, _flags: int, ends: dict[int, int]) -> None:
     ends[ident] = end  # one report per condition (SINGLEMATCH): its first hit
+
+
+def _not_possessive(source: str) -> str:
+    """`source` with possessive quantifiers made greedy (Hyperscan has none; it finds the
+    same hits or more, so the condition stays a superset)."""
+    out = []
+    escaped = in_class = after_quantifier = False
+    for char in source:
+        if escaped:
+            escaped = after_quantifier = False
+        elif char == "\\":
+            escaped = True
+            after_quantifier = False
+        elif in_class:
+            in_class = char != "]"
+        elif char == "+" and after_quantifier:
+            after_quantifier = False
+            continue  # the possessive marker after a quantifier
+        elif char == "[":
+            in_class = True
+            after_quantifier = False
+        else:
+            after_quantifier = char in "}?*+"
+        out.append(char)
+    return "".join(out)
 
 
 def _width(source: bytes) -> int:

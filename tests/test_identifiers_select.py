@@ -228,3 +228,19 @@ def test_segmented_equals_reference_on_long_real_messages() -> None:
     for text in texts[:60]:
         text = text[:20_000]
         assert segmented(text) == reference(text), text[:200]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (r"[0-9_\-][\w\-]{0,120}+(?:\.[\w\-]{1,60}+){0,3}\.[a-z]",
+         r"[0-9_\-][\w\-]{0,120}(?:\.[\w\-]{1,60}){0,3}\.[a-z]"),
+        (r"a?+b", "a?b"),
+        (r"(?:ab){2}+c", "(?:ab){2}c"),
+        (r"\+[0-9]{8}", r"\+[0-9]{8}"),  # an escaped plus is a character
+        (r"x\}+", r"x\}+"),  # a quantifier on an escaped brace, not a possessive marker
+        (r"[\w.@+\-]{1,255}", r"[\w.@+\-]{1,255}"),  # a plus inside a class
+    ],
+)  # fmt: skip
+def test_gates_lose_possessive_markers_for_hyperscan(source: str, expected: str) -> None:
+    assert prefilter._not_possessive(source) == expected
