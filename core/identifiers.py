@@ -11,6 +11,7 @@ the value.
 from __future__ import annotations
 
 import bisect
+import gc
 import ipaddress
 import itertools
 import re
@@ -53,6 +54,20 @@ _wall_clock = time.perf_counter
 # much CPU time is charged to a text that it did not spend).
 CPU_READING_AGE = 0.0005
 _readings = threading.local()
+# CPU time the cyclic garbage collector has spent, which the budget does not charge to the
+# text being scanned: a full collection in a process holding millions of objects can take
+# longer than a whole budget, and it would turn a complete scan into an incomplete one.
+_gc_time = [0.0, 0.0]  # [total seconds, start of the running collection]
+
+
+def _time_collections(phase: str, _info: dict[str, Any]) -> None:
+    if phase == "start":
+        _gc_time[1] = _cpu_clock()
+    else:
+        _gc_time[0] += _cpu_clock() - _gc_time[1]
+
+
+gc.callbacks.append(_time_collections)
 
 
 class _Budget:
@@ -62,7 +77,7 @@ class _Budget:
     the budget has passed, the budget cannot be spent; only then is the CPU clock read.
     """
 
-    __slots__ = ("cpu_start", "timeout", "wall_deadline")
+    __slots__ = ("cpu_start", "gc_start", "timeout", "wall_deadline")
 
     def __init__(self, timeout: float) -> None:
         now = _wall_clock()
@@ -70,6 +85,7 @@ class _Budget:
         if reading is None or now - reading[0] > CPU_READING_AGE:
             reading = _readings.last = (now, _cpu_clock())
         self.cpu_start = reading[1]
+        self.gc_start = _gc_time[0]
         self.timeout = timeout
         self.wall_deadline = now + timeout
 
@@ -78,7 +94,8 @@ class _Budget:
         now = _wall_clock()
         if now < self.wall_deadline:
             return self.wall_deadline - now
-        left = self.timeout - (_cpu_clock() - self.cpu_start)
+        spent = _cpu_clock() - self.cpu_start - (_gc_time[0] - self.gc_start)
+        left = self.timeout - spent
         self.wall_deadline = now + left
         return left
 

@@ -244,3 +244,17 @@ def test_segmented_equals_reference_on_long_real_messages() -> None:
 )  # fmt: skip
 def test_gates_lose_possessive_markers_for_hyperscan(source: str, expected: str) -> None:
     assert prefilter._not_possessive(source) == expected
+
+
+def test_a_garbage_collection_is_not_charged_to_the_scan_budget() -> None:
+    import gc
+    import time
+
+    heap = [[i] for i in range(1_000_000)]  # a collection over this takes tens of ms
+    budget = identifiers._Budget(0.05)
+    started = time.thread_time()
+    gc.collect()
+    assert time.thread_time() - started > 0.01, "the collection was too quick to tell"
+    time.sleep(0.06)  # past the wall-clock deadline: the CPU clock is read
+    assert budget.remaining() > 0.03
+    del heap
