@@ -869,6 +869,8 @@ def _ingest_one(
     if prev is not None and path != "-":
         same, more = _same_prefix(path, prev[0], prev[2])
         if same and not more:
+            if on_progress is not None:  # the bar counts it as read, not stuck at its start
+                on_progress(prev[0])
             return FileCounts(path=path, format=prev[3], status="unchanged"), 0
         if same:
             skip_lines, status = prev[1], "appended"

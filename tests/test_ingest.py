@@ -404,3 +404,15 @@ def test_input_size_counts_plain_files_and_gives_up_on_stdin_and_gz(tmp_path):
     assert input_size(["-"]) is None
     (tmp_path / "c.jsonl.gz").write_bytes(b"z")
     assert input_size([str(tmp_path)]) is None
+
+
+def test_progress_counts_an_unchanged_file_as_read(tmp_path: Path) -> None:
+    with Store.open(str(tmp_path / "s.duckdb")) as store:
+        first: list[int] = []
+        ingest_paths(store, [str(INVOICE)], on_progress=first.append)
+        again: list[int] = []
+        counts = ingest_paths(store, [str(INVOICE)], on_progress=again.append)
+    assert counts[0].status == "unchanged"
+    size = INVOICE.stat().st_size
+    assert sum(first) == size
+    assert sum(again) == size  # the bar reaches its end instead of staying at 0
