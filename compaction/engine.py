@@ -102,7 +102,11 @@ def run_compaction(
     on_planned: Callable[[int], None] | None = None,
     on_progress: Callable[[SegmentOutcome], None] | None = None,
 ) -> CompactionReport:
-    """Compact every candidate segment of the given (default: all) conversations."""
+    """Compact every candidate segment of the given (default: all) conversations.
+
+    Conversations are planned and compacted BATCH_CONVERSATIONS at a time; `on_planned` gets
+    the number of segments planned so far after each batch.
+    """
     if workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
     if max_running is not None and max_running < 1:
@@ -120,9 +124,11 @@ def run_compaction(
     if not dry_run:
         jobs.expire_leases(con)
 
-    tasks: list[_Task] = []
+    # Planned and worked on one batch of conversations at a time, so memory holds one
+    # batch's pairs, not the whole store's.
     for start in range(0, len(ids), BATCH_CONVERSATIONS):
         batch = ids[start : start + BATCH_CONVERSATIONS]
+        tasks: list[_Task] = []
         by_conv = eligible_pairs_many(con, batch)
         known = _known_jobs(con, batch)
         for cid in batch:
@@ -149,25 +155,23 @@ def run_compaction(
                         on_progress(out)
                 else:
                     tasks.append(_Task(ident, key, tuple(seg)))
-    if on_planned:
-        on_planned(report.planned)
-    if dry_run or not tasks:
-        report.seconds = time.perf_counter() - started
-        return report
-    with _planned_objects_frozen():
-        _run_tasks(
-            con,
-            tasks,
-            summarizer,
-            instructions,
-            prompt_sha,
-            workers,
-            max_running,
-            lease_seconds,
-            admission_wait,
-            report,
-            on_progress,
-        )
+        if on_planned:
+            on_planned(report.planned)
+        if tasks:
+            with _planned_objects_frozen():
+                _run_tasks(
+                    con,
+                    tasks,
+                    summarizer,
+                    instructions,
+                    prompt_sha,
+                    workers,
+                    max_running,
+                    lease_seconds,
+                    admission_wait,
+                    report,
+                    on_progress,
+                )
     report.seconds = time.perf_counter() - started
     return report
 

@@ -380,3 +380,18 @@ def test_a_host_that_froze_objects_itself_keeps_them_frozen(store):
         assert gc.get_freeze_count() >= before  # lexkeep did not unfreeze the host's objects
     finally:
         gc.unfreeze()
+
+
+def test_conversations_are_planned_and_compacted_batch_by_batch(store, monkeypatch):
+    from lexkeep.compaction import engine
+
+    monkeypatch.setattr(engine, "BATCH_CONVERSATIONS", 2)
+    build(store, {f"c{i}": 30 for i in range(5)})
+    planned: list[int] = []
+    report = run_compaction(store, on_planned=planned.append)
+    assert planned == [2, 4, 5]  # one segment per 30-pair conversation; batches 2 + 2 + 1
+    assert (report.planned, report.completed, report.failed) == (5, 5, 0)
+    done = store.con.execute(
+        "SELECT count(*) FROM compactions WHERE status = 'completed'"
+    ).fetchone()[0]
+    assert done == 5
