@@ -160,9 +160,7 @@ def extract(text: str, rules: RuleSet | None = None) -> Extraction:
         if len(text) > SEGMENT_TEXT_MIN:
             return _extract_segmented(plan, rules, text, selector, complete)
         if len(text) <= SELECT_TEXT_MAX:
-            found = selector.select_with_ends(text)
-            if found is not None:
-                return _extract_selected(plan, rules, text, selector, *found)
+            return _extract_selected(plan, rules, text, *selector.select_with_ends(text))
     budget = _Budget(rules.timeout)
     candidates: list[tuple[int, int, int, int, str, bool]] = []
     try:
@@ -267,9 +265,9 @@ def _extract_selected(
     plan: _Plan,
     rules: RuleSet,
     text: str,
-    selector: prefilter.Selector,
     selected: tuple[int, ...],
     ends: dict[int, int],
+    widths: list[Any],
 ) -> Extraction:
     """Run only the selected kinds (see core.prefilter) over a short text, each from where its
     first match can start."""
@@ -301,7 +299,7 @@ def _extract_selected(
                 if budget.remaining() <= 0:
                     raise TimeoutError
                 neg_priority, kind_id, group = -kind.priority, kind.id, kind.group
-                start = selector.start(index, ends)
+                start = prefilter.Selector.start(index, ends, widths)
                 if start > 0:
                     start = _snap_left(text, start)  # look-behinds still see what is before
                 if armed:
@@ -343,8 +341,6 @@ def _extract_segmented(
         end = _snap_right(text, cut + reach) if cut < n else n
         part = text[start:end]
         chosen = selector.select(part, sliced=True)
-        if chosen is None:  # not plain ASCII: the pure-Python prefilter decides
-            chosen = [i for i, kind in enumerate(rules.kinds) if passes_prefilter(kind, part)]
         for index in chosen:
             spans = windows.setdefault(index, [])
             if spans and start <= spans[-1][1]:

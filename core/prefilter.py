@@ -36,7 +36,10 @@ except ImportError:  # pragma: no cover - depends on the platform's wheels
 
 __all__ = ["Selector", "available", "selector"]
 
-_SAFE = re.compile(r"[\t\n\r\x20-\x7e]*").fullmatch
+# Plain text: both engines agree on every character (Python's \s also matches \x1c-\x1f).
+_PLAIN = re.compile(r"[\t\n\r\x20-\x7e]*").fullmatch
+_SPACES = bytes.maketrans(b"\x0b\x0c\x1c\x1d\x1e\x1f", b"      ")
+_UNICODE_AWARE = re.compile(rb"\\[wWdDsSbB]|[^\x00-\x7f]|\[\^|(?<!\\)\.|\(\?[a-z]*i")
 _DIGIT_ID = 0  # expression id of "has an ASCII digit"; kind i's conditions are 4i+1 .. 4i+4
 _MEMO_LIMIT = 4096
 REACH = 24  # characters; identifiers.WINDOW, the trigger windows' reach
@@ -84,61 +87,70 @@ class Selector:
             wanted.append(ids)
         widths = {ident: w for ident, source, _ in expressions if (w := _width(source)) > 0}
         self._database, compiled = _database(expressions)
+        # Conditions a non-ASCII character could satisfy differently from the '?' it becomes
+        # in the scanned copy of a non-ASCII text (see _scanned): not asked for there.
+        sensitive = {ident for ident, source, flags in expressions if _sensitive(source, flags)}
         # A condition Hyperscan refused is treated as holding (a superset).
-        self._needs = [frozenset(i for i in ids if i in compiled) for ids in wanted]
-        # A slice of a longer text may not hold the context word before its match.
-        self._needs_sliced = [
-            needs - {context} for needs, context in zip(self._needs, context_ids, strict=True)
-        ]
-        # (condition, longest hit + REACH) per kind, for start(); the context word is not
-        # used (it sits before the match), nor a condition whose width is unknown.
-        self._widths = [
-            tuple(
-                (ident, widths[ident] + REACH)
-                for ident in sorted(needs)
-                if ident in widths and ident != context
-            )
-            for needs, context in zip(self._needs, context_ids, strict=True)
-        ]
+        needs = [frozenset(i for i in ids if i in compiled) for ids in wanted]
         self._kinds = len(rules.kinds)
-        self._memo: dict[frozenset[int], tuple[int, ...]] = {}
-        self._memo_sliced: dict[frozenset[int], tuple[int, ...]] = {}
+        # Per mode (sliced, wide): each kind's required conditions, its (condition, longest
+        # hit + REACH) pairs for start(), and a memo from reported conditions to kinds.
+        # `sliced`: a window of a longer text, whose context word may lie before it.
+        self._modes: dict[tuple[bool, bool], tuple[list, list, dict]] = {}
+        for sliced in (False, True):
+            for wide in (False, True):
+                mode_needs = []
+                mode_widths = []
+                for kind_needs, context in zip(needs, context_ids, strict=True):
+                    kept = kind_needs - ({context} if sliced else set())
+                    kept = kept - sensitive if wide else kept
+                    mode_needs.append(frozenset(kept))
+                    # The context word sits before the match: it bounds nothing.
+                    mode_widths.append(
+                        tuple(
+                            (ident, widths[ident] + REACH)
+                            for ident in sorted(kept)
+                            if ident in widths and ident != context
+                        )
+                    )
+                self._modes[sliced, wide] = (mode_needs, mode_widths, {})
         self._local = threading.local()
 
-    def select(self, text: str, *, sliced: bool = False) -> tuple[int, ...] | None:
-        """Indexes (into rules.kinds) of the kinds whose conditions all hold in `text`, or None
-        when the selector cannot answer for this text (take the ordinary path).
+    def select(self, text: str, *, sliced: bool = False) -> tuple[int, ...]:
+        """Indexes (into rules.kinds) of the kinds whose conditions all hold in `text`.
 
         `sliced`: `text` is a window of a longer text, so a kind's context word may lie
         before it; that condition is then not asked for.
         """
-        found = self.select_with_ends(text, sliced=sliced)
-        return None if found is None else found[0]
+        return self.select_with_ends(text, sliced=sliced)[0]
 
     def select_with_ends(
         self, text: str, *, sliced: bool = False
-    ) -> tuple[tuple[int, ...], dict[int, int]] | None:
-        """As select(), with the end offset of each condition's first hit (see `starts`)."""
-        if _SAFE(text) is None:
-            return None
+    ) -> tuple[tuple[int, ...], dict[int, int], list]:
+        """As select(), with the end of each condition's first hit and the kinds' bounds
+        (pass both to start())."""
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
             scratch = self._local.scratch = _hs.Scratch(self._database)
+        wide = _PLAIN(text) is None
         ends: dict[int, int] = {}
         self._database.scan(
-            text.encode("ascii"), match_event_handler=_collect, context=ends, scratch=scratch
+            _scanned(text) if wide else text.encode("ascii"),
+            match_event_handler=_collect,
+            context=ends,
+            scratch=scratch,
         )
+        needs, widths, memo = self._modes[sliced, wide]
         key = frozenset(ends)
-        memo = self._memo_sliced if sliced else self._memo
         found = memo.get(key)
         if found is None:
             if len(memo) >= _MEMO_LIMIT:
                 memo.clear()
-            needs = self._needs_sliced if sliced else self._needs
             found = memo[key] = tuple(i for i in range(self._kinds) if needs[i] <= key)
-        return found, ends
+        return found, ends, widths
 
-    def start(self, index: int, ends: dict[int, int]) -> int:
+    @staticmethod
+    def start(index: int, ends: dict[int, int], widths: list) -> int:
         """Where kind `index` can first match, from its conditions' first hits (0: anywhere).
 
         A match holds a hit of each of the kind's conditions, and that hit ends no earlier
@@ -147,11 +159,27 @@ class Selector:
         path, too, looks no further from a hit (and widens to whitespace, as the caller does).
         """
         start = 0
-        for ident, width in self._widths[index]:
+        for ident, width in widths[index]:
             bound = ends[ident] - width
             if bound > start:
                 start = bound
         return start
+
+
+def _scanned(text: str) -> bytes:
+    """The bytes Hyperscan scans for a text that is not plain ASCII: one byte per character,
+    so offsets stay character offsets. Every non-ASCII character becomes '?', and the ASCII
+    characters Python's \\s matches but Hyperscan's may not become a space."""
+    return text.encode("ascii", "replace").translate(_SPACES)
+
+
+def _sensitive(source: bytes, flags: int) -> bool:
+    """True when a non-ASCII character, read as '?', could change whether `source` matches:
+    Unicode-aware classes, '.', negated classes, non-ASCII literals, or a case-insensitive
+    word with 'i' or 'k' (U+0130 and U+212A lower-case to them)."""
+    if _UNICODE_AWARE.search(source.replace(b"\\\\", b"")) is not None:
+        return True
+    return bool(flags & _hs.HS_FLAG_CASELESS) and (b"i" in source.lower() or b"k" in source.lower())
 
 
 def _collect(ident: int, _start: int, end: int, _flags: int, ends: dict[int, int]) -> None:
