@@ -9,11 +9,12 @@ whose conditions all hold run their `regex` pattern. The conditions are the ones
 ordinary path checks (the rule loader verifies them against every positive example), so the
 spans found are exactly the same.
 
-The selector answers only for texts where both engines provably agree: plain ASCII with no
-control characters other than tab, newline and carriage return (Python's \\s also matches
-\\x1c-\\x1f; ASCII case folding is the same everywhere). Any other text, and any condition
-Hyperscan does not compile (that condition is then treated as holding), takes the ordinary
-path. LEXKEEP_PREFILTER=off disables the selector.
+Plain ASCII text is scanned as it is. Any other text is scanned with each non-ASCII
+character read as '?' (one byte per character, so offsets stay character offsets), and the
+conditions such a character could satisfy differently are not asked for there: Unicode-aware
+classes, '.', negated classes, non-ASCII literals, and case-folded words holding 'i' or 'k'
+(the only ASCII letters a non-ASCII character lower-cases to). A condition Hyperscan does not
+compile is treated as holding. LEXKEEP_PREFILTER=off disables the selector.
 """
 
 from __future__ import annotations
