@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from lexkeep.core.errors import StoreError
-from lexkeep.core.identifiers import SELECT_AFTER, extract, prepare
+from lexkeep.core.identifiers import SELECT_AFTER, extract_many, prepare
 from lexkeep.core.model import MessageKind
 from lexkeep.core.rules import RuleSet, default_rules, load_rules
 from lexkeep.core.store import Store, bulk_insert
@@ -180,8 +180,9 @@ def _extract_batch(
     rules = _WORKER_RULES or default_rules()
     found: list[tuple[object, ...]] = []
     scans: list[tuple[object, ...]] = []
-    for message_id, conversation_id, text in batch:
-        extraction = extract(text, rules)
+    for (message_id, conversation_id, _), extraction in zip(
+        batch, extract_many([text for _, _, text in batch], rules), strict=True
+    ):
         scans.append((message_id, conversation_id, extraction.complete, rules.digest))
         found.extend(
             (conversation_id, message_id, ident.kind, ident.value, ident.start, ident.end)

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lexkeep.core import identifiers, prefilter
-from lexkeep.core.identifiers import _check_match, _plan, _resolve, extract
+from lexkeep.core.identifiers import _check_match, _plan, _resolve, extract, extract_many
 from lexkeep.core.model import Identifier
 from lexkeep.core.rules import RuleSet, build_rules, default_rules, load_rules
 
@@ -286,3 +286,25 @@ def test_a_garbage_collection_is_not_charged_to_the_scan_budget() -> None:
     time.sleep(0.06)  # past the wall-clock deadline: the CPU clock is read
     assert budget.remaining() > 0.03
     del heap
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(_PIECE_TEXTS, _WIDE_TEXTS, st.text(max_size=40)), max_size=30))
+def test_extract_many_equals_extract_on_each(texts: list[str]) -> None:
+    rules = default_rules()
+    assert extract_many(texts, rules) == [extract(text, rules) for text in texts]
+
+
+def test_extract_many_on_real_messages_and_edge_cases() -> None:
+    rules = default_rules()
+    texts = tau_user_messages(3000) + [
+        "",
+        "no trigger here",
+        "İstanbul www.x.com and KELVIN K",  # lower() makes the first longer
+        "a\x00b 12345",
+        "\n\x00\n",
+        "ends with a quote 'ab",
+        "'cd' starts with one",
+    ]
+    assert extract_many(texts, rules) == [extract(text, rules) for text in texts]
+    assert extract_many([], rules) == []
