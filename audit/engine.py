@@ -200,6 +200,7 @@ def run_audit(
                     skip_invalid=skip_invalid,
                     rules=loaded_rules,
                     on_progress=on_progress,
+                    lean=True,  # the audit reads user text, tool calls and boundaries only
                 )
                 report = audit_store(store, settings, inputs=tuple(paths))
     else:
@@ -424,7 +425,13 @@ def _audit_rows(store: Store) -> list[_Row]:
 
 def _candidates(store: Store, op: str, only: str, limit: int | str) -> Iterator[tuple]:
     sql = _CANDIDATES_SQL.format(op=op, only=only, limit=limit)
-    yield from store.con.execute(sql).fetchall()
+    yield from _stream(store.con.execute(sql))
+
+
+def _stream(result: Any, size: int = 4096) -> Iterator[tuple]:
+    """Rows of a query in chunks: a whole fetchall() of arguments grows with the dump."""
+    while rows := result.fetchmany(size):
+        yield from rows
 
 
 def _first_kept(store: Store, op: str, rows: list[_Row]) -> dict[int, _Call]:
@@ -433,9 +440,13 @@ def _first_kept(store: Store, op: str, rows: list[_Row]) -> dict[int, _Call]:
     found: dict[int, _Call] = {}
     more: set[int] = set()
     leaves: dict[tuple[str, str], list[str]] = {}  # one decode per call, shared by identifiers
+    conversation = None
     for rid, *call, n in _candidates(store, op, "", _FIRST_CANDIDATES):
         if rid in found:
             continue
+        if by_rid[rid].conversation_id != conversation:  # rows come conversation by conversation
+            conversation = by_rid[rid].conversation_id
+            leaves.clear()
         c = _call(call)
         if _keeps(by_rid[rid], c, leaves):
             found[rid] = c
@@ -480,9 +491,13 @@ def _near_misses(store: Store, rows: list[_Row]) -> dict[int, tuple[NearMiss, _C
     tokens: dict[tuple[str, str], list[_Token]] = {}
     forms: dict[str, _Token] = {}
     expected: _Expected | None = None
-    for rid, *call in store.con.execute(_NEAR_SQL, [rids, probes]).fetchall():
+    conversation = None
+    for rid, *call in _stream(store.con.execute(_NEAR_SQL, [rids, probes])):
         c = _call(call)
         row = by_rid[rid]
+        if row.conversation_id != conversation:  # rows come conversation by conversation
+            conversation = row.conversation_id
+            tokens.clear()
         if expected is None or expected.value != row.value:
             expected = _Expected.of(row.value)
         key = (row.conversation_id, c.call_id)

@@ -531,9 +531,12 @@ FAST_MIN_BYTES = 8 << 20
 class _Batch:
     """Rows staged for one transaction: positions, conversations, runs, timeline rows."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, lean: bool = False) -> None:
         self.store = store
         self.con = store.con
+        # lean: keep only what an audit reads (user text, tool calls, boundaries); assistant
+        # text, injected context and tool output keep their rows but not their text.
+        self.lean = lean
         self.max_pos: dict[str, int] = {}
         self.convs: dict[str, list[Any]] = {}  # id -> conversation row (updated in place)
         self.touched: set[str] = set()
@@ -576,6 +579,7 @@ class _Batch:
         )
         max_pos = self.max_pos
         convs = self.convs
+        lean = self.lean
         messages: list[tuple[Any, ...]] = []
         calls: list[tuple[Any, ...]] = []
         results: list[tuple[Any, ...]] = []
@@ -603,7 +607,7 @@ class _Batch:
                         rec.role,  # StrEnum members serialise as their value
                         rec.kind,
                         rec.status,
-                        rec.text,
+                        "" if lean and rec.kind != MessageKind.USER_TEXT else rec.text,
                         time,
                         src.file,
                         src.line,
@@ -627,7 +631,8 @@ class _Batch:
                     )
                 )
             elif rtype is ToolResult:
-                results.append((conv, rec.call_id, pos, rec.text, rec.is_error, src.file, src.line))
+                output = "" if lean else rec.text
+                results.append((conv, rec.call_id, pos, output, rec.is_error, src.file, src.line))
             else:
                 boundaries.append(
                     (
@@ -1018,6 +1023,7 @@ def _ingest_group(
     rules: Any,
     *,
     fast_min_bytes: int | None = None,
+    lean: bool = False,
     **options: Any,
 ) -> list[FileCounts]:
     """Ingest `group` in one transaction; on failure, keep the files before the failing one."""
@@ -1031,7 +1037,7 @@ def _ingest_group(
     staged = _fast_stage(store, group[0][0], options["format"]) if fast else None
     try:
         with store.transaction():
-            batch = _Batch(store)
+            batch = _Batch(store, lean=lean)
             for path, from_walk in group:
                 done.append(_ingest_one(batch, path, from_walk=from_walk, staged=staged, **options))
             reading = False
@@ -1047,7 +1053,12 @@ def _ingest_group(
         # whole group is rolled back (the store is as before it) and a re-run retries it.
         if reading and done:
             _ingest_group(
-                store, group[: len(done)], rules, fast_min_bytes=fast_min_bytes, **options
+                store,
+                group[: len(done)],
+                rules,
+                fast_min_bytes=fast_min_bytes,
+                lean=lean,
+                **options,
             )
         raise
     if staged is not None:
@@ -1065,6 +1076,7 @@ def ingest_paths(
     on_file: Callable[[FileCounts], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
     fast_min_bytes: int | None = FAST_MIN_BYTES,
+    lean: bool = False,
 ) -> list[FileCounts]:
     """Ingest files, folders (recursive), globs and '-' into `store`.
 
@@ -1074,6 +1086,7 @@ def ingest_paths(
     `on_file` gets each file's counts once they are committed; `on_progress(n)` bytes read.
     A plain file of at least `fast_min_bytes` bytes (None: never) is ingested alone in its
     transaction, so that a lexkeep JSONL file read for the first time can be loaded by DuckDB.
+    `lean` (for a throw-away audit store) keeps every row but no text except the users'.
     """
     if format is not None:
         get_reader(format)  # an unknown --format fails before any file is read
@@ -1085,7 +1098,9 @@ def ingest_paths(
     counts: list[FileCounts] = []
 
     def run(group: list[tuple[str, bool]]) -> None:
-        got_all = _ingest_group(store, group, rules, fast_min_bytes=fast_min_bytes, **options)
+        got_all = _ingest_group(
+            store, group, rules, fast_min_bytes=fast_min_bytes, lean=lean, **options
+        )
         for got in got_all:
             counts.append(got)
             if on_file is not None:
