@@ -8,6 +8,7 @@ counts, verdicts and flags. The full-size runs (benchmarks/run.py) stay out of t
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -160,3 +161,22 @@ def test_baseline_kept_count_equals_the_known_outcome(tmp_path):
     assert counts["kept"] == t["kept"]
     assert counts["not_kept"] == t["altered"] + t["missing"]
     assert counts["not_audited"] == t["not_audited"]
+
+
+def test_audit_without_the_compiled_selection_gives_the_same_report(audited, dump):
+    """A fresh process with LEXKEEP_PREFILTER=off (the pure-Python extraction path)."""
+    fmt, out, _ = dump
+    _, report = audited
+    env = {**os.environ, "LEXKEEP_PREFILTER": "off"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", "audit", str(_audit_target(fmt, out)),
+         "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    pure = json.loads(proc.stdout)
+    assert pure["totals"] == report["totals"]
+    assert pure["findings"] == report["findings"]
