@@ -1,11 +1,14 @@
 """Identifier extraction: exact spans of identifier-shaped tokens in user text.
 
-Pipeline per text: a cheap candidate pass (keyword substrings and "has an ASCII digit", computed
-once) decides which kinds run at all; each remaining kind runs its bounded pattern under one
-shared time budget; each match is trimmed, checked (composition, validators, deny/allow lists,
-context gate); then every candidate, suppressors included, competes for its span by priority,
-then length, and a claimed span is exclusive. Values are never normalised: text[start:end] is
-the value.
+Pipeline per text: a cheap candidate pass decides which kinds run at all — the compiled
+selector (core.prefilter: one Hyperscan scan reporting every kind's gate, keyword, digit and
+context-word condition) when it is installed, else trigger windows with per-kind keyword and
+gate checks in Python. Each kind that runs applies its bounded `regex` pattern under one
+shared CPU-time budget; each match is trimmed and checked (composition, validators,
+deny/allow lists, context words); then every candidate, suppressors included, competes for
+its span by priority, then length, and a claimed span is exclusive. Values are never
+normalised: text[start:end] is the value. extract_many() does the same for a batch of texts,
+rejecting trigger-free ones in a few passes over all of them.
 """
 
 from __future__ import annotations
