@@ -430,7 +430,9 @@ def test_lean_ingest_keeps_every_row_and_only_the_users_text(tmp_path: Path) -> 
             con = store.con
             got[lean] = (
                 con.execute(query).fetchall(),
-                con.execute("SELECT id, text FROM messages WHERE kind = 'user_text'").fetchall(),
+                con.execute(
+                    "SELECT id, text FROM messages WHERE kind = 'user_text' ORDER BY id"
+                ).fetchall(),
                 con.execute("SELECT count(*), max(length(text)) FROM tool_results").fetchone(),
                 con.execute("SELECT * FROM tool_calls ORDER BY call_id").fetchall(),
                 con.execute("SELECT count(*) FROM identifiers").fetchone(),
