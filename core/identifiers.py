@@ -280,16 +280,29 @@ def _scan_window(
             else:
                 rest = pattern.finditer(text, resume, end)
             matches = itertools.chain((first,), rest) if resume != start else rest
-            # Inlined scan_kind: a generator per kind per window costs more than most scans.
-            neg_priority, kind_id, group = -kind.priority, kind.id, kind.group
-            for match in matches:
-                checked = _check_match(kind, text, *match.span(group), allow)
-                if checked is None:
-                    continue
-                s, e, claim_only = checked
-                report = not (claim_only or kind.suppressor)
-                reportable = reportable or report
-                candidates.append((neg_priority, s - e, s, e, kind_id, report))
+            reportable = _add_candidates(kind, text, matches, allow, candidates) or reportable
+
+
+def _add_candidates(
+    kind: Kind,
+    text: str,
+    matches: Iterator[Any],
+    allow: frozenset[str],
+    candidates: list[tuple[int, int, int, int, str, bool]],
+) -> bool:
+    """Append the checked matches of `kind` as candidates; True when one is reportable."""
+    neg_priority, kind_id, group = -kind.priority, kind.id, kind.group
+    suppressor = kind.suppressor
+    reportable = False
+    for match in matches:
+        checked = _check_match(kind, text, *match.span(group), allow)
+        if checked is None:
+            continue
+        start, end, claim_only = checked
+        report = not (claim_only or suppressor)
+        reportable = reportable or report
+        candidates.append((neg_priority, start - end, start, end, kind_id, report))
+    return reportable
 
 
 def _extract_selected(
@@ -329,7 +342,6 @@ def _extract_selected(
                         continue
                 if budget.remaining() <= 0:
                     raise TimeoutError
-                neg_priority, kind_id, group = -kind.priority, kind.id, kind.group
                 start = prefilter.Selector.start(index, ends, widths)
                 if start > 0:
                     start = _snap_left(text, start)  # look-behinds still see what is before
@@ -338,14 +350,7 @@ def _extract_selected(
                     matches = kind.pattern.finditer(text, start, timeout=remaining * WALL_SLACK)
                 else:
                     matches = kind.pattern.finditer(text, start)
-                for match in matches:
-                    checked = _check_match(kind, text, *match.span(group), allow)
-                    if checked is None:
-                        continue
-                    s, e, claim_only = checked
-                    report = not (claim_only or suppressor)
-                    reportable = reportable or report
-                    candidates.append((neg_priority, s - e, s, e, kind_id, report))
+                reportable = _add_candidates(kind, text, matches, allow, candidates) or reportable
     except TimeoutError:
         complete = False
     if not candidates:
@@ -392,7 +397,6 @@ def _extract_segmented(
                 kind = rules.kinds[index]
                 if kind.suppressor is not suppressors:
                     continue
-                neg_priority, kind_id, group = -kind.priority, kind.id, kind.group
                 for start, end in windows[index]:
                     if end - start < kind.min_length:
                         continue
@@ -405,14 +409,8 @@ def _extract_segmented(
                         )
                     else:
                         matches = kind.pattern.finditer(text, start, end)
-                    for match in matches:
-                        checked = _check_match(kind, text, *match.span(group), allow)
-                        if checked is None:
-                            continue
-                        s, e, claim_only = checked
-                        report = not (claim_only or suppressors)
-                        reportable = reportable or report
-                        candidates.append((neg_priority, s - e, s, e, kind_id, report))
+                    found = _add_candidates(kind, text, matches, allow, candidates)
+                    reportable = found or reportable
     except TimeoutError:
         complete = False
     if not candidates:
