@@ -317,10 +317,9 @@ def _extract_selected(
     first match can start."""
     if not selected:
         return _NOTHING
+    identifier_runs, suppressor_runs = plan.selected_order(selected)
     budget = _Budget(rules.timeout)
     candidates: list[tuple[int, int, int, int, str, bool]] = []
-    allow = rules.allowlist
-    runs = plan.selected_runs
     digits = -1
     size = len(text)
     armed = size > UNARMED_WINDOW
@@ -328,29 +327,47 @@ def _extract_selected(
     complete = True
     try:
         # Identifier kinds first; suppressors only matter where an identifier was found.
-        for suppressors in (False, True):
-            if suppressors and not reportable:
+        for runs in (identifier_runs, suppressor_runs):
+            if not reportable and runs is suppressor_runs:
                 break
-            for index in selected:
-                kind, suppressor, min_digits = runs[index]
-                if suppressor is not suppressors or size < kind.min_length:
+            for index, kind, pattern, min_length, min_digits, simple, claims in runs:
+                if size < min_length:
                     continue
                 if min_digits > 1:
                     if digits < 0:
                         digits = sum(map(text.count, "0123456789"))
                     if digits < min_digits:
                         continue
-                if budget.remaining() <= 0:
+                remaining = budget.remaining()
+                if remaining <= 0:
                     raise TimeoutError
-                start = prefilter.Selector.start(index, ends, widths)
+                # Selector.start(), inlined: the latest of the conditions' bounds.
+                start = 0
+                for ident, width in widths[index]:
+                    bound = ends[ident] - width
+                    if bound > start:
+                        start = bound
                 if start > 0:
                     start = _snap_left(text, start)  # look-behinds still see what is before
                 if armed:
-                    remaining = budget.remaining()
-                    matches = kind.pattern.finditer(text, start, timeout=remaining * WALL_SLACK)
+                    matches = pattern.finditer(text, start, timeout=remaining * WALL_SLACK)
                 else:
-                    matches = kind.pattern.finditer(text, start)
-                reportable = _add_candidates(kind, text, matches, allow, candidates) or reportable
+                    matches = pattern.finditer(text, start)
+                if not simple:
+                    found = _add_candidates(kind, text, matches, claims, candidates)
+                    reportable = found or reportable
+                    continue
+                # No group, trim, composition, validator or context check: the span as found.
+                neg_priority, kind_id, report = -kind.priority, kind.id, not kind.suppressor
+                for match in matches:
+                    start, end = match.span()
+                    if end <= start:
+                        continue
+                    if claims and text[start:end] in claims:
+                        candidates.append((neg_priority, start - end, start, end, kind_id, False))
+                    else:
+                        candidates.append((neg_priority, start - end, start, end, kind_id, report))
+                        reportable = reportable or report
     except TimeoutError:
         complete = False
     if not candidates:
@@ -424,6 +441,8 @@ _Entry = tuple[
 # What the window loop needs per eligible kind: (kind, longer keywords still to check (empty:
 # already let in), window_keywords, gate search or None, context words to search or None).
 _Eligible = tuple[Kind, tuple[str, ...], tuple[str, ...], Any, tuple[str, ...] | None]
+# A selected kind's run: (index, kind, pattern, min_length, digits needed, simple, claimed).
+_Run = tuple[int, Kind, Any, int, int, bool, frozenset[str]]
 
 
 class _Plan:
@@ -498,11 +517,24 @@ class _Plan:
                             for c in word
                         )
                     )
-        # For the selected path: (kind, suppressor, digits needed).
-        self.selected_runs = [
-            (kind, kind.suppressor, max(kind.min_digits, 1 if kind.prefilter_digit else 0))
-            for kind in rules.kinds
+        # For the selected path: per kind (index, kind, pattern, min_length, digits needed,
+        # simple, claimed values), and the runs of each selection, identifier kinds first.
+        # `simple`: no group, trim or check, so a match is a candidate as it is. The claimed
+        # values (deny list, kind and global allowlists) hold a span without reporting it.
+        self._selected_runs = [
+            (
+                index,
+                kind,
+                kind.pattern,
+                kind.min_length,
+                max(kind.min_digits, 1 if kind.prefilter_digit else 0),
+                kind.group == 0
+                and not (kind.trim or kind.require or kind.validators or kind.context),
+                kind.deny | kind.allow | rules.allowlist,
+            )
+            for index, kind in enumerate(rules.kinds)
         ]
+        self._orders: dict[tuple[int, ...], tuple[tuple[_Run, ...], tuple[_Run, ...]]] = {}
         self._rules = rules
         self._selector: prefilter.Selector | None = None
         self._texts = 0
@@ -540,6 +572,21 @@ class _Plan:
             if self._selector is None:
                 self._texts = -(1 << 62)  # no Hyperscan: never ask again
         return self._selector
+
+    def selected_order(
+        self, selected: tuple[int, ...]
+    ) -> tuple[tuple[_Run, ...], tuple[_Run, ...]]:
+        """The runs of the selected kinds: identifier kinds, then suppressors."""
+        found = self._orders.get(selected)
+        if found is None:
+            if len(self._orders) >= 4096:
+                self._orders.clear()  # bounded memory, as the selector's own memo
+            runs = [self._selected_runs[index] for index in selected]
+            found = self._orders[selected] = (
+                tuple(run for run in runs if not run[1].suppressor),
+                tuple(run for run in runs if run[1].suppressor),
+            )
+        return found
 
     def eligible(
         self, present: frozenset[str], digit_step: int = 0, size_step: int = 0
