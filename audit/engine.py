@@ -15,6 +15,7 @@ Python only decodes and confirms those candidate calls, so the store is never lo
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from lexkeep.core.errors import ConfigError
 from lexkeep.core.ingest import expand_paths, ingest_paths
 from lexkeep.core.model import ArgumentsKind, Source, Verdict
 from lexkeep.core.nearmiss import (
+    _EDGE_PUNCT,
     Difference,
     NearMiss,
     candidates,
@@ -49,11 +51,57 @@ from lexkeep.core.nearmiss import (
 )
 from lexkeep.core.store import Store, default_db_path
 
-# Candidate calls fetched per identifier before falling back to all of them.
-_FIRST_CANDIDATES = 20
+# -- calls that surely keep a value, decided in SQL ---------------------------------------------
+#
+# `_keeps` (decode the arguments, then `is_kept` on every decoded string) is exact but costs a
+# Python decode per candidate call. A call *surely* keeps value V when V's first occurrence p in
+# the raw arguments has, on both sides, the start/end of the text or an ASCII character that is
+# neither a letter, a digit nor a backslash, and (for JSON arguments) V and the raw text pass
+# the checks below. Why that implies `_keeps` is true:
+# - freeform arguments, or JSON that Python cannot parse: the only decoded string is the raw
+#   text, and both neighbours are non-word characters (is_kept's rule).
+# - JSON that Python parses. V holds no '"', no '\' and no control character (_SURE_VALUE), so
+#   V lies wholly inside one JSON string or wholly outside strings, and no escape sequence lies
+#   inside V. Outside strings valid JSON only has digits, '+-.eE', the letters of true, false,
+#   null, NaN, Infinity, whitespace and ',:[]{}': so V is in a string unless it only has such
+#   characters; an all-digit V may also be (part of) a number, which the decoder keeps as its
+#   JSON text (integers by str(int), equal for valid JSON; floats re-read as text). Inside a
+#   string, V decodes to itself; its neighbour before is not '\', so it is the string's opening
+#   quote or a character standing for itself (an escape sequence cannot end in an ASCII
+#   non-alphanumeric other than '"' and '/', which decode to themselves); its neighbour after is
+#   not '\', so it is the closing quote or itself. So the decoded string holds V with non-word
+#   neighbours, and that string is a decoded leaf unless it is an object key or a value hidden
+#   by a duplicate key (Python keeps the last). _SURE_CALL rules both out: either the raw text
+#   has no '{' (no object at all), or its only '{' opens the top-level object (valid for DuckDB,
+#   which parses standard JSON as Python does) whose keys (json_keys, escapes decoded) are
+#   distinct and none contains V (a key that held V in its raw text holds it decoded: V is not
+#   preceded by '\' and has none inside).
+# Anything else is left to `_keeps`, so the answer is the same, only cheaper.
+_SURE_VALUE = r"""(
+    length(ids.value) > 0
+    AND NOT regexp_matches(ids.value, '[[:cntrl:]"\\]')
+    AND (regexp_matches(ids.value, '[^0-9+\-.eEtrufalsnNIiy \t\n\r,:\[\]{}]')
+         OR regexp_full_match(ids.value, '[0-9]+'))
+)"""
+_PLAIN = r"(ord({ch}) < 128 AND NOT regexp_matches({ch}, '[0-9A-Za-z\\]'))"
+_SURE_CALL = (
+    "(p > 0"
+    " AND (p = 1 OR " + _PLAIN.format(ch="substr(arguments_raw, p - 1, 1)") + ")"
+    " AND (p + length(value) > length(arguments_raw) OR "
+    + _PLAIN.format(ch="substr(arguments_raw, p + length(value), 1)")
+    + ")"
+    " AND (arguments_kind = 'freeform' OR (sure_value AND CASE"
+    "  WHEN NOT contains(arguments_raw, '{') THEN true"
+    "  WHEN length(arguments_raw) - length(replace(arguments_raw, '{', '')) = 1"
+    "   AND json_valid(arguments_raw) AND json_type(arguments_raw) = 'OBJECT'"
+    "  THEN len(json_keys(arguments_raw)) = len(list_distinct(json_keys(arguments_raw)))"
+    "   AND len(list_filter(json_keys(arguments_raw), lambda k: contains(k, value))) = 0"
+    "  ELSE false END)))"
+)
 
 # Identifier x first boundary after its message (ASOF picks the nearest later boundary).
-_AUDIT_IDS_SQL = """
+_AUDIT_IDS_SQL = (
+    """
 CREATE OR REPLACE TEMP TABLE lexkeep_audit_ids AS
 WITH ids AS (
     SELECT i.conversation_id, i.message_id, i.kind, i.value, i.span_start,
@@ -70,26 +118,44 @@ SELECT row_number() OVER (ORDER BY ids.conversation_id, ids.mpos, ids.span_start
        b.source_file AS b_file, b.source_line AS b_line,
        substr(to_json(ids.value)::VARCHAR, 2, length(to_json(ids.value)::VARCHAR) - 2)
            AS value_json,
-       value_json AS value_ascii
+       value_json AS value_ascii,
+       """
+    + _SURE_VALUE
+    + """ AS sure_value
 FROM ids ASOF JOIN boundaries b
   ON ids.conversation_id = b.conversation_id AND ids.mpos < b.position
 """
+)
 
-# Calls holding the raw value (or its JSON-escaped form), after (or before) the boundary.
-_CANDIDATES_SQL = """
-SELECT a.rid, t.call_id, t.name, t.arguments_raw, t.arguments_kind,
-       t.source_file, t.source_line, t.position,
-       count(*) OVER (PARTITION BY a.rid) AS n
-FROM lexkeep_audit_ids a
-JOIN tool_calls t ON t.conversation_id = a.conversation_id AND t.position {op} a.bpos
-WHERE (contains(t.arguments_raw, a.value) OR contains(t.arguments_raw, a.value_json)
-       OR contains(t.arguments_raw, a.value_ascii))
-  {only}
-QUALIFY row_number() OVER (PARTITION BY a.rid ORDER BY t.position) <= {limit}
-ORDER BY a.rid, t.position
+# Candidate calls of each identifier (after or before its boundary) in position order, up to
+# and including the first one that surely keeps it (`sure`, see _SURE_CALL): Python decodes
+# only the calls before that one. Arguments are sent only for the calls Python must decode.
+_FIRST_SQL = (
+    """
+WITH hits AS (
+    SELECT a.rid, a.value, a.sure_value, t.call_id, t.name, t.arguments_raw, t.arguments_kind,
+           t.source_file, t.source_line, t.position, instr(t.arguments_raw, a.value) AS p
+    FROM lexkeep_audit_ids a
+    JOIN tool_calls t ON t.conversation_id = a.conversation_id AND t.position {op} a.bpos
+    WHERE (contains(t.arguments_raw, a.value) OR contains(t.arguments_raw, a.value_json)
+           OR contains(t.arguments_raw, a.value_ascii))
+),
+judged AS (
+    SELECT *, coalesce("""
+    + _SURE_CALL
+    + """, false) AS sure FROM hits
+)
+SELECT rid, call_id, name, CASE WHEN sure THEN NULL ELSE arguments_raw END, arguments_kind,
+       source_file, source_line, sure
+FROM judged
+QUALIFY coalesce(sum(sure::INTEGER) OVER (PARTITION BY rid ORDER BY position
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) = 0
+ORDER BY rid, position
 """
+)
 
-# Calls after the boundary whose folded arguments contain a probe of a not-kept value.
+# Calls after the boundary whose folded arguments contain a probe of a not-kept value: each
+# call once, in (conversation, position) order, with the identifiers it may be a near miss of.
 _NEAR_SQL = """
 WITH probes AS (SELECT unnest(?) AS rid, unnest(?) AS probe),
 calls AS (
@@ -99,38 +165,22 @@ calls AS (
         SELECT a.conversation_id FROM lexkeep_audit_ids a WHERE a.rid IN (SELECT rid FROM probes)
     )
 )
-SELECT DISTINCT a.rid, c.call_id, c.name, c.arguments_raw, c.arguments_kind,
-       c.source_file, c.source_line, c.position
+SELECT c.call_id, c.name, c.arguments_raw, c.arguments_kind, c.source_file, c.source_line,
+       list(DISTINCT a.rid) AS rids
 FROM probes p
 JOIN lexkeep_audit_ids a ON a.rid = p.rid
 JOIN calls c ON c.conversation_id = a.conversation_id AND c.position > a.bpos
 WHERE contains(c.folded, p.probe)
-ORDER BY a.rid, c.position
+GROUP BY c.conversation_id, c.position, c.call_id, c.name, c.arguments_raw, c.arguments_kind,
+         c.source_file, c.source_line
+ORDER BY c.conversation_id, c.position
 """
 
 
-@dataclass(frozen=True, slots=True)
-class _Call:
-    call_id: str
-    name: str
-    raw: str
-    kind: str
-    source: Source
-    position: int
-
-
-@dataclass(slots=True)
-class _Row:
-    rid: int
-    conversation_id: str
-    message_id: str
-    kind: str
-    value: str
-    complete: bool
-    message: Source
-    boundary_id: str
-    boundary_kind: str
-    boundary: Source
+# A tool call as evidence: (call_id, tool name, source file, source line).
+_Call = tuple[str, str, str, int]
+# A row of lexkeep_audit_ids, indexed by rid: see _audit_rows for the columns.
+_Row = tuple[Any, ...]
 
 
 def audit_command(
@@ -235,10 +285,10 @@ def audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...] =
         _add_ascii_escapes(store)
         rows = _audit_rows(store)
         kept = _first_kept(store, ">", rows)
-        near = _near_misses(store, [r for r in rows if r.rid not in kept])
+        near = _near_misses(store, rows, [r[0] for r in rows if r[0] not in kept])
         before = _first_kept(store, "<", rows)
         summaries = _boundary_texts(store)
-        findings = tuple(_finding(r, kept, near, before, summaries) for r in rows)
+        findings = _findings(rows, kept, near, before, summaries)
         conv_rows = con.execute(
             """
             SELECT c.id, c.source_file, c.source_line, count(b.id)
@@ -408,24 +458,14 @@ def _add_ascii_escapes(store: Store) -> None:
 
 
 def _audit_rows(store: Store) -> list[_Row]:
-    rows = store.con.execute(
+    """Every audited identifier; rids are 0..n-1, so a row is found by its rid (rows[rid])."""
+    return store.con.execute(
         """
         SELECT rid, conversation_id, message_id, kind, value, complete, m_file, m_line,
                boundary_id, bkind, b_file, b_line
         FROM lexkeep_audit_ids ORDER BY rid
         """
     ).fetchall()
-    return [
-        _Row(
-            r[0], r[1], r[2], r[3], r[4], r[5], Source(r[6], r[7]), r[8], r[9], Source(r[10], r[11])
-        )
-        for r in rows
-    ]
-
-
-def _candidates(store: Store, op: str, only: str, limit: int | str) -> Iterator[tuple]:
-    sql = _CANDIDATES_SQL.format(op=op, only=only, limit=limit)
-    yield from _stream(store.con.execute(sql))
 
 
 def _stream(result: Any, size: int = 4096) -> Iterator[tuple]:
@@ -436,82 +476,69 @@ def _stream(result: Any, size: int = 4096) -> Iterator[tuple]:
 
 def _first_kept(store: Store, op: str, rows: list[_Row]) -> dict[int, _Call]:
     """rid -> the first call (after: op '>', before: op '<') that keeps the value verbatim."""
-    by_rid = {r.rid: r for r in rows}
     found: dict[int, _Call] = {}
-    more: set[int] = set()
-    leaves: dict[tuple[str, str], list[str]] = {}  # one decode per call, shared by identifiers
+    leaves: dict[str, list[str]] = {}  # one decode per call, shared by identifiers
     conversation = None
-    for rid, *call, n in _candidates(store, op, "", _FIRST_CANDIDATES):
+    for rid, call_id, name, raw, kind, file, line, sure in _stream(
+        store.con.execute(_FIRST_SQL.replace("{op}", op))
+    ):
         if rid in found:
             continue
-        if by_rid[rid].conversation_id != conversation:  # rows come conversation by conversation
-            conversation = by_rid[rid].conversation_id
-            leaves.clear()
-        c = _call(call)
-        if _keeps(by_rid[rid], c, leaves):
-            found[rid] = c
-        elif n > _FIRST_CANDIDATES:
-            more.add(rid)
-    more -= set(found)
-    if more:
-        # Rare: many calls contain the value, the first ones only inside longer tokens.
-        only = "AND a.rid IN (" + ",".join(str(int(r)) for r in sorted(more)) + ")"
-        for rid, *call, _n in _candidates(store, op, only, "1e18"):
-            if rid in found:
+        if not sure:  # SQL could not tell: decode and check, as the definition says
+            row = rows[rid]
+            if row[1] != conversation:  # rows come conversation by conversation
+                conversation = row[1]
+                leaves.clear()
+            got = leaves.get(call_id)
+            if got is None:
+                got = leaves[call_id] = decode_arguments(raw, kind)
+            value = row[4]
+            if not any(is_kept(value, leaf) for leaf in got):
                 continue
-            c = _call(call)
-            if _keeps(by_rid[rid], c, leaves):
-                found[rid] = c
+        found[rid] = (call_id, name, file, line)
     return found
 
 
-def _keeps(row: _Row, call: _Call, cache: dict[tuple[str, str], list[str]]) -> bool:
-    """True when a decoded argument string of `call` keeps `row.value` verbatim."""
-    key = (row.conversation_id, call.call_id)
-    if key not in cache:
-        cache[key] = decode_arguments(call.raw, call.kind)
-    return any(is_kept(row.value, leaf) for leaf in cache[key])
+def _near_misses(
+    store: Store, rows: list[_Row], rids: list[int]
+) -> dict[int, tuple[NearMiss, _Call]]:
+    """rid -> the closest near miss (earliest call on ties) among calls after the boundary.
 
-
-def _near_misses(store: Store, rows: list[_Row]) -> dict[int, tuple[NearMiss, _Call]]:
-    """rid -> the closest near miss (earliest call on ties) among calls after the boundary."""
-    rids: list[int] = []
+    `rids` are the identifiers not kept. Each candidate call is tokenised once, for all the
+    identifiers it may hold a near miss of; calls come in position order, so keeping the first
+    strictly better miss gives the earliest call on ties.
+    """
+    probe_rids: list[int] = []
     probes: list[str] = []
-    for r in rows:
-        for probe in near_probes(r.value):
-            rids.append(r.rid)
+    for rid in rids:
+        for probe in near_probes(rows[rid][4]):
+            probe_rids.append(rid)
             probes.append(probe)
-    if not rids:
+    if not probe_rids:
         return {}
-    by_rid = {r.rid: r for r in rows}
     best: dict[int, tuple[NearMiss, _Call]] = {}
-    rank = {"case": 0, "separator": 1, "truncated": 2, "extended": 2, "edit": 3}
-    # Tokens (with their folded forms) of each candidate call, shared by the identifiers of
-    # its conversation; the forms of a token string are computed once per audit.
-    tokens: dict[tuple[str, str], list[_Token]] = {}
+    best_key: dict[int, tuple[int, int]] = {}
+    expected: dict[str, _Expected] = {}
+    # Folded forms of a token string are computed once per audit.
     forms: dict[str, _Token] = {}
-    expected: _Expected | None = None
-    conversation = None
-    for rid, *call in _stream(store.con.execute(_NEAR_SQL, [rids, probes])):
-        c = _call(call)
-        row = by_rid[rid]
-        if row.conversation_id != conversation:  # rows come conversation by conversation
-            conversation = row.conversation_id
-            tokens.clear()
-        if expected is None or expected.value != row.value:
-            expected = _Expected.of(row.value)
-        key = (row.conversation_id, c.call_id)
-        if key not in tokens:
-            tokens[key] = _call_tokens(c, forms)
-        miss = fast_best_near_miss(expected, tokens[key])
-        if miss is None:
+    result = store.con.execute(_NEAR_SQL, [probe_rids, probes])
+    for call_id, name, raw, kind, file, line, call_rids in _stream(result):
+        tokens = _call_tokens(raw, kind, forms)
+        if not tokens:
             continue
-        key_rank = (rank[miss.difference.value], miss.distance)
-        if rid not in best or key_rank < (
-            rank[best[rid][0].difference.value],
-            best[rid][0].distance,
-        ):
-            best[rid] = (miss, c)
+        for rid in call_rids:
+            value = rows[rid][4]
+            want = expected.get(value)
+            if want is None:
+                want = expected[value] = _Expected.of(value)
+            miss = fast_best_near_miss(want, tokens)
+            if miss is None:
+                continue
+            key = (_RANK[miss.difference], miss.distance)
+            old = best_key.get(rid)
+            if old is None or key < old:
+                best_key[rid] = key
+                best[rid] = (miss, (call_id, name, file, line))
     return best
 
 
@@ -519,15 +546,35 @@ def _near_misses(store: Store, rows: list[_Row]) -> dict[int, tuple[NearMiss, _C
 _Token = tuple[str, str, str]
 
 
-def _call_tokens(call: _Call, forms: dict[str, _Token]) -> list[_Token]:
+def _call_tokens(raw: str, kind: str, forms: dict[str, _Token]) -> list[_Token]:
+    """The tokens of a call's decoded arguments (`core.nearmiss.candidates`), with their forms."""
     out = []
-    for leaf in decode_arguments(call.raw, call.kind):
-        for token in candidates(leaf):
+    for leaf in decode_arguments(raw, kind):
+        if not leaf.isascii():
+            for token in candidates(leaf):
+                got = forms.get(token)
+                if got is None:
+                    got = forms[token] = (token, fold(token), skeleton(token))
+                out.append(got)
+            continue
+        # ASCII text (most arguments): the same tokens and forms with `re` and str methods.
+        # In ASCII, \p{L}\p{N} is [A-Za-z0-9], NFKC and the dash/invisible maps change nothing,
+        # casefold() is lower(), and a token holds no whitespace, so its separators are -_.:/#\.
+        for token in _ASCII_TOKEN.findall(leaf):
+            token = token.strip(_EDGE_PUNCT)
+            if not token:
+                continue
             got = forms.get(token)
             if got is None:
-                got = forms[token] = (token, fold(token), skeleton(token))
+                folded = token.lower()
+                skel = folded.translate(_ASCII_SEPARATORS).lstrip("0")
+                got = forms[token] = (token, folded, skel)
             out.append(got)
     return out
+
+
+_ASCII_TOKEN = re.compile(r"[A-Za-z0-9\-_.:/#\\@+~]+")
+_ASCII_SEPARATORS = str.maketrans("", "", "-_.:/#\\")
 
 
 @dataclass(frozen=True, slots=True)
@@ -696,48 +743,57 @@ def _boundary_texts(store: Store) -> dict[str, tuple[str | None, tuple[str, ...]
     return {bid: (summary, tuple(kept or ())) for bid, summary, kept in rows}
 
 
-def _finding(
-    r: _Row,
+def _findings(
+    rows: list[_Row],
     kept: dict[int, _Call],
     near: dict[int, tuple[NearMiss, _Call]],
     before: dict[int, _Call],
     texts: dict[str, tuple[str | None, tuple[str, ...]]],
-) -> Finding:
-    evidence = None
-    if r.rid in kept:
-        c = kept[r.rid]
-        verdict = Verdict.KEPT
-        evidence = Evidence(c.call_id, c.name, r.value, c.source)
-    elif r.rid in near:
-        miss, c = near[r.rid]
-        verdict = Verdict.ALTERED
-        evidence = Evidence(
-            c.call_id, c.name, miss.found, c.source, miss.difference.value, miss.distance
+) -> tuple[Finding, ...]:
+    out = []
+    boundaries: dict[str, Source] = {}  # one Source per boundary, shared by its findings
+    for rid, cid, mid, kind, value, complete, m_file, m_line, bid, bkind, b_file, b_line in rows:
+        evidence = None
+        c = kept.get(rid)
+        if c is not None:
+            verdict = Verdict.KEPT
+            evidence = Evidence(c[0], c[1], value, Source(c[2], c[3]))
+        elif rid in near:
+            miss, c = near[rid]
+            verdict = Verdict.ALTERED
+            evidence = Evidence(
+                c[0], c[1], miss.found, Source(c[2], c[3]), miss.difference.value, miss.distance
+            )
+        else:
+            verdict = Verdict.MISSING if complete else Verdict.UNVERIFIED
+        summary, kept_verbatim = texts.get(bid, (None, ()))
+        boundary = boundaries.get(bid)
+        if boundary is None:
+            boundary = boundaries[bid] = Source(b_file, b_line)
+        out.append(
+            Finding(
+                conversation_id=cid,
+                message_id=mid,
+                kind=kind,
+                value=value,
+                verdict=verdict,
+                message=Source(m_file, m_line),
+                boundary_id=bid,
+                boundary_kind=bkind,
+                boundary=boundary,
+                evidence=evidence,
+                # `in` first: is_kept's own search, without a Python call when it fails.
+                in_summary=None
+                if summary is None
+                else value in summary and is_kept(value, summary),
+                in_kept_verbatim=any(
+                    value in text and is_kept(value, text) for text in kept_verbatim
+                ),
+                used_before=rid in before,
+                scan_complete=complete,
+            )
         )
-    else:
-        verdict = Verdict.MISSING if r.complete else Verdict.UNVERIFIED
-    summary, kept_verbatim = texts.get(r.boundary_id, (None, ()))
-    return Finding(
-        conversation_id=r.conversation_id,
-        message_id=r.message_id,
-        kind=r.kind,
-        value=r.value,
-        verdict=verdict,
-        message=r.message,
-        boundary_id=r.boundary_id,
-        boundary_kind=r.boundary_kind,
-        boundary=r.boundary,
-        evidence=evidence,
-        in_summary=None if summary is None else is_kept(r.value, summary),
-        in_kept_verbatim=any(is_kept(r.value, text) for text in kept_verbatim),
-        used_before=r.rid in before,
-        scan_complete=r.complete,
-    )
-
-
-def _call(call: Sequence[Any]) -> _Call:
-    call_id, name, raw, kind, file, line, position = call[:7]
-    return _Call(call_id, name, raw, kind, Source(file, line), position)
+    return tuple(out)
 
 
 # -- argument decoding ------------------------------------------------------------------------

@@ -1,0 +1,188 @@
+"""The audit's speed-ups give the same answers as the definitions they stand in for.
+
+- `_SURE_CALL` (SQL) may only say "this call keeps the value" when decoding the arguments and
+  checking every decoded string with `is_kept` says so too (engine._keeps' definition).
+- The ASCII fast path of `_call_tokens` gives `core.nearmiss.candidates`, `fold` and `skeleton`.
+- End to end, arguments built to fool a raw-text check (duplicate keys, keys, escapes) get the
+  verdict the definition gives.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import duckdb
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lexkeep.audit.engine import _SURE_CALL, _SURE_VALUE, _call_tokens, decode_arguments, run_audit
+from lexkeep.core.nearmiss import candidates, fold, is_kept, skeleton
+
+
+@functools.cache
+def _con() -> duckdb.DuckDBPyConnection:
+    return duckdb.connect()  # one in-memory database for the whole module: connecting costs ms
+
+
+def _sure(rows: list[tuple[str, str, str]]) -> list[bool]:
+    """Evaluate the engine's SQL shortcut on (value, arguments_raw, arguments_kind) rows."""
+    con = _con()
+    con.execute(
+        "CREATE OR REPLACE TABLE calls (n INTEGER, value VARCHAR, raw VARCHAR, kind VARCHAR)"
+    )
+    con.execute(
+        "INSERT INTO calls SELECT unnest(?), unnest(?), unnest(?), unnest(?)",
+        [list(range(len(rows))), *(list(col) for col in zip(*rows, strict=True))],
+    )
+    got = con.execute(
+        f"""
+        WITH v AS (SELECT n, value, raw AS arguments_raw, kind AS arguments_kind,
+                          {_SURE_VALUE} AS sure_value, instr(raw, value) AS p
+                   FROM calls ids)
+        SELECT coalesce({_SURE_CALL}, false) FROM v ORDER BY n
+        """
+    ).fetchall()
+    return [bool(r[0]) for r in got]
+
+
+def _keeps(value: str, raw: str, kind: str) -> bool:
+    return any(is_kept(value, leaf) for leaf in decode_arguments(raw, kind))
+
+
+V = "INV-2025-08-44719"
+# (value, raw arguments, kind, what the definition says)
+CASES = [
+    (V, json.dumps({"invoice_id": V}), "json_string", True),
+    (V, json.dumps({"command": ["bash", "-lc", f"grep {V} /var/log/x.log"]}), "json_string", True),
+    (V, json.dumps({V: 1}), "json_string", False),  # a key is not an argument string
+    (V, json.dumps({V + "x": "a", "b": V}), "json_string", True),  # definition: kept
+    (V, '{"a":"' + V + '","a":"other"}', "json_string", False),  # duplicate key: last wins
+    (V, '{"a":"other","a":"' + V + '"}', "json_string", True),
+    (V, '{"\\u0061":"' + V + '","a":"x"}', "json_string", False),  # escaped duplicate key
+    (V, '{"a":{"b":"' + V + '","b":"x"}}', "json_string", False),  # nested duplicate
+    (V, '{"a":"x\\n' + V + '"}', "json_string", True),  # escape before: SQL cannot tell
+    (V, '{"a":"' + V + '\\u00e9"}', "json_string", False),  # decodes to a letter after it
+    (V, '{"a":"\\u00e9' + V + '"}', "json_string", False),
+    (V, '{"a":"' + V + '\\"x"}', "json_string", True),
+    (V, '{"a":"\\"' + V + '"}', "json_string", True),
+    (V, '{"a":"' + V + "é" + '"}', "json_string", False),  # a non-ASCII letter after it
+    (V, '{"a":"' + V + "。" + '"}', "json_string", True),  # non-ASCII punctuation after it
+    (V, '{"a": "' + V, "json_string", True),  # invalid JSON: the raw text is the string
+    (V, '{"a": "x' + V + '"', "json_string", False),
+    (V, '{"a":"' + V + '",}', "json_string", True),  # DuckDB accepts this, Python does not
+    (V, f"apply {V} now", "freeform", True),
+    (V, f'{{"{V}": 1}}', "freeform", True),
+    (V, json.dumps([V]), "array", True),
+    ("123456789", '{"account": 123456789}', "object", True),
+    ("123456789", '{"account": -123456789.5}', "object", True),
+    ("123456789", '{"account": 1234567890}', "object", False),
+    ("123456789", '{"a": 1e123456789}', "object", False),
+    ("123456789", '{"a": 1.5e-123456789}', "object", True),
+    ("true", '{"a": true}', "object", False),  # booleans hold no identifier
+    ("null", '{"a": null, "b": "null"}', "object", True),
+    ("nan", '{"a": NaN}', "object", False),
+    ("NaN", '{"a": NaN}', "object", True),
+    ("e", '{"a": 1e5}', "object", False),
+    ("a,b", '{"x":"a","y":"b"}', "object", False),
+    ("a,b", '{"x":"a,b"}', "object", True),
+    ('say "hi"', json.dumps({"a": 'say "hi"'}), "object", True),  # SQL cannot tell
+    ("C:\\dir", json.dumps({"a": "C:\\dir"}), "object", True),
+    ("C:\\dir", '{"a": "C:\\dir"}', "object", True),  # invalid escape: raw text
+    ("ORD_448812", '{"q":"ORD_4488120"}', "object", False),
+    ("ORD_448812", '{"q":"xORD_448812"}', "object", False),
+    ("ORD_448812", '{"q":"/ORD_448812/"}', "object", True),
+    ("ORD_448812", '{"q":"\\/ORD_448812\\/"}', "object", True),
+    ("ORD_448812", '{"q":"\\\\ORD_448812"}', "object", True),
+    ("ORD_448812", '{"q":"\\\\\\\\ORD_448812"}', "object", True),
+    ("#W2378156", '{"q":"order #W2378156."}', "object", True),
+    ("日本-42", '{"q":"日本-42 x"}', "object", True),
+    ("日本-42", '{"q":"x日本-42"}', "object", False),
+]
+
+
+def test_sql_shortcut_never_claims_more_than_the_definition():
+    got = _sure([(v, raw, kind) for v, raw, kind, _ in CASES])
+    for (value, raw, kind, expected), sure in zip(CASES, got, strict=True):
+        assert _keeps(value, raw, kind) == expected, (value, raw)
+        if sure:
+            assert expected, f"SQL says {raw!r} keeps {value!r}, decoding says no"
+    # ... and it does decide the plain cases, or it would save nothing.
+    assert got[0] and got[1] and got[-2]
+
+
+_PIECES = [*'INV-2025_ab:/#.\\"{}[], \n\tél0\u00e9', "\\n", "\\u0041", '\\"', "\\/"]
+_TEXT = st.lists(st.sampled_from(_PIECES), max_size=12).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.sampled_from(["INV-25", "ab", "2025", "a:b", "l0", "a", "e", "true", "日本-42"]),
+    parts=st.lists(_TEXT, max_size=4),
+    shape=st.sampled_from(["obj", "dup", "key", "raw", "list", "free"]),
+)
+def test_sql_shortcut_random_arguments(value, parts, shape):
+    text = value.join(parts) if len(parts) > 1 else value
+    kind = "object"
+    if shape == "obj":
+        raw = json.dumps({"a": text, "b": parts})
+    elif shape == "dup":
+        raw = '{"a":' + json.dumps(text) + ',"a":' + json.dumps(parts) + "}"
+    elif shape == "key":
+        raw = json.dumps({text: 1, "x": parts})
+    elif shape == "list":
+        raw, kind = json.dumps([text, *parts], ensure_ascii=False), "array"
+    elif shape == "free":
+        raw, kind = text, "freeform"
+    else:
+        raw = '{"a": "' + text + '"}'  # often invalid JSON
+    if _sure([(value, raw, kind)])[0]:
+        assert _keeps(value, raw, kind), (value, raw, kind)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
+def test_ascii_tokens_equal_candidates(text):
+    raw = json.dumps({"a": text})
+    expected = [(t, fold(t), skeleton(t)) for t in candidates(text)]
+    assert _call_tokens(raw, "object", {}) == expected
+
+
+def test_ascii_and_unicode_tokens_mixed():
+    leaves = ["INV-2025-08-44719, see /var/log/x.log.", "Ｏｒｄｅｒ ORD‐448812 ０１２", "x"]
+    raw = json.dumps({"a": leaves[0], "b": [leaves[1], leaves[2]]}, ensure_ascii=False)
+    expected = [(t, fold(t), skeleton(t)) for leaf in leaves for t in candidates(leaf)]
+    assert _call_tokens(raw, "object", {}) == expected
+
+
+def _line(**record) -> str:
+    return json.dumps(record, ensure_ascii=False)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "verdict"),
+    [
+        ('{"invoice_id":"INV-2025-08-44719"}', "kept"),
+        ('{"invoice_id":"INV-2025-08-44719","invoice_id":"none"}', "missing"),
+        ('{"INV-2025-08-44719":"x"}', "missing"),
+        ('{"q":"INV-2025-08-44719\\u00e9"}', "altered"),
+        ('{"q":"see\\nINV-2025-08-44719"}', "kept"),
+        ('{"q":"inv-2025-08-44719"}', "altered"),
+    ],
+)
+def test_tricky_arguments_end_to_end(tmp_path, arguments, verdict):
+    """Both the fast path and the normal ingest give the verdict of the definition."""
+    lines = [
+        _line(type="message", id="m1", conversation_id="c1", role="user",
+              text="Please refund invoice INV-2025-08-44719 today."),
+        _line(type="compaction", id="b1", conversation_id="c1", summary="refund asked"),
+        _line(type="tool_call", id="t1", conversation_id="c1", name="refund",
+              arguments=arguments),
+    ]  # fmt: skip
+    path = tmp_path / "dump.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for fast in (True, False):
+        report = run_audit(paths=[str(path)], fast=fast)
+        got = [(f.value, f.verdict.value) for f in report.findings]
+        assert got == [("INV-2025-08-44719", verdict)], (fast, got)
