@@ -18,7 +18,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from lexkeep.audit.report import SCHEMA_VERSION, AuditReport, Counts, Finding
+from lexkeep.audit.report import (
+    SCHEMA_VERSION,
+    AuditReport,
+    Counts,
+    Evidence,
+    Finding,
+    gc_paused,
+)
 from lexkeep.core import __version__
 from lexkeep.core.model import Source, Verdict
 
@@ -109,37 +116,76 @@ def _source_dict(source: Source | None) -> dict[str, Any] | None:
 
 def finding_dict(f: Finding) -> dict[str, Any]:
     """One finding as JSON-ready data."""
+    return _finding_data(f, {}, {})
+
+
+def _finding_data(
+    f: Finding,
+    boundaries: dict[tuple[Any, ...], dict[str, Any]],
+    flag_sets: dict[tuple[Any, ...], dict[str, Any]],
+) -> dict[str, Any]:
+    # Spelled out (no helpers, no ** merges): this runs once per identifier of a big dump.
+    # The boundary and flags parts repeat across findings: one dict each, shared (the JSON
+    # text is the same; orjson writes a shared dict each time it appears).
     ev = f.evidence
+    message = f.message
+    b = f.boundary
+    key = (f.boundary_id, f.boundary_kind, b)
+    boundary = boundaries.get(key)
+    if boundary is None:
+        boundary = {"id": f.boundary_id, "kind": f.boundary_kind}
+        if b is not None:
+            boundary["file"] = b.file
+            boundary["line"] = b.line
+        boundaries[key] = boundary
+    key = (f.in_summary, f.in_kept_verbatim, f.used_before)
+    flags = flag_sets.get(key)
+    if flags is None:
+        flags = flag_sets[key] = {
+            "in_summary": f.in_summary,
+            "in_kept_verbatim": f.in_kept_verbatim,
+            "used_before_boundary": f.used_before,
+        }
     return {
         "conversation_id": f.conversation_id,
         "message_id": f.message_id,
         "kind": f.kind,
         "value": f.value,
         "verdict": f.verdict.value,
-        "message": _source_dict(f.message),
-        "boundary": {"id": f.boundary_id, "kind": f.boundary_kind, **_source_dict(f.boundary)},
-        "evidence": None
-        if ev is None
-        else {
+        "message": None if message is None else {"file": message.file, "line": message.line},
+        "boundary": boundary,
+        "evidence": None if ev is None else _evidence_dict(ev),
+        "flags": flags,
+        "scan_complete": f.scan_complete,
+    }
+
+
+def _evidence_dict(ev: Evidence) -> dict[str, Any]:
+    source = ev.source
+    if source is None:
+        return {
             "call_id": ev.call_id,
             "tool": ev.tool,
             "found": ev.found,
             "difference": ev.difference,
             "distance": ev.distance,
-            **_source_dict(ev.source),
-        },
-        "flags": {
-            "in_summary": f.in_summary,
-            "in_kept_verbatim": f.in_kept_verbatim,
-            "used_before_boundary": f.used_before,
-        },
-        "scan_complete": f.scan_complete,
+        }
+    return {
+        "call_id": ev.call_id,
+        "tool": ev.tool,
+        "found": ev.found,
+        "difference": ev.difference,
+        "distance": ev.distance,
+        "file": source.file,
+        "line": source.line,
     }
 
 
 def report_dict(report: AuditReport) -> dict[str, Any]:
     """The whole report as JSON-ready data (the `json` format)."""
     g = report.gate
+    boundaries: dict[tuple[Any, ...], dict[str, Any]] = {}
+    flag_sets: dict[tuple[Any, ...], dict[str, Any]] = {}
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "lexkeep", "version": __version__},
@@ -170,7 +216,7 @@ def report_dict(report: AuditReport) -> dict[str, Any]:
             for c in report.conversations
         ],
         "distribution": [{"bin": label, "conversations": n} for label, n in report.distribution],
-        "findings": [finding_dict(f) for f in report.findings],
+        "findings": [_finding_data(f, boundaries, flag_sets) for f in report.findings],
         "notes": list(report.notes),
     }
 
@@ -180,13 +226,15 @@ def report_dict(report: AuditReport) -> dict[str, Any]:
 
 def render_json(report: AuditReport, stream: TextIO, color: bool = False) -> None:
     """Write the report as one JSON document."""
-    data = report_dict(report)
-    try:
-        # Same bytes as json.dump(indent=2, ensure_ascii=False), whose indenting encoder is
-        # pure Python: seconds on a big dump's findings instead of a fraction of one.
-        text = orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
-    except TypeError:  # e.g. an integer beyond 64 bits
-        text = json.dumps(data, ensure_ascii=False, indent=2)
+    with gc_paused():
+        data = report_dict(report)
+        try:
+            # Same bytes as json.dump(indent=2, ensure_ascii=False), whose indenting encoder is
+            # pure Python: seconds on a big dump's findings instead of a fraction of one.
+            text = orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
+        except TypeError:  # e.g. an integer beyond 64 bits
+            text = json.dumps(data, ensure_ascii=False, indent=2)
+        del data
     stream.write(text)
     stream.write("\n")
 

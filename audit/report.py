@@ -6,9 +6,12 @@ The engine builds it, `redact` returns a copy with values hashed, and the render
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import hmac
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from lexkeep.core.model import Source, Verdict
@@ -178,3 +181,21 @@ def redact(report: AuditReport, key: bytes | None = None) -> AuditReport:
             evidence = replace(evidence, found=redact_value(evidence.found, key))
         findings.append(replace(f, value=redact_value(f.value, key), evidence=evidence))
     return replace(report, findings=tuple(findings), redacted=True)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building (or rendering) a big report.
+
+    An audit allocates a few objects per identifier (rows, findings, JSON dicts) and frees
+    few: each full collection walks all of them again, a fifth of the audit's Python time on
+    a big dump. None of them form reference cycles, so nothing waits on the collector; it is
+    switched back on (if it was on) when the block ends.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
