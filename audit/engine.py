@@ -19,6 +19,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -589,6 +590,7 @@ class _Expected:
     folded: str
     skeleton: str
     pieces: tuple[tuple[str, int], ...]  # see _may_be_within
+    sizes: frozenset[int]  # see _skeleton_sizes
 
     @classmethod
     def of(cls, value: str) -> _Expected:
@@ -598,7 +600,28 @@ class _Expected:
             count = 3 if len(skel) < 12 else 5
             size = len(skel) // count
             pieces = tuple((skel[i * size : (i + 1) * size], i * size) for i in range(count))
-        return cls(value, fold(value), skel, pieces)
+        return cls(value, fold(value), skel, pieces, _skeleton_sizes(len(skel)))
+
+
+@cache
+def _skeleton_sizes(lw: int) -> frozenset[int]:
+    """Skeleton lengths for which `_classify` can find a separator, truncation or edit miss.
+
+    The same tests as `_classify` on the lengths alone (a case miss has equal folds, checked
+    apart): a token whose skeleton length is not in here is no near miss unless its fold
+    equals the value's.
+    """
+    if not lw:
+        return frozenset()
+    sizes = {lw}
+    for lg in range(1, 2 * lw + 10):
+        if lw >= 4 and lg >= 4:
+            shorter, longer = min(lw, lg), max(lw, lg)
+            if shorter / longer >= 0.6:
+                sizes.add(lg)
+        if lw >= 6 and abs(lw - lg) <= (1 if lw < 12 else 2):
+            sizes.add(lg)
+    return frozenset(sizes)
 
 
 def _may_be_within(got: str, pieces: tuple[tuple[str, int], ...], limit: int) -> bool:
@@ -625,9 +648,12 @@ def fast_best_near_miss(expected: _Expected, tokens: Sequence[_Token]) -> NearMi
     value, e_fold, want = expected.value, expected.folded, expected.skeleton
     want_len = len(want)
     low, high = 0.5 * want_len, 2.5 * want_len + 4
+    sizes = expected.sizes
     for token, t_fold, got in tokens:
         if want_len and not (low <= len(token) <= high):
             continue
+        if len(got) not in sizes and t_fold != e_fold:
+            continue  # cannot be a near miss: spare the call
         miss = _classify(value, e_fold, want, token, t_fold, got, expected.pieces)
         if miss is None:
             continue

@@ -17,8 +17,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lexkeep.audit.engine import _SURE_CALL, _SURE_VALUE, _call_tokens, decode_arguments, run_audit
-from lexkeep.core.nearmiss import candidates, fold, is_kept, skeleton
+from lexkeep.audit.engine import (
+    _SURE_CALL,
+    _SURE_VALUE,
+    _call_tokens,
+    _Expected,
+    decode_arguments,
+    run_audit,
+)
+from lexkeep.core.nearmiss import candidates, classify, fold, is_kept, skeleton
 
 
 @functools.cache
@@ -186,3 +193,19 @@ def test_tricky_arguments_end_to_end(tmp_path, arguments, verdict):
         report = run_audit(paths=[str(path)], fast=fast)
         got = [(f.value, f.verdict.value) for f in report.findings]
         assert got == [("INV-2025-08-44719", verdict)], (fast, got)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    value=st.text("ab01-_", min_size=1, max_size=20),
+    cut=st.integers(-12, 12),
+    extra=st.text("ab01-", max_size=8),
+    at_end=st.booleans(),
+)
+def test_size_filter_keeps_every_near_miss(value, cut, extra, at_end):
+    """A token whose skeleton length `_Expected.sizes` rejects is never a near miss."""
+    token = value[:cut] if cut > 0 else value[-cut:] if cut < 0 else value
+    token = token + extra if at_end else extra + token
+    miss = classify(value, token)
+    if miss is not None and fold(value) != fold(token):
+        assert len(skeleton(token)) in _Expected.of(value).sizes, (value, token, miss)
