@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from lexkeep.core.rules import RuleSet, cache_dir
+from lexkeep.core.rules import PLAIN_TEXT, RuleSet, cache_dir
 
 try:  # optional accelerator: results are identical without it, only slower
     import hyperscan as _hs
@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover - depends on the platform's wheels
 __all__ = ["Selector", "available", "selector"]
 
 # Plain text: both engines agree on every character (Python's \s also matches \x1c-\x1f).
-_PLAIN = re.compile(r"[\t\n\r\x20-\x7e]*").fullmatch
+_PLAIN = PLAIN_TEXT
 _SPACES = bytes.maketrans(b"\x0b\x0c\x1c\x1d\x1e\x1f", b"      ")
 _UNICODE_AWARE = re.compile(rb"\\[wWdDsSbB]|[^\x00-\x7f]|\[\^|(?<!\\)\.|\(\?[a-z]*i")
 _DIGIT_ID = 0  # expression id of "has an ASCII digit"; kind i's conditions are 4i+1 .. 4i+4
@@ -87,6 +87,10 @@ class Selector:
                 context_ids[-1] = 4 * index + 4
             wanted.append(ids)
         widths = {ident: w for ident, source, _ in expressions if (w := _width(source)) > 0}
+        # Long bounded repeats are the slow part of a Hyperscan scan; unbounded ones find the
+        # same hits and more (still a superset), and their first hit ends no later, so the
+        # widths of the bounded forms still give safe start bounds.
+        expressions = [(ident, _relaxed(source), flags) for ident, source, flags in expressions]
         self._database, compiled = _database(expressions)
         # Conditions a non-ASCII character could satisfy differently from the '?' it becomes
         # in the scanned copy of a non-ASCII text (see _scanned): not asked for there.
@@ -127,9 +131,9 @@ class Selector:
 
     def select_with_ends(
         self, text: str, *, sliced: bool = False
-    ) -> tuple[tuple[int, ...], dict[int, int], list]:
+    ) -> tuple[tuple[int, ...], dict[int, int], list, bool]:
         """As select(), with the end of each condition's first hit and the kinds' bounds
-        (pass both to start())."""
+        (pass both to start()), and whether `text` is plain (rules.PLAIN_TEXT)."""
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
             scratch = self._local.scratch = _hs.Scratch(self._database)
@@ -148,7 +152,7 @@ class Selector:
             if len(memo) >= _MEMO_LIMIT:
                 memo.clear()
             found = memo[key] = tuple(i for i in range(self._kinds) if needs[i] <= key)
-        return found, ends, widths
+        return found, ends, widths, not wide
 
     @staticmethod
     def start(index: int, ends: dict[int, int], widths: list) -> int:
@@ -210,6 +214,41 @@ def _not_possessive(source: str) -> str:
             after_quantifier = char in "}?*+"
         out.append(char)
     return "".join(out)
+
+
+_REPEAT = re.compile(rb"\{([0-9]+),([0-9]+)\}")
+LONG_REPEAT = 32
+
+
+def _relaxed(source: bytes) -> bytes:
+    """`source` with every bounded repeat {m,n} of n >= LONG_REPEAT made unbounded {m,}
+    (outside character classes; escaped braces are literals and stay)."""
+    out = bytearray()
+    i, n = 0, len(source)
+    in_class = False
+    while i < n:
+        char = source[i : i + 1]
+        if char == b"\\":
+            out += source[i : i + 2]
+            i += 2
+            continue
+        if in_class:
+            in_class = char != b"]"
+        elif char == b"[":
+            in_class = True
+            head = b"[^" if source[i + 1 : i + 2] == b"^" else b"["
+            if source[i + len(head) : i + len(head) + 1] == b"]":  # first in a class: literal
+                out += head + b"]"
+                i += len(head) + 1
+                continue
+        elif char == b"{" and (repeat := _REPEAT.match(source, i)) is not None:
+            low, high = repeat.groups()
+            out += b"{%s,}" % low if int(high) >= LONG_REPEAT else repeat.group(0)
+            i = repeat.end()
+            continue
+        out += char
+        i += 1
+    return bytes(out)
 
 
 def _width(source: bytes) -> int:

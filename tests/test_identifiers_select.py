@@ -308,3 +308,13 @@ def test_extract_many_on_real_messages_and_edge_cases() -> None:
     ]
     assert extract_many(texts, rules) == [extract(text, rules) for text in texts]
     assert extract_many([], rules) == []
+
+
+def test_relaxed_makes_only_long_repeats_outside_classes_unbounded() -> None:
+    relaxed = prefilter._relaxed
+    assert relaxed(rb"[0-9_\-][\w\-]{0,120}(?:\.[\w\-]{1,60}){0,3}\.[a-z]") == (
+        rb"[0-9_\-][\w\-]{0,}(?:\.[\w\-]{1,}){0,3}\.[a-z]"
+    )
+    assert relaxed(rb"a\{1,40}b{2,31}") == rb"a\{1,40}b{2,31}"  # a literal; a short repeat
+    assert relaxed(rb"[{1,40}]x{1,40}") == rb"[{1,40}]x{1,}"  # braces inside a class
+    assert relaxed(rb"[^]{1,40}]{0,99}") == rb"[^]{1,40}]{0,}"  # ']' first in a class
