@@ -312,12 +312,14 @@ def _extract_selected(
     selected: tuple[int, ...],
     ends: dict[int, int],
     widths: list[Any],
+    plain: bool = False,
 ) -> Extraction:
     """Run only the selected kinds (see core.prefilter) over a short text, each from where its
-    first match can start."""
+    first match can start. `plain`: the text is plain (rules.PLAIN_TEXT), so kinds with
+    engine = "re" run their stdlib translation."""
     if not selected:
         return _NOTHING
-    identifier_runs, suppressor_runs = plan.selected_order(selected)
+    identifier_runs, suppressor_runs = plan.selected_order(selected, plain)
     budget = _Budget(rules.timeout)
     candidates: list[tuple[int, int, int, int, str, bool]] = []
     digits = -1
@@ -534,7 +536,14 @@ class _Plan:
             )
             for index, kind in enumerate(rules.kinds)
         ]
-        self._orders: dict[tuple[int, ...], tuple[tuple[_Run, ...], tuple[_Run, ...]]] = {}
+        # The same for plain text: kinds with engine = "re" run their stdlib translation.
+        self._plain_runs = [
+            run if run[1].plain_pattern is None else (*run[:2], run[1].plain_pattern, *run[3:])
+            for run in self._selected_runs
+        ]
+        self._orders: dict[
+            tuple[tuple[int, ...], bool], tuple[tuple[_Run, ...], tuple[_Run, ...]]
+        ] = {}
         self._rules = rules
         self._selector: prefilter.Selector | None = None
         self._texts = 0
@@ -574,15 +583,18 @@ class _Plan:
         return self._selector
 
     def selected_order(
-        self, selected: tuple[int, ...]
+        self, selected: tuple[int, ...], plain: bool = False
     ) -> tuple[tuple[_Run, ...], tuple[_Run, ...]]:
-        """The runs of the selected kinds: identifier kinds, then suppressors."""
-        found = self._orders.get(selected)
+        """The runs of the selected kinds: identifier kinds, then suppressors. `plain`: for a
+        plain text (the stdlib translation of engine = "re" kinds)."""
+        key = (selected, plain)
+        found = self._orders.get(key)
         if found is None:
             if len(self._orders) >= 4096:
                 self._orders.clear()  # bounded memory, as the selector's own memo
-            runs = [self._selected_runs[index] for index in selected]
-            found = self._orders[selected] = (
+            table = self._plain_runs if plain else self._selected_runs
+            runs = [table[index] for index in selected]
+            found = self._orders[key] = (
                 tuple(run for run in runs if not run[1].suppressor),
                 tuple(run for run in runs if run[1].suppressor),
             )

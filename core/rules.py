@@ -15,6 +15,7 @@ import functools
 import hashlib
 import os
 import re
+import sys
 import time
 import tomllib
 from collections.abc import Mapping
@@ -42,7 +43,7 @@ CONTEXT_MODES = ("require", "veto")
 KIND_KEYS = {
     "id", "tier", "priority", "regex", "group", "keywords", "prefilter_digit", "trim", "require",
     "validators", "deny_list", "allowlist", "context", "tests", "description", "min_length",
-    "min_digits", "window_keywords", "gate",
+    "min_digits", "window_keywords", "gate", "engine",
 }  # fmt: skip
 USER_KEYS = {"schema_version", "use_default", "disabled", "allowlist", "context", "lists",
              "kinds", "settings"}  # fmt: skip
@@ -55,6 +56,12 @@ _GATE_CONTEXT = regex.compile(r"\(\?<?[=!]|(?<![\\\[])[\^$]|\\[bBAZ]")
 # Load-time ReDoS smoke test: a pattern must finish each of these within the time budget.
 ADVERSARIAL_LENGTH = 8_000
 ADVERSARIAL_BUDGET = 0.05  # seconds per adversarial string, whatever the scan budget is
+ENGINES = ("regex", "re")
+# engine = "re": the longest plain-ASCII text the stdlib translation runs on (it has no
+# timeout, so it is timed at load on adversarial strings up to this long).
+PLAIN_ENGINE_MAX = 1024
+# Text every character of which both engines read alike (see plain_source).
+PLAIN_TEXT = re.compile(r"[\t\n\r\x20-\x7e]*").fullmatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +106,10 @@ class Kind:
     window_keywords: tuple[str, ...] = ()
     gate: str = ""  # stdlib-re necessary condition: every match of the kind contains a gate hit
     gate_pattern: Any = None  # compiled re.Pattern, None when there is no gate
+    # engine = "re": the pattern translated for stdlib re, used on plain text (PLAIN_TEXT) up
+    # to PLAIN_ENGINE_MAX characters, where it finds the same spans faster for some shapes.
+    engine: str = "regex"
+    plain_pattern: Any = None
     positive: tuple[Example, ...] = ()
     negative: tuple[Example, ...] = ()
     description: str = ""
@@ -195,7 +206,10 @@ def build_rules(user: Mapping[str, Any] | None, *, origin: str = "built-in") -> 
         kind_id = raw["id"]
         _check_keys(raw, KIND_KEYS, f"kind {kind_id!r}", where)
         if kind_id in kinds:
-            kinds[kind_id] = {**kinds[kind_id], **raw}  # override only the fields given
+            merged = {**kinds[kind_id], **raw}  # override only the fields given
+            if "regex" in raw and "engine" not in raw:
+                merged.pop("engine", None)  # a new pattern runs on the regex engine unless asked
+            kinds[kind_id] = merged
         else:
             for needed in ("regex", "tier", "priority"):
                 if needed not in raw:
@@ -329,6 +343,10 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | N
     context = _context(raw.get("context"), fail)
     if tier == "C" and (context is None or context.mode != "require"):
         raise fail('tier C kinds need a context gate with mode = "require"')
+    engine = raw.get("engine", "regex")
+    if engine not in ENGINES:
+        raise fail(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    plain_pattern = _plain_pattern(source, fail) if engine == "re" else None
     tests = raw.get("tests") or {}
     if not isinstance(tests, dict):
         raise fail("tests must be a table with positive and negative lists")
@@ -355,13 +373,101 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | N
         window_keywords=window_keywords,
         gate=gate,
         gate_pattern=gate_pattern,
+        engine=engine,
+        plain_pattern=plain_pattern,
         positive=positive,
         negative=negative,
         description=str(raw.get("description", "")),
     )
     _self_test(kind, fail)
     _redos_test(kind, ADVERSARIAL_BUDGET, fail)
+    if plain_pattern is not None:
+        # Remembered like the ReDoS test: the same translation under the same engines passes.
+        marker = _redos_marker(f"re {sys.version_info[:3]} {kind.regex}\0{kind.positive}"
+                               f"\0{kind.negative}", ADVERSARIAL_BUDGET)  # fmt: skip
+        if marker is None or not marker.exists():
+            _plain_test(kind, fail)
+            _touch(marker)
     return kind
+
+
+# Regex-only syntax a translation must not carry over: set operations and nested sets (V1),
+# fuzzy matching, Unicode properties, and engine-only escapes.
+# \w and \b differ between the engines outside ASCII letters (marks, other numbers).
+_REGEX_ONLY = re.compile(r"\[\[|--|&&|\|\||~~|\{[eisd]|\\[pPXLGKmMRwWbB]|\(\?[Vbefprw|]")
+_CLASS_LN = re.compile(r"\[(\^?)\\p\{L\}\\p\{N\}((?:\\.|[^\]\\])*)\]")
+
+
+def plain_source(source: str) -> str | None:
+    """`source` rewritten for stdlib re, finding the same spans in plain text (PLAIN_TEXT);
+    None when it cannot be.
+
+    In plain text a letter or digit is [A-Za-z0-9] for both engines, so the class
+    [\\p{L}\\p{N}] becomes [^\\W_] and [\\p{L}\\p{N}_…] becomes [\\w…]. Anything else that only
+    the regex engine reads (other Unicode properties, set operations, fuzzy matching,
+    case-folded non-ASCII literals) is not translated.
+    """
+
+    def rewrite(match: re.Match[str]) -> str:
+        negated, rest = match.group(1), match.group(2)
+        if not rest:
+            return "[\\W_]" if negated else "[^\\W_]"
+        if re.search(r"(?<!\\)_", rest) is None:
+            raise ValueError("a class with \\p{L}\\p{N} but no '_'")
+        return f"[{negated}\\w{rest}]"
+
+    if _REGEX_ONLY.search(_CLASS_LN.sub("", source)) is not None:
+        return None
+    try:
+        translated = _CLASS_LN.sub(rewrite, source)
+    except ValueError:
+        return None
+    if "(?i" in translated and not translated.isascii():
+        return None  # full case folding of non-ASCII literals can match ASCII text
+    return translated
+
+
+def _plain_pattern(source: str, fail: Any) -> Any:
+    translated = plain_source(source)
+    if translated is None:
+        raise fail(
+            'engine "re" needs a pattern stdlib re can run on ASCII text',
+            hint="use \\p{L}\\p{N} only as [\\p{L}\\p{N}] or [\\p{L}\\p{N}_...], or drop engine",
+        )
+    try:
+        return re.compile(translated)
+    except (re.error, ValueError) as exc:
+        raise fail(f'engine "re": the translated pattern does not compile: {exc}') from exc
+
+
+def _plain_test(kind: Kind, fail: Any) -> None:
+    """engine = "re": the same spans as the regex engine on every plain example and adversarial
+    string, and within the budget on adversarial strings up to PLAIN_ENGINE_MAX characters."""
+    # Stdlib re has no timeout: lengths grow slowly (by 4 characters to 64, then by a
+    # quarter), so a pattern whose time explodes with length is refused at the first length
+    # that takes too long, instead of running for ever on a long string.
+    for name, text in adversarial_strings():
+        size = 8
+        while size <= PLAIN_ENGINE_MAX:
+            started = time.thread_time()
+            for _ in kind.plain_pattern.finditer(text[:size]):
+                pass
+            if time.thread_time() - started > ADVERSARIAL_BUDGET:
+                raise fail(
+                    f'engine "re": pattern takes longer than {ADVERSARIAL_BUDGET * 1000:g} ms on'
+                    f" {size} characters of the adversarial string {name!r}",
+                    hint="bound every quantifier and avoid nested repetition, or drop engine",
+                )
+            size = size + 4 if size < 64 else size + size // 4
+    texts = [e.text[:PLAIN_ENGINE_MAX] for e in kind.positive + kind.negative]
+    texts += [text[:PLAIN_ENGINE_MAX] for _, text in adversarial_strings()]
+    for text in texts:
+        if PLAIN_TEXT(text) is None:
+            continue
+        want = [m.span(kind.group) for m in kind.pattern.finditer(text)]
+        got = [m.span(kind.group) for m in kind.plain_pattern.finditer(text)]
+        if want != got:
+            raise fail(f'engine "re" finds {got} where the regex engine finds {want} in {text!r}')
 
 
 def _gate(source: Any, fail: Any) -> tuple[str, Any]:
@@ -579,6 +685,10 @@ def _redos_test(kind: Kind, timeout: float, fail: Any) -> None:
                 f"{name!r}",
                 hint="bound every quantifier and avoid nested repetition",
             )
+    _touch(marker)
+
+
+def _touch(marker: Path | None) -> None:
     if marker is not None:
         try:
             marker.parent.mkdir(parents=True, exist_ok=True)
@@ -640,6 +750,7 @@ def _digest(kinds: list[Kind], allowlist: frozenset[str], timeout: float, max_ch
                 "min_digits": k.min_digits,
                 "window_keywords": k.window_keywords,
                 "gate": k.gate,
+                "engine": k.engine,
                 "context": None if k.context is None
                 else [k.context.words, k.context.window, k.context.mode],
             }

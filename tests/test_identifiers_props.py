@@ -54,3 +54,21 @@ def test_an_identifier_keeps_its_span_when_text_is_appended_after_whitespace(
     first = extract(a).identifiers
     combined = extract(a + "\n\n" + b).identifiers
     assert [i for i in combined if i.end <= len(a)][: len(first)] == list(first)
+
+
+# Plain text made of the characters identifier patterns care about.
+_PLAIN_PIECES = [
+    *("a", "Z", "k9", "0", "7", "_", "-", ".", "/", "\\", "@", ":", "#", "$", "%", "'", '"'),
+    *("`", "(", ")", "com", "log", "pdf", "x_y", "AB-12", "12:30", "pm", "GB", "::", " ", "\n"),
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PLAIN_PIECES), max_size=60).map("".join))
+def test_engine_re_kinds_agree_with_the_regex_engine_on_plain_text(text: str) -> None:
+    """engine = "re" kinds: the stdlib translation finds the regex engine's spans."""
+    for kind in default_rules().kinds:
+        if kind.plain_pattern is not None:
+            want = [m.span(kind.group) for m in kind.pattern.finditer(text)]
+            got = [m.span(kind.group) for m in kind.plain_pattern.finditer(text)]
+            assert got == want, kind.id

@@ -8,7 +8,7 @@ import pytest
 
 from lexkeep.core.errors import RuleError
 from lexkeep.core.identifiers import extract
-from lexkeep.core.rules import build_rules, default_rules, load_rules
+from lexkeep.core.rules import build_rules, default_rules, load_rules, plain_source
 
 ACME = """
 [[kinds]]
@@ -220,3 +220,74 @@ def test_unbounded_quantifier_lint(pattern: str, position: int) -> None:
     from lexkeep.core.rules import unbounded_quantifier
 
     assert unbounded_quantifier(pattern) == position
+
+
+# -- engine = "re" -------------------------------------------------------------------------
+
+
+def test_plain_source_translates_only_what_both_engines_read_alike() -> None:
+    assert plain_source(r"(?<![\p{L}\p{N}_\-])[A-Z]{2}[0-9]{4}(?![\p{L}\p{N}])") == (
+        r"(?<![\w_\-])[A-Z]{2}[0-9]{4}(?![^\W_])"
+    )
+    assert plain_source(r"(?<=[^\p{L}\p{N}])x") == r"(?<=[\W_])x"
+    # \w, \b, other properties, set operations, fuzzy matching, a class without '_':
+    for source in (r"\w+", r"\bx", r"\p{Lu}x", r"[[a-z]--[aeiou]]", r"(?:ab){e<=1}",
+                   r"[\p{L}\p{N}.]x", r"(?i:é)x"):  # fmt: skip
+        assert plain_source(source) is None, source
+
+
+def test_engine_re_kinds_find_what_the_regex_engine_finds() -> None:
+    rules = default_rules()
+    fast = [k for k in rules.kinds if k.engine == "re"]
+    assert {"snake_id", "file_name", "email", "hostname"} <= {k.id for k in fast}
+    for kind in fast:
+        for example in kind.positive + kind.negative:
+            if example.text.isascii():
+                want = [m.span(kind.group) for m in kind.pattern.finditer(example.text)]
+                got = [m.span(kind.group) for m in kind.plain_pattern.finditer(example.text)]
+                assert got == want, (kind.id, example.text)
+
+
+def test_engine_re_refusals(tmp_path: Path) -> None:
+    body = ACME.replace("priority = 85", 'priority = 85\nengine = "re"')
+    assert load_rules(write(tmp_path, body)).kind("acme_invoice").plain_pattern is not None
+    assert refusal(tmp_path, ACME.replace("priority = 85", 'priority = 85\nengine = "pcre"')) == (
+        "FILE: kind 'acme_invoice': engine must be one of regex, re, not 'pcre'"
+    )
+    untranslatable = ACME.replace("priority = 85", 'priority = 85\nengine = "re"').replace(
+        "ACME-[0-9]{6}", r"\p{Lu}CME-[0-9]{6}"
+    )
+    assert refusal(tmp_path, untranslatable) == (
+        "FILE: kind 'acme_invoice': engine \"re\" needs a pattern stdlib re can run on ASCII text"
+    )
+
+
+def test_engine_re_times_the_translation(tmp_path: Path) -> None:
+    # Nested repetition that the regex engine runs fast and stdlib re in exponential time.
+    body = """
+[[kinds]]
+id = "nested"
+tier = "B"
+priority = 10
+keywords = ["a"]
+engine = "re"
+regex = '''(?:a{1,3}+|a){1,30}b'''
+tests.positive = ["aab"]
+tests.negative = ["b"]
+"""
+    message = refusal(tmp_path, body)
+    assert message.startswith(
+        "FILE: kind 'nested': engine \"re\": pattern takes longer than 50 ms on "
+    ), message
+
+
+def test_a_new_regex_for_a_builtin_kind_drops_its_engine(tmp_path: Path) -> None:
+    body = """
+[[kinds]]
+id = "snake_id"
+regex = '''(?<![\\p{Lu}])[a-z]{1,9}_[a-z]{1,9}(?![\\p{L}\\p{N}_])'''
+tests.positive = ["in_progress"]
+tests.negative = ["plain"]
+"""
+    kind = load_rules(write(tmp_path, body)).kind("snake_id")
+    assert (kind.engine, kind.plain_pattern) == ("regex", None)
