@@ -27,7 +27,7 @@ import regex
 
 from lexkeep.core import prefilter
 from lexkeep.core.model import Extraction, Identifier
-from lexkeep.core.rules import WALL_SLACK, Kind, RuleSet, default_rules
+from lexkeep.core.rules import PLAIN_ENGINE_MAX, WALL_SLACK, Kind, RuleSet, default_rules
 
 __all__ = ["extract", "extract_many", "passes_prefilter", "prepare", "scan_kind"]
 
@@ -319,11 +319,13 @@ def _extract_selected(
     engine = "re" run their stdlib translation."""
     if not selected:
         return _NOTHING
+    size = len(text)
+    # The stdlib translations have no timeout: they are timed at load up to this length.
+    plain = plain and size <= PLAIN_ENGINE_MAX
     identifier_runs, suppressor_runs = plan.selected_order(selected, plain)
     budget = _Budget(rules.timeout)
     candidates: list[tuple[int, int, int, int, str, bool]] = []
     digits = -1
-    size = len(text)
     armed = size > UNARMED_WINDOW
     reportable = False
     complete = True

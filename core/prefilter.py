@@ -24,9 +24,11 @@ import os
 import platform
 import re
 import threading
+import unicodedata
 from typing import Any
 
 import orjson
+import regex
 
 from lexkeep.core.rules import PLAIN_TEXT, RuleSet, cache_dir
 
@@ -41,6 +43,13 @@ __all__ = ["Selector", "available", "selector"]
 _PLAIN = PLAIN_TEXT
 _SPACES = bytes.maketrans(b"\x0b\x0c\x1c\x1d\x1e\x1f", b"      ")
 _UNICODE_AWARE = re.compile(rb"\\[wWdDsSbB]|[^\x00-\x7f]|\[\^|(?<!\\)\.|\(\?[a-z]*i")
+# What a neutral non-ASCII character is scanned as (see Selector._neutral): a byte no
+# condition names, that white space, word and digit classes leave out, and that '.' and
+# negated classes match.
+NEUTRAL = "\x01"
+# The regex engine's own view: a character it reads as a letter, digit or space is not neutral
+# (its Unicode database may be newer than Python's).
+_REGEX_WORDISH = regex.compile(r"[\p{L}\p{N}\s_]")
 _DIGIT_ID = 0  # expression id of "has an ASCII digit"; kind i's conditions are 4i+1 .. 4i+4
 _MEMO_LIMIT = 4096
 REACH = 24  # characters; identifiers.WINDOW, the trigger windows' reach
@@ -120,6 +129,20 @@ class Selector:
                     )
                 self._modes[sliced, wide] = (mode_needs, mode_widths, {})
         self._local = threading.local()
+        # Non-ASCII characters conditions name (quotes, currency signs), and which conditions
+        # name each; neutral characters seen so far map to NEUTRAL (see _neutral).
+        literal_ids: dict[str, set[int]] = {}
+        for ident, source, _ in expressions:
+            for char in source.decode():
+                if not char.isascii():
+                    literal_ids.setdefault(char, set()).add(ident)
+        self._literal_ids = {char: frozenset(ids) for char, ids in literal_ids.items()}
+        self._named = (
+            re.compile("[" + "".join(re.escape(c) for c in sorted(literal_ids)) + "]")
+            if literal_ids
+            else None
+        )
+        self._neutrals: dict[int, str] = {}
 
     def select(self, text: str, *, sliced: bool = False) -> tuple[int, ...]:
         """Indexes (into rules.kinds) of the kinds whose conditions all hold in `text`.
@@ -137,14 +160,23 @@ class Selector:
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
             scratch = self._local.scratch = _hs.Scratch(self._database)
-        wide = _PLAIN(text) is None
+        wide = False
+        dropped: frozenset[int] = frozenset()
+        if _PLAIN(text) is not None:
+            data = text.encode("ascii")
+        elif (neutral := self._neutral(text)) is not None:
+            data, dropped = neutral
+        else:
+            data, wide = _scanned(text), True
         ends: dict[int, int] = {}
         self._database.scan(
-            _scanned(text) if wide else text.encode("ascii"),
+            data,
             match_event_handler=_collect,
             context=ends,
             scratch=scratch,
         )
+        for ident in dropped:
+            ends[ident] = 0  # holds, and bounds no start: its hits in `data` prove nothing
         needs, widths, memo = self._modes[sliced, wide]
         key = frozenset(ends)
         found = memo.get(key)
@@ -153,6 +185,35 @@ class Selector:
                 memo.clear()
             found = memo[key] = tuple(i for i in range(self._kinds) if needs[i] <= key)
         return found, ends, widths, not wide
+
+    def _neutral(self, text: str) -> tuple[bytes, frozenset[int]] | None:
+        """`text` as plain bytes when each of its non-ASCII characters is neutral, with the
+        conditions that cannot be asked then; None when some character is not neutral.
+
+        A neutral character (curly quotes, dashes, bullets, emoji, ...) is assigned, and no
+        letter, digit, '_' or white space. A condition that does not name it treats it
+        exactly as it treats NEUTRAL (a '.' or a negated class matches both; \\w, \\s, \\d
+        and other literals match neither), so it is scanned as NEUTRAL. A condition that
+        names it (the quotes of quoted_token, currency signs) is not asked: it is reported as
+        holding everywhere. The patterns, too, read a neutral character alike in both engines
+        (rules.plain_source).
+        """
+        mapped = text.translate(self._neutrals)
+        if not mapped.isascii():
+            for char in {c for c in mapped if not c.isascii()}:
+                if _is_neutral(char):
+                    self._neutrals[ord(char)] = NEUTRAL
+            mapped = text.translate(self._neutrals)
+            if not mapped.isascii():
+                return None
+        if _PLAIN(mapped) is None:
+            return None  # an ASCII control character that \\s reads differently
+        dropped: frozenset[int] = frozenset()
+        if self._named is not None and self._named.search(text) is not None:
+            dropped = frozenset().union(
+                *(ids for char, ids in self._literal_ids.items() if char in text)
+            )
+        return mapped.encode("ascii"), dropped
 
     @staticmethod
     def start(index: int, ends: dict[int, int], widths: list) -> int:
@@ -169,6 +230,15 @@ class Selector:
             if bound > start:
                 start = bound
         return start
+
+
+def _is_neutral(char: str) -> bool:
+    """Punctuation or a symbol that both Unicode databases know: no letter, digit or space."""
+    return (
+        unicodedata.category(char)[0] in "PS"
+        and not (char.isalnum() or char.isspace() or char == "_")
+        and _REGEX_WORDISH.match(char) is None
+    )
 
 
 def _scanned(text: str) -> bytes:

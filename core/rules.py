@@ -61,7 +61,7 @@ ENGINES = ("regex", "re")
 # timeout, so it is timed at load on adversarial strings up to this long).
 PLAIN_ENGINE_MAX = 1024
 # Text every character of which both engines read alike (see plain_source).
-PLAIN_TEXT = re.compile(r"[\t\n\r\x20-\x7e]*").fullmatch
+PLAIN_TEXT = re.compile(r"[\t\n\r\x01\x20-\x7e]*").fullmatch
 
 
 @dataclass(frozen=True, slots=True)

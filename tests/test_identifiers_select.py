@@ -318,3 +318,20 @@ def test_relaxed_makes_only_long_repeats_outside_classes_unbounded() -> None:
     assert relaxed(rb"a\{1,40}b{2,31}") == rb"a\{1,40}b{2,31}"  # a literal; a short repeat
     assert relaxed(rb"[{1,40}]x{1,40}") == rb"[{1,40}]x{1,}"  # braces inside a class
     assert relaxed(rb"[^]{1,40}]{0,99}") == rb"[^]{1,40}]{0,}"  # ']' first in a class
+
+
+@needs_selector
+@pytest.mark.parametrize(
+    ("text", "plain"),
+    [
+        ("I’m at “INV-2025-08-44719” — see ‘needs-review’ 🙂 and ’ORD_378279’", True),
+        ("• order #W2378156… €12.50, £3 → /var/log/app-3.log", True),
+        ("’quoted-token’ “x_y” ‘a/b’", True),
+        ("café INV-2025-08-44719", False),  # a letter: scanned wide
+        ("\x1cINV-2025-08-44719 ’", False),  # an ASCII control that \s reads differently
+    ],
+)
+def test_neutral_characters_are_scanned_as_plain_text(text: str, plain: bool) -> None:
+    *_, got_plain = prefilter.selector(default_rules()).select_with_ends(text)
+    assert got_plain is plain
+    assert selected(text) == reference(text)
