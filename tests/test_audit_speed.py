@@ -18,10 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lexkeep.audit.engine import (
+    _FOLDED_ARGS,
     _SURE_CALL,
     _SURE_VALUE,
     _call_tokens,
     _Expected,
+    _value_forms,
     decode_arguments,
     run_audit,
 )
@@ -209,3 +211,20 @@ def test_size_filter_keeps_every_near_miss(value, cut, extra, at_end):
     miss = classify(value, token)
     if miss is not None and fold(value) != fold(token):
         assert len(skeleton(token)) in _Expected.of(value).sizes, (value, token, miss)
+
+
+def test_folded_arguments_equal_the_regexp_they_replace():
+    text = "".join(map(chr, range(1, 0x3100))) + "\u2028\u3000\ufeff\u00a0\u0085\u200b😀 a - b\\\\c"
+    con = _con()
+    expr = _FOLDED_ARGS.replace("t.arguments_raw", "?")
+    got, want = con.execute(
+        f"SELECT {expr}, regexp_replace(lower(?), '[\\s\\-_.:/#\\\\]+', '', 'g')", [text, text]
+    ).fetchone()
+    assert got == want
+    assert len(want) < len(text) - 12
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(st.characters(max_codepoint=0x7F) | st.sampled_from("‐é０ﬁ\u00ad"), max_size=30))
+def test_value_forms_equal_fold_and_skeleton(value):
+    assert _value_forms(value) == (fold(value), skeleton(value))
