@@ -470,6 +470,7 @@ class _Plan:
         keywords: set[str] = set()
         self.full_scan = False
         self.gate_triggers: list[Any] = []
+        self.gate_sources: list[str] = []
         self.identifier_kinds: list[_Entry] = []
         self.suppressor_kinds: list[_Entry] = []
         self._eligible: dict[
@@ -504,6 +505,7 @@ class _Plan:
                 # interior '.' or '-' opens a window: its gate (quotes and all) opens one.
                 parts.add(kind.gate)
                 self.gate_triggers.append(kind.gate_pattern.search)
+                self.gate_sources.append(kind.gate)
             if kind.prefilter_digit:
                 # Its match holds a digit (checked at load): digits alone can trigger it.
                 singles.update("0123456789")
@@ -674,25 +676,61 @@ class _Plan:
         and an interior '.'/'-' needs a letter or digit on both sides, so every hit lies
         inside one text.
         """
-        joined = _JOIN.join(texts)
-        starts = list(itertools.accumulate((len(t) + len(_JOIN) for t in texts[:-1]), initial=0))
-        hit: set[int] = set()
+        hit: list[int] = []
         searches = []
         if self.trigger_class is not None:
             searches.append(self.trigger_class)
         if self.interior:
             searches.append(_INTERIOR)
         searches += self.gate_triggers
-        for search in searches:
-            _texts_hit(search, joined, starts, hit)
         if self.trigger_words:
-            lowered = _JOIN.join(t.lower() for t in texts)
-            if len(lowered) == len(joined):  # lower() kept every length: same offsets
-                for word in self.trigger_words:
-                    _texts_hit(re.compile(re.escape(word)).search, lowered, starts, hit)
+            searches.append(None)  # the keywords, searched in the lower-cased texts
+        left = list(range(len(texts)))  # texts no search has hit yet
+        for round_, search in enumerate(searches):
+            if not left:
+                break
+            if round_ == 1 and (scanner := self._rest_scanner()) is not None:
+                # Plain ASCII texts the character class left: every further search in one
+                # compiled pass over all of them.
+                plain = [i for i in left if texts[i].isascii()]
+                found_plain = _scanner_hits(scanner, [texts[i] for i in plain])
+                hit += [plain[j] for j in found_plain]
+                left = [i for i in left if not texts[i].isascii()]
+                if not left:
+                    break
+            # Each round searches only the texts still left: most are hit by the first.
+            chosen = [texts[i] for i in left]
+            starts = list(
+                itertools.accumulate((len(t) + len(_JOIN) for t in chosen[:-1]), initial=0)
+            )
+            found: set[int] = set()
+            if search is not None:
+                _texts_hit(search, _JOIN.join(chosen), starts, found)
             else:
-                hit.update(i for i, t in enumerate(texts) if i not in hit and self.may_trigger(t))
+                joined = _JOIN.join(chosen)
+                lowered = _JOIN.join(t.lower() for t in chosen)
+                if len(lowered) == len(joined):  # lower() kept every length: same offsets
+                    for word in self.trigger_words:
+                        _texts_hit(re.compile(re.escape(word)).search, lowered, starts, found)
+                else:
+                    found.update(j for j, t in enumerate(chosen) if self.may_trigger(t))
+            if found:
+                hit += [left[j] for j in found]
+                left = [i for j, i in enumerate(left) if j not in found]
         return sorted(hit)
+
+    def _rest_scanner(self) -> prefilter.Scanner | None:
+        """The triggers after the character class (interior '.'/'-', gates, keywords) as one
+        compiled scanner for ASCII text, or None (no Hyperscan, or a trigger is missing)."""
+        if self.trigger_class is None or self._selector is None:
+            return None  # only once the selector is in use (SELECT_AFTER texts)
+        conditions: list[tuple[str, bool]] = []
+        if self.interior:
+            conditions.append((r"[A-Za-z0-9][.\-][A-Za-z0-9]", False))  # ASCII _INTERIOR
+        conditions += [(source, False) for source in self.gate_sources]
+        if self.trigger_words:
+            conditions.append(("|".join(re.escape(word) for word in self.trigger_words), True))
+        return prefilter.scanner(tuple(conditions))
 
     def may_trigger(self, text: str) -> bool:
         """C-speed pre-check: False when no trigger can occur (most chat messages)."""
@@ -749,6 +787,18 @@ def _texts_hit(search: Any, joined: str, starts: list[int], hit: set[int]) -> No
         if index >= last:
             return
         pos = starts[index + 1]  # the rest of this text cannot add anything
+
+
+def _scanner_hits(scanner: prefilter.Scanner, texts: list[str]) -> set[int]:
+    """Indexes of the (ASCII) texts in which `scanner` finds a hit, in one scan of them all."""
+    if not texts:
+        return set()
+    ends = scanner.ends(_JOIN.join(texts).encode("ascii"))
+    if not ends:
+        return set()
+    starts = list(itertools.accumulate((len(t) + len(_JOIN) for t in texts[:-1]), initial=0))
+    # A hit ends inside its text: end - 1 is the offset of its last character.
+    return {bisect.bisect_right(starts, end - 1) - 1 for end in ends}
 
 
 def _needles(words: tuple[str, ...]) -> tuple[str, ...]:

@@ -37,7 +37,7 @@ try:  # optional accelerator: results are identical without it, only slower
 except ImportError:  # pragma: no cover - depends on the platform's wheels
     _hs = None
 
-__all__ = ["Selector", "available", "selector"]
+__all__ = ["Scanner", "Selector", "available", "scanner", "selector"]
 
 # Plain text: both engines agree on every character (Python's \s also matches \x1c-\x1f).
 _PLAIN = PLAIN_TEXT
@@ -404,3 +404,48 @@ def selector(rules: RuleSet) -> Selector | None:
         if rules.digest not in _SELECTORS:
             _SELECTORS[rules.digest] = Selector(rules) if available() else None
         return _SELECTORS[rules.digest]
+
+
+class Scanner:
+    """Stdlib-re conditions compiled into one database: `ends(data)` reports where each hit
+    ends, for any number of texts joined into one buffer (no SINGLEMATCH)."""
+
+    def __init__(self, conditions: tuple[tuple[str, bool], ...]) -> None:
+        assert _hs is not None
+        expressions = [
+            (ident, _relaxed(_not_possessive(source).encode()), _hs.HS_FLAG_CASELESS * caseless)
+            for ident, (source, caseless) in enumerate(conditions)
+        ]
+        self._database, compiled = _database(expressions)
+        # A condition Hyperscan refused would be missing from the hits: not usable then.
+        self.usable = len(compiled) == len(expressions)
+        self._local = threading.local()
+
+    def ends(self, data: bytes) -> list[int]:
+        """The end offset of every hit of every condition in `data` (ASCII text only)."""
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = _hs.Scratch(self._database)
+        found: list[int] = []
+        self._database.scan(data, match_event_handler=_append_end, context=found, scratch=scratch)
+        return found
+
+
+def _append_end(_ident: int, _start: int, end: int, _flags: int, found: list[int]) -> None:
+    found.append(end)
+
+
+_SCANNERS: dict[tuple[tuple[str, bool], ...], Scanner | None] = {}
+
+
+def scanner(conditions: tuple[tuple[str, bool], ...]) -> Scanner | None:
+    """A compiled Scanner for (stdlib-re source, case-insensitive) conditions, or None
+    without Hyperscan or when it refuses one of them."""
+    found = _SCANNERS.get(conditions, False)
+    if found is not False:
+        return found  # type: ignore[return-value]
+    with _LOCK:
+        if conditions not in _SCANNERS:
+            made = Scanner(conditions) if available() and conditions else None
+            _SCANNERS[conditions] = made if made is not None and made.usable else None
+        return _SCANNERS[conditions]

@@ -335,3 +335,27 @@ def test_neutral_characters_are_scanned_as_plain_text(text: str, plain: bool) ->
     *_, got_plain = prefilter.selector(default_rules()).select_with_ends(text)
     assert got_plain is plain
     assert selected(text) == reference(text)
+
+
+_TRIGGER_EDGES = [
+    "no trigger here", "a.b", "x-y", "end.", "-lead", "'ab'", "‘ab’", "GHSA-xxxx", "Www",
+    "CVE-", "http://x", "é.x", "ü-2", "İ", "k", "\x1c", "a.\n\x00\nb", "'ab\n'", "",
+]  # fmt: skip
+
+
+@needs_selector
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_TRIGGER_EDGES + _WIDE), max_size=4).map(" ".join)))
+def test_triggered_equals_may_trigger_with_the_compiled_scanner(texts: list[str]) -> None:
+    plan = _plan(default_rules())
+    plan.selector(now=True)
+    assert plan._rest_scanner() is not None
+    assert plan.triggered(texts) == [i for i, text in enumerate(texts) if plan.may_trigger(text)]
+
+
+@needs_selector
+def test_triggered_equals_may_trigger_on_real_messages() -> None:
+    plan = _plan(default_rules())
+    plan.selector(now=True)
+    texts = tau_user_messages(3000)
+    assert plan.triggered(texts) == [i for i, text in enumerate(texts) if plan.may_trigger(text)]
