@@ -334,7 +334,7 @@ def _extract_selected(
         for runs in (identifier_runs, suppressor_runs):
             if not reportable and runs is suppressor_runs:
                 break
-            for index, kind, pattern, min_length, min_digits, simple, claims in runs:
+            for index, kind, pattern, min_length, min_digits, simple, claims, tag in runs:
                 if size < min_length:
                     continue
                 if min_digits > 1:
@@ -352,7 +352,9 @@ def _extract_selected(
                     if bound > start:
                         start = bound
                 if start > 0:
-                    start = _snap_left(text, start)  # look-behinds still see what is before
+                    # _snap_left, inlined: look-behinds still see what is before.
+                    space = text.rfind(" ", 0, start)
+                    start = max(space, text.rfind("\n", max(space, 0), start)) + 1
                 if armed:
                     matches = pattern.finditer(text, start, timeout=remaining * WALL_SLACK)
                 else:
@@ -362,7 +364,7 @@ def _extract_selected(
                     reportable = found or reportable
                     continue
                 # No group, trim, composition, validator or context check: the span as found.
-                neg_priority, kind_id, report = -kind.priority, kind.id, not kind.suppressor
+                neg_priority, kind_id, report = tag
                 for match in matches:
                     start, end = match.span()
                     if end <= start:
@@ -445,8 +447,9 @@ _Entry = tuple[
 # What the window loop needs per eligible kind: (kind, longer keywords still to check (empty:
 # already let in), window_keywords, gate search or None, context words to search or None).
 _Eligible = tuple[Kind, tuple[str, ...], tuple[str, ...], Any, tuple[str, ...] | None]
-# A selected kind's run: (index, kind, pattern, min_length, digits needed, simple, claimed).
-_Run = tuple[int, Kind, Any, int, int, bool, frozenset[str]]
+# A selected kind's run: (index, kind, pattern, min_length, digits needed, simple, claimed,
+# (-priority, id, reported)).
+_Run = tuple[int, Kind, Any, int, int, bool, frozenset[str], tuple[int, str, bool]]
 
 
 class _Plan:
@@ -524,7 +527,8 @@ class _Plan:
                         )
                     )
         # For the selected path: per kind (index, kind, pattern, min_length, digits needed,
-        # simple, claimed values), and the runs of each selection, identifier kinds first.
+        # simple, claimed values, candidate tag), and the runs of each selection, identifier
+        # kinds first.
         # `simple`: no group, trim or check, so a match is a candidate as it is. The claimed
         # values (deny list, kind and global allowlists) hold a span without reporting it.
         self._selected_runs = [
@@ -537,6 +541,7 @@ class _Plan:
                 kind.group == 0
                 and not (kind.trim or kind.require or kind.validators or kind.context),
                 kind.deny | kind.allow | rules.allowlist,
+                (-kind.priority, kind.id, not kind.suppressor),
             )
             for index, kind in enumerate(rules.kinds)
         ]
@@ -925,6 +930,9 @@ def _resolve(
 ) -> tuple[Identifier, ...]:
     # Priority first, then the longer span, then the earlier one. A bitmap of claimed
     # characters keeps this linear; checking against every accepted span goes quadratic.
+    if len(candidates) == 1:  # most texts: nothing to compete with
+        _neg_priority, _neg_length, start, end, kind_id, report = candidates[0]
+        return (Identifier(kind_id, text[start:end], start, end),) if report else ()
     candidates.sort()
     claimed = bytearray(len(text))
     found = []
