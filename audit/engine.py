@@ -528,15 +528,20 @@ def _near_misses(
     """
     probe_rids: list[int] = []
     probes: list[str] = []
+    expected: dict[str, _Expected] = {}  # per distinct value: its forms, pieces and probes
     for rid in rids:
-        for probe in near_probes(rows[rid][4]):
+        value = rows[rid][4]
+        want = expected.get(value)
+        if want is None:
+            want = expected[value] = _Expected.of(value)
+        for probe in _skeleton_probes(want.skeleton):  # near_probes(value)
             probe_rids.append(rid)
             probes.append(probe)
     if not probe_rids:
         return {}
     best: dict[int, tuple[NearMiss, _Call]] = {}
     best_key: dict[int, tuple[int, int]] = {}
-    expected: dict[str, _Expected] = {}
+    settled: set[int] = set()  # rids with a case miss: no later call can do better
     # Folded forms of a token string are computed once per audit.
     forms: dict[str, _Token] = {}
     result = store.con.execute(_NEAR_SQL, [probe_rids, probes])
@@ -545,11 +550,9 @@ def _near_misses(
         if not tokens:
             continue
         for rid in call_rids:
-            value = rows[rid][4]
-            want = expected.get(value)
-            if want is None:
-                want = expected[value] = _Expected.of(value)
-            miss = fast_best_near_miss(want, tokens)
+            if rid in settled:
+                continue
+            miss = fast_best_near_miss(expected[rows[rid][4]], tokens)
             if miss is None:
                 continue
             key = (_RANK[miss.difference], miss.distance)
@@ -557,6 +560,8 @@ def _near_misses(
             if old is None or key < old:
                 best_key[rid] = key
                 best[rid] = (miss, (call_id, name, file, line))
+                if key == (0, 0):
+                    settled.add(rid)
     return best
 
 
@@ -776,7 +781,10 @@ def near_probes(value: str) -> list[str]:
     the tail (at least 60% of the value); an edit distance of 1 (6-11 characters) or 2 (12+)
     touches at most 2 or 4 adjacent pieces of 3 or 5 non-overlapping ones.
     """
-    skel = _value_forms(value)[1]
+    return _skeleton_probes(_value_forms(value)[1])
+
+
+def _skeleton_probes(skel: str) -> list[str]:
     if len(skel) <= 3:
         return [skel] if skel else []
     if len(skel) < 6:
