@@ -94,11 +94,15 @@ _SURE_CALL = (
     + ")"
     " AND (arguments_kind = 'freeform' OR (sure_value AND CASE"
     "  WHEN NOT contains(arguments_raw, '{') THEN true"
-    "  WHEN length(arguments_raw) - length(replace(arguments_raw, '{', '')) = 1"
-    "   AND json_valid(arguments_raw) AND json_type(arguments_raw) = 'OBJECT'"
-    "  THEN len(json_keys(arguments_raw)) = len(list_distinct(json_keys(arguments_raw)))"
+    "  WHEN length(arguments_raw) - length(replace(arguments_raw, '{', '')) <> 1 THEN false"
+    # One test per branch, and try(): DuckDB may reorder an AND's terms, and json_type or
+    # json_keys on text that is not JSON raise an error instead of answering.
+    "  WHEN NOT json_valid(arguments_raw) THEN false"
+    "  WHEN coalesce(try(json_type(arguments_raw)), '') <> 'OBJECT' THEN false"
+    "  ELSE coalesce(try("
+    "   len(json_keys(arguments_raw)) = len(list_distinct(json_keys(arguments_raw)))"
     "   AND len(list_filter(json_keys(arguments_raw), lambda k: contains(k, value))) = 0"
-    "  ELSE false END)))"
+    "  ), false) END)))"
 )
 
 # Identifier x first boundary after its message (ASOF picks the nearest later boundary).
