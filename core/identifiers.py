@@ -313,20 +313,28 @@ def _extract_selected(
     ends: dict[int, int],
     widths: list[Any],
     plain: bool = False,
+    budget: _Budget | None = None,
 ) -> Extraction:
     """Run only the selected kinds (see core.prefilter) over a short text, each from where its
     first match can start. `plain`: the text is plain (rules.PLAIN_TEXT), so kinds with
-    engine = "re" run their stdlib translation."""
+    engine = "re" run their stdlib translation.
+
+    Without a `budget`, only the wall clock is read between kinds: a thread's CPU time cannot
+    run ahead of it, so while the wall clock is within the budget the CPU budget is too. Once
+    it is not (a busy machine, a hard text), the text starts again under a CPU-time budget.
+    """
     if not selected:
         return _NOTHING
     size = len(text)
     # The stdlib translations have no timeout: they are timed at load up to this length.
     plain = plain and size <= PLAIN_ENGINE_MAX
     identifier_runs, suppressor_runs = plan.selected_order(selected, plain)
-    budget = _Budget(rules.timeout)
+    armed = size > UNARMED_WINDOW
+    if budget is None and armed:
+        budget = _Budget(rules.timeout)  # the engine's own timeout needs what is left
+    deadline = _wall_clock() + rules.timeout
     candidates: list[tuple[int, int, int, int, str, bool]] = []
     digits = -1
-    armed = size > UNARMED_WINDOW
     reportable = False
     complete = True
     try:
@@ -342,9 +350,15 @@ def _extract_selected(
                         digits = sum(map(text.count, "0123456789"))
                     if digits < min_digits:
                         continue
-                remaining = budget.remaining()
-                if remaining <= 0:
-                    raise TimeoutError
+                if budget is not None:
+                    remaining = budget.remaining()
+                    if remaining <= 0:
+                        raise TimeoutError
+                elif _wall_clock() >= deadline:
+                    budget = _Budget(rules.timeout)
+                    return _extract_selected(
+                        plan, rules, text, selected, ends, widths, plain, budget
+                    )
                 # Selector.start(), inlined: the latest of the conditions' bounds.
                 start = 0
                 for ident, width in widths[index]:

@@ -88,8 +88,14 @@ class Selector:
                 if kind.window_keywords:
                     expressions.append((4 * index + 3, _any_of(kind.window_keywords), caseless))
                     ids.append(4 * index + 3)
-            if kind.context is not None and kind.context.mode == "require":
+            if (
+                kind.context is not None
+                and kind.context.mode == "require"
+                and not any(len(word.split()[0]) <= 2 for word in kind.context.words)
+            ):
                 # A required context word (a phrase's first word) occurs somewhere in the text.
+                # Not asked when one is a word of one or two letters ("by", "of"): that holds
+                # in nearly every message and would cost a report per message.
                 first = tuple(sorted({word.split()[0] for word in kind.context.words}))
                 expressions.append((4 * index + 4, _any_of(first), caseless))
                 ids.append(4 * index + 4)

@@ -7,6 +7,7 @@ reference that runs every kind's pattern over the whole text with no prefilter a
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 from pathlib import Path
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 
 from lexkeep.core import identifiers, prefilter
 from lexkeep.core.identifiers import _check_match, _plan, _resolve, extract, extract_many
-from lexkeep.core.model import Identifier
+from lexkeep.core.model import Extraction, Identifier
 from lexkeep.core.rules import RuleSet, build_rules, default_rules, load_rules
 
 needs_selector = pytest.mark.skipif(
@@ -359,3 +360,16 @@ def test_triggered_equals_may_trigger_on_real_messages() -> None:
     plan.selector(now=True)
     texts = tau_user_messages(3000)
     assert plan.triggered(texts) == [i for i, text in enumerate(texts) if plan.may_trigger(text)]
+
+
+@needs_selector
+def test_selected_path_restarts_under_a_cpu_budget_once_the_wall_clock_runs_out() -> None:
+    rules = default_rules()
+    text = "refund INV-2025-08-44719 to ann@example.org, order #W2378156"
+    found = prefilter.selector(rules).select_with_ends(text)
+    plan = _plan(rules)
+    # A budget the wall clock has already spent: the restart under a CPU budget gives up.
+    spent = dataclasses.replace(rules, timeout=0.0)
+    assert identifiers._extract_selected(plan, spent, text, *found) == Extraction((), False)
+    done = identifiers._extract_selected(plan, rules, text, *found)
+    assert done.complete and done.identifiers == reference(text)
