@@ -977,17 +977,22 @@ def _trim(text: str, start: int, end: int) -> int:
     return end
 
 
+_HAS_ASCII_DIGIT = re.compile("[0-9]").search
+_HAS_HEX_LETTER = re.compile("[a-fA-F]").search
+
+
 def _composition_ok(value: str, require: tuple[str, ...]) -> bool:
+    # C-level searches and maps: a generator per requirement cost more than the pattern.
     for need in require:
-        if need == "digit" and not any("0" <= c <= "9" for c in value):
+        if need == "digit" and _HAS_ASCII_DIGIT(value) is None:
             return False
-        if need == "letter" and not any(c.isalpha() for c in value):
+        if need == "letter" and not any(map(str.isalpha, value)):
             return False
-        if need == "upper" and not any(c.isupper() for c in value):
+        if need == "upper" and not any(map(str.isupper, value)):
             return False
-        if need == "lower" and not any(c.islower() for c in value):
+        if need == "lower" and not any(map(str.islower, value)):
             return False
-        if need == "hexletter" and not any(c in "abcdefABCDEF" for c in value):
+        if need == "hexletter" and _HAS_HEX_LETTER(value) is None:
             return False
     return True
 
