@@ -169,27 +169,31 @@ for _sep in "\t\n\f\r -_.:/#\\":
 
 # Calls after the boundary whose folded arguments contain a probe of a not-kept value: each
 # call once, in (conversation, position) order, with the identifiers it may be a near miss of.
+# Pairs are found on the call's key alone; the call's columns are joined afterwards,
+# so the grouping never hashes argument texts.
 _NEAR_SQL = (
     """
 WITH probes AS (SELECT unnest(?) AS rid, unnest(?) AS probe),
 calls AS (
-    SELECT t.*, """
+    SELECT t.conversation_id, t.call_id, t.position, """
     + _FOLDED_ARGS
     + """ AS folded
     FROM tool_calls t
     WHERE t.conversation_id IN (
         SELECT a.conversation_id FROM lexkeep_audit_ids a WHERE a.rid IN (SELECT rid FROM probes)
     )
+),
+pairs AS (
+    SELECT c.conversation_id, c.call_id, list(DISTINCT a.rid) AS rids
+    FROM probes p
+    JOIN lexkeep_audit_ids a ON a.rid = p.rid
+    JOIN calls c ON c.conversation_id = a.conversation_id AND c.position > a.bpos
+    WHERE contains(c.folded, p.probe)
+    GROUP BY c.conversation_id, c.call_id
 )
-SELECT c.call_id, c.name, c.arguments_raw, c.arguments_kind, c.source_file, c.source_line,
-       list(DISTINCT a.rid) AS rids
-FROM probes p
-JOIN lexkeep_audit_ids a ON a.rid = p.rid
-JOIN calls c ON c.conversation_id = a.conversation_id AND c.position > a.bpos
-WHERE contains(c.folded, p.probe)
-GROUP BY c.conversation_id, c.position, c.call_id, c.name, c.arguments_raw, c.arguments_kind,
-         c.source_file, c.source_line
-ORDER BY c.conversation_id, c.position
+SELECT t.call_id, t.name, t.arguments_raw, t.arguments_kind, t.source_file, t.source_line, p.rids
+FROM pairs p JOIN tool_calls t USING (conversation_id, call_id)
+ORDER BY t.conversation_id, t.position
 """
 )
 
