@@ -7,8 +7,11 @@ bypass Rich. Values are printed as they are in the report, so a redacted report 
 
 from __future__ import annotations
 
+import codecs
 import html
+import io
 import json
+import os
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -231,12 +234,39 @@ def render_json(report: AuditReport, stream: TextIO, color: bool = False) -> Non
         try:
             # Same bytes as json.dump(indent=2, ensure_ascii=False), whose indenting encoder is
             # pure Python: seconds on a big dump's findings instead of a fraction of one.
-            text = orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
+            encoded = orjson.dumps(data, option=orjson.OPT_INDENT_2)
         except TypeError:  # e.g. an integer beyond 64 bits
+            encoded = None
             text = json.dumps(data, ensure_ascii=False, indent=2)
         del data
+    if encoded is not None:
+        buffer = _utf8_buffer(stream)
+        if buffer is not None:
+            # The UTF-8 bytes as they are: decoding a big report only for the text layer to
+            # encode it again costs time and a second copy in memory.
+            stream.flush()
+            buffer.write(encoded)
+            buffer.write(b"\n")
+            return
+        text = encoded.decode()
     stream.write(text)
     stream.write("\n")
+
+
+def _utf8_buffer(stream: TextIO) -> Any:
+    """The byte stream under `stream` when writing bytes there gives the same file, else None.
+
+    That is a UTF-8 TextIOWrapper on a system whose line separator is "\\n" (the CLI's -o file
+    and stdout there). TextIOWrapper does not tell its `newline` argument, so a stream opened
+    with an explicit newline="\\r\\n" would get "\\n" line ends: the same JSON.
+    """
+    if not isinstance(stream, io.TextIOWrapper):
+        return None
+    try:
+        utf8 = codecs.lookup(stream.encoding).name == "utf-8"
+    except LookupError:
+        return None
+    return stream.buffer if utf8 and os.linesep == "\n" else None
 
 
 # -- table (Rich) -----------------------------------------------------------------------------

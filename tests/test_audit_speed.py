@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import functools
+import io
 import json
 
 import duckdb
@@ -27,6 +28,7 @@ from lexkeep.audit.engine import (
     decode_arguments,
     run_audit,
 )
+from lexkeep.audit.render import render
 from lexkeep.core.nearmiss import candidates, classify, fold, is_kept, skeleton
 
 
@@ -236,3 +238,25 @@ def test_sql_shortcut_survives_many_rows_of_broken_json():
     broken = (V, '{"a": "' + V + '" ', "object")  # one '{', not JSON
     got = _sure([good, broken] * 3000)
     assert got == [True, False] * 3000
+
+
+def test_json_report_bytes_equal_through_a_text_file_or_a_string(tmp_path):
+    """The JSON report written straight to a UTF-8 file's bytes equals the text rendering."""
+    lines = [
+        _line(type="message", id="m1", conversation_id="c1", role="user",
+              text="Refund INV-2025-08-44719, see /srv/données/rapport.log please."),
+        _line(type="compaction", id="b1", conversation_id="c1", summary="résumé"),
+        _line(type="tool_call", id="t1", conversation_id="c1", name="refund",
+              arguments='{"invoice_id":"INV-2025-08-44719","log":"/srv/données/rapport.log"}'),
+    ]  # fmt: skip
+    path = tmp_path / "dump.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = run_audit(paths=[str(path)])
+    text = io.StringIO()
+    render(report, "json", text)
+    out = tmp_path / "report.json"
+    with out.open("w", encoding="utf-8", newline="") as fh:
+        fh.write("")  # something written through the text layer first must stay first
+        render(report, "json", fh)
+    assert out.read_bytes() == text.getvalue().encode("utf-8")
+    assert "données" in text.getvalue() and text.getvalue().endswith("}\n")
