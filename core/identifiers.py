@@ -178,10 +178,14 @@ def extract_many(texts: Sequence[str], rules: RuleSet | None = None) -> list[Ext
         group = texts[first : first + MANY_BATCH]
         for index in plan.triggered(group):
             text = group[index]
-            if len(text) > rules.max_chars:
-                out[first + index] = extract(text, rules)
+            if len(text) <= SELECT_TEXT_MAX and (selector := plan.selector()) is not None:
+                # Most messages: _extract_triggered's short-text path, one call less.
+                found = _extract_selected(plan, rules, text, *selector.select_with_ends(text))
+            elif len(text) > rules.max_chars:
+                found = extract(text, rules)
             else:
-                out[first + index] = _extract_triggered(plan, rules, text, True)
+                found = _extract_triggered(plan, rules, text, True)
+            out[first + index] = found
     return out
 
 
