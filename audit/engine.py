@@ -838,6 +838,11 @@ def _findings(
         else:
             verdict = Verdict.MISSING if complete else Verdict.UNVERIFIED
         summary, kept_verbatim = texts.get(bid, (None, ()))
+        in_kept_verbatim = False
+        for text in kept_verbatim:  # a loop, not any(genexpr): most findings have some
+            if value in text and is_kept(value, text):
+                in_kept_verbatim = True
+                break
         boundary = boundaries.get(bid)
         if boundary is None:
             boundary = boundaries[bid] = Source(b_file, b_line)
@@ -856,8 +861,7 @@ def _findings(
                 evidence,
                 # `in` first: is_kept's own search, without a Python call when it fails.
                 None if summary is None else value in summary and is_kept(value, summary),
-                bool(kept_verbatim)
-                and any(value in text and is_kept(value, text) for text in kept_verbatim),
+                in_kept_verbatim,
                 rid in before,
                 complete,
             )
