@@ -896,6 +896,24 @@ def decode_arguments(raw: str, kind: str) -> list[str]:
 
 def _leaves(value: Any, out: list[str]) -> bool:
     """Collect string leaves (integers as their text); False when a float was seen."""
+    if type(value) is dict:
+        # The usual arguments: an object of strings and lists of strings, taken in one pass
+        # (the same leaves in the same order as the walk below, which handles the rest).
+        start = len(out)
+        for item in value.values():
+            kind = type(item)
+            if kind is str:
+                out.append(item)
+            elif kind is list and all(type(x) is str for x in item):
+                out.extend(item)
+            else:
+                del out[start:]
+                return _walk_leaves(value, out)
+        return True
+    return _walk_leaves(value, out)
+
+
+def _walk_leaves(value: Any, out: list[str]) -> bool:
     exact = True
     stack = [value]
     while stack:

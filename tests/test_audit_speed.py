@@ -260,3 +260,33 @@ def test_json_report_bytes_equal_through_a_text_file_or_a_string(tmp_path):
         render(report, "json", fh)
     assert out.read_bytes() == text.getvalue().encode("utf-8")
     assert "données" in text.getvalue() and text.getvalue().endswith("}\n")
+
+
+def _reference_leaves(value, out: list) -> None:
+    """The decoded strings, by the definition: depth first, in document order."""
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _reference_leaves(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _reference_leaves(item, out)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        out.append(str(value))
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSON)
+def test_decoded_leaves_follow_the_document_order(value):
+    raw = json.dumps(value)
+    expected: list = []
+    _reference_leaves(value, expected)
+    assert decode_arguments(raw, "object") == expected
