@@ -15,7 +15,7 @@ import json
 
 import duckdb
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lexkeep.audit.engine import (
@@ -283,8 +283,15 @@ _JSON = st.recursive(
 )
 
 
+# The shape the fast path takes: an object of strings and lists of strings.
+_ARGS = st.dictionaries(
+    st.text(max_size=3), st.text(max_size=3) | st.lists(st.text(max_size=3), max_size=4)
+)
+
+
 @settings(max_examples=400, deadline=None)
-@given(_JSON)
+@given(_JSON | _ARGS | st.dictionaries(st.text(max_size=3), _JSON | _ARGS))
+@example({"command": ["bash", "-lc", "x"], "cwd": "/srv", "n": 3})
 def test_decoded_leaves_follow_the_document_order(value):
     raw = json.dumps(value)
     expected: list = []
