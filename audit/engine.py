@@ -9,7 +9,8 @@ message's identifier scan ran out of time).
 
 The joins run in DuckDB: identifier x first later boundary (ASOF join), then identifier x later
 tool calls whose raw arguments contain the value (or, for near misses, a folded probe of it).
-Python only decodes and confirms those candidate calls, so the store is never loaded whole.
+SQL also settles the calls whose raw text surely keeps the value (see _SURE_CALL, most of
+them); Python decodes and confirms only the rest, so the store is never loaded whole.
 """
 
 from __future__ import annotations
