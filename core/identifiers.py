@@ -701,27 +701,28 @@ class _Plan:
         inside one text.
         """
         hit: list[int] = []
-        searches = []
+        left: Sequence[int] = range(len(texts))  # texts no search has hit yet
         if self.trigger_class is not None:
-            searches.append(self.trigger_class)
+            # The character class text by text: one C-level map, no joined copy needed.
+            flags = list(map(self.trigger_class, texts))
+            hit = list(itertools.compress(left, flags))
+            left = list(itertools.compress(left, map(operator.not_, flags)))
+            scanner = self._rest_scanner()
+            if scanner is not None and left:
+                # Plain ASCII texts the class left: every further search in one compiled
+                # pass over all of them.
+                plain = [i for i in left if texts[i].isascii()]
+                hit += [plain[j] for j in _scanner_hits(scanner, [texts[i] for i in plain])]
+                left = [i for i in left if not texts[i].isascii()]
+        searches: list[Any] = []
         if self.interior:
             searches.append(_INTERIOR)
         searches += self.gate_triggers
         if self.trigger_words:
             searches.append(None)  # the keywords, searched in the lower-cased texts
-        left = list(range(len(texts)))  # texts no search has hit yet
-        for round_, search in enumerate(searches):
+        for search in searches:
             if not left:
                 break
-            if round_ == 1 and (scanner := self._rest_scanner()) is not None:
-                # Plain ASCII texts the character class left: every further search in one
-                # compiled pass over all of them.
-                plain = [i for i in left if texts[i].isascii()]
-                found_plain = _scanner_hits(scanner, [texts[i] for i in plain])
-                hit += [plain[j] for j in found_plain]
-                left = [i for i in left if not texts[i].isascii()]
-                if not left:
-                    break
             # Each round searches only the texts still left: most are hit by the first.
             chosen = [texts[i] for i in left]
             starts = _starts(chosen)
