@@ -958,16 +958,31 @@ def _resolve(
         _neg_priority, _neg_length, start, end, kind_id, report = candidates[0]
         return (Identifier(kind_id, text[start:end], start, end),) if report else ()
     candidates.sort()
-    claimed = bytearray(len(text))
     found = []
-    for _neg_priority, _neg_length, start, end, kind_id, report in candidates:
-        if claimed.find(1, start, end) != -1:
-            continue
-        claimed[start:end] = b"\x01" * (end - start)
-        if report:
-            found.append(Identifier(kind_id, text[start:end], start, end))
-    found.sort(key=lambda ident: ident.start)
+    if len(candidates) <= 16:  # a few spans: comparing them beats a bitmap of the text
+        taken: list[tuple[int, int]] = []
+        for _neg_priority, _neg_length, start, end, kind_id, report in candidates:
+            for claimed_start, claimed_end in taken:
+                if start < claimed_end and claimed_start < end:
+                    break
+            else:
+                taken.append((start, end))
+                if report:
+                    found.append(Identifier(kind_id, text[start:end], start, end))
+    else:
+        claimed = bytearray(len(text))
+        for _neg_priority, _neg_length, start, end, kind_id, report in candidates:
+            if claimed.find(1, start, end) != -1:
+                continue
+            claimed[start:end] = b"\x01" * (end - start)
+            if report:
+                found.append(Identifier(kind_id, text[start:end], start, end))
+    if len(found) > 1:
+        found.sort(key=_START)
     return tuple(found)
+
+
+_START = operator.attrgetter("start")
 
 
 def _trim(text: str, start: int, end: int) -> int:

@@ -373,3 +373,23 @@ def test_selected_path_restarts_under_a_cpu_budget_once_the_wall_clock_runs_out(
     assert identifiers._extract_selected(plan, spent, text, *found) == Extraction((), False)
     done = identifiers._extract_selected(plan, rules, text, *found)
     assert done.complete and done.identifiers == reference(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 30), st.integers(1, 6), st.booleans()),
+        max_size=40,
+    )
+)
+def test_resolve_keeps_the_best_span_of_every_overlap(spans: list) -> None:
+    """Both ways of claiming (span list, text bitmap) equal a plain reference."""
+    text = "x" * 40
+    candidates = [(-p, -n, s, s + n, f"k{p}", r) for p, s, n, r in spans]
+    expected, claimed = [], set()
+    for _p, _n, start, end, kind, report in sorted(candidates):
+        if claimed.isdisjoint(range(start, end)):
+            claimed.update(range(start, end))
+            if report:
+                expected.append(Identifier(kind, text[start:end], start, end))
+    assert list(_resolve(text, list(candidates))) == sorted(expected, key=lambda i: i.start)
