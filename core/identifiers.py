@@ -942,8 +942,9 @@ def _check_match(
     value = text[start:end]
     if kind.require and not _composition_ok(value, kind.require):
         return None
-    if kind.validators and not _validators_ok(value, kind.validators):
-        return None
+    for name in kind.validators:
+        if not _VALIDATE[name](value):
+            return None
     if kind.context is not None and not _context_ok(text, start, kind):
         return None
     return start, end, value in kind.deny or value in kind.allow or value in allow
@@ -1022,23 +1023,6 @@ def _composition_ok(value: str, require: tuple[str, ...]) -> bool:
     return True
 
 
-def _validators_ok(value: str, validators: tuple[str, ...]) -> bool:
-    for name in validators:
-        if name == "ipv6" and not _is_ipv6(value):
-            return False
-        if name == "path" and not _is_path(value):
-            return False
-        if name == "not_css_colour" and _HEX_COLOUR.match(value) and not value[1:].isdigit():
-            return False
-        if name == "not_repeated" and _is_degenerate(value):
-            return False
-        if name == "file_stem" and _FILE_STEM.search(value.split(".", 1)[0]) is None:
-            return False
-        if name == "quoted_token" and not _is_quoted_token(value):
-            return False
-    return True
-
-
 def _is_ipv6(value: str) -> bool:
     address = value.split("%", 1)[0]
     # Needs a hex letter, '::' or 7 colons: keeps clock times like 12:30:45 out.
@@ -1081,6 +1065,17 @@ def _is_degenerate(value: str) -> bool:
     if len(set(value)) == 1:
         return True
     return any(value in seq for seq in _SEQUENCES)
+
+
+# Each validator: True when the value passes (rules.VALIDATORS names them).
+_VALIDATE: dict[str, Any] = {
+    "ipv6": _is_ipv6,
+    "path": _is_path,
+    "not_css_colour": lambda value: _HEX_COLOUR.match(value) is None or value[1:].isdigit(),
+    "not_repeated": lambda value: not _is_degenerate(value),
+    "file_stem": lambda value: _FILE_STEM.search(value.split(".", 1)[0]) is not None,
+    "quoted_token": _is_quoted_token,
+}
 
 
 def _context_ok(text: str, start: int, kind: Kind) -> bool:
