@@ -143,9 +143,15 @@ WITH hits AS (
     SELECT a.rid, a.value, a.sure_value, t.call_id, t.name, t.arguments_raw, t.arguments_kind,
            t.source_file, t.source_line, t.position, instr(t.arguments_raw, a.value) AS p
     FROM lexkeep_audit_ids a
-    JOIN tool_calls t ON t.conversation_id = a.conversation_id AND t.position {op} a.bpos
+    JOIN (
+        -- JSON arguments with \\u escapes, as DuckDB writes them back (escapes of plain
+        -- characters decoded): a writer that escapes '&' or every character hides the value.
+        SELECT *, CASE WHEN arguments_kind <> 'freeform' AND contains(arguments_raw, '\\u')
+                       THEN try(json(arguments_raw)::VARCHAR) END AS unescaped
+        FROM tool_calls
+    ) t ON t.conversation_id = a.conversation_id AND t.position {op} a.bpos
     WHERE (contains(t.arguments_raw, a.value) OR contains(t.arguments_raw, a.value_json)
-           OR contains(t.arguments_raw, a.value_ascii))
+           OR contains(t.arguments_raw, a.value_ascii) OR contains(t.unescaped, a.value_json))
 ),
 judged AS (
     SELECT *, coalesce("""

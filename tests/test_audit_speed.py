@@ -180,6 +180,10 @@ def _line(**record) -> str:
         ('{"q":"INV-2025-08-44719\\u00e9"}', "altered"),
         ('{"q":"see\\nINV-2025-08-44719"}', "kept"),
         ('{"q":"inv-2025-08-44719"}', "altered"),
+        # JSON escapes of ASCII characters (a writer that escapes everything, Go's & < >):
+        ('{"q":"\\u0049NV-2025-08-44719"}', "kept"),
+        ('{"q":"INV\\u002d2025-08-44719 \\u0026 more"}', "kept"),
+        ('{"q":"\\u0049NV-2025-08-4471"}', "altered"),  # decoded: truncated by one
     ],
 )
 def test_tricky_arguments_end_to_end(tmp_path, arguments, verdict):
