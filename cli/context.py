@@ -29,7 +29,8 @@ def register(app: typer.Typer) -> None:
             ),
         ],
         format: Annotated[
-            ContextFormat, typer.Option("--format", help="json (machines) or text (a prompt).")
+            ContextFormat,
+            typer.Option("--format", "-f", help="json (machines) or text (a prompt)."),
         ] = ContextFormat.JSON,
         answer_bytes: Annotated[
             int,
@@ -75,7 +76,7 @@ def register(app: typer.Typer) -> None:
             ),
         ],
         format: Annotated[
-            ContextFormat, typer.Option("--format", help="text (people) or json (machines).")
+            ContextFormat, typer.Option("--format", "-f", help="text (people) or json (machines).")
         ] = ContextFormat.TEXT,
         rules: Annotated[
             Path | None,

@@ -18,7 +18,7 @@ from lexkeep.core.store import Store
 
 OutputFormat = Annotated[
     str,
-    typer.Option("--format", help="Output: text (readable) or json (for scripts)."),
+    typer.Option("--format", "-f", help="Output: text (readable) or json (for scripts)."),
 ]
 
 

@@ -44,6 +44,8 @@ def test_stats_json(cli, db_file):
     assert report["files_ingested"] == 4 and report["ingest_errors"] == 0
     text = ok(cli("stats", "--db", db_file)).stdout
     assert "lexkeep" in text and "anthropic" in text and "ingest errors: 0" in text
+    # -f is --format on every command that prints a report
+    assert json.loads(ok(cli("stats", "--db", db_file, "-f", "json")).stdout) == report
 
 
 def test_show_text_and_json(cli, db_file):
