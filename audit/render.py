@@ -164,24 +164,17 @@ def _finding_data(
 
 
 def _evidence_dict(ev: Evidence) -> dict[str, Any]:
-    source = ev.source
-    if source is None:
-        return {
-            "call_id": ev.call_id,
-            "tool": ev.tool,
-            "found": ev.found,
-            "difference": ev.difference,
-            "distance": ev.distance,
-        }
-    return {
+    out = {
         "call_id": ev.call_id,
         "tool": ev.tool,
         "found": ev.found,
         "difference": ev.difference,
         "distance": ev.distance,
-        "file": source.file,
-        "line": source.line,
     }
+    if ev.source is not None:
+        out["file"] = ev.source.file
+        out["line"] = ev.source.line
+    return out
 
 
 def report_dict(report: AuditReport) -> dict[str, Any]:
