@@ -41,7 +41,7 @@ from lexkeep.core.model import (
     RunStatus,
 )
 from lexkeep.core.rules import RuleSet, load_rules
-from lexkeep.core.sidecar import PARALLEL_MIN_CHARS, scan_rows
+from lexkeep.core.sidecar import PARALLEL_MIN_CHARS, scan_query
 from lexkeep.core.store import Store
 
 # Every key of every record type the reader looks at. Fields are read as JSON so their JSON
@@ -242,7 +242,7 @@ def fast_load(
     """Load one lexkeep JSONL file into the (fresh, in-memory) `store` for the audit.
 
     Returns False when the file needs the normal ingest (run it on a fresh store). User text of
-    at least `parallel_min_chars` characters is extracted in parallel (core.sidecar.scan_rows).
+    at least `parallel_min_chars` characters is extracted in parallel (core.sidecar.scan_query).
     """
     if not is_candidate(path):
         return False
@@ -328,17 +328,14 @@ def _object_arguments(con: duckdb.DuckDBPyConnection) -> list[list[str]] | None:
 # User messages the audit can use: those before their conversation's last boundary. Identifiers
 # typed later are never audited (DESIGN.md), so extracting them would change no report.
 _PENDING_SQL = """
-SELECT m.id, m.conversation_id, m.text
+SELECT m.id, m.conversation_id, m.text, m.position
 FROM messages m
 JOIN (SELECT conversation_id, max(position) AS last FROM boundaries GROUP BY 1) b
   ON b.conversation_id = m.conversation_id AND m.position < b.last
 WHERE m.kind = 'user_text'
-ORDER BY m.conversation_id, m.position
 """
 
 
 def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet, parallel_min_chars: int) -> None:
     """Fill identifiers and identifier_scans as core.sidecar.index_pending does."""
-    # Fetched whole: the user text is a few percent of a dump, and the writes that follow in
-    # this transaction would invalidate a result still being fetched.
-    scan_rows(con, con.execute(_PENDING_SQL).fetchall(), rules, parallel_min_chars)
+    scan_query(con, _PENDING_SQL, [], rules, parallel_min_chars)

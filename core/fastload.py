@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -413,14 +414,14 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
     con = store.con
     con.execute(_TIMELINE_SQL)  # positions continue after what the store holds now
     try:
-        calls = _tool_call_rows(con, staged.path)
+        # Through the general ingest's own writer, so the parsed JSON is stored identically.
+        # First: the rows stream into its temporary file, and the insert runs only once all
+        # of them were read, so giving up on one leaves every store table unwritten.
+        store.bulk_insert("tool_calls", None, _tool_call_rows(con, staged.path))
     except _GiveUp:
         return None
     for sql in _INSERTS:
         con.execute(sql, {"file": staged.path})
-    if calls:
-        # Through the general ingest's own writer, so the parsed JSON is stored identically.
-        store.bulk_insert("tool_calls", None, calls)
     return staged.counts
 
 
@@ -437,37 +438,47 @@ def _stage(con: duckdb.DuckDBPyConnection, path: str) -> tuple[Any, ...]:
     return con.execute(_COUNTS_SQL).fetchone()
 
 
-def _tool_call_rows(con: duckdb.DuckDBPyConnection, path: str) -> list[tuple[Any, ...]]:
-    """tool_calls rows as the general ingest builds them (raw text, parsed value, kind)."""
-    rows = con.execute(
-        "SELECT t.conv, l.x_id, l.x_message_id, t.position, l.x_name, l.x_args, l.x_args_json,"
-        " l.x_args_kind, l.x_time, l.line"
-        " FROM lexkeep_ingest_lines l JOIN lexkeep_ingest_timeline t USING (line)"
-        " WHERE l.type = 'tool_call' ORDER BY l.line"
-    ).fetchall()
-    out = []
+def _tool_call_rows(con: duckdb.DuckDBPyConnection, path: str) -> Iterator[tuple[Any, ...]]:
+    """tool_calls rows as the general ingest builds them (raw text, parsed value, kind), read
+    TOOL_CALL_CHUNK at a time in line order (memory holds a chunk, not a dump's calls)."""
     loads = orjson.loads
     freeform = ArgumentsKind.FREEFORM.value
-    for conv, call_id, message_id, pos, name, raw, as_json, explicit, time, line in rows:
-        if raw is None:
-            # Arguments recorded as a JSON value: kept as orjson's text of it, as the reader does.
-            try:
-                value = loads(as_json)
-            except orjson.JSONDecodeError as exc:  # e.g. an integer beyond 64 bits
-                raise _GiveUp("arguments orjson cannot read") from exc
-            raw = orjson.dumps(value).decode()
-            default = ArgumentsKind.ARRAY if isinstance(value, list) else ArgumentsKind.OBJECT
-            kind = explicit or default.value
-        else:
-            kind = explicit or ArgumentsKind.JSON_STRING.value
-        parsed = None
-        if kind != freeform:
-            try:
-                parsed = loads(raw)
-            except orjson.JSONDecodeError:
-                parsed = None
-        out.append((conv, call_id, message_id, pos, name, raw, parsed, kind, time, path, line))
-    return out
+    last = -1
+    while True:
+        # A complete query per chunk: nothing is left open while the caller writes.
+        rows = con.execute(
+            "SELECT t.conv, l.x_id, l.x_message_id, t.position, l.x_name, l.x_args,"
+            " l.x_args_json, l.x_args_kind, l.x_time, l.line"
+            " FROM lexkeep_ingest_lines l JOIN lexkeep_ingest_timeline t USING (line)"
+            " WHERE l.type = 'tool_call' AND l.line > ? ORDER BY l.line LIMIT ?",
+            [last, TOOL_CALL_CHUNK],
+        ).fetchall()
+        if not rows:
+            return
+        last = rows[-1][-1]
+        for conv, call_id, message_id, pos, name, raw, as_json, explicit, time, line in rows:
+            if raw is None:
+                # Arguments recorded as a JSON value: kept as orjson's text of it, as the
+                # reader does.
+                try:
+                    value = loads(as_json)
+                except orjson.JSONDecodeError as exc:  # e.g. an integer beyond 64 bits
+                    raise _GiveUp("arguments orjson cannot read") from exc
+                raw = orjson.dumps(value).decode()
+                default = ArgumentsKind.ARRAY if isinstance(value, list) else ArgumentsKind.OBJECT
+                kind = explicit or default.value
+            else:
+                kind = explicit or ArgumentsKind.JSON_STRING.value
+            parsed = None
+            if kind != freeform:
+                try:
+                    parsed = loads(raw)
+                except orjson.JSONDecodeError:
+                    parsed = None
+            yield (conv, call_id, message_id, pos, name, raw, parsed, kind, time, path, line)
+
+
+TOOL_CALL_CHUNK = 50_000
 
 
 def drop_staging(con: duckdb.DuckDBPyConnection) -> None:

@@ -10,8 +10,9 @@ JSON reader (no per-row inserts) inside the caller's transaction.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -89,19 +90,20 @@ def reindex_path(path: str, rules: RuleSet | None = None) -> IndexCounts:
 
 
 def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet) -> IndexCounts:
-    rows = con.execute(
-        "SELECT m.id, m.conversation_id, m.text FROM messages m "
+    return scan_query(
+        con,
+        "SELECT m.id, m.conversation_id, m.text, m.position FROM messages m "
         "WHERE m.kind = ? AND NOT EXISTS "
-        "(SELECT 1 FROM identifier_scans s WHERE s.message_id = m.id) "
-        "ORDER BY m.conversation_id, m.position",
+        "(SELECT 1 FROM identifier_scans s WHERE s.message_id = m.id)",
         [MessageKind.USER_TEXT.value],
-    ).fetchall()
-    return scan_rows(con, rows, rules)
+        rules,
+    )
 
 
 # Parallel extraction pays for its process start-up from about this much user text.
 PARALLEL_MIN_CHARS = 256 << 10
 BATCH_MESSAGES = 2000
+CHUNK_ROWS = 50_000  # user messages read from the store at a time
 FLUSH_ROWS = 200_000
 
 _WORKER_RULES: RuleSet | None = None
@@ -127,9 +129,61 @@ def scan_rows(
     text, `workers()` forked processes extract batches; they only run the extractor, and every
     write stays in this process.
     """
-    if not rows:
+    total_chars = sum(len(text) for _, _, text in rows)
+    return _scan(con, iter([rows]), len(rows), total_chars, rules, parallel_min_chars)
+
+
+def scan_query(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    params: Sequence[object],
+    rules: RuleSet,
+    parallel_min_chars: int = PARALLEL_MIN_CHARS,
+) -> IndexCounts:
+    """scan_rows() over the rows of `sql` (message id, conversation id, text, position), read
+    CHUNK_ROWS at a time, so memory holds a chunk of user text, not a dump's.
+
+    The rows are queued in a temporary table first: the sidecar writes that follow in this
+    transaction would invalidate a result still being fetched.
+    """
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE lexkeep_scan_queue AS SELECT row_number() OVER "
+        f"(ORDER BY q.conversation_id, q.position) AS rn, q.* FROM ({sql}) q",
+        list(params),
+    )
+    try:
+        total_rows, total_chars = con.execute(
+            "SELECT count(*), coalesce(sum(length(text)), 0) FROM lexkeep_scan_queue"
+        ).fetchone()
+
+        def chunks() -> Iterator[list[tuple[str, str, str]]]:
+            for low in range(0, total_rows, CHUNK_ROWS):
+                yield con.execute(
+                    "SELECT id, conversation_id, text FROM lexkeep_scan_queue"
+                    " WHERE rn > ? AND rn <= ? ORDER BY rn",
+                    [low, low + CHUNK_ROWS],
+                ).fetchall()
+
+        return _scan(con, chunks(), total_rows, total_chars, rules, parallel_min_chars)
+    finally:
+        con.execute("DROP TABLE IF EXISTS lexkeep_scan_queue")
+
+
+def _scan(
+    con: duckdb.DuckDBPyConnection,
+    chunks: Iterator[Sequence[tuple[str, str, str]]],
+    total_rows: int,
+    total_chars: int,
+    rules: RuleSet,
+    parallel_min_chars: int,
+) -> IndexCounts:
+    if not total_rows:
         return IndexCounts(rules_digest=rules.digest)
-    batches = [rows[i : i + BATCH_MESSAGES] for i in range(0, len(rows), BATCH_MESSAGES)]
+    batches = (
+        chunk[i : i + BATCH_MESSAGES]
+        for chunk in chunks
+        for i in range(0, len(chunk), BATCH_MESSAGES)
+    )
     n = workers()
     found: list[tuple[object, ...]] = []
     scans: list[tuple[object, ...]] = []
@@ -144,7 +198,7 @@ def scan_rows(
         if len(found) + len(scans) >= FLUSH_ROWS:
             _flush(con, found, scans)
 
-    if len(rows) >= SELECT_AFTER:
+    if total_rows >= SELECT_AFTER:
         # Compiled once here: forked workers inherit it instead of each building their own.
         prepare(rules)
     try:
@@ -152,7 +206,7 @@ def scan_rows(
         context = get_context("fork")
     except ValueError:  # no fork on this platform: extract in this process
         n = 1
-    if n == 1 or sum(len(text) for _, _, text in rows) < parallel_min_chars:
+    if n == 1 or total_chars < parallel_min_chars:
         _init_worker(rules)
         for batch in batches:
             take(_extract_batch(batch))
@@ -160,8 +214,16 @@ def scan_rows(
         with ProcessPoolExecutor(
             n, mp_context=context, initializer=_init_worker, initargs=(rules,)
         ) as pool:
-            for result in pool.map(_extract_batch, batches, chunksize=1):
-                take(result)
+            # A few batches in flight per worker: submitting them all at once would hold
+            # every batch (and its pickled copy) in memory.
+            pending: deque[Future[tuple[list[tuple[object, ...]], list[tuple[object, ...]]]]]
+            pending = deque()
+            for batch in batches:
+                pending.append(pool.submit(_extract_batch, batch))
+                if len(pending) >= 3 * n:
+                    take(pending.popleft().result())
+            while pending:
+                take(pending.popleft().result())
     _flush(con, found, scans)
     return IndexCounts(
         messages=totals[0], identifiers=totals[1], incomplete=totals[2], rules_digest=rules.digest

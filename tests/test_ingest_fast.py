@@ -16,6 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from lexkeep.core import fastload
 from lexkeep.core import store as store_module
 from lexkeep.core.errors import InputError
 from lexkeep.core.fastload import drop_staging, stage, write
@@ -233,7 +234,7 @@ def test_failure_while_writing_rolls_the_fast_load_back(tmp_path, monkeypatch):
     real = store_module.bulk_insert
 
     def failing(con, table, *args, **kwargs):
-        if table == "tool_calls":  # messages, runs... were written by SQL; now this write dies
+        if table == "tool_calls":  # the first store write of the fast path dies
             raise OSError("disk full (injected)")
         return real(con, table, *args, **kwargs)
 
@@ -247,3 +248,20 @@ def test_failure_while_writing_rolls_the_fast_load_back(tmp_path, monkeypatch):
             "SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE 'lexkeep_ingest_%'"
         ).fetchone()[0]
         assert staging == 0
+
+
+def test_tool_calls_are_written_chunk_by_chunk(tmp_path, monkeypatch):
+    """Calls read three at a time across two conversations: the same store as the general
+    ingest (every call once, in line order)."""
+    monkeypatch.setattr(fastload, "TOOL_CALL_CHUNK", 3)
+    lines = [_line("message", id="m1", conversation_id="c1", role="user", text="hi #W2378156")]
+    lines += [
+        _line("tool_call", id=f"t{i}", conversation_id=f"c{i % 2}", name="f", arguments={"n": i})
+        for i in range(10)
+    ]
+    path = tmp_path / "calls.jsonl"
+    path.write_bytes(b"".join(lines))
+    assert _took_fast_path(path, tmp_path)
+    fast, slow = _ingest_both(tmp_path, [[str(path)]])
+    assert len(fast["tool_calls"]) == 10
+    _assert_same(fast, slow)

@@ -6,6 +6,7 @@ import tempfile
 
 import pytest
 
+from lexkeep.core import sidecar
 from lexkeep.core.rules import build_rules, default_rules
 from lexkeep.core.sidecar import index_pending, reindex
 from lexkeep.core.store import Store
@@ -118,3 +119,39 @@ def test_settings_file_rules_apply_by_default(
     with store.transaction() as con:
         assert index_pending(con) == 2
     assert "email" not in {row[1] for row in identifiers(store)}
+
+
+def test_pending_messages_are_read_in_chunks_and_extracted_in_parallel(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small chunks, batches and flushes, two forked workers: the sidecar is the same as one
+    batch extracted here, and no row is read twice or skipped."""
+    rows = [
+        (f"m{i:03d}", "user", "user_text", f"order #W{2378100 + i} and INV-2025-08-{44700 + i}")
+        for i in range(120)
+    ] + [("a1", "assistant", "assistant_text", "#W9999999")]
+    add_messages(store, rows[:60], "c1")
+    add_messages(store, rows[60:], "c2")
+    monkeypatch.setattr(sidecar, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(sidecar, "BATCH_MESSAGES", 3)
+    monkeypatch.setattr(sidecar, "FLUSH_ROWS", 10)
+    monkeypatch.setenv("LEXKEEP_EXTRACT_WORKERS", "2")
+    with store.transaction() as con:
+        counts = sidecar.scan_query(
+            con,
+            "SELECT id, conversation_id, text, position FROM messages WHERE kind = 'user_text'",
+            [],
+            default_rules(),
+            parallel_min_chars=0,
+        )
+    assert (counts.messages, counts.identifiers, counts.incomplete) == (120, 240, 0)
+    expected = sorted(
+        (f"m{i:03d}", kind, value)
+        for i in range(120)
+        for kind, value in (("hash_ref", f"#W{2378100 + i}"),
+                            ("compound_code", f"INV-2025-08-{44700 + i}"))
+    )  # fmt: skip
+    assert sorted(row[:3] for row in identifiers(store)) == expected
+    assert store.con.execute("SELECT count(*) FROM identifier_scans").fetchone()[0] == 120
+    tables = store.con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
+    assert ("lexkeep_scan_queue",) not in tables
