@@ -13,7 +13,7 @@ import io
 import json
 import os
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 import orjson
@@ -177,8 +177,9 @@ def _evidence_dict(ev: Evidence) -> dict[str, Any]:
     return out
 
 
-def report_dict(report: AuditReport) -> dict[str, Any]:
-    """The whole report as JSON-ready data (the `json` format)."""
+def report_dict(report: AuditReport, *, findings: bool = True) -> dict[str, Any]:
+    """The whole report as JSON-ready data (the `json` format); without its last two keys,
+    findings and notes, when `findings` is False (render_json writes those in chunks)."""
     g = report.gate
     boundaries: dict[tuple[Any, ...], dict[str, Any]] = {}
     flag_sets: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -212,8 +213,14 @@ def report_dict(report: AuditReport) -> dict[str, Any]:
             for c in report.conversations
         ],
         "distribution": [{"bin": label, "conversations": n} for label, n in report.distribution],
-        "findings": [_finding_data(f, boundaries, flag_sets) for f in report.findings],
-        "notes": list(report.notes),
+        **(
+            {
+                "findings": [_finding_data(f, boundaries, flag_sets) for f in report.findings],
+                "notes": list(report.notes),
+            }
+            if findings
+            else {}
+        ),
     }
 
 
@@ -221,29 +228,55 @@ def report_dict(report: AuditReport) -> dict[str, Any]:
 
 
 def render_json(report: AuditReport, stream: TextIO, color: bool = False) -> None:
-    """Write the report as one JSON document."""
+    """Write the report as one JSON document (the bytes of json.dump(indent=2,
+    ensure_ascii=False), written a chunk of findings at a time)."""
     with gc_paused():
-        data = report_dict(report)
-        try:
-            # Same bytes as json.dump(indent=2, ensure_ascii=False), whose indenting encoder is
-            # pure Python: seconds on a big dump's findings instead of a fraction of one.
-            encoded = orjson.dumps(data, option=orjson.OPT_INDENT_2)
-        except TypeError:  # e.g. an integer beyond 64 bits
-            encoded = None
-            text = json.dumps(data, ensure_ascii=False, indent=2)
-        del data
-    if encoded is not None:
+        parts = _json_parts(report, _dumps(report_dict(report, findings=False)))
         buffer = _utf8_buffer(stream)
         if buffer is not None:
             # The UTF-8 bytes as they are: decoding a big report only for the text layer to
             # encode it again costs time and a second copy in memory.
             stream.flush()
-            buffer.write(encoded)
-            buffer.write(b"\n")
-            return
-        text = encoded.decode()
-    stream.write(text)
-    stream.write("\n")
+            for part in parts:
+                buffer.write(part)
+        else:
+            for part in parts:
+                stream.write(part.decode())
+
+
+def _dumps(value: Any) -> bytes:
+    """json.dumps(value, ensure_ascii=False, indent=2) as UTF-8: orjson's indenting gives the
+    same bytes (json's indenting encoder is pure Python: seconds on a big dump's findings)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    except TypeError:  # e.g. an integer beyond 64 bits: json writes it, orjson cannot
+        return json.dumps(value, ensure_ascii=False, indent=2).encode()
+
+
+JSON_CHUNK = 10_000  # findings encoded at a time
+
+
+def _json_parts(report: AuditReport, head: bytes) -> Iterator[bytes]:
+    """The document in pieces: `head` (every key but the last two) reopened, the findings
+    JSON_CHUNK at a time, and the notes; a chunk's findings are not kept as dicts after it.
+
+    orjson indents a list given alone by two spaces per level; inside the document the
+    findings sit one level deeper, so every line break of a chunk gains two spaces (JSON
+    strings hold no raw line breaks).
+    """
+    yield head[: -len(b"\n}")] + b',\n  "findings": ['
+    boundaries: dict[tuple[Any, ...], dict[str, Any]] = {}
+    flag_sets: dict[tuple[Any, ...], dict[str, Any]] = {}
+    findings = report.findings
+    for first in range(0, len(findings), JSON_CHUNK):
+        chunk = [
+            _finding_data(f, boundaries, flag_sets) for f in findings[first : first + JSON_CHUNK]
+        ]
+        body = _dumps(chunk)[1 : -len(b"\n]")].replace(b"\n", b"\n  ")
+        yield body if first == 0 else b"," + body
+    yield b"\n  ]," if findings else b"],"
+    notes = _dumps(list(report.notes)).replace(b"\n", b"\n  ")
+    yield b'\n  "notes": ' + notes + b"\n}\n"
 
 
 def _utf8_buffer(stream: TextIO) -> Any:

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from lexkeep.audit import render as render_module
 from lexkeep.audit.engine import (
     _FOLDED_ARGS,
     _SURE_CALL,
@@ -301,3 +302,30 @@ def test_decoded_leaves_follow_the_document_order(value):
     expected: list = []
     _reference_leaves(value, expected)
     assert decode_arguments(raw, "object") == expected
+
+
+@pytest.mark.parametrize("users", [0, 1, 7])
+def test_json_report_in_chunks_equals_json_dump_of_the_whole(tmp_path, monkeypatch, users):
+    """Findings written JSON_CHUNK at a time: the bytes of json.dumps(indent=2) of it all,
+    with no findings, one, and several chunks (and with notes or without)."""
+    monkeypatch.setattr(render_module, "JSON_CHUNK", 3)
+    lines = [_line(type="message", id="m0", conversation_id="c1", role="user", text="hi")]
+    lines += [
+        _line(type="message", id=f"m{i}", conversation_id="c1", role="user",
+              text=f"Refund INV-2025-08-{44710 + i} and ORD_{448810 + i}, « très » urgent")
+        for i in range(1, users + 1)
+    ]  # fmt: skip
+    lines += [
+        _line(type="compaction", id="b1", conversation_id="c1", summary="résumé"),
+        _line(type="tool_call", id="t1", conversation_id="c1", name="refund",
+              arguments='{"invoice_id":"INV-2025-08-44711"}'),
+    ]  # fmt: skip
+    path = tmp_path / "dump.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = run_audit(paths=[str(path)])
+    assert len(report.findings) == 2 * users
+    text = io.StringIO()
+    render(report, "json", text)
+    expected = json.dumps(render_module.report_dict(report), ensure_ascii=False, indent=2)
+    assert text.getvalue() == expected + "\n"
+    assert bool(report.notes) == (users == 0)
