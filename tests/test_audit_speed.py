@@ -172,6 +172,13 @@ def _line(**record) -> str:
     return json.dumps(record, ensure_ascii=False)
 
 
+def _audit_lines(tmp_path, lines: list[str], **options):
+    """The audit of a lexkeep JSONL dump made of `lines`."""
+    path = tmp_path / "dump.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return run_audit(paths=[str(path)], **options)
+
+
 @pytest.mark.parametrize(
     ("arguments", "verdict"),
     [
@@ -196,10 +203,8 @@ def test_tricky_arguments_end_to_end(tmp_path, arguments, verdict):
         _line(type="tool_call", id="t1", conversation_id="c1", name="refund",
               arguments=arguments),
     ]  # fmt: skip
-    path = tmp_path / "dump.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     for fast in (True, False):
-        report = run_audit(paths=[str(path)], fast=fast)
+        report = _audit_lines(tmp_path, lines, fast=fast)
         got = [(f.value, f.verdict.value) for f in report.findings]
         assert got == [("INV-2025-08-44719", verdict)], (fast, got)
 
@@ -254,9 +259,7 @@ def test_json_report_bytes_equal_through_a_text_file_or_a_string(tmp_path):
         _line(type="tool_call", id="t1", conversation_id="c1", name="refund",
               arguments='{"invoice_id":"INV-2025-08-44719","log":"/srv/données/rapport.log"}'),
     ]  # fmt: skip
-    path = tmp_path / "dump.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    report = run_audit(paths=[str(path)])
+    report = _audit_lines(tmp_path, lines)
     text = io.StringIO()
     render(report, "json", text)
     out = tmp_path / "report.json"
@@ -320,9 +323,7 @@ def test_json_report_in_chunks_equals_json_dump_of_the_whole(tmp_path, monkeypat
         _line(type="tool_call", id="t1", conversation_id="c1", name="refund",
               arguments='{"invoice_id":"INV-2025-08-44711"}'),
     ]  # fmt: skip
-    path = tmp_path / "dump.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    report = run_audit(paths=[str(path)])
+    report = _audit_lines(tmp_path, lines)
     assert len(report.findings) == 2 * users
     text = io.StringIO()
     render(report, "json", text)
