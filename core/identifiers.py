@@ -364,7 +364,10 @@ def _extract_selected(
                     return _extract_selected(
                         plan, rules, text, selected, ends, widths, plain, budget
                     )
-                # Selector.start(), inlined: the latest of the conditions' bounds.
+                # Where the kind can first match: a match holds a hit of each of its
+                # conditions, ending no earlier than that condition's first hit, and starts at
+                # most the condition's longest hit plus REACH characters before it (REACH is
+                # the trigger windows' reach: the pure path looks no further from a hit).
                 start = 0
                 for ident, width in widths[index]:
                     bound = ends[ident] - width
@@ -581,8 +584,7 @@ class _Plan:
             first.append("[" + "".join(regex.escape(c) for c in sorted(singles)) + "]+")
         self.keywords = tuple(sorted(keywords))
         self.single_keywords = tuple(sorted(w for w in keywords if len(w) == 1))
-        # For the fast reject: trigger characters, and longer keywords (case-folded).
-        self.trigger_chars = frozenset(singles)
+        # For the fast reject: the trigger characters as one class, and longer keywords.
         # One stdlib character-class search rejects a text several times faster than
         # frozenset.isdisjoint (no per-character str objects); same characters, same answer.
         self.trigger_class = (

@@ -114,7 +114,7 @@ class Selector:
         needs = [frozenset(i for i in ids if i in compiled) for ids in wanted]
         self._kinds = len(rules.kinds)
         # Per mode (sliced, wide): each kind's required conditions, its (condition, longest
-        # hit + REACH) pairs for start(), and a memo from reported conditions to kinds.
+        # hit + REACH) pairs for start bounds, and a memo from reported conditions to kinds.
         # `sliced`: a window of a longer text, whose context word may lie before it.
         self._modes: dict[tuple[bool, bool], tuple[list, list, dict]] = {}
         for sliced in (False, True):
@@ -162,7 +162,7 @@ class Selector:
         self, text: str, *, sliced: bool = False
     ) -> tuple[tuple[int, ...], dict[int, int], list, bool]:
         """As select(), with the end of each condition's first hit and the kinds' bounds
-        (pass both to start()), and whether `text` is plain (rules.PLAIN_TEXT)."""
+        (see identifiers._extract_selected), and whether `text` is plain (rules.PLAIN_TEXT)."""
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
             scratch = self._local.scratch = _hs.Scratch(self._database)
@@ -220,22 +220,6 @@ class Selector:
                 *(ids for char, ids in self._literal_ids.items() if char in text)
             )
         return mapped.encode("ascii"), dropped
-
-    @staticmethod
-    def start(index: int, ends: dict[int, int], widths: list) -> int:
-        """Where kind `index` can first match, from its conditions' first hits (0: anywhere).
-
-        A match holds a hit of each of the kind's conditions, and that hit ends no earlier
-        than the condition's first hit; the match starts at most the condition's longest hit
-        plus REACH characters before it. REACH is the trigger windows' reach: the ordinary
-        path, too, looks no further from a hit (and widens to whitespace, as the caller does).
-        """
-        start = 0
-        for ident, width in widths[index]:
-            bound = ends[ident] - width
-            if bound > start:
-                start = bound
-        return start
 
 
 def _is_neutral(char: str) -> bool:
