@@ -176,11 +176,15 @@ def extract_many(texts: Sequence[str], rules: RuleSet | None = None) -> list[Ext
         return [extract(text, rules) for text in texts]
     for first in range(0, len(texts), MANY_BATCH):
         group = texts[first : first + MANY_BATCH]
-        for index in plan.triggered(group):
+        hits = plan.triggered(group)
+        # A batch worth it builds the compiled selector now (as extract() does after
+        # SELECT_AFTER texts); most messages then take its short-text path directly.
+        selector = plan.selector(now=len(hits) >= SELECT_AFTER)
+        select = selector.select_with_ends if selector is not None else None
+        for index in hits:
             text = group[index]
-            if len(text) <= SELECT_TEXT_MAX and (selector := plan.selector()) is not None:
-                # Most messages: _extract_triggered's short-text path, one call less.
-                found = _extract_selected(plan, rules, text, *selector.select_with_ends(text))
+            if select is not None and len(text) <= SELECT_TEXT_MAX:
+                found = _extract_selected(plan, rules, text, *select(text))
             elif len(text) > rules.max_chars:
                 found = extract(text, rules)
             else:
