@@ -417,12 +417,27 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
         # Through the general ingest's own writer, so the parsed JSON is stored identically.
         # First: the rows stream into its temporary file, and the insert runs only once all
         # of them were read, so giving up on one leaves every store table unwritten.
-        store.bulk_insert("tool_calls", None, _tool_call_rows(con, staged.path))
+        conflict = "DO NOTHING" if _holds_rows(con, "tool_calls") else ""
+        store.bulk_insert(
+            "tool_calls", None, _tool_call_rows(con, staged.path), on_conflict=conflict
+        )
     except _GiveUp:
         return None
     for sql in _INSERTS:
+        table = sql.split("INSERT INTO ", 1)[1].split(None, 1)[0]
+        if _NOTHING in sql and not _holds_rows(con, table):
+            # Into an empty table the staged rows cannot conflict (_DUPLICATES_SQL refused
+            # duplicates within the file), and the check costs a key lookup per row.
+            sql = sql.replace(_NOTHING, "")
         con.execute(sql, {"file": staged.path})
     return staged.counts
+
+
+_NOTHING = "ON CONFLICT DO NOTHING"
+
+
+def _holds_rows(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    return bool(con.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0])
 
 
 def _stage(con: duckdb.DuckDBPyConnection, path: str) -> tuple[Any, ...]:

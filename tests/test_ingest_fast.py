@@ -265,3 +265,23 @@ def test_tool_calls_are_written_chunk_by_chunk(tmp_path, monkeypatch):
     fast, slow = _ingest_both(tmp_path, [[str(path)]])
     assert len(fast["tool_calls"]) == 10
     _assert_same(fast, slow)
+
+
+def test_a_second_file_repeating_ids_keeps_the_conflict_check(tmp_path):
+    """Into an empty store the fast path inserts without conflict checks; into one that holds
+    rows it keeps them, so ids a later file repeats are skipped as the general path does."""
+    first = tmp_path / "a.jsonl"
+    first.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text="order #W2378156")
+        + _line("tool_call", id="t1", conversation_id="c1", name="f", arguments={"n": 1})
+    )
+    second = tmp_path / "b.jsonl"
+    second.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text="again #W2378156")
+        + _line("tool_call", id="t1", conversation_id="c1", name="f", arguments={"n": 2})
+        + _line("message", id="m2", conversation_id="c1", role="user", text="more")
+    )
+    assert _took_fast_path(second, tmp_path)
+    fast, slow = _ingest_both(tmp_path / "dbs", [[str(first)], [str(second)]])
+    assert [row[0] for row in fast["messages"]].count("m1") == 1
+    _assert_same(fast, slow)
