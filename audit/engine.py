@@ -137,6 +137,11 @@ FROM ids ASOF JOIN boundaries b
 # Candidate calls of each identifier (after or before its boundary) in position order, up to
 # and including the first one that surely keeps it (`sure`, see _SURE_CALL): Python decodes
 # only the calls before that one. Arguments are sent only for the calls Python must decode.
+# JSON arguments with \\u escapes as DuckDB writes them back (escapes of plain characters
+# decoded), else NULL: a writer that escapes '&' (Go) or every character hides the value.
+_UNESCAPED = """CASE WHEN arguments_kind <> 'freeform' AND contains(arguments_raw, '\\u')
+                     THEN try(json(arguments_raw)::VARCHAR) END"""
+
 _FIRST_SQL = (
     """
 WITH hits AS (
@@ -144,11 +149,9 @@ WITH hits AS (
            t.source_file, t.source_line, t.position, instr(t.arguments_raw, a.value) AS p
     FROM lexkeep_audit_ids a
     JOIN (
-        -- JSON arguments with \\u escapes, as DuckDB writes them back (escapes of plain
-        -- characters decoded): a writer that escapes '&' or every character hides the value.
-        SELECT *, CASE WHEN arguments_kind <> 'freeform' AND contains(arguments_raw, '\\u')
-                       THEN try(json(arguments_raw)::VARCHAR) END AS unescaped
-        FROM tool_calls
+        SELECT *, """
+    + _UNESCAPED
+    + """ AS unescaped FROM tool_calls
     ) t ON t.conversation_id = a.conversation_id AND t.position {op} a.bpos
     WHERE (contains(t.arguments_raw, a.value) OR contains(t.arguments_raw, a.value_json)
            OR contains(t.arguments_raw, a.value_ascii) OR contains(t.unescaped, a.value_json))
@@ -185,7 +188,13 @@ calls AS (
     SELECT t.conversation_id, t.call_id, t.position, """
     + _FOLDED_ARGS
     + """ AS folded
-    FROM tool_calls t
+    FROM (  -- escaped arguments folded as they decode (the tokens come from decoded ones)
+        SELECT conversation_id, call_id, position,
+               coalesce("""
+    + _UNESCAPED
+    + """, arguments_raw) AS arguments_raw
+        FROM tool_calls
+    ) t
     WHERE t.conversation_id IN (
         SELECT a.conversation_id FROM lexkeep_audit_ids a WHERE a.rid IN (SELECT rid FROM probes)
     )

@@ -330,3 +330,20 @@ def test_json_report_in_chunks_equals_json_dump_of_the_whole(tmp_path, monkeypat
     expected = json.dumps(render_module.report_dict(report), ensure_ascii=False, indent=2)
     assert text.getvalue() == expected + "\n"
     assert bool(report.notes) == (users == 0)
+
+
+def test_a_near_miss_hidden_by_json_escapes_is_found(tmp_path):
+    """Every character of the near miss escaped: no probe of the raw text finds it, the
+    decoded arguments do."""
+    escaped = "".join(f"\\u{ord(c):04x}" for c in "ORD_448811")
+    lines = [
+        _line(type="message", id="m1", conversation_id="c1", role="user",
+              text="Where is order ORD_448812?"),
+        _line(type="compaction", id="b1", conversation_id="c1", summary="order asked"),
+        _line(type="tool_call", id="t1", conversation_id="c1", name="lookup",
+              arguments='{"q":"' + escaped + '"}'),
+    ]  # fmt: skip
+    for fast in (True, False):
+        report = _audit_lines(tmp_path, lines, fast=fast)
+        got = [(f.value, f.verdict.value) for f in report.findings]
+        assert got == [("ORD_448812", "altered")], (fast, got)
