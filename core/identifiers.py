@@ -325,7 +325,8 @@ def _extract_selected(
     budget: _Budget | None = None,
 ) -> Extraction:
     """Run only the selected kinds (see core.prefilter) over a short text, each from where its
-    first match can start. `plain`: the text is plain (rules.PLAIN_TEXT), so kinds with
+    first match can start. `plain`: the text is plain (rules.PLAIN_TEXT, or only neutral
+    non-ASCII characters besides, see core.prefilter), so kinds with
     engine = "re" run their stdlib translation.
 
     Without a `budget`, only the wall clock is read between kinds: a thread's CPU time cannot

@@ -162,7 +162,8 @@ class Selector:
         self, text: str, *, sliced: bool = False
     ) -> tuple[tuple[int, ...], dict[int, int], list, bool]:
         """As select(), with the end of each condition's first hit and the kinds' bounds
-        (see identifiers._extract_selected), and whether `text` is plain (rules.PLAIN_TEXT)."""
+        (see identifiers._extract_selected), and whether `text` is plain (rules.PLAIN_TEXT,
+        or only neutral non-ASCII characters besides: see _neutral)."""
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
             scratch = self._local.scratch = _hs.Scratch(self._database)

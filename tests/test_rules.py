@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from pathlib import Path
 
 import pytest
+import regex
 
 from lexkeep.core.errors import RuleError
 from lexkeep.core.identifiers import extract
@@ -291,3 +294,19 @@ tests.negative = ["plain"]
 """
     kind = load_rules(write(tmp_path, body)).kind("snake_id")
     assert (kind.engine, kind.plain_pattern) == ("regex", None)
+
+
+def test_both_engines_read_neutral_characters_alike() -> None:
+    """Every assigned punctuation or symbol character of the Basic Multilingual Plane (what
+    core.prefilter may call neutral and scan as plain text): the translated classes agree."""
+    pairs = [
+        (regex.compile(r"[\p{L}\p{N}]"), re.compile(r"[^\W_]")),
+        (regex.compile(r"[\p{L}\p{N}_]"), re.compile(r"\w")),
+        (regex.compile(r"\s", regex.V1), re.compile(r"\s")),
+        (regex.compile(r"[0-9]"), re.compile(r"[0-9]")),
+    ]
+    for code in range(0x80, 0x10000):
+        char = chr(code)
+        if unicodedata.category(char)[0] in "PS":
+            for new, old in pairs:
+                assert (new.match(char) is None) == (old.match(char) is None), hex(code)
