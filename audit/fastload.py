@@ -29,7 +29,7 @@ import duckdb
 import orjson
 
 from lexkeep.core.errors import InputError
-from lexkeep.core.fastload import DEFAULT_KIND_SQL, MAX_LINE_BYTES, SQL_MACROS, sql_values
+from lexkeep.core.fastload import DEFAULT_KIND_SQL, SQL_MACROS, drop_stage, sql_values, stage_sql
 from lexkeep.core.ingest import JsonSource, detect_format
 from lexkeep.core.model import (
     ArgumentsKind,
@@ -108,12 +108,12 @@ _OK = (
     + " ELSE true END, false)"
 )
 
-# One pass over the file: rows numbered before empty lines (NULL) are dropped, so `line` is the
-# physical line as the reader counts it; `ok` says whether the reader accepts the record; only
-# the typed values the audit needs are kept (the JSON-typed columns are never materialised).
-_STAGE_SQL = f"""
-CREATE OR REPLACE TEMP TABLE lexkeep_fast_lines AS
-SELECT line, type, {_OK} AS ok,
+# One pass over the file (core.fastload.stage_sql numbers the lines); `ok` says whether the
+# reader accepts the record; only the typed values the audit needs are kept (the JSON-typed
+# columns are never materialised).
+_STAGE_SQL = stage_sql(
+    "lexkeep_fast_lines",
+    f"""type, {_OK} AS ok,
        conversation_id ->> '$' AS x_conv, id ->> '$' AS x_id, call_id ->> '$' AS x_call,
        name ->> '$' AS x_name, role ->> '$' AS x_role,
        CASE type WHEN 'message' THEN coalesce(kind ->> '$', {DEFAULT_KIND_SQL})
@@ -126,21 +126,10 @@ SELECT line, type, {_OK} AS ok,
        summary ->> '$' AS x_summary, trigger ->> '$' AS x_trigger,
        CASE WHEN json_type(kept_verbatim) = 'ARRAY'
             THEN json_transform(kept_verbatim, '["VARCHAR"]') END AS x_kept,
-       parent_id ->> '$' AS x_parent, title ->> '$' AS x_title
-FROM (
-    SELECT line, s.*, CASE WHEN s.type = 'message' THEN json_extract(l, '$.text') END AS text
-    FROM (
-        SELECT line, l, json_transform(l, '{_SCHEMA}') AS s
-        FROM (
-            SELECT row_number() OVER () AS line, l
-            FROM read_csv(?, columns = {{'l': 'VARCHAR'}}, delim = '\x01', quote = '',
-                          escape = '', header = false, auto_detect = false, skip = 0,
-                          max_line_size = {MAX_LINE_BYTES}, buffer_size = {4 * MAX_LINE_BYTES})
-        )
-        WHERE l IS NOT NULL
-    )
+       parent_id ->> '$' AS x_parent, title ->> '$' AS x_title""",
+    _SCHEMA,
+    inner=", CASE WHEN s.type = 'message' THEN json_extract(l, '$.text') END AS text",
 )
-"""
 
 # Duplicate keys: the normal ingest keeps the first row (ON CONFLICT DO NOTHING); not copied.
 _DUPLICATES_SQL = """
@@ -273,7 +262,8 @@ def _load(con: duckdb.DuckDBPyConnection, path: str) -> None:
 def _load_checked(con: duckdb.DuckDBPyConnection, path: str) -> None:
     for macro in SQL_MACROS:
         con.execute(macro)
-    con.execute(_STAGE_SQL, [path])
+    con.execute(_STAGE_SQL[0], [path])
+    con.execute(_STAGE_SQL[1])
     if con.execute("SELECT count(*) FROM lexkeep_fast_lines WHERE NOT ok").fetchone()[0]:
         raise _GiveUp("a record the reader rejects")
     if con.execute(_DUPLICATES_SQL).fetchone()[0]:
@@ -294,7 +284,7 @@ def _load_checked(con: duckdb.DuckDBPyConnection, path: str) -> None:
 
 
 def _drop_staging(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute("DROP TABLE IF EXISTS lexkeep_fast_lines")
+    drop_stage(con, "lexkeep_fast_lines")
     con.execute("DROP TABLE IF EXISTS lexkeep_fast_timeline")
 
 
