@@ -131,6 +131,7 @@ _OK = (
 )
 _TYPES = "('conversation', 'run', 'message', 'tool_call', 'tool_result', 'compaction')"
 
+
 def stage_sql(
     table: str, columns: str, schema: str, inner: str = "", line_bytes: int = MAX_LINE_BYTES
 ) -> tuple[str, str]:
