@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -44,16 +45,35 @@ class Store:
         self.con = con
         self.path = path  # None for an in-memory store
         self._columns: dict[str, list[tuple[str, str]]] = {}
+        self._spill: str | None = None  # an in-memory store's spill folder, removed on close
 
     # -- opening -----------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> Store:
-        """Open (and migrate) the store at `path`; `None` or ':memory:' gives an in-memory one."""
+    def open(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        read_only: bool = False,
+        memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    ) -> Store:
+        """Open (and migrate) the store at `path`; `None` or ':memory:' gives an in-memory one.
+
+        DuckDB's working memory is bounded by `memory_limit` (beyond it, it spills to disk);
+        $LEXKEEP_MEMORY_LIMIT overrides it.
+        """
         if path is None or str(path) == ":memory:":
             store = cls(duckdb.connect(":memory:"), None)
-            store._limit_memory()
-            store.migrate()
+            # DuckDB would spill an in-memory database to `.tmp` in the working directory,
+            # which may be read-only or a checkout; a private folder under $TMPDIR instead.
+            store._spill = tempfile.mkdtemp(prefix="lexkeep-spill-")
+            try:
+                store.con.execute("SET temp_directory = ?", [store._spill])
+                store._limit_memory(memory_limit)
+                store.migrate()
+            except BaseException:
+                store.close()
+                raise
             return store
         target = str(path)
         if read_only and not Path(target).exists():
@@ -78,17 +98,17 @@ class Store:
                 hint="pass --db with a new file name, or a store made by lexkeep",
             ) from exc
         store = cls(con, target)
-        store._limit_memory()
+        store._limit_memory(memory_limit)
         if read_only:
             store.check_version()
         else:
             store.migrate()
         return store
 
-    def _limit_memory(self) -> None:
+    def _limit_memory(self, default: str) -> None:
         # DuckDB would take up to 80% of RAM before spilling; a bounded working set keeps
         # multi-GB ingests and audits flat (they spill to `<db>.tmp` instead of growing).
-        limit = os.environ.get("LEXKEEP_MEMORY_LIMIT", DEFAULT_MEMORY_LIMIT)
+        limit = os.environ.get("LEXKEEP_MEMORY_LIMIT", default)
         try:
             self.con.execute(f"SET memory_limit = '{limit}'")
         except duckdb.Error as exc:
@@ -98,8 +118,11 @@ class Store:
             ) from exc
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and remove an in-memory store's spill folder)."""
         self.con.close()
+        if self._spill is not None:
+            shutil.rmtree(self._spill, ignore_errors=True)
+            self._spill = None
 
     def __enter__(self) -> Store:
         return self

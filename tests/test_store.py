@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import duckdb
 import pytest
 
@@ -118,3 +121,24 @@ def test_memory_limit_bounds_duckdb_and_is_configurable(db_file, monkeypatch):
     monkeypatch.setenv("LEXKEEP_MEMORY_LIMIT", "lots")
     with pytest.raises(ConfigError, match="LEXKEEP_MEMORY_LIMIT"):
         Store.open(None)
+
+
+def test_in_memory_store_spills_to_a_private_temp_folder_removed_on_close(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Past its memory limit an in-memory store (the audit's) writes under $TMPDIR, not `.tmp`
+    in the working directory, and leaves nothing behind."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LEXKEEP_MEMORY_LIMIT", "64MB")
+    with Store.open(None) as store:
+        folder = Path(store.con.execute("SELECT current_setting('temp_directory')").fetchone()[0])
+        assert folder.is_dir() and folder.parent == Path(tempfile.gettempdir())
+        # ~300 MB of distinct text in a temporary table: more than the limit allows in memory.
+        store.con.execute(
+            "CREATE TEMP TABLE big AS SELECT i, repeat(md5(i::VARCHAR), 10) AS t"
+            " FROM range(1000000) r(i)"
+        )
+        assert store.con.execute("SELECT count(DISTINCT t) FROM big").fetchone()[0] == 1_000_000
+        assert any(folder.iterdir()), "nothing was spilled"
+    assert not folder.exists()
+    assert not (tmp_path / ".tmp").exists()
