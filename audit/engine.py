@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -147,11 +148,14 @@ _FIRST_SQL = (
 WITH hits AS (
     SELECT a.rid, a.value, a.sure_value, t.call_id, t.name, t.arguments_raw, t.arguments_kind,
            t.source_file, t.source_line, t.position, instr(t.arguments_raw, a.value) AS p
-    FROM lexkeep_audit_ids a
+    FROM (SELECT * FROM lexkeep_audit_ids WHERE rid >= $lo AND rid < $hi) a
     JOIN (
         SELECT *, """
     + _UNESCAPED
     + """ AS unescaped FROM tool_calls
+        WHERE conversation_id BETWEEN
+            (SELECT conversation_id FROM lexkeep_audit_ids WHERE rid = $lo)
+            AND (SELECT conversation_id FROM lexkeep_audit_ids WHERE rid = $hi - 1)
     ) t ON t.conversation_id = a.conversation_id AND t.position {op} a.bpos
     WHERE (contains(t.arguments_raw, a.value) OR contains(t.arguments_raw, a.value_json)
            OR contains(t.arguments_raw, a.value_ascii) OR contains(t.unescaped, a.value_json))
@@ -273,13 +277,13 @@ def run_audit(
         report = None
         files = expand_paths(list(paths))
         if fast and len(files) == 1:
-            with Store.open(None) as store:
+            with Store.open(None, memory_limit=AUDIT_MEMORY_LIMIT) as store:
                 if fast_load(store, files[0][0], loaded_rules):
                     if on_progress is not None:
                         on_progress(Path(files[0][0]).stat().st_size)
                     report = audit_store(store, settings, inputs=tuple(paths))
         if report is None:
-            with Store.open(None) as store:
+            with Store.open(None, memory_limit=AUDIT_MEMORY_LIMIT) as store:
                 # Files, folders (walked; non-trace files skipped) and globs, as `lexkeep ingest`.
                 ingest_paths(
                     store,
@@ -318,6 +322,15 @@ def audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...] =
         return _audit_store(store, settings, inputs)
 
 
+# DuckDB's share of an audit of trace files (its private store spills beyond it): the findings
+# live in Python next to it, and the whole process should stay within about 1.5 GB.
+AUDIT_MEMORY_LIMIT = "512MB"
+
+# Identifiers audited at a time: the Python side (rows, probes, token forms) holds one batch,
+# so an audit's memory does not grow with the dump beyond its findings.
+AUDIT_BATCH = 100_000
+
+
 def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...]) -> AuditReport:
     con = store.con
     # lexkeep shows its own progress on stderr; DuckDB's bar would land on a terminal's stdout.
@@ -325,12 +338,10 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
     con.execute(_AUDIT_IDS_SQL)
     try:
         _add_ascii_escapes(store)
-        rows = _audit_rows(store)
-        kept = _first_kept(store, ">", rows)
-        near = _near_misses(store, rows, [r[0] for r in rows if r[0] not in kept])
-        before = _first_kept(store, "<", rows)
-        summaries = _boundary_texts(store)
-        findings = _findings(rows, kept, near, before, summaries)
+        total_ids = con.execute("SELECT count(*) FROM lexkeep_audit_ids").fetchone()[0]
+        findings: list[Finding] = []
+        for lo in range(0, total_ids, AUDIT_BATCH):
+            findings.extend(_audit_batch(store, lo, min(lo + AUDIT_BATCH, total_ids)))
         conv_rows = con.execute(
             """
             SELECT c.id, c.source_file, c.source_line, count(b.id)
@@ -366,7 +377,7 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_audit_ids")
     return build_report(
-        findings,
+        tuple(findings),
         conv_rows,
         total,
         settings,
@@ -375,6 +386,15 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
         incomplete_scans=incomplete,
         skipped_lines=skipped,
     )
+
+
+def _audit_batch(store: Store, lo: int, hi: int) -> list[Finding]:
+    """The findings of identifiers lo <= rid < hi (each identifier is judged on its own)."""
+    batch = _Batch(lo, _audit_rows(store, lo, hi))
+    kept = _first_kept(store, ">", batch)
+    near = _near_misses(store, batch, [r[0] for r in batch.rows if r[0] not in kept])
+    before = _first_kept(store, "<", batch)
+    return _findings(batch.rows, kept, near, before, _boundary_texts(store, lo, hi))
 
 
 def build_report(
@@ -499,14 +519,30 @@ def _add_ascii_escapes(store: Store) -> None:
         )
 
 
-def _audit_rows(store: Store) -> list[_Row]:
-    """Every audited identifier; rids are 0..n-1, so a row is found by its rid (rows[rid])."""
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """Rows of lexkeep_audit_ids with lo <= rid < lo + len(rows); rows[rid - lo] is rid's."""
+
+    lo: int
+    rows: list[_Row]
+
+    @property
+    def hi(self) -> int:
+        return self.lo + len(self.rows)
+
+    def row(self, rid: int) -> _Row:
+        return self.rows[rid - self.lo]
+
+
+def _audit_rows(store: Store, lo: int, hi: int) -> list[_Row]:
+    """The audited identifiers with lo <= rid < hi, in rid order (rids are 0..n-1)."""
     return store.con.execute(
         """
         SELECT rid, conversation_id, message_id, kind, value, complete, m_file, m_line,
                boundary_id, bkind, b_file, b_line
-        FROM lexkeep_audit_ids ORDER BY rid
-        """
+        FROM lexkeep_audit_ids WHERE rid >= ? AND rid < ? ORDER BY rid
+        """,
+        [lo, hi],
     ).fetchall()
 
 
@@ -516,18 +552,18 @@ def _stream(result: Any, size: int = 4096) -> Iterator[tuple]:
         yield from rows
 
 
-def _first_kept(store: Store, op: str, rows: list[_Row]) -> dict[int, _Call]:
+def _first_kept(store: Store, op: str, batch: _Batch) -> dict[int, _Call]:
     """rid -> the first call (after: op '>', before: op '<') that keeps the value verbatim."""
     found: dict[int, _Call] = {}
     leaves: dict[str, list[str]] = {}  # one decode per call, shared by identifiers
     conversation = None
     for rid, call_id, name, raw, kind, file, line, sure in _stream(
-        store.con.execute(_FIRST_SQL.replace("{op}", op))
+        store.con.execute(_FIRST_SQL.replace("{op}", op), {"lo": batch.lo, "hi": batch.hi})
     ):
         if rid in found:
             continue
         if not sure:  # SQL could not tell: decode and check, as the definition says
-            row = rows[rid]
+            row = batch.row(rid)
             if row[1] != conversation:  # rows come conversation by conversation
                 conversation = row[1]
                 leaves.clear()
@@ -541,9 +577,7 @@ def _first_kept(store: Store, op: str, rows: list[_Row]) -> dict[int, _Call]:
     return found
 
 
-def _near_misses(
-    store: Store, rows: list[_Row], rids: list[int]
-) -> dict[int, tuple[NearMiss, _Call]]:
+def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tuple[NearMiss, _Call]]:
     """rid -> the closest near miss (earliest call on ties) among calls after the boundary.
 
     `rids` are the identifiers not kept. Each candidate call is tokenised once, for all the
@@ -554,7 +588,7 @@ def _near_misses(
     probes: list[str] = []
     expected: dict[str, _Expected] = {}  # per distinct value: its forms, pieces and probes
     for rid in rids:
-        value = rows[rid][4]
+        value = batch.row(rid)[4]
         want = expected.get(value)
         if want is None:
             want = expected[value] = _Expected.of(value)
@@ -576,7 +610,7 @@ def _near_misses(
         for rid in call_rids:
             if rid in settled:
                 continue
-            miss = fast_best_near_miss(expected[rows[rid][4]], tokens)
+            miss = fast_best_near_miss(expected[batch.row(rid)[4]], tokens)
             if miss is None:
                 continue
             key = (_RANK[miss.difference], miss.distance)
@@ -820,12 +854,16 @@ def _skeleton_probes(skel: str) -> list[str]:
     return list(dict.fromkeys(probes))
 
 
-def _boundary_texts(store: Store) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+def _boundary_texts(
+    store: Store, lo: int, hi: int
+) -> dict[str, tuple[str | None, tuple[str, ...]]]:
     rows = store.con.execute(
         """
         SELECT b.id, b.summary_text, b.kept_verbatim FROM boundaries b
-        WHERE b.id IN (SELECT DISTINCT boundary_id FROM lexkeep_audit_ids)
-        """
+        WHERE b.id IN (SELECT DISTINCT boundary_id FROM lexkeep_audit_ids
+                       WHERE rid >= ? AND rid < ?)
+        """,
+        [lo, hi],
     ).fetchall()
     return {bid: (summary, tuple(kept or ())) for bid, summary, kept in rows}
 
@@ -836,20 +874,28 @@ def _findings(
     near: dict[int, tuple[NearMiss, _Call]],
     before: dict[int, _Call],
     texts: dict[str, tuple[str | None, tuple[str, ...]]],
-) -> tuple[Finding, ...]:
+) -> list[Finding]:
     out = []
     boundaries: dict[str, Source] = {}  # one Source per boundary, shared by its findings
+    # Every row brings its own copy of strings that repeat across findings (conversation,
+    # kind, file and tool names): one shared copy each keeps 700,000 findings ~100 MB smaller.
+    intern = sys.intern
     for rid, cid, mid, kind, value, complete, m_file, m_line, bid, bkind, b_file, b_line in rows:
         evidence = None
         c = kept.get(rid)
         if c is not None:
             verdict = Verdict.KEPT
-            evidence = Evidence(c[0], c[1], value, Source(c[2], c[3]))
+            evidence = Evidence(c[0], intern(c[1]), value, Source(intern(c[2]), c[3]))
         elif rid in near:
             miss, c = near[rid]
             verdict = Verdict.ALTERED
             evidence = Evidence(
-                c[0], c[1], miss.found, Source(c[2], c[3]), miss.difference.value, miss.distance
+                c[0],
+                intern(c[1]),
+                miss.found,
+                Source(intern(c[2]), c[3]),
+                miss.difference.value,
+                miss.distance,
             )
         else:
             verdict = Verdict.MISSING if complete else Verdict.UNVERIFIED
@@ -861,18 +907,18 @@ def _findings(
                 break
         boundary = boundaries.get(bid)
         if boundary is None:
-            boundary = boundaries[bid] = Source(b_file, b_line)
+            boundary = boundaries[bid] = Source(intern(b_file), b_line)
         # Positional (the field order of Finding): keywords cost a third more per finding.
         out.append(
             Finding(
-                cid,
+                intern(cid),
                 mid,
-                kind,
+                intern(kind),
                 value,
                 verdict,
-                Source(m_file, m_line),
-                bid,
-                bkind,
+                Source(intern(m_file), m_line),
+                intern(bid),
+                intern(bkind),
                 boundary,
                 evidence,
                 # `in` first: is_kept's own search, without a Python call when it fails.
@@ -882,7 +928,7 @@ def _findings(
                 complete,
             )
         )
-    return tuple(out)
+    return out
 
 
 # -- argument decoding ------------------------------------------------------------------------

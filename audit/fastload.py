@@ -118,7 +118,9 @@ _STAGE_SQL = stage_sql(
        name ->> '$' AS x_name, role ->> '$' AS x_role,
        CASE type WHEN 'message' THEN coalesce(kind ->> '$', {DEFAULT_KIND_SQL})
                  WHEN 'compaction' THEN coalesce(kind ->> '$', 'local') END AS x_kind,
-       coalesce(status ->> '$', 'completed') AS x_status, text ->> '$' AS x_text,
+       coalesce(status ->> '$', 'completed') AS x_status,
+       CASE WHEN type = 'message' AND coalesce(kind ->> '$', {DEFAULT_KIND_SQL}) = 'user_text'
+            THEN text ->> '$' END AS x_text,
        CASE WHEN arguments IS NULL THEN ''
             WHEN json_type(arguments) = 'VARCHAR' THEN arguments ->> '$' END AS x_args,
        CASE WHEN json_type(arguments) <> 'VARCHAR' THEN arguments::VARCHAR END AS x_args_json,
@@ -155,9 +157,21 @@ _INSERTS = (
     """
     INSERT INTO messages (id, conversation_id, run_id, position, role, kind, status, text,
                           time, source_file, source_line)
-    SELECT l.x_id, t.conv, NULL, t.position, l.x_role, l.x_kind, l.x_status,
-           coalesce(l.x_text, ''), NULL, $file, l.line
+    SELECT l.x_id, t.conv, NULL, t.position, l.x_role, l.x_kind, l.x_status, '', NULL,
+           $file, l.line
     FROM lexkeep_fast_lines l JOIN lexkeep_fast_timeline t USING (line)
+    WHERE l.type = 'message' AND l.x_kind = 'user_text'
+    """,
+    # The text the extractor reads: user messages before their conversation's last boundary.
+    # Identifiers typed later are never audited (DESIGN.md), so extracting them would change
+    # no report; messages keep no text (read once, here).
+    """
+    CREATE OR REPLACE TEMP TABLE lexkeep_fast_pending AS
+    SELECT l.x_id AS id, t.conv AS conversation_id, coalesce(l.x_text, '') AS text,
+           t.position
+    FROM lexkeep_fast_lines l JOIN lexkeep_fast_timeline t USING (line)
+    JOIN (SELECT conv, max(position) AS last FROM lexkeep_fast_timeline
+          WHERE type = 'compaction' GROUP BY 1) b ON b.conv = t.conv AND t.position < b.last
     WHERE l.type = 'message' AND l.x_kind = 'user_text'
     """,
     """
@@ -270,8 +284,9 @@ def _load_checked(con: duckdb.DuckDBPyConnection, path: str) -> None:
         raise _GiveUp("duplicate ids")
     con.execute(_TIMELINE_SQL)
     updates = _object_arguments(con)
+    _unkey(con)
     for sql in _INSERTS:
-        con.execute(sql, {"file": path})
+        con.execute(sql, {"file": path} if "$file" in sql else None)
     if updates:
         con.execute(
             "UPDATE tool_calls t SET arguments_raw = u.raw, arguments_kind = u.kind"
@@ -281,6 +296,27 @@ def _load_checked(con: duckdb.DuckDBPyConnection, path: str) -> None:
         )
     # Staging is most of the memory: free it before extraction and the audit add theirs.
     _drop_staging(con)
+
+
+# Tables the audit's private store fills once. Their keys were checked on the staged lines
+# (_DUPLICATES_SQL), and each message is scanned once: the primary-key indexes would only
+# cost memory (about a sixth of the store) and insert time.
+_UNKEYED = (
+    "conversations",
+    "messages",
+    "tool_calls",
+    "boundaries",
+    "identifiers",
+    "identifier_scans",
+)
+
+
+def _unkey(con: duckdb.DuckDBPyConnection) -> None:
+    """Replace the (empty) _UNKEYED tables by copies without constraints."""
+    for table in _UNKEYED:
+        con.execute(f"ALTER TABLE {table} RENAME TO {table}_keyed")
+        con.execute(f"CREATE TABLE {table} AS FROM {table}_keyed LIMIT 0")
+        con.execute(f"DROP TABLE {table}_keyed")
 
 
 def _drop_staging(con: duckdb.DuckDBPyConnection) -> None:
@@ -315,17 +351,12 @@ def _object_arguments(con: duckdb.DuckDBPyConnection) -> list[list[str]] | None:
 
 # -- the identifier sidecar ----------------------------------------------------------------------
 
-# User messages the audit can use: those before their conversation's last boundary. Identifiers
-# typed later are never audited (DESIGN.md), so extracting them would change no report.
-_PENDING_SQL = """
-SELECT m.id, m.conversation_id, m.text, m.position
-FROM messages m
-JOIN (SELECT conversation_id, max(position) AS last FROM boundaries GROUP BY 1) b
-  ON b.conversation_id = m.conversation_id AND m.position < b.last
-WHERE m.kind = 'user_text'
-"""
-
 
 def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet, parallel_min_chars: int) -> None:
     """Fill identifiers and identifier_scans as core.sidecar.index_pending does."""
-    scan_query(con, _PENDING_SQL, [], rules, parallel_min_chars)
+    try:
+        scan_query(
+            con, "SELECT * FROM lexkeep_fast_pending", [], rules, parallel_min_chars, keyed=False
+        )
+    finally:
+        con.execute("DROP TABLE IF EXISTS lexkeep_fast_pending")

@@ -139,9 +139,13 @@ def scan_query(
     params: Sequence[object],
     rules: RuleSet,
     parallel_min_chars: int = PARALLEL_MIN_CHARS,
+    *,
+    keyed: bool = True,
 ) -> IndexCounts:
     """scan_rows() over the rows of `sql` (message id, conversation id, text, position), read
     CHUNK_ROWS at a time, so memory holds a chunk of user text, not a dump's.
+
+    `keyed=False` is for sidecar tables without primary keys (rows are inserted as they come).
 
     The rows are queued in a temporary table first: the sidecar writes that follow in this
     transaction would invalidate a result still being fetched.
@@ -164,7 +168,7 @@ def scan_query(
                     [low, low + CHUNK_ROWS],
                 ).fetchall()
 
-        return _scan(con, chunks(), total_rows, total_chars, rules, parallel_min_chars)
+        return _scan(con, chunks(), total_rows, total_chars, rules, parallel_min_chars, keyed)
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_scan_queue")
 
@@ -176,6 +180,7 @@ def _scan(
     total_chars: int,
     rules: RuleSet,
     parallel_min_chars: int,
+    keyed: bool = True,
 ) -> IndexCounts:
     if not total_rows:
         return IndexCounts(rules_digest=rules.digest)
@@ -196,7 +201,7 @@ def _scan(
         totals[1] += len(result[0])
         totals[2] += sum(1 for scan in result[1] if not scan[2])
         if len(found) + len(scans) >= FLUSH_ROWS:
-            _flush(con, found, scans)
+            _flush(con, found, scans, keyed)
 
     if total_rows >= SELECT_AFTER:
         # Compiled once here: forked workers inherit it instead of each building their own.
@@ -224,7 +229,7 @@ def _scan(
                     take(pending.popleft().result())
             while pending:
                 take(pending.popleft().result())
-    _flush(con, found, scans)
+    _flush(con, found, scans, keyed)
     return IndexCounts(
         messages=totals[0], identifiers=totals[1], incomplete=totals[2], rules_digest=rules.digest
     )
@@ -254,9 +259,13 @@ def _extract_batch(
 
 
 def _flush(
-    con: duckdb.DuckDBPyConnection, found: list[tuple[object, ...]], scans: list[tuple[object, ...]]
+    con: duckdb.DuckDBPyConnection,
+    found: list[tuple[object, ...]],
+    scans: list[tuple[object, ...]],
+    keyed: bool = True,
 ) -> None:
-    bulk_insert(con, "identifiers", IDENTIFIER_COLUMNS, found)
-    bulk_insert(con, "identifier_scans", SCAN_COLUMNS, scans)
+    conflict = "DO NOTHING" if keyed else ""
+    bulk_insert(con, "identifiers", IDENTIFIER_COLUMNS, found, on_conflict=conflict)
+    bulk_insert(con, "identifier_scans", SCAN_COLUMNS, scans, on_conflict=conflict)
     found.clear()
     scans.clear()

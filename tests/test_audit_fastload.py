@@ -17,6 +17,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from lexkeep.audit import engine
 from lexkeep.audit.engine import (
     _Expected,
     _may_be_within,
@@ -71,6 +72,17 @@ def test_generated_dumps_same_report_both_paths(tmp_path, seed):
     expected = json.loads((dump.parent / "expected.json").read_text())["totals"]
     assert fast.totals.kept == expected["kept"]
     assert fast.totals.altered == expected["altered"]
+
+
+def test_audit_in_small_batches_same_report(tmp_path, monkeypatch):
+    """Identifiers are audited AUDIT_BATCH at a time: batches that split conversations (and
+    the calls shared by their identifiers) must give the one-batch report."""
+    dump = _generate(tmp_path / "d", 3)
+    whole = run_audit(paths=[str(dump)])
+    assert whole.totals.audited > 100
+    monkeypatch.setattr(engine, "AUDIT_BATCH", 7)
+    batched = run_audit(paths=[str(dump)])
+    assert batched == whole
 
 
 def test_parallel_extraction_same_report(tmp_path, monkeypatch):
