@@ -266,18 +266,19 @@ def fast_load(
 
 
 def _load(con: duckdb.DuckDBPyConnection, path: str) -> None:
-    """Stage the file's lines, check them, fill conversations/messages/tool_calls/boundaries."""
+    """Stage the file's lines, check them, fill conversations/messages/tool_calls/boundaries.
+
+    Only DuckDB's reading of the file (a line that is not JSON, invalid UTF-8, a line too
+    long...) means "give up": every later statement reads staged, typed columns, so an error
+    there is lexkeep's, and it propagates instead of silently taking the slow path.
+    """
     try:
-        _load_checked(con, path)
-    except duckdb.Error as exc:  # a line that is not JSON, invalid UTF-8, a line too long...
+        for macro in SQL_MACROS:
+            con.execute(macro)
+        con.execute(_STAGE_SQL[0], [path])
+        con.execute(_STAGE_SQL[1])
+    except duckdb.Error as exc:
         raise _GiveUp(str(exc)) from exc
-
-
-def _load_checked(con: duckdb.DuckDBPyConnection, path: str) -> None:
-    for macro in SQL_MACROS:
-        con.execute(macro)
-    con.execute(_STAGE_SQL[0], [path])
-    con.execute(_STAGE_SQL[1])
     if con.execute("SELECT count(*) FROM lexkeep_fast_lines WHERE NOT ok").fetchone()[0]:
         raise _GiveUp("a record the reader rejects")
     if con.execute(_DUPLICATES_SQL).fetchone()[0]:
