@@ -873,6 +873,11 @@ def prepare(rules: RuleSet | None = None) -> None:
     _plan(rules or default_rules()).selector(now=True)
 
 
+def forget(rules: RuleSet) -> None:
+    """Drop what extraction built for `rules` (a rule set used once, e.g. a load-time test)."""
+    _PLANS.pop(rules.digest, None)
+
+
 def _plan(rules: RuleSet) -> _Plan:
     plan = _PLANS.get(rules.digest)
     if plan is None:

@@ -381,6 +381,7 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | N
     )
     _self_test(kind, fail)
     _redos_test(kind, ADVERSARIAL_BUDGET, fail)
+    _reach_test(kind, fail)
     if plain_pattern is not None:
         # Remembered like the ReDoS test: the same translation under the same engines passes.
         marker = _redos_marker(f"re {sys.version_info[:3]} {kind.regex}\0{kind.positive}"
@@ -625,6 +626,50 @@ def _self_test(kind: Kind, fail: Any) -> None:
             )
 
 
+def _reach_test(kind: Kind, fail: Any) -> None:
+    """Each positive example is found by extraction itself, not only by the pattern.
+
+    Extraction scans a kind only near a hit of one of its keywords (or a digit): REACH
+    characters either side, widened to the next space or line break, and the compiled
+    selection starts its search no further back. A match that holds spaces and reaches further
+    than that from every hit would be cut or missed without a word; a rule whose own examples
+    show such a shape is refused here. Both extraction paths run (one text; a batch, which
+    takes the compiled selection when it is installed). Remembered like the ReDoS test.
+    """
+    if kind.suppressor or not kind.positive:
+        return
+    # Imported here: identifiers imports this module for RuleSet.
+    from lexkeep.core import identifiers
+    from lexkeep.core.prefilter import REACH
+
+    marker = _redos_marker(
+        f"reach {ENGINE_VERSION} {REACH} {kind.regex}\0{kind.keywords}"
+        f"\0{kind.prefilter_digit}\0{kind.gate}\0{kind.window_keywords}\0{kind.positive}",
+        ADVERSARIAL_BUDGET,
+        "reach-ok",
+    )
+    if marker is not None and marker.exists():
+        return
+    digest = "reach-test:" + hashlib.sha256(repr(kind).encode()).hexdigest()
+    rules = RuleSet(kinds=(kind,), timeout=1.0, digest=digest)
+    try:
+        for ex in kind.positive:
+            single = {i.value for i in identifiers.extract(ex.text, rules).identifiers}
+            batch = identifiers.extract_many([ex.text] * identifiers.SELECT_AFTER, rules)
+            if ex.value in single and ex.value in {i.value for i in batch[0].identifiers}:
+                continue
+            raise fail(
+                f"positive example {ex.text!r}: the pattern finds {ex.value!r} but extraction "
+                f"does not. Extraction scans {REACH} characters around a keyword or digit "
+                "(widened to the next space), and looks for context words just before",
+                hint="add a keyword that occurs nearer the far end of such matches, or keep "
+                "matches with spaces in them short",
+            )
+    finally:
+        identifiers.forget(rules)
+    _touch(marker)
+
+
 def _whole_match(kind: Kind, ex: Example) -> str:
     """The full match (group 0) whose reported group is the example's value, else the value."""
     if kind.group == 0:
@@ -722,13 +767,14 @@ def cache_dir() -> Path | None:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lexkeep"
 
 
-def _redos_marker(source: str, timeout: float) -> Path | None:
-    """Cache file that records `source` passed the adversarial strings; None: no cache."""
+def _redos_marker(source: str, timeout: float, folder: str = "redos-ok") -> Path | None:
+    """Cache file that records `source` passed the adversarial strings (or the check that
+    `folder` names); None: no cache."""
     base = cache_dir()
     if base is None:
         return None
     key = f"{regex.__version__}|{ADVERSARIAL_LENGTH}|{timeout}|{source}".encode()
-    return base / "redos-ok" / hashlib.sha256(key).hexdigest()
+    return base / folder / hashlib.sha256(key).hexdigest()
 
 
 # -- helpers -----------------------------------------------------------------------------------

@@ -310,3 +310,30 @@ def test_both_engines_read_neutral_characters_alike() -> None:
         if unicodedata.category(char)[0] in "PS":
             for new, old in pairs:
                 assert (new.match(char) is None) == (old.match(char) is None), hex(code)
+
+
+LONG_TITLE = """
+[[kinds]]
+id = "release_title"
+tier = "B"
+priority = 60
+keywords = ["release:"]
+regex = '''release: [A-Z][a-z]{{1,12}}(?: [A-Z][a-z]{{1,12}}){{{repeat}}}'''
+tests.positive = [{{ text = "ship {title} today", value = "{title}" }}]
+tests.negative = ["release: alpha"]
+"""
+
+
+def test_kind_whose_examples_reach_beyond_the_scan_window_is_refused(tmp_path: Path) -> None:
+    """Extraction scans REACH (24) characters around a keyword: a multi-word match that ends
+    further from its only keyword would be cut to a partial span. Its own example says so."""
+    title = "release: Alpha Bravo Charlie Delta Echo Foxtrot"
+    body = LONG_TITLE.format(repeat="2,6", title=title)
+    message = refusal(tmp_path, body)
+    assert "FILE: kind 'release_title': positive example" in message
+    assert f"the pattern finds {title!r} but extraction does not" in message
+    assert "Extraction scans 24 characters around a keyword or digit" in message
+    # Within reach, the same kind loads and is found whole.
+    short = "release: Alpha Bravo Charlie"
+    rules = load_rules(write(tmp_path, LONG_TITLE.format(repeat="2,6", title=short)))
+    assert [i.value for i in extract(f"ship {short} today", rules).identifiers] == [short]
