@@ -15,9 +15,11 @@ accepts one (ids given as numbers), a non-string message text, duplicate ids, gz
 The result must equal the normal path's (tests/test_audit_fastload.py compares both).
 
 Stored differently from `lexkeep ingest` (the store is private to one audit and discarded):
-only user-text messages are kept; runs, tool results and ingest_runs are not written; user
-messages after their conversation's last boundary are not scanned (nothing typed there is
-audited, and the "unscanned" note only counts messages before a boundary).
+only user-text messages are kept, without their text once it is extracted; runs, tool results
+and ingest_runs are not written; the tables have no primary-key indexes (the keys are checked
+on the staged lines); user messages after their conversation's last boundary are not scanned
+(nothing typed there is audited, and the "unscanned" note only counts messages before a
+boundary).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ the caller runs the general ingest, which reports a bad line's exact file:line:c
 cannot parse or orjson refuses (NaN, trailing commas...), blank-but-not-empty lines, carriage
 returns, ids given as numbers, run records or messages with a run_id, duplicate ids in the file,
 a tool result whose text is not a string. (audit/fastload.py is the audit's own variant of
-this loader: it keeps only what the audit reads; the two were not merged in the time given.)
+this loader: it stages lines through the same `stage_sql` but keeps only what the audit
+reads, with its own checks and inserts.)
 """
 
 from __future__ import annotations
