@@ -318,7 +318,5 @@ def test_staged_line_numbers_are_physical_lines_when_duckdb_reads_in_parallel(
 
 def test_listed_strip_whitespace_is_what_python_strips():
     """The RE2 class behind "answered" lists exactly the characters str.strip() removes."""
-    spaces = tuple(
-        c for c in range(0x110000) if chr(c).isspace() and not 0xD800 <= c < 0xE000
-    )
-    assert fastload.STRIP_WHITESPACE == spaces
+    spaces = tuple(c for c in range(0x110000) if chr(c).isspace() and not 0xD800 <= c < 0xE000)
+    assert spaces == fastload.STRIP_WHITESPACE
