@@ -38,6 +38,7 @@ DbOption = Annotated[
         "--db",
         help="DuckDB store file [default: $LEXKEEP_DB or ./lexkeep.duckdb].",
         show_default=False,
+        metavar="FILE",
     ),
 ]
 

@@ -23,7 +23,10 @@ def register(app: typer.Typer) -> None:
         conversation: Annotated[
             list[str] | None,
             typer.Option(
-                "--conversation", "-c", help="Only this conversation (repeatable) [default: all]."
+                "--conversation",
+                "-c",
+                help="Only this conversation (repeatable) [default: all].",
+                metavar="ID",
             ),
         ] = None,
         summarizer: Annotated[
@@ -32,10 +35,12 @@ def register(app: typer.Typer) -> None:
                 "--summarizer",
                 "-s",
                 help='extractive | command:"PROGRAM ARGS" | openai | a plugin name.',
+                metavar="SUMMARIZER",
             ),
         ] = "extractive",
         workers: Annotated[
-            int, typer.Option("--workers", "-w", min=1, help="In-process worker slots.")
+            int,
+            typer.Option("--workers", "-w", min=1, help="In-process worker slots.", metavar="N"),
         ] = 1,
         max_running: Annotated[
             int | None,
@@ -43,6 +48,7 @@ def register(app: typer.Typer) -> None:
                 "--max-running",
                 min=1,
                 help="Shared admission limit: jobs running at once, counted in the store.",
+                metavar="N",
             ),
         ] = None,
         dry_run: Annotated[
@@ -50,11 +56,18 @@ def register(app: typer.Typer) -> None:
         ] = False,
         base_url: Annotated[
             str | None,
-            typer.Option("--base-url", help="openai: chat-completions base URL (…/v1)."),
+            typer.Option(
+                "--base-url", help="openai: chat-completions base URL (…/v1).", metavar="URL"
+            ),
         ] = None,
-        model: Annotated[str | None, typer.Option("--model", help="openai: model name.")] = None,
+        model: Annotated[
+            str | None, typer.Option("--model", help="openai: model name.", metavar="NAME")
+        ] = None,
         timeout: Annotated[
-            float, typer.Option("--timeout", min=0.1, help="Seconds per summariser call.")
+            float,
+            typer.Option(
+                "--timeout", min=0.1, help="Seconds per summariser call.", metavar="SECONDS"
+            ),
         ] = 120.0,
         lease_seconds: Annotated[
             float | None,
@@ -64,9 +77,12 @@ def register(app: typer.Typer) -> None:
                 help="Lease per claim; a worker that dies frees its range after this "
                 "[default: timeout + 60].",
                 show_default=False,
+                metavar="SECONDS",
             ),
         ] = None,
-        fmt: Annotated[str, typer.Option("--format", "-f", help="text | json.")] = "text",
+        fmt: Annotated[
+            str, typer.Option("--format", "-f", help="text | json.", metavar="FORMAT")
+        ] = "text",
     ) -> None:
         """Summarise old history into source-bound, immutable summaries (10-pair windows).
 
@@ -116,9 +132,13 @@ def register(app: typer.Typer) -> None:
         db: DbOption = None,
         conversation: Annotated[
             list[str] | None,
-            typer.Option("--conversation", "-c", help="Only this conversation (repeatable)."),
+            typer.Option(
+                "--conversation", "-c", help="Only this conversation (repeatable).", metavar="ID"
+            ),
         ] = None,
-        fmt: Annotated[str, typer.Option("--format", "-f", help="table | json.")] = "table",
+        fmt: Annotated[
+            str, typer.Option("--format", "-f", help="table | json.", metavar="FORMAT")
+        ] = "table",
     ) -> None:
         """List lexkeep's compaction jobs: identity, status, attempts and errors.
 

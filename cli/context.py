@@ -19,18 +19,23 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def context(
-        conversation: Annotated[str, typer.Argument(help="Conversation id.")],
+        conversation: Annotated[
+            str, typer.Argument(help="Conversation id.", metavar="CONVERSATION")
+        ],
         budget_bytes: Annotated[
             int,
             typer.Option(
                 "--budget-bytes",
                 min=1,
                 help="Hard limit on the UTF-8 bytes printed (the whole output, newline included).",
+                metavar="BYTES",
             ),
         ],
         format: Annotated[
             ContextFormat,
-            typer.Option("--format", "-f", help="json (machines) or text (a prompt)."),
+            typer.Option(
+                "--format", "-f", help="json (machines) or text (a prompt).", metavar="FORMAT"
+            ),
         ] = ContextFormat.JSON,
         answer_bytes: Annotated[
             int,
@@ -38,6 +43,7 @@ def register(app: typer.Typer) -> None:
                 "--answer-bytes",
                 min=0,
                 help="Bound on each assistant answer in a bounded projection of raw pairs.",
+                metavar="BYTES",
             ),
         ] = DEFAULT_ANSWER_BYTES,
         db: DbOption = None,
@@ -68,7 +74,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def guard(
-        conversation: Annotated[str, typer.Argument(help="Conversation id.")],
+        conversation: Annotated[
+            str, typer.Argument(help="Conversation id.", metavar="CONVERSATION")
+        ],
         arguments_json: Annotated[
             str,
             typer.Argument(
@@ -76,7 +84,10 @@ def register(app: typer.Typer) -> None:
             ),
         ],
         format: Annotated[
-            ContextFormat, typer.Option("--format", "-f", help="text (people) or json (machines).")
+            ContextFormat,
+            typer.Option(
+                "--format", "-f", help="text (people) or json (machines).", metavar="FORMAT"
+            ),
         ] = ContextFormat.TEXT,
         rules: Annotated[
             Path | None,

@@ -34,7 +34,9 @@ def register(app: typer.Typer) -> None:
     def extract(
         text: Annotated[
             str | None,
-            typer.Argument(help="Text to scan; '-' reads standard input.", show_default=False),
+            typer.Argument(
+                help="Text to scan; '-' reads standard input.", show_default=False, metavar="TEXT"
+            ),
         ] = None,
         db: Annotated[
             str | None,
@@ -42,6 +44,7 @@ def register(app: typer.Typer) -> None:
                 "--db",
                 help="Re-extract every user message of this store instead of scanning TEXT.",
                 show_default=False,
+                metavar="FILE",
             ),
         ] = None,
         rules: Annotated[
@@ -50,10 +53,12 @@ def register(app: typer.Typer) -> None:
                 "--rules",
                 help="Rules TOML file [default: [tool.lexkeep.identifiers] or built-in kinds].",
                 show_default=False,
+                metavar="FILE",
             ),
         ] = None,
         output_format: Annotated[
-            OutputFormat, typer.Option("--format", "-f", help="Output format.")
+            OutputFormat,
+            typer.Option("--format", "-f", help="Output format: table or json.", metavar="FORMAT"),
         ] = OutputFormat.TABLE,
     ) -> None:
         """Print the identifiers the rules find in TEXT, or re-extract every user message of

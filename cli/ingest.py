@@ -18,7 +18,9 @@ from lexkeep.core.store import Store
 
 OutputFormat = Annotated[
     str,
-    typer.Option("--format", "-f", help="Output: text (readable) or json (for scripts)."),
+    typer.Option(
+        "--format", "-f", help="Output: text (readable) or json (for scripts).", metavar="FORMAT"
+    ),
 ]
 
 
@@ -165,14 +167,17 @@ def register(app: typer.Typer) -> None:
         paths: Annotated[
             list[str],
             typer.Argument(
-                help="Trace files, folders (recursive), globs, or - for standard input."
+                help="Trace files, folders (recursive), globs, or - for standard input.",
+                metavar="PATH",
             ),
         ],
         db: DbOption = None,
         format: Annotated[
             str | None,
             typer.Option(
+                "--input-format",
                 "--format",
+                metavar="FORMAT",
                 help="Force the input format: "
                 + ", ".join(format_names())
                 + " [default: detect per file].",
@@ -234,7 +239,10 @@ def register(app: typer.Typer) -> None:
 
     @app.command(name="show")
     def show_command(
-        conversation: Annotated[str, typer.Argument(help="Conversation id (or a unique prefix).")],
+        conversation: Annotated[
+            str,
+            typer.Argument(help="Conversation id (or a unique prefix).", metavar="CONVERSATION"),
+        ],
         db: DbOption = None,
         format: OutputFormat = "text",
     ) -> None:

@@ -410,7 +410,7 @@ def detect_format(
         raise UnrecognisedFormat(
             "not a recognised trace format",
             path=display,
-            hint="force one with --format (" + ", ".join(f.value for f in Format) + ")",
+            hint="force one with --input-format (" + ", ".join(f.value for f in Format) + ")",
         )
     return fmt, chain(head_items, items)
 
@@ -911,7 +911,7 @@ def _ingest_one(
         raise InputError(
             f"no line is a {fmt.value} record ({reasons})",
             path=path,
-            hint="drop --format to detect the format per file, or name the right one",
+            hint="drop --input-format to detect the format per file, or name the right one",
         )
     if path == "-" and not state.errors:
         # Standard input cannot be compared with an earlier ingest before it is read; the

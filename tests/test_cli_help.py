@@ -31,3 +31,19 @@ def test_version(cli):
     result = cli("--version")
     assert result.exit_code == 0
     assert result.stdout.strip() == f"lexkeep {__version__}"
+
+
+def test_every_value_has_a_named_placeholder():
+    """--help shows `--db FILE`, not the Python type (`--db <str>`) some Typer versions print."""
+    group = typer.main.get_command(app)
+    missing = []
+    for name, command in group.commands.items():
+        for param in command.params:
+            takes_value = not getattr(param, "is_flag", False) and not getattr(
+                param, "count", False
+            )
+            if takes_value and not param.metavar:
+                missing.append(f"{name} {param.name}")
+            elif param.metavar and not param.metavar.isupper():
+                missing.append(f"{name} {param.name}: {param.metavar!r} is not upper case")
+    assert not missing, missing

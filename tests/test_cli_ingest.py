@@ -98,6 +98,9 @@ def test_show_unknown_conversation(cli, db_file):
 
 def test_unknown_output_and_input_formats(cli, db_file):
     assert cli("stats", "--db", db_file, "--format", "xml").exit_code == 2
+    result = cli("ingest", INVOICE, "--db", db_file, "--input-format", "yaml")
+    assert result.exit_code == 2 and "unknown format 'yaml'" in result.stderr
+    # --format is still read as the input format on ingest (it was its first name)
     result = cli("ingest", INVOICE, "--db", db_file, "--format", "yaml")
     assert result.exit_code == 2 and "unknown format 'yaml'" in result.stderr
 
@@ -121,10 +124,10 @@ def test_identifier_counts_are_per_file_even_for_stdin(cli, db_file, tmp_path):
 
 def test_a_wrong_forced_format_is_an_error_and_does_not_lock_the_file_out(cli, db_file):
     sample = str(SAMPLE_TRACES / "codex_kept_verbatim.jsonl")
-    wrong = cli("ingest", sample, "--db", db_file, "--format", "claude")
+    wrong = cli("ingest", sample, "--db", db_file, "--input-format", "claude")
     assert wrong.exit_code == 2, wrong.stderr
     assert "no line is a claude record" in wrong.stderr
-    assert "Hint: drop --format" in wrong.stderr
+    assert "Hint: drop --input-format" in wrong.stderr
     right = cli("ingest", sample, "--db", db_file)
     assert right.exit_code == 0, right.stderr
     assert "ingested (codex)" in right.stderr
