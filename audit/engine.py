@@ -187,7 +187,7 @@ for _sep in "\t\n\f\r -_.:/#\\":
 # so the grouping never hashes argument texts.
 _NEAR_SQL = (
     """
-WITH probes AS (SELECT unnest(?) AS rid, unnest(?) AS probe),
+WITH probes AS (SELECT unnest($rids) AS rid, unnest($probes) AS probe),
 calls AS (
     SELECT t.conversation_id, t.call_id, t.position, """
     + _FOLDED_ARGS
@@ -199,9 +199,9 @@ calls AS (
     + """, arguments_raw) AS arguments_raw
         FROM tool_calls
     ) t
-    WHERE t.conversation_id IN (
-        SELECT a.conversation_id FROM lexkeep_audit_ids a WHERE a.rid IN (SELECT rid FROM probes)
-    )
+    WHERE t.conversation_id BETWEEN  -- the batch's conversations (rids are in their order)
+            (SELECT conversation_id FROM lexkeep_audit_ids WHERE rid = $lo)
+            AND (SELECT conversation_id FROM lexkeep_audit_ids WHERE rid = $hi - 1)
 ),
 pairs AS (
     SELECT c.conversation_id, c.call_id, list(DISTINCT a.rid) AS rids
@@ -602,7 +602,9 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
     settled: set[int] = set()  # rids with a case miss: no later call can do better
     # Folded forms of a token string are computed once per audit.
     forms: dict[str, _Token] = {}
-    result = store.con.execute(_NEAR_SQL, [probe_rids, probes])
+    result = store.con.execute(
+        _NEAR_SQL, {"rids": probe_rids, "probes": probes, "lo": batch.lo, "hi": batch.hi}
+    )
     for call_id, name, raw, kind, file, line, call_rids in _stream(result):
         tokens = _call_tokens(raw, kind, forms)
         if not tokens:
