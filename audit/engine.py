@@ -41,9 +41,9 @@ from lexkeep.audit.report import (
     redact,
 )
 from lexkeep.audit.settings import AuditSettings, resolve
-from lexkeep.core.errors import ConfigError
+from lexkeep.core.errors import ConfigError, InputError
 from lexkeep.core.ingest import expand_paths, ingest_paths
-from lexkeep.core.model import ArgumentsKind, Source, Verdict
+from lexkeep.core.model import ArgumentsKind, Format, Source, Verdict
 from lexkeep.core.nearmiss import (
     _EDGE_PUNCT,
     Difference,
@@ -276,6 +276,8 @@ def run_audit(
         loaded_rules = _load_rules(rules)
         report = None
         files = expand_paths(list(paths))
+        if not files:
+            raise _no_traces(paths, 0)
         if fast and len(files) == 1:
             with Store.open(None, memory_limit=AUDIT_MEMORY_LIMIT) as store:
                 if fast_load(store, files[0][0], loaded_rules):
@@ -285,7 +287,7 @@ def run_audit(
         if report is None:
             with Store.open(None, memory_limit=AUDIT_MEMORY_LIMIT) as store:
                 # Files, folders (walked; non-trace files skipped) and globs, as `lexkeep ingest`.
-                ingest_paths(
+                counts = ingest_paths(
                     store,
                     list(paths),
                     skip_invalid=skip_invalid,
@@ -293,6 +295,9 @@ def run_audit(
                     on_progress=on_progress,
                     lean=True,  # the audit reads user text, tool calls and boundaries only
                 )
+                if all(c.status == "unrecognised" for c in counts):
+                    # A gate pointed at the wrong folder must not pass on nothing.
+                    raise _no_traces(paths, len(counts))
                 report = audit_store(store, settings, inputs=tuple(paths))
     else:
         if rules:
@@ -308,10 +313,23 @@ def run_audit(
     return redact(report) if settings.redact else report
 
 
+def _no_traces(paths: Sequence[str], files: int) -> InputError:
+    where = ", ".join(paths)
+    if files:
+        found = f"{files} file(s) found, none of them a trace lexkeep reads"
+    else:
+        found = "no files found"
+    return InputError(
+        f"no trace files in {where} ({found})",
+        hint="point the audit at trace files or folders holding them; formats: "
+        + ", ".join(f.value for f in Format),
+    )
+
+
 def _load_rules(rules: str | None) -> Any:
     if rules is None:
         return None
-    from lexkeep.core.rules import load_rules  # engineer C's module
+    from lexkeep.core.rules import load_rules  # imported only when --rules is given
 
     return load_rules(rules)
 
@@ -451,7 +469,7 @@ def build_report(
         # Say which of the three reasons it is: a CI job pointed at the wrong folder passes
         # too, and "no identifier typed before a boundary" would hide that nothing was read.
         if not conversations_total:
-            reason = "the input holds no conversations (no trace files found?)"
+            reason = "the input holds no conversations"
         elif not conv_rows:
             reason = (
                 f"none of the {conversations_total} conversation(s) crosses a compaction boundary"

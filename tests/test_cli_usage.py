@@ -105,13 +105,34 @@ def test_audit_of_nothing_says_why_nothing_was_audited(cli, tmp_path: Path):
         assert result.exit_code == 0, result.stderr  # nothing audited passes (documented)
         return json.loads(result.stdout)["notes"]
 
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    assert any("no conversations (no trace files found?)" in n for n in notes(empty))
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert any("the input holds no conversations" in n for n in notes(empty))
     no_boundary = notes(SAMPLE_TRACES / "openai_no_boundary.json")
     assert any(
         "none of the 1 conversation(s) crosses a compaction boundary" in n for n in no_boundary
     )
+
+
+def test_audit_of_folders_without_a_trace_file_is_an_error(cli, tmp_path: Path):
+    # A CI gate pointed at the wrong folder must not pass on nothing (exit 2, not 0).
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = cli("audit", empty)
+    assert result.exit_code == 2
+    assert f"Error: no trace files in {empty} (no files found)" in result.stderr
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "settings.json").write_text('{"theme": "dark"}')
+    (other / "notes.txt").write_text("INV-2025-08-44719")
+    result = cli("audit", other, "--exit-zero")
+    assert result.exit_code == 2  # --exit-zero covers a failed gate, not a run on nothing
+    assert "none of them a trace lexkeep reads" in result.stderr
+    # One trace file among them is enough.
+    (other / "t.jsonl").write_text(
+        json.dumps({"type": "message", "id": "m", "conversation_id": "c", "role": "user"}) + "\n"
+    )
+    assert cli("audit", other).exit_code == 0
 
 
 def test_guard_bad_json_states_the_position_once(cli, tmp_path: Path):
