@@ -291,7 +291,7 @@ def test_gz_folder_glob_and_unrecognised_files(store, tmp_path):
     # A file named explicitly that is not a trace is an error, not a silent skip.
     with pytest.raises(UnrecognisedFormat) as info:
         ingest_paths(store, [str(tmp_path / "traces" / "tools.json")])
-    assert "--format" in info.value.hint
+    assert "--input-format" in info.value.hint
     # Globs expand; everything there is already stored.
     again = ingest_paths(store, [str(tmp_path / "traces" / "**" / "*.gz")])
     assert [c.status for c in again] == ["unchanged"]
