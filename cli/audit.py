@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
             typer.Argument(
                 help="Trace files or folders (ingested into a temporary in-memory store).",
                 show_default=False,
-                metavar="PATH",
+                metavar="PATH...",
             ),
         ] = None,
         db: DbOption = None,

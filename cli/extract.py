@@ -13,9 +13,6 @@ from rich.table import Table
 
 from lexkeep.cli.common import stderr_console, stdout_console
 from lexkeep.core.errors import InputError
-from lexkeep.core.identifiers import extract as extract_identifiers
-from lexkeep.core.rules import load_rules
-from lexkeep.core.sidecar import reindex_path
 
 SCHEMA_VERSION = 1
 
@@ -66,6 +63,11 @@ def register(app: typer.Typer) -> None:
 
         Example: lexkeep extract "refund order #W2378156 to ann@example.org"
         """
+        # Imported here: the extractor (regex, Hyperscan) is not needed by other commands.
+        from lexkeep.core.identifiers import extract as extract_identifiers
+        from lexkeep.core.rules import load_rules
+        from lexkeep.core.sidecar import reindex_path
+
         ruleset = load_rules(rules)
         if db is not None:
             if text is not None:

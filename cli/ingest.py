@@ -11,7 +11,6 @@ from rich.text import Text
 
 from lexkeep.cli.common import DbOption, db_path, progress, stdout_console
 from lexkeep.core.formats import format_names
-from lexkeep.core.ingest import ingest_paths, input_size
 from lexkeep.core.inspect import Stats, Timeline, show, stats
 from lexkeep.core.model import FileCounts
 from lexkeep.core.store import Store
@@ -168,7 +167,7 @@ def register(app: typer.Typer) -> None:
             list[str],
             typer.Argument(
                 help="Trace files, folders (recursive), globs, or - for standard input.",
-                metavar="PATH",
+                metavar="PATH...",
             ),
         ],
         db: DbOption = None,
@@ -200,6 +199,8 @@ def register(app: typer.Typer) -> None:
 
         Example: lexkeep ingest sample_traces/ --db traces.duckdb
         """
+        from lexkeep.core.ingest import ingest_paths, input_size  # not needed for --help
+
         total = input_size(paths)
         with Store.open(db_path(db)) as store, progress("ingesting", total) as advance:
             counts = ingest_paths(
