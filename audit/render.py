@@ -307,17 +307,19 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
         soft_wrap=False,
         force_terminal=color,
         no_color=not color,
-        width=None if color else 140,
+        # A pipe or file (a CI log) gets 140 columns unless $COLUMNS says otherwise (Rich
+        # reads it); a terminal its own width.
+        width=None if color or os.environ.get("COLUMNS", "").isdigit() else 140,
     )
     problems = [f for f in report.findings if f.verdict in PROBLEMS]
     if problems:
         table = Table(title="Identifiers not kept verbatim after compaction", title_justify="left")
         for col in ("verdict", "kind", "value", "typed at", "boundary", "evidence", "flags"):
-            # Room for a whole redacted hash, so it can be searched for in a CI log; only when
-            # the console has room, else Rich crops the right-hand columns (evidence, flags)
-            # off an 80-column terminal instead of folding them.
-            wide = 26 if col in ("value", "evidence") and console.width >= 120 else None
-            table.add_column(col, overflow="fold", min_width=wide)
+            # Folded, never cropped: no column has a minimum width, because Rich measures a
+            # column again after shrinking the table to fit and a minimum then pushes the
+            # right-hand columns (evidence, flags) off the edge (tests/test_audit_render.py
+            # renders at every width from 60 to 240 columns).
+            table.add_column(col, overflow="fold")
         for f in problems[:MAX_PROBLEM_ROWS]:
             ev = f.evidence
             evidence = f"{ev.found} ({ev.difference})\n{loc(ev.source)}" if ev else ""

@@ -106,3 +106,32 @@ def test_human_formats_cap_the_problem_rows_machine_formats_do_not(store):
     assert "... and 5 more" in rendered(report, "table")
     assert len(json.loads(rendered(report, "json"))["findings"]) == 205
     assert rendered(report, "github").count("::error file=") == 205
+
+
+def test_table_folds_and_never_crops_at_any_width(monkeypatch):
+    """Long paths and evidence fold inside their cells; no column is pushed off the edge."""
+    from conftest import SAMPLE_TRACES
+
+    from lexkeep.audit.engine import run_audit
+
+    report = run_audit(paths=[str(SAMPLE_TRACES)])
+    assert any(f.verdict.value == "altered" for f in report.findings)
+    for width in (*range(40, 200, 7), 120, 140, 160, 240):
+        monkeypatch.setenv("COLUMNS", str(width))
+        lines = rendered(report, "table").splitlines()
+        assert max(map(len, lines)) <= width, width
+        for line in lines:
+            if line[:1] in "│┃┏┡└":  # every table row keeps its right-hand border
+                assert line.rstrip()[-1] in "│┃┓┩┘", (width, line)
+        if width >= 100:  # headers whole; narrower, they fold too
+            assert "│ flags" in "\n".join(lines).replace("┃", "│"), width
+
+
+def test_table_in_a_pipe_is_140_columns_without_columns(monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    from conftest import SAMPLE_TRACES
+
+    from lexkeep.audit.engine import run_audit
+
+    lines = rendered(run_audit(paths=[str(SAMPLE_TRACES)]), "table").splitlines()
+    assert max(map(len, lines)) == 140
