@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 import orjson
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -298,6 +299,39 @@ def _utf8_buffer(stream: TextIO) -> Any:
 # -- table (Rich) -----------------------------------------------------------------------------
 
 
+PROBLEM_COLUMNS = ("verdict", "kind", "value", "typed at", "boundary", "evidence", "flags")
+# The narrowest each column is squeezed to before the table gives up on fixed widths: a
+# whole redacted value ("redacted:" + 16 hex digits, 25 characters), so a CI log can be
+# searched for it, and whole flag words.
+_FLOORS = (7, 8, 25, 10, 10, 10, 11)
+
+
+def _problem_widths(rows: list[tuple[str, ...]], total: int) -> list[int] | None:
+    """Column widths (without padding) for the problems table in `total` columns, or None
+    to let Rich fold every column as it likes (a terminal too narrow for the floors).
+
+    Rich shrinks a table that does not fit by measuring its columns again, and a column
+    minimum then pushes the right-hand columns (evidence, flags) off the edge; fixed widths
+    that add up to the room cannot. Each column starts at its longest line; the widest is
+    narrowed one character at a time, never below its floor (or its longest line).
+    """
+    room = total - (3 * len(PROBLEM_COLUMNS) + 1)  # one space either side, and the borders
+    widths = [
+        max(len(title), *(cell_len(line) for row in rows for line in row[i].splitlines() or [""]))
+        for i, title in enumerate(PROBLEM_COLUMNS)
+    ]
+    floors = [min(floor, width) for floor, width in zip(_FLOORS, widths, strict=True)]
+    excess = sum(widths) - room
+    while excess > 0:
+        narrowable = [i for i, width in enumerate(widths) if width > floors[i]]
+        if not narrowable:
+            return None
+        widest = max(narrowable, key=widths.__getitem__)
+        widths[widest] -= 1
+        excess -= 1
+    return widths
+
+
 def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> None:
     """Rich tables: problems, per kind, per-conversation ratio histogram, and the verdict."""
     console = Console(
@@ -313,26 +347,29 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
     )
     problems = [f for f in report.findings if f.verdict in PROBLEMS]
     if problems:
-        table = Table(title="Identifiers not kept verbatim after compaction", title_justify="left")
-        for col in ("verdict", "kind", "value", "typed at", "boundary", "evidence", "flags"):
-            # Folded, never cropped: no column has a minimum width, because Rich measures a
-            # column again after shrinking the table to fit and a minimum then pushes the
-            # right-hand columns (evidence, flags) off the edge (tests/test_audit_render.py
-            # renders at every width from 60 to 240 columns).
-            table.add_column(col, overflow="fold")
+        rows = []
         for f in problems[:MAX_PROBLEM_ROWS]:
             ev = f.evidence
             evidence = f"{ev.found} ({ev.difference})\n{loc(ev.source)}" if ev else ""
-            style = "red" if f.verdict == Verdict.MISSING else "yellow"
-            table.add_row(
-                Text(f.verdict.value, style=style),
-                f.kind,
-                f.value,
-                loc(f.message),
-                loc(f.boundary),
-                evidence,
-                ", ".join(flags(f)),
+            rows.append(
+                (
+                    f.verdict.value,
+                    f.kind,
+                    f.value,
+                    loc(f.message),
+                    loc(f.boundary),
+                    evidence,
+                    ", ".join(flags(f)),
+                )
             )
+        widths = _problem_widths(rows, console.width)
+        table = Table(title="Identifiers not kept verbatim after compaction", title_justify="left")
+        for index, col in enumerate(PROBLEM_COLUMNS):
+            # Every cell folds, none is cut with "…", and no column leaves the edge.
+            table.add_column(col, overflow="fold", width=None if widths is None else widths[index])
+        for row in rows:
+            style = "red" if row[0] == Verdict.MISSING.value else "yellow"
+            table.add_row(Text(row[0], style=style), *row[1:])
         console.print(table)
         if len(problems) > MAX_PROBLEM_ROWS:
             more = len(problems) - MAX_PROBLEM_ROWS

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -125,6 +126,9 @@ def test_table_folds_and_never_crops_at_any_width(monkeypatch):
                 assert line.rstrip()[-1] in "│┃┓┩┘", (width, line)
         if width >= 100:  # headers whole; narrower, they fold too
             assert "│ flags" in "\n".join(lines).replace("┃", "│"), width
+        if width >= 110:  # room for whole redacted values, searchable in a CI log
+            hidden = rendered(redact(report), "table")
+            assert re.search(r"redacted:[0-9a-f]{16}", hidden), width
 
 
 def test_table_in_a_pipe_is_140_columns_without_columns(monkeypatch):
