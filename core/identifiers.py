@@ -204,13 +204,58 @@ def _extract_triggered(plan: _Plan, rules: RuleSet, text: str, complete: bool) -
     budget = _Budget(rules.timeout)
     candidates: list[tuple[int, int, int, int, str, bool]] = []
     try:
-        for start, end in plan.windows(text, rules.timeout, triggered=True):
-            _scan_window(plan, rules, text, start, end, budget, candidates)
+        windows = plan.windows(text, rules.timeout, triggered=True)
+        if not plan.has_wide:
+            for start, end in windows:
+                _scan_window(plan, rules, text, start, end, budget, candidates)
+        else:
+            _scan_with_wide(plan, rules, text, windows, budget, candidates)
     except TimeoutError:
         complete = False
     if not candidates:
         return Extraction((), complete)
     return Extraction(_resolve(text, candidates), complete)
+
+
+def _scan_with_wide(
+    plan: _Plan,
+    rules: RuleSet,
+    text: str,
+    windows: list[tuple[int, int]],
+    budget: _Budget,
+    candidates: list[tuple[int, int, int, int, str, bool]],
+) -> None:
+    """The windows for the kinds bounded by REACH; the whole text, as one window, for the wide
+    ones (their conditions asked of the whole text, as the compiled selection asks them).
+
+    Suppressors run wherever something reportable may compete for their span, as in
+    _scan_window: a window whose own kinds found nothing reportable gets its suppressors once
+    a wide kind found something reportable anywhere.
+    """
+    ran = [
+        _scan_window(plan, rules, text, start, end, budget, candidates, wide=False)
+        for start, end in windows
+    ]
+    before = len(candidates)
+    reportable = any(candidate[5] for candidate in candidates)
+    _scan_window(
+        plan, rules, text, 0, len(text), budget, candidates, wide=True, reportable=reportable
+    )
+    if any(candidate[5] for candidate in candidates[before:]):
+        for (start, end), done in zip(windows, ran, strict=True):
+            if not done:
+                _scan_window(
+                    plan,
+                    rules,
+                    text,
+                    start,
+                    end,
+                    budget,
+                    candidates,
+                    wide=False,
+                    reportable=True,
+                    identifiers=False,
+                )
 
 
 def _scan_window(
@@ -221,8 +266,18 @@ def _scan_window(
     end: int,
     budget: _Budget,
     candidates: list[tuple[int, int, int, int, str, bool]],
-) -> None:
-    """Run every kind whose prefilter passes on text[start:end]; append its candidates."""
+    *,
+    wide: bool | None = None,
+    reportable: bool = False,
+    identifiers: bool = True,
+) -> bool:
+    """Run every kind whose prefilter passes on text[start:end]; append its candidates.
+
+    `wide`: None runs every kind; True only the wide kinds (rules.Kind.wide), False only the
+    others. `reportable`: something reportable was found already, so the suppressors run
+    whatever this window finds. `identifiers`: False runs the suppressors only. True when the
+    window's suppressors ran.
+    """
     segment = text[start:end]
     lower = segment.lower()
     digits = sum(map(segment.count, "0123456789"))
@@ -233,7 +288,6 @@ def _scan_window(
     present = {word for word in plan.single_keywords if word in lower}
     size = end - start
     context_text = None
-    reportable = False
     allow = rules.allowlist
     # Suppressors only matter where an identifier competes for the span: they run second,
     # and only in windows that produced a reportable candidate. The digit count and the size
@@ -245,11 +299,15 @@ def _scan_window(
     )
     armed = size > UNARMED_WINDOW
     for step in (identifier_kinds, suppressor_kinds):
+        if step is identifier_kinds and not identifiers:
+            continue
         if step is suppressor_kinds and not reportable:
-            break
+            return False
         # Each run tuple was prepared once per memo key (see _runs): only per-window facts
         # are checked here.
         for kind, multi, also, gate, context_words in step:
+            if wide is not None and kind.wide is not wide:
+                continue
             if multi and not any(map(lower.__contains__, multi)):  # no generator frame
                 continue
             if also and not any(map(lower.__contains__, also)):
@@ -290,6 +348,7 @@ def _scan_window(
                 rest = pattern.finditer(text, resume, end)
             matches = itertools.chain((first,), rest) if resume != start else rest
             reportable = _add_candidates(kind, text, matches, allow, candidates) or reportable
+    return True
 
 
 def _add_candidates(
@@ -434,6 +493,17 @@ def _extract_segmented(
             else:
                 spans.append([start, end])
         pos = cut + 1 if cut < n else n
+    if plan.has_wide:
+        # Wide kinds (rules.Kind.wide): their conditions asked of the whole text, and then
+        # the whole text scanned, as _extract_selected and _scan_with_wide do.
+        kinds = rules.kinds
+        for index in windows:
+            if kinds[index].wide:
+                windows[index] = []
+        for index in selector.select(text):
+            if kinds[index].wide:
+                windows[index] = [[0, n]]
+        windows = {index: spans for index, spans in windows.items() if spans}
     budget = _Budget(rules.timeout)
     candidates: list[tuple[int, int, int, int, str, bool]] = []
     allow = rules.allowlist
@@ -499,6 +569,9 @@ class _Plan:
         parts: set[str] = set()
         keywords: set[str] = set()
         self.full_scan = False
+        # Kinds that run over the whole text once their conditions hold anywhere in it
+        # (rules.Kind.wide: user patterns, whose reach the built-ins' 24 characters may not cover).
+        self.has_wide = any(kind.wide for kind in rules.kinds)
         self.gate_triggers: list[Any] = []
         self.gate_sources: list[str] = []
         self.identifier_kinds: list[_Entry] = []

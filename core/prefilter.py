@@ -121,13 +121,16 @@ class Selector:
             for wide in (False, True):
                 mode_needs = []
                 mode_widths = []
-                for kind_needs, context in zip(needs, context_ids, strict=True):
+                for kind, kind_needs, context in zip(rules.kinds, needs, context_ids, strict=True):
                     kept = kind_needs - ({context} if sliced else set())
                     kept = kept - sensitive if wide else kept
                     mode_needs.append(frozenset(kept))
-                    # The context word sits before the match: it bounds nothing.
+                    # The context word sits before the match: it bounds nothing. A wide kind
+                    # (rules.Kind.wide) is bounded by nothing: it runs from the text's start.
                     mode_widths.append(
-                        tuple(
+                        ()
+                        if kind.wide
+                        else tuple(
                             (ident, widths[ident] + REACH)
                             for ident in sorted(kept)
                             if ident in widths and ident != context

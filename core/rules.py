@@ -113,6 +113,11 @@ class Kind:
     positive: tuple[Example, ...] = ()
     negative: tuple[Example, ...] = ()
     description: str = ""
+    # A kind whose pattern is not a built-in's (a user kind, or a built-in whose pattern,
+    # keywords, digit need, gate or window keywords a rule file changed): once its conditions
+    # hold anywhere in a text it runs over the whole text, not only REACH characters around
+    # their hits, so a match that reaches further than the examples showed is never cut.
+    wide: bool = False
 
     @property
     def suppressor(self) -> bool:
@@ -222,6 +227,11 @@ def build_rules(user: Mapping[str, Any] | None, *, origin: str = "built-in") -> 
                     hint="every rule carries examples that are checked when it loads",
                 )
             kinds[kind_id] = dict(raw)
+    builtin = {raw["id"]: raw for raw in base["kinds"]}
+    for kind_id, raw in kinds.items():
+        known = builtin.get(kind_id)
+        if known is None or any(raw.get(f) != known.get(f) for f in _REACH_FIELDS):
+            kinds[kind_id] = {**raw, "wide": True}
     disabled = tuple(_str_list(user.get("disabled", []), "disabled", where))
     for kind_id in disabled:
         if kind_id not in kinds:
@@ -260,6 +270,9 @@ def build_rules(user: Mapping[str, Any] | None, *, origin: str = "built-in") -> 
         disabled=disabled,
     )
 
+
+# What decides where in a text a kind's matches can lie (see Kind.wide).
+_REACH_FIELDS = ("regex", "keywords", "prefilter_digit", "gate", "window_keywords", "group")
 
 # -- building and checking one kind ----------------------------------------------------------
 
@@ -378,6 +391,7 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | N
         positive=positive,
         negative=negative,
         description=str(raw.get("description", "")),
+        wide=raw.get("wide") is True,
     )
     _self_test(kind, fail)
     _redos_test(kind, ADVERSARIAL_BUDGET, fail)
@@ -629,12 +643,14 @@ def _self_test(kind: Kind, fail: Any) -> None:
 def _reach_test(kind: Kind, fail: Any) -> None:
     """Each positive example is found by extraction itself, not only by the pattern.
 
-    Extraction scans a kind only near a hit of one of its keywords (or a digit): REACH
-    characters either side, widened to the next space or line break, and the compiled
-    selection starts its search no further back. A match that holds spaces and reaches further
-    than that from every hit would be cut or missed without a word; a rule whose own examples
-    show such a shape is refused here. Both extraction paths run (one text; a batch, which
-    takes the compiled selection when it is installed). Remembered like the ReDoS test.
+    Extraction scans a built-in kind only near a hit of one of its keywords (or a digit):
+    REACH characters either side, widened to the next space or line break, and the compiled
+    selection starts its search no further back. A built-in shape that outgrew that reach
+    would be cut or missed without a word: it is refused here. A kind a rule file defines or
+    reshapes (Kind.wide) runs over the whole text once its conditions hold, so for it this
+    checks the conditions and context words end to end. Both extraction paths run (one text;
+    a batch, which takes the compiled selection when it is installed). Remembered like the
+    ReDoS test.
     """
     if kind.suppressor or not kind.positive:
         return
@@ -644,7 +660,8 @@ def _reach_test(kind: Kind, fail: Any) -> None:
 
     marker = _redos_marker(
         f"reach {ENGINE_VERSION} {REACH} {kind.regex}\0{kind.keywords}"
-        f"\0{kind.prefilter_digit}\0{kind.gate}\0{kind.window_keywords}\0{kind.positive}",
+        f"\0{kind.prefilter_digit}\0{kind.gate}\0{kind.window_keywords}\0{kind.positive}"
+        f"\0{kind.wide}",
         ADVERSARIAL_BUDGET,
         "reach-ok",
     )
@@ -658,6 +675,13 @@ def _reach_test(kind: Kind, fail: Any) -> None:
             batch = identifiers.extract_many([ex.text] * identifiers.SELECT_AFTER, rules)
             if ex.value in single and ex.value in {i.value for i in batch[0].identifiers}:
                 continue
+            if kind.wide:
+                raise fail(
+                    f"positive example {ex.text!r}: the pattern finds {ex.value!r} but "
+                    "extraction does not. Extraction runs this kind only where its keywords, "
+                    "gate and digits occur, and looks for context words just before a match",
+                    hint="check the example against the kind's keywords, gate and context words",
+                )
             raise fail(
                 f"positive example {ex.text!r}: the pattern finds {ex.value!r} but extraction "
                 f"does not. Extraction scans {REACH} characters around a keyword or digit "
@@ -797,6 +821,7 @@ def _digest(kinds: list[Kind], allowlist: frozenset[str], timeout: float, max_ch
                 "window_keywords": k.window_keywords,
                 "gate": k.gate,
                 "engine": k.engine,
+                "wide": k.wide,
                 "context": None if k.context is None
                 else [k.context.words, k.context.window, k.context.mode],
             }

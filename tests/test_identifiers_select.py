@@ -393,3 +393,107 @@ def test_resolve_keeps_the_best_span_of_every_overlap(spans: list) -> None:
             if report:
                 expected.append(Identifier(kind, text[start:end], start, end))
     assert list(_resolve(text, list(candidates))) == sorted(expected, key=lambda i: i.start)
+
+
+# User kinds are wide (rules.Kind.wide): once their conditions hold they run over the whole
+# text. A title far longer than REACH after its keyword, and a code found by a gate.
+USER_KINDS = r"""
+[settings]
+timeout_ms = 10000
+
+[[kinds]]
+id = "release_title"
+tier = "B"
+priority = 60
+keywords = ["release:"]
+regex = '''release: [A-Z][a-z]{1,12}(?: [A-Z][a-z]{1,12}){2,12}'''
+tests.positive = [
+  { text = "ship release: Alpha Bravo Charlie today", value = "release: Alpha Bravo Charlie" },
+]
+tests.negative = ["release: alpha"]
+
+[[kinds]]
+id = "acme"
+tier = "B"
+priority = 50
+regex = '''ACME-[0-9]{6}'''
+gate = '''E-[0-9]'''
+prefilter_digit = true
+tests.positive = ["ACME-123456"]
+tests.negative = ["ACME-1"]
+
+# Competes with the built-in `quantity` suppressor (priority 77) for "144 MB".
+[[kinds]]
+id = "sku"
+tier = "B"
+priority = 60
+keywords = ["sku"]
+regex = '''sku [0-9]{1,6}(?: [A-Z]{2,3})?'''
+tests.positive = ["sku 12345"]
+tests.negative = ["sku"]
+"""
+
+_USER_PIECES = [
+    "release: Alpha Bravo Charlie Delta Echo Foxtrot Golf Hotel", "release: alpha",
+    "release: Alpha Bravo", "ACME-123456", "ACME-1", "release:", "Delta Echo Foxtrot",
+    "sku 144 MB", "sku 12345", "sku 7 GB", "sku",
+]  # fmt: skip
+_USER_TEXTS = st.lists(
+    st.one_of(st.sampled_from(_PIECES), st.sampled_from(_USER_PIECES), st.sampled_from(_GLUE)),
+    max_size=16,
+).map("".join)
+
+
+@functools.cache
+def user_rules() -> RuleSet:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "rules.toml"
+        path.write_text(USER_KINDS, encoding="utf-8")
+        rules = load_rules(path)
+    assert not _plan(rules).full_scan  # the windows path must really use windows
+    return rules
+
+
+def every_path(text: str, rules: RuleSet) -> dict[str, tuple[Identifier, ...]]:
+    """The reference and each extraction path (windows, selection, segments) on `text`."""
+    candidates: list = []
+    for kind in rules.kinds:
+        for match in kind.pattern.finditer(text):
+            checked = _check_match(kind, text, *match.span(kind.group), rules.allowlist)
+            if checked is not None:
+                start, end, claim_only = checked
+                report = not (claim_only or kind.suppressor)
+                candidates.append((-kind.priority, start - end, start, end, kind.id, report))
+    paths = {"reference": _resolve(text, candidates) if candidates else ()}
+    plan = _plan(rules)
+    candidates = []
+    if plan.may_trigger(text):
+        windows = plan.windows(text, 10.0, triggered=True)
+        identifiers._scan_with_wide(
+            plan, rules, text, windows, identifiers._Budget(10.0), candidates
+        )
+    paths["windows"] = _resolve(text, candidates) if candidates else ()
+    if prefilter.available():
+        selector = prefilter.selector(rules)
+        found = selector.select_with_ends(text)
+        paths["selected"] = identifiers._extract_selected(plan, rules, text, *found).identifiers
+        paths["segments"] = identifiers._extract_segmented(
+            plan, rules, text, selector, complete=True
+        ).identifiers
+    return paths
+
+
+@settings(max_examples=300, deadline=None)
+@given(_USER_TEXTS)
+def test_user_kinds_are_found_the_same_on_every_path(text: str) -> None:
+    paths = every_path(text, user_rules())
+    assert all(found == paths["reference"] for found in paths.values()), paths
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(_USER_TEXTS, min_size=60, max_size=120).map("\n".join))
+def test_user_kinds_in_long_texts_are_found_the_same_on_every_path(text: str) -> None:
+    paths = every_path(text, user_rules())
+    assert all(found == paths["reference"] for found in paths.values()), paths

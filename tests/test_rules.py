@@ -324,16 +324,55 @@ tests.negative = ["release: alpha"]
 """
 
 
-def test_kind_whose_examples_reach_beyond_the_scan_window_is_refused(tmp_path: Path) -> None:
-    """Extraction scans REACH (24) characters around a keyword: a multi-word match that ends
-    further from its only keyword would be cut to a partial span. Its own example says so."""
-    title = "release: Alpha Bravo Charlie Delta Echo Foxtrot"
-    body = LONG_TITLE.format(repeat="2,6", title=title)
-    message = refusal(tmp_path, body)
-    assert "FILE: kind 'release_title': positive example" in message
-    assert f"the pattern finds {title!r} but extraction does not" in message
-    assert "Extraction scans 24 characters around a keyword or digit" in message
-    # Within reach, the same kind loads and is found whole.
+def test_user_kind_reaching_beyond_the_scan_window_is_found_whole_on_every_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Extraction scans the built-in kinds only REACH (24) characters around their keywords
+    and digits. A user pattern may match further than that (here a title of up to 13 words
+    after its only keyword, longer than its example shows): it runs over the whole text once
+    its conditions hold, so every path finds it whole, never cut to a partial span."""
+    from lexkeep.core import identifiers
+    from lexkeep.core.prefilter import available
+
     short = "release: Alpha Bravo Charlie"
-    rules = load_rules(write(tmp_path, LONG_TITLE.format(repeat="2,6", title=short)))
-    assert [i.value for i in extract(f"ship {short} today", rules).identifiers] == [short]
+    rules = load_rules(write(tmp_path, LONG_TITLE.format(repeat="2,12", title=short)))
+    (kind,) = [k for k in rules.kinds if k.id == "release_title"]
+    assert kind.wide and not any(k.wide for k in rules.kinds if k is not kind)
+    title = "release: Alpha Bravo Charlie Delta Echo Foxtrot Golf Hotel India Juliet"
+    text = f"ship {title} today, with ORD_12345 and v2.0.1"
+    expected = [title, "ORD_12345"]
+
+    def values(found: identifiers.Extraction) -> list[str]:
+        return [i.value for i in found.identifiers]
+
+    assert values(extract(text, rules)) == expected  # one text: the windows
+    many = identifiers.extract_many([text] * (identifiers.SELECT_AFTER + 2), rules)
+    assert {tuple(values(found)) for found in many} == {tuple(expected)}  # compiled selection
+    filler = " ".join(["nothing to see here"] * 600)  # > SEGMENT_TEXT_MIN: in segments
+    long_text = f"{filler} {text} {filler}"
+    assert len(long_text) > identifiers.SEGMENT_TEXT_MIN
+    assert values(extract(long_text, rules)) == expected
+    if available():
+        monkeypatch.setenv("LEXKEEP_PREFILTER", "off")  # the same without the selector
+        identifiers.forget(rules)
+        assert values(extract(long_text, rules)) == expected
+        assert values(extract(text, rules)) == expected
+
+
+def test_only_kinds_whose_reach_a_rule_file_changed_are_wide(tmp_path: Path) -> None:
+    builtin = default_rules()
+    assert not any(k.wide for k in builtin.kinds)
+    same_matches = builtin.kind("compound_code").regex + "(?:)"  # another pattern text
+    body = f"""
+[[kinds]]
+id = "ticket"
+priority = 99
+
+[[kinds]]
+id = "compound_code"
+regex = '''{same_matches}'''
+"""
+    rules = load_rules(write(tmp_path, body))
+    # A new pattern may reach further; a new priority changes no reach.
+    assert {k.id for k in rules.kinds if k.wide} == {"compound_code"}
+    assert rules.digest != builtin.digest
