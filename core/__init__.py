@@ -1,8 +1,5 @@
 """lexkeep core: data model, DuckDB store, trace readers, identifier extraction."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("lexkeep")
-except PackageNotFoundError:  # running from a checkout that was never installed
-    __version__ = "0.0.0+unknown"
+# Written out, not read with importlib.metadata at import: that costs ~15 ms at the start of
+# every command. tests/test_cli_help.py checks it against pyproject.toml.
+__version__ = "0.1.0"

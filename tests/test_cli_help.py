@@ -47,3 +47,11 @@ def test_every_value_has_a_named_placeholder():
             elif param.metavar and not param.metavar.isupper():
                 missing.append(f"{name} {param.name}: {param.metavar!r} is not upper case")
     assert not missing, missing
+
+
+def test_version_is_the_one_in_pyproject():
+    import tomllib
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    assert __version__ == tomllib.loads(pyproject.read_text())["project"]["version"]
