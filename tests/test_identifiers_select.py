@@ -28,9 +28,9 @@ needs_selector = pytest.mark.skipif(
 )
 
 
-def reference(text: str) -> tuple[Identifier, ...]:
+def reference(text: str, rules: RuleSet | None = None) -> tuple[Identifier, ...]:
     """Every kind over the whole text, no keywords, gates, windows or selector."""
-    rules = default_rules()
+    rules = rules or default_rules()
     candidates = []
     for kind in rules.kinds:
         for match in kind.pattern.finditer(text):
@@ -458,17 +458,9 @@ def user_rules() -> RuleSet:
 
 def every_path(text: str, rules: RuleSet) -> dict[str, tuple[Identifier, ...]]:
     """The reference and each extraction path (windows, selection, segments) on `text`."""
-    candidates: list = []
-    for kind in rules.kinds:
-        for match in kind.pattern.finditer(text):
-            checked = _check_match(kind, text, *match.span(kind.group), rules.allowlist)
-            if checked is not None:
-                start, end, claim_only = checked
-                report = not (claim_only or kind.suppressor)
-                candidates.append((-kind.priority, start - end, start, end, kind.id, report))
-    paths = {"reference": _resolve(text, candidates) if candidates else ()}
+    paths = {"reference": reference(text, rules)}
     plan = _plan(rules)
-    candidates = []
+    candidates: list = []
     if plan.may_trigger(text):
         windows = plan.windows(text, 10.0, triggered=True)
         identifiers._scan_with_wide(
