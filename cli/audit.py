@@ -1,7 +1,5 @@
 """`lexkeep` commands for the audit area."""
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """What every command shares: the error contract, consoles, --db, output files, progress."""
 
-from __future__ import annotations
-
 import functools
 import os
 import sys

@@ -1,7 +1,5 @@
 """`lexkeep` commands for the compact area: `compact` and `compactions`."""
 
-from __future__ import annotations
-
 import sys
 from pathlib import Path
 from typing import Annotated

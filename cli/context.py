@@ -1,7 +1,5 @@
 """`lexkeep context` and `lexkeep guard`: what the next run sees, and a check before a tool call."""
 
-from __future__ import annotations
-
 import sys
 from pathlib import Path
 from typing import Annotated

@@ -1,7 +1,5 @@
 """`lexkeep extract`: show what the identifier rules find in a text, or re-extract a store."""
 
-from __future__ import annotations
-
 import sys
 from enum import StrEnum
 from pathlib import Path

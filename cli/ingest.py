@@ -1,7 +1,5 @@
 """`lexkeep` commands for the ingest area: ingest, stats, show."""
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """The `lexkeep` console script: one Typer app, each command from its own module."""
 
-from __future__ import annotations
-
 import inspect
 from collections.abc import Callable
 from typing import Annotated, Any

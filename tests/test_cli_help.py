@@ -55,3 +55,14 @@ def test_version_is_the_one_in_pyproject():
 
     pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
     assert __version__ == tomllib.loads(pyproject.read_text())["project"]["version"]
+
+
+def test_command_modules_do_not_postpone_annotations():
+    """Typer resolves every command's annotations at each start: postponed ones cost ~11 ms."""
+    from pathlib import Path
+
+    cli = Path(__file__).resolve().parents[1] / "cli"
+    postponed = [
+        p.name for p in cli.glob("*.py") if "\nfrom __future__ import" in "\n" + p.read_text()
+    ]
+    assert postponed == []
