@@ -156,6 +156,17 @@ def _check_output(fmt: str) -> None:
         raise ConfigError(f"unknown --format {fmt!r}", hint="use text or json")
 
 
+_WHAT = ("messages", "tool calls")
+
+
+def _stored(store: Store) -> tuple[int, int]:
+    """How many messages and tool calls the store holds (DuckDB counts from its metadata)."""
+    row = store.con.execute(
+        "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM tool_calls)"
+    ).fetchone()
+    return row[0], row[1]
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
 
@@ -201,6 +212,7 @@ def register(app: typer.Typer) -> None:
 
         total = input_size(paths)
         with Store.open(db_path(db)) as store, progress("ingesting", total) as advance:
+            before = _stored(store)
             counts = ingest_paths(
                 store,
                 paths,
@@ -209,16 +221,23 @@ def register(app: typer.Typer) -> None:
                 on_file=_print_summary,
                 on_progress=advance,
             )
+            stored = [after - was for after, was in zip(_stored(store), before, strict=True)]
         added = [c for c in counts if c.status in ("ingested", "appended")]
+        read = (sum(c.messages for c in added), sum(c.tool_calls for c in added))
         # empty files are neither ingested nor unchanged: count them so the numbers add up
         empty = sum(c.status == "empty" for c in counts)
+        # Records read that the store held already (a resumed Claude Code session copies its
+        # earlier lines into the new file): kept once, so say how many were not added.
+        copies = [
+            f"{n - new} {what}" for n, new, what in zip(read, stored, _WHAT, strict=True) if n > new
+        ]
         _print_line(
             f"{len(counts)} files: {len(added)} ingested, "
             f"{sum(c.status == 'unchanged' for c in counts)} unchanged, "
             f"{sum(c.status == 'unrecognised' for c in counts)} not traces"
             + (f", {empty} empty" if empty else "")
-            + f"; {sum(c.messages for c in added)} messages, "
-            f"{sum(c.tool_calls for c in added)} tool calls"
+            + f"; {read[0]} messages, {read[1]} tool calls"
+            + (f" ({', '.join(copies)} already stored)" if copies else "")
         )
 
     @app.command(name="stats")

@@ -131,3 +131,22 @@ def test_a_wrong_forced_format_is_an_error_and_does_not_lock_the_file_out(cli, d
     right = cli("ingest", sample, "--db", db_file)
     assert right.exit_code == 0, right.stderr
     assert "ingested (codex)" in right.stderr
+
+
+def test_copied_lines_of_a_resumed_session_are_counted_as_already_stored(cli, db_file, tmp_path):
+    """A resumed Claude Code session starts a new file with earlier lines copied into it: they
+    are stored once, and the total line says how many of the records read were copies."""
+    session = SAMPLE_TRACES / "claude_lost_path.jsonl"
+    lines = session.read_text(encoding="utf-8").splitlines(keepends=True)
+    resumed = tmp_path / "resumed.jsonl"
+    resumed.write_text("".join(lines[:6]), encoding="utf-8")  # the copied head of the session
+    result = cli("ingest", session, resumed, "--db", db_file)
+    assert result.exit_code == 0, result.stderr
+    *_, total = result.stderr.strip().splitlines()
+    first = cli("stats", "--db", db_file, "--format", "json")
+    stored = json.loads(first.stdout)["totals"]["messages"]
+    read = int(total.split("; ")[1].split(" messages")[0])
+    assert read > stored  # the copies were read ...
+    assert f"({read - stored} messages" in total and "already stored)" in total  # ... and said
+    again = cli("ingest", session, "--db", db_file)  # nothing new: nothing to explain
+    assert "already stored" not in again.stderr
