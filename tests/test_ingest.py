@@ -443,3 +443,30 @@ def test_lean_ingest_keeps_every_row_and_only_the_users_text(tmp_path: Path) -> 
     assert any(texts > 0 for kind, _, texts in full[0] if kind != "user_text")
     assert lean[1] == full[1] and lean[3] == full[3] and lean[4] == full[4]
     assert lean[2][0] == full[2][0] and lean[2][1] in (0, None)
+
+
+def test_a_group_of_files_records_one_ingest_run_each_and_maps_its_errors(store, tmp_path):
+    """ingest_runs rows are written once per group: each file still gets its own run, the
+    latest run of a path has the highest id, and skipped lines point at their file's run."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for n in range(5):
+        line = lexkeep_line("message", id=f"m{n}", conversation_id=f"c{n}", role="user", text="x")
+        (folder / f"s{n}.jsonl").write_text(line)
+    bad = folder / "s2.jsonl"
+    bad.write_text(bad.read_text() + "{broken\n")
+    got = ingest_paths(store, [str(folder), str(folder / "s4.jsonl")], skip_invalid=True)
+    # the file named twice is read once: its second mention finds the first's run
+    assert [c.status for c in got] == ["ingested"] * 5 + ["unchanged"]
+    runs = store.con.execute("SELECT id, path FROM ingest_runs ORDER BY id").fetchall()
+    assert [Path(p).name for _, p in runs] == [f"s{n}.jsonl" for n in range(5)]
+    errors = store.con.execute(
+        "SELECT r.path, e.line, e.reason FROM ingest_errors e"
+        " JOIN ingest_runs r ON r.id = e.ingest_run_id"
+    ).fetchall()
+    assert errors == [(str(bad.resolve()), 2, "invalid_json")]
+    (folder / "s0.jsonl").write_text((folder / "s0.jsonl").read_text() + "\n")  # grown
+    [first, *rest] = ingest_paths(store, [str(folder)], skip_invalid=True)
+    assert first.status == "appended" and {c.status for c in rest} == {"unchanged"}
+    latest = store.con.execute("SELECT max(id) FROM ingest_runs WHERE path LIKE '%s0.jsonl'")
+    assert latest.fetchone()[0] == 6
