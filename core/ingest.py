@@ -559,11 +559,20 @@ class _Batch:
         # The group's ingest_runs rows, written in finish(): one statement per group, not one
         # round trip per file (about 2.5 ms each, most of a small file's ingest).
         self.ingest_runs: list[tuple[Any, ...]] = []
-        # path -> (bytes, lines, sha256, format) of its latest ingest, read once per group
+        # key -> (bytes, lines, sha256, format) of its latest ingest, read once per group
         self.previous: dict[str, tuple[Any, ...]] = {}
+        self.keys: dict[str, str] = {}  # path as given -> its ingest_runs key
 
-    def load_previous(self, keys: list[str]) -> None:
-        """Read the latest ingest_runs row of each path in `keys` (one query)."""
+    def key(self, path: str) -> str:
+        """The ingest_runs key of `path`: absolute for files on disk, '-' for stdin."""
+        key = self.keys.get(path)
+        if key is None:
+            key = self.keys[path] = path if path == "-" else str(Path(path).resolve())
+        return key
+
+    def load_previous(self, paths: list[str]) -> None:
+        """Read the latest ingest_runs row of each of `paths` (one query)."""
+        keys = [self.key(path) for path in paths if path != "-"]
         if not keys:
             return
         rows = self.con.execute(
@@ -920,7 +929,7 @@ def _ingest_one(
     written from DuckDB's staging tables (core/fastload.py) instead of being read here.
     """
     con = batch.con
-    key = path if path == "-" else str(Path(path).resolve())
+    key = batch.key(path)
     prev = batch.previous.get(key)  # read for the whole group (_ingest_group)
     skip_lines = 0
     status = "ingested"
@@ -1088,7 +1097,7 @@ def _ingest_group(
     try:
         with store.transaction():
             batch = _Batch(store, lean=lean)
-            batch.load_previous([str(Path(p).resolve()) for p, _ in group if p != "-"])
+            batch.load_previous([path for path, _ in group])
             for path, from_walk in group:
                 done.append(_ingest_one(batch, path, from_walk=from_walk, staged=staged, **options))
             reading = False
