@@ -7,21 +7,18 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
 
 from lexkeep.core.errors import LexkeepError
 from lexkeep.core.store import default_db_path
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# Rich is imported where a console or a bar is made: `lexkeep context` and `guard` print
+# plain bytes, and importing it costs about 40 ms of every call.
 
 # Exit codes shared by every command (pip-audit / ruff convention).
 EXIT_OK = 0
@@ -46,13 +43,17 @@ def db_path(value: str | None) -> str:
     return value or default_db_path()
 
 
-def stderr_console() -> Console:
+def stderr_console() -> "Console":
     """Console for progress and summaries: stderr, no markup or highlighting of user text."""
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, markup=False)
 
 
-def stdout_console(file: Any = None) -> Console:
+def stdout_console(file: Any = None) -> "Console":
     """Console for reports on stdout (or `file`)."""
+    from rich.console import Console
+
     return Console(file=file, highlight=False, markup=False, soft_wrap=False)
 
 
@@ -137,6 +138,15 @@ def progress(
     if not is_terminal(sys.stderr):
         yield lambda n=1, description=None: None
         return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     count_column = DownloadColumn() if unit == "bytes" else MofNCompleteColumn()
     with Progress(
         TextColumn("{task.description}"),

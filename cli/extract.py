@@ -7,7 +7,6 @@ from typing import Annotated
 
 import orjson
 import typer
-from rich.table import Table
 
 from lexkeep.cli.common import stderr_console, stdout_console
 from lexkeep.core.errors import InputError
@@ -101,6 +100,8 @@ def register(app: typer.Typer) -> None:
             }
             sys.stdout.write(orjson.dumps(payload).decode() + "\n")
         else:
+            from rich.table import Table
+
             table = Table("kind")
             # an identifier is copied from here: fold a long one, never cut it to "…"
             table.add_column("value", overflow="fold")

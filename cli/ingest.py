@@ -5,7 +5,6 @@ from typing import Annotated
 
 import orjson
 import typer
-from rich.text import Text
 
 from lexkeep.cli.common import DbOption, db_path, progress, stdout_console
 from lexkeep.core.formats import format_names
@@ -88,6 +87,8 @@ def render_stats(report: Stats) -> None:
 
 def render_timeline(t: Timeline) -> None:
     """A conversation's timeline, readable on a terminal."""
+    from rich.text import Text
+
     console = stdout_console()
 
     def out_print(item: object) -> None:

@@ -66,3 +66,30 @@ def test_command_modules_do_not_postpone_annotations():
         p.name for p in cli.glob("*.py") if "\nfrom __future__ import" in "\n" + p.read_text()
     ]
     assert postponed == []
+
+
+def test_starting_the_cli_does_not_import_rich():
+    """Rich is imported where a console is made: `context` and `guard` print plain bytes."""
+    import subprocess
+    import sys
+
+    code = "import sys, lexkeep.cli.main; print(sorted(m for m in sys.modules if 'rich' in m))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_console_script_freezes_the_collector_before_the_command(monkeypatch):
+    """Objects made by the imports are frozen (the collector skips them, also at shutdown)."""
+    import gc
+
+    from lexkeep.cli import main as entry
+
+    seen: list[int] = []
+    monkeypatch.setattr(entry, "app", lambda: seen.append(gc.get_freeze_count()))
+    gc.unfreeze()
+    try:
+        entry.main()
+        assert seen and seen[0] > 0
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
