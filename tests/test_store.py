@@ -30,6 +30,17 @@ def test_newer_store_is_refused(db_file):
         Store.open(db_file)
 
 
+def test_read_only_open_of_a_store_without_migrations_asks_to_migrate(tmp_path):
+    """Another program's DuckDB file has no schema_migrations: schema 0, never a crash."""
+    other = tmp_path / "other.duckdb"
+    duckdb.connect(str(other)).execute("CREATE TABLE notes (t VARCHAR)").close()
+    with pytest.raises(StoreError, match=r"needs migrating \(schema 0 of"):
+        Store.open(other, read_only=True)
+    with Store.open(other) as store:  # a writing open migrates it
+        assert store.schema_version() == len(migrations())
+        assert store.columns("messages")[:2] == [("id", "VARCHAR"), ("conversation_id", "VARCHAR")]
+
+
 def test_read_only_open_of_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(StoreError, match="no lexkeep store"):
         Store.open(tmp_path / "absent.duckdb", read_only=True)
