@@ -542,35 +542,32 @@ def _projection(pairs: Sequence[Pair], answer_bytes: int) -> Projection:
     )
 
 
-# One round trip for the sidecar: whether the conversation exists, its identifiers in the
-# order they were typed, and whether any user message's scan ran out of time.
+# The sidecar: whether the conversation exists and whether any user message's scan ran out
+# of time, then its identifiers in the order they were typed.
+_SIDECAR_HEAD_SQL = """
+SELECT (SELECT count(*) FROM conversations WHERE id = $1),
+       (SELECT count(*) FROM identifier_scans WHERE conversation_id = $1 AND NOT complete)
+"""
 _SIDECAR_SQL = """
-SELECT 0 AS part, NULL AS kind, NULL AS value, 0 AS position, 0 AS span
-FROM conversations WHERE id = $1
-UNION ALL
-SELECT 1, i.kind, i.value, m.position, i.span_start
-FROM (SELECT kind, value, message_id, span_start FROM identifiers WHERE conversation_id = $1) i
-JOIN (SELECT id, position FROM messages WHERE conversation_id = $1) m ON m.id = i.message_id
-UNION ALL
-SELECT 2, NULL, NULL, count(*), 0
-FROM identifier_scans WHERE conversation_id = $1 AND NOT complete
-ORDER BY part, position, span
+SELECT i.kind, i.value
+FROM identifiers i JOIN messages m ON m.id = i.message_id
+WHERE i.conversation_id = $1 AND m.conversation_id = $1
+ORDER BY m.position, i.span_start
 """
 
 
 def _load(store: Store, conversation_id: str) -> tuple[list[PinnedIdentifier], bool]:
     """The sidecar block of one conversation (refuses an unknown conversation)."""
-    rows = store.con.execute(_SIDECAR_SQL, [conversation_id]).fetchall()
-    if not rows or rows[0][0] != 0:
+    known, incomplete = store.con.execute(_SIDECAR_HEAD_SQL, [conversation_id]).fetchone()
+    if not known:
         raise NotFoundError(
             f"no conversation {conversation_id!r} in the store",
             hint=unknown_conversation_hint(store.con),
         )
     pinned: dict[str, PinnedIdentifier] = {}
-    for part, kind, value, _, _ in rows:
-        if part == 1:
-            pinned.setdefault(value, PinnedIdentifier(kind, value))
-    incomplete = rows[-1][3]
+    for kind, value in store.con.execute(_SIDECAR_SQL, [conversation_id]).fetchall():
+        if value not in pinned:
+            pinned[value] = PinnedIdentifier(kind, value)
     return list(pinned.values()), incomplete == 0
 
 
