@@ -31,7 +31,14 @@ import duckdb
 import orjson
 
 from lexkeep.core.errors import InputError
-from lexkeep.core.fastload import DEFAULT_KIND_SQL, SQL_MACROS, drop_stage, sql_values, stage_sql
+from lexkeep.core.fastload import (
+    DEFAULT_KIND_SQL,
+    SQL_MACROS,
+    drop_stage,
+    keeps_file_order,
+    sql_values,
+    stage_sql,
+)
 from lexkeep.core.ingest import JsonSource, detect_format
 from lexkeep.core.model import (
     ArgumentsKind,
@@ -113,9 +120,7 @@ _OK = (
 # One pass over the file (core.fastload.stage_sql numbers the lines); `ok` says whether the
 # reader accepts the record; only the typed values the audit needs are kept (the JSON-typed
 # columns are never materialised).
-_STAGE_SQL = stage_sql(
-    "lexkeep_fast_lines",
-    f"""type, {_OK} AS ok,
+_STAGE_COLUMNS = f"""type, {_OK} AS ok,
        conversation_id ->> '$' AS x_conv, id ->> '$' AS x_id, call_id ->> '$' AS x_call,
        name ->> '$' AS x_name, role ->> '$' AS x_role,
        CASE type WHEN 'message' THEN coalesce(kind ->> '$', {DEFAULT_KIND_SQL})
@@ -130,10 +135,9 @@ _STAGE_SQL = stage_sql(
        summary ->> '$' AS x_summary, trigger ->> '$' AS x_trigger,
        CASE WHEN json_type(kept_verbatim) = 'ARRAY'
             THEN json_transform(kept_verbatim, '["VARCHAR"]') END AS x_kept,
-       parent_id ->> '$' AS x_parent, title ->> '$' AS x_title""",
-    _SCHEMA,
-    inner=", CASE WHEN s.type = 'message' THEN json_extract(l, '$.text') END AS text",
-)
+       parent_id ->> '$' AS x_parent, title ->> '$' AS x_title"""
+_STAGE_INNER = ", CASE WHEN s.type = 'message' THEN json_extract(l, '$.text') END AS text"
+_STAGE_SQL = stage_sql("lexkeep_fast_lines", _STAGE_COLUMNS, _SCHEMA, inner=_STAGE_INNER)
 
 # Duplicate keys: the normal ingest keeps the first row (ON CONFLICT DO NOTHING); not copied.
 _DUPLICATES_SQL = """
@@ -277,6 +281,8 @@ def _load(con: duckdb.DuckDBPyConnection, path: str) -> None:
     try:
         for macro in SQL_MACROS:
             con.execute(macro)
+        if not keeps_file_order(con, _STAGE_SQL[0], path):
+            raise _GiveUp("DuckDB's plan would not keep the file's line order")
         con.execute(_STAGE_SQL[0], [path])
         con.execute(_STAGE_SQL[1])
     except duckdb.Error as exc:

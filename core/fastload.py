@@ -149,6 +149,11 @@ def stage_sql(
     adds that `line` and drops the empty lines (NULL). Numbering with `row_number() OVER ()`
     instead runs the whole read on one thread (a streaming window): about twice as slow.
     Lines longer than `line_bytes` fail the read; DuckDB reads buffers of 4 x `line_bytes`.
+
+    The order holds only while the plan is scan, projections and filters: an expression the
+    optimizer turns into a join (an IN list of constants becomes a MARK join) lets the
+    threads' pieces land in any order. Run `keeps_file_order` on the first statement before
+    trusting its numbers.
     """
     create = f"""
 CREATE OR REPLACE TEMP TABLE {table}_rows AS
@@ -170,17 +175,44 @@ FROM (
     return create, view
 
 
+# Operators of a staging plan that keep the file's order (docs: "order preservation"): the
+# scan, projections, filters, and the order-keeping sink. Any other (a join, an aggregate, a
+# window) may reorder rows, and so renumber lines.
+_ORDER_KEEPING = frozenset({"READ_CSV", "PROJECTION", "FILTER", "BATCH_CREATE_TABLE_AS"})
+
+
+def keeps_file_order(con: duckdb.DuckDBPyConnection, create: str, path: str) -> bool:
+    """True when DuckDB's plan for a stage_sql `create` statement keeps the file's line order.
+
+    A plan that might not (an operator outside _ORDER_KEEPING; the plain CREATE_TABLE_AS sink,
+    which appends the threads' rows as they come, is fine only on one thread) means its rowids
+    would not be line numbers: the caller takes its general path instead.
+    """
+    rows = con.execute("EXPLAIN (FORMAT json) " + create, [path]).fetchall()
+    names: list[str] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        names.append(node.get("name", ""))
+        for child in node.get("children", ()):
+            walk(child)
+
+    for node in json.loads(rows[0][1]):
+        walk(node)
+    allowed = set(_ORDER_KEEPING)
+    if con.execute("SELECT current_setting('threads')").fetchone()[0] == 1:
+        allowed.add("CREATE_TABLE_AS")
+    return bool(names) and set(names) <= allowed
+
+
 def drop_stage(con: duckdb.DuckDBPyConnection, table: str) -> None:
     """Drop what stage_sql(table, ...) created."""
     con.execute(f"DROP VIEW IF EXISTS {table}")
     con.execute(f"DROP TABLE IF EXISTS {table}_rows")
 
 
-_STAGE_SQL = stage_sql(
-    "lexkeep_ingest_lines",
-    f"""type,
+# What each staged line keeps (see stage_sql): only expressions over the line's own fields.
+_STAGE_COLUMNS = f"""type,
        {_OK} AS ok,
-       type IN {_TYPES} AS known,
        conversation_id ->> '$' AS x_conv, id ->> '$' AS x_id, call_id ->> '$' AS x_call,
        name ->> '$' AS x_name, role ->> '$' AS x_role,
        CASE type WHEN 'message' THEN coalesce(kind ->> '$', {DEFAULT_KIND_SQL})
@@ -196,9 +228,8 @@ _STAGE_SQL = stage_sql(
        summary ->> '$' AS x_summary, trigger ->> '$' AS x_trigger,
        CASE WHEN json_type(kept_verbatim) = 'ARRAY'
             THEN json_transform(kept_verbatim, '["VARCHAR"]') END AS x_kept,
-       parent_id ->> '$' AS x_parent, title ->> '$' AS x_title""",
-    _SCHEMA,
-)
+       parent_id ->> '$' AS x_parent, title ->> '$' AS x_title"""
+_STAGE_SQL = stage_sql("lexkeep_ingest_lines", _STAGE_COLUMNS, _SCHEMA)
 
 # Duplicate keys within the file: the general ingest keeps the first row; not copied here.
 _DUPLICATES_SQL = """
@@ -307,11 +338,11 @@ _INSERTS = (
     """,
 )
 
-_COUNTS_SQL = """
+_COUNTS_SQL = f"""
 SELECT count(*) FILTER (WHERE type = 'message'),
        count(*) FILTER (WHERE type = 'tool_call'),
        count(*) FILTER (WHERE type = 'compaction'),
-       count(*) FILTER (WHERE NOT known),
+       count(*) FILTER (WHERE type NOT IN {_TYPES}),
        count(DISTINCT CASE WHEN type = 'conversation' THEN x_id
                            WHEN type IN ('message', 'tool_call', 'tool_result', 'compaction')
                            THEN x_conv END),
@@ -476,6 +507,8 @@ def _stage(con: duckdb.DuckDBPyConnection, path: str) -> tuple[Any, ...]:
     con.execute("SET enable_progress_bar = false")
     for macro in SQL_MACROS:
         con.execute(macro)
+    if not keeps_file_order(con, _STAGE_SQL[0], path):
+        raise _GiveUp("DuckDB's plan would not keep the file's line order")
     con.execute(_STAGE_SQL[0], [path])
     con.execute(_STAGE_SQL[1])
     if con.execute("SELECT count(*) FROM lexkeep_ingest_lines WHERE NOT ok").fetchone()[0]:

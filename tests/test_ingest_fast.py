@@ -316,6 +316,86 @@ def test_staged_line_numbers_are_physical_lines_when_duckdb_reads_in_parallel(
     assert got == expected
 
 
+def _mixed_records(path: Path, n: int) -> dict[str, int]:
+    """A JSONL file of every record type (with blank lines); {probe id: physical line}."""
+    out: list[bytes] = []
+    lines: dict[str, int] = {}
+    for i in range(n):
+        if i % 997 == 0:
+            out.append(b"")
+            continue
+        common = {"conversation_id": f"c{i // 40}"}
+        record = [
+            {
+                "type": "message",
+                "id": f"u{i}",
+                "role": "user",
+                "text": f"ORD-{i} " + "x" * (i % 70),
+            },
+            {"type": "message", "id": f"a{i}", "role": "assistant", "text": "done " * (i % 9)},
+            {"type": "tool_call", "id": f"t{i}", "name": "get", "arguments": f'{{"q": "ORD-{i}"}}'},
+            {"type": "tool_result", "call_id": f"t{i - 1}", "text": "ok " * (i % 40)},
+            {"type": "compaction", "id": f"b{i}", "summary": "earlier work"},
+        ][i % 5] | common
+        out.append(orjson.dumps(record))
+        lines[str(record.get("id", record.get("call_id")))] = len(out)
+    path.write_bytes(b"\n".join(out) + b"\n")
+    return lines
+
+
+@pytest.mark.parametrize("which", ["ingest", "audit"])
+def test_the_real_staging_numbers_physical_lines_when_read_in_parallel(
+    tmp_path: Path, which: str
+) -> None:
+    """The ingest's and the audit's own staging columns keep the file's order on many threads.
+
+    An expression DuckDB plans as a join made the threads' pieces land out of order (a `type
+    IN (...)` column became a MARK join): lines were renumbered, and a conversation cut across
+    pieces got its positions, runs and pairs wrong. Small buffers split 2 MB into ~30 pieces.
+    """
+    from lexkeep.audit import fastload as audit_fastload
+
+    path = tmp_path / "mixed.jsonl"
+    expected = _mixed_records(path, 20_000)
+    if which == "ingest":
+        columns, schema, inner = fastload._STAGE_COLUMNS, fastload._SCHEMA, ""
+    else:
+        columns = audit_fastload._STAGE_COLUMNS
+        schema, inner = audit_fastload._SCHEMA, audit_fastload._STAGE_INNER
+    create, view = fastload.stage_sql(
+        "t_real", columns + ", coalesce(x_id, x_call) AS probe", schema, inner, line_bytes=16 << 10
+    )
+    with Store.open(None) as store:
+        con = store.con
+        con.execute("SET threads = 4")
+        for macro in fastload.SQL_MACROS:
+            con.execute(macro)
+        assert fastload.keeps_file_order(con, create, str(path))
+        con.execute(create, [str(path)])
+        con.execute(view)
+        got = dict(con.execute("SELECT probe, line FROM t_real").fetchall())
+        fastload.drop_stage(con, "t_real")
+    assert got == expected
+
+
+def test_a_plan_that_may_reorder_lines_sends_the_file_to_the_general_path(tmp_path: Path) -> None:
+    """keeps_file_order refuses joins and windows in a staging plan (rowids would not be lines);
+    an IN list of constants is such a join in DuckDB 2's plans."""
+    path = tmp_path / "mixed.jsonl"
+    _mixed_records(path, 2_000)
+    schema = '{"type": "VARCHAR"}'
+    with Store.open(None) as store:
+        con = store.con
+        con.execute("SET threads = 2")
+        plain = fastload.stage_sql("t_ok", "type = 'message' AS m", schema)[0]
+        assert fastload.keeps_file_order(con, plain, str(path))
+        windowed = fastload.stage_sql("t_w", "count(*) OVER () AS n", schema)[0]
+        assert not fastload.keeps_file_order(con, windowed, str(path))
+        listed = "type IN ('a', 'b', 'c', 'd', 'e', 'f') AS known"
+        assert not fastload.keeps_file_order(con, fastload.stage_sql("t_in", listed, schema)[0],
+                                             str(path))  # fmt: skip
+
+
 def test_listed_strip_whitespace_is_what_python_strips():
     """The RE2 class behind "answered" lists exactly the characters str.strip() removes."""
     spaces = tuple(c for c in range(0x110000) if chr(c).isspace() and not 0xD800 <= c < 0xE000)
