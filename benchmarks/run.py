@@ -501,6 +501,14 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
     if comp and comp.get("median_segments_per_s") is not None:
         v = comp["median_segments_per_s"]
         add(f"compact segments/s ({comp['conversations']} x 50 pairs)", v, ">= 500", v >= 500)
+        # every generated pair is eligible: a missing segment means pairs or positions broke
+        done = [r["completed"] for r in comp["runs"]]
+        add(
+            "compact completed every segment",
+            done,
+            f"== {comp['segments']}",
+            comp["all_segments_completed"],
+        )
     ctx = results.get("context")
     if ctx and ctx.get("median_ms") is not None:
         add(
