@@ -232,6 +232,7 @@ def audit_command(
     skip_invalid: bool = False,
     flags: Mapping[str, Any] | None = None,
     on_progress: Callable[[int], None] | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> tuple[AuditReport, AuditSettings]:
     """What `lexkeep audit` runs: resolve the settings, then audit files or the store."""
     settings = resolve(flags or {})
@@ -244,6 +245,7 @@ def audit_command(
         skip_invalid=skip_invalid,
         settings=settings,
         on_progress=on_progress,
+        on_phase=on_phase,
     )
     return report, settings
 
@@ -257,13 +259,16 @@ def run_audit(
     settings: AuditSettings | None = None,
     fast: bool = True,
     on_progress: Callable[[int], None] | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> AuditReport:
     """Audit trace files (ingested into an in-memory store) or an existing store (read-only).
 
     One lexkeep JSONL file takes the DuckDB fast path (audit/fastload.py) unless `fast` is
     False; anything it cannot reproduce exactly goes through the normal ingest.
-    `on_progress(n)` is told the bytes of trace input read.
+    `on_progress(n)` is told the bytes of trace input read; `on_phase(text)` what the audit
+    does now, when that changes (a progress bar's description).
     """
+    phase = on_phase or (lambda text: None)
     settings = settings or AuditSettings()
     if skip_invalid and not paths:
         raise ConfigError("--skip-invalid only applies when auditing trace files")
@@ -280,11 +285,14 @@ def run_audit(
             raise _no_traces(paths, 0)
         if fast and len(files) == 1:
             with Store.open(None, memory_limit=AUDIT_MEMORY_LIMIT) as store:
-                if fast_load(store, files[0][0], loaded_rules):
+                phase("loading the file (DuckDB)")
+                if fast_load(store, files[0][0], loaded_rules, on_phase=phase):
                     if on_progress is not None:
                         on_progress(Path(files[0][0]).stat().st_size)
+                    phase("auditing identifiers")
                     report = audit_store(store, settings, inputs=tuple(paths))
         if report is None:
+            phase("reading traces")
             with Store.open(None, memory_limit=AUDIT_MEMORY_LIMIT) as store:
                 # Files, folders (walked; non-trace files skipped) and globs, as `lexkeep ingest`.
                 counts = ingest_paths(
@@ -298,6 +306,7 @@ def run_audit(
                 if all(c.status == "unrecognised" for c in counts):
                     # A gate pointed at the wrong folder must not pass on nothing.
                     raise _no_traces(paths, len(counts))
+                phase("auditing identifiers")
                 report = audit_store(store, settings, inputs=tuple(paths))
     else:
         if rules:
@@ -309,6 +318,7 @@ def run_audit(
         if db is None:
             raise ConfigError("nothing to audit", hint="lexkeep audit TRACES... or --db FILE")
         with Store.open(db, read_only=True) as store:
+            phase("auditing identifiers")
             report = audit_store(store, settings, inputs=(db,))
     return redact(report) if settings.redact else report
 

@@ -25,6 +25,7 @@ boundary).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -247,11 +248,13 @@ def fast_load(
     rules: RuleSet | None = None,
     *,
     parallel_min_chars: int = PARALLEL_MIN_CHARS,
+    on_phase: Callable[[str], None] | None = None,
 ) -> bool:
     """Load one lexkeep JSONL file into the (fresh, in-memory) `store` for the audit.
 
     Returns False when the file needs the normal ingest (run it on a fresh store). User text of
     at least `parallel_min_chars` characters is extracted in parallel (core.sidecar.scan_query).
+    `on_phase(text)` is told when extraction starts.
     """
     if not is_candidate(path):
         return False
@@ -266,6 +269,8 @@ def fast_load(
         return False
     finally:
         _drop_staging(con)
+    if on_phase is not None:
+        on_phase("extracting identifiers")
     # As core.sidecar.index_pending: without rules, the settings file's, else the built-ins.
     _index(con, rules or load_rules(), parallel_min_chars)
     return True

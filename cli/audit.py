@@ -110,6 +110,7 @@ def register(app: typer.Typer) -> None:
                 skip_invalid=skip_invalid,
                 flags=flags,
                 on_progress=advance,
+                on_phase=lambda text: advance(0, description=text),
             )
         with output_stream(output) as stream:
             color = settings.format == "table" and output in (None, "-") and is_terminal(stream)

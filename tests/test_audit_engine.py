@@ -469,3 +469,27 @@ def test_audit_of_files_reports_progress_in_bytes_read():
             f for f in samples.iterdir() if f.suffix in (".json", ".jsonl")
         ]
         assert sum(seen) == sum(f.stat().st_size for f in files), paths
+
+
+def test_audit_tells_its_phases_for_a_progress_bar(tmp_path):
+    """on_phase names what the audit does now: the bar does not sit on "reading traces"
+    while a big file's identifiers are extracted and audited."""
+    from pathlib import Path
+
+    from lexkeep.audit.engine import run_audit
+    from lexkeep.core.ingest import ingest_paths
+
+    samples = Path(__file__).resolve().parent.parent / "sample_traces"
+    one = str(samples / "invoice_altered.jsonl")  # one lexkeep JSONL file: the DuckDB path
+    phases: list[str] = []
+    run_audit(paths=[one], on_phase=phases.append)
+    assert phases == ["loading the file (DuckDB)", "extracting identifiers", "auditing identifiers"]
+    phases.clear()
+    run_audit(paths=[str(samples)], on_phase=phases.append)
+    assert phases == ["reading traces", "auditing identifiers"]
+    db = str(tmp_path / "s.duckdb")
+    with Store.open(db) as store:
+        ingest_paths(store, [str(samples)])
+    phases.clear()
+    run_audit(db=db, on_phase=phases.append)
+    assert phases == ["auditing identifiers"]
