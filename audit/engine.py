@@ -302,6 +302,7 @@ def run_audit(
                     rules=loaded_rules,
                     on_progress=on_progress,
                     lean=True,  # the audit reads user text, tool calls and boundaries only
+                    on_phase=phase,
                 )
                 if all(c.status == "unrecognised" for c in counts):
                     # A gate pointed at the wrong folder must not pass on nothing.

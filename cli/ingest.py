@@ -221,6 +221,7 @@ def register(app: typer.Typer) -> None:
                 skip_invalid=skip_invalid,
                 on_file=_print_summary,
                 on_progress=advance,
+                on_phase=lambda text: advance(0, description=text),
             )
             stored = [after - was for after, was in zip(_stored(store), before, strict=True)]
         added = [c for c in counts if c.status in ("ingested", "appended")]

@@ -1083,17 +1083,26 @@ def _ingest_group(
     *,
     fast_min_bytes: int | None = None,
     lean: bool = False,
+    on_phase: Callable[[str], None] | None = None,
     **options: Any,
 ) -> list[FileCounts]:
-    """Ingest `group` in one transaction; on failure, keep the files before the failing one."""
+    """Ingest `group` in one transaction; on failure, keep the files before the failing one.
+
+    `on_phase(text)` hears the phases of a file loaded by DuckDB, whose bytes are all read
+    at once: loading, extracting identifiers, writing the store, then "ingesting" again.
+    """
     done: list[tuple[FileCounts, int]] = []
     reading = True
     fast = len(group) == 1 and fast_min_bytes is not None
     if fast:
         with suppress(OSError):
             fast = Path(group[0][0]).stat().st_size >= fast_min_bytes  # type: ignore[operator]
+    phase = on_phase if fast and on_phase is not None else lambda text: None
+    phase("loading the file (DuckDB)")
     # Staged before the transaction: a line DuckDB refuses would abort it.
     staged = _fast_stage(store, group[0][0], options["format"]) if fast else None
+    if staged is None:
+        phase("ingesting")
     try:
         with store.transaction():
             batch = _Batch(store, lean=lean)
@@ -1102,7 +1111,11 @@ def _ingest_group(
                 done.append(_ingest_one(batch, path, from_walk=from_walk, staged=staged, **options))
             reading = False
             batch.finish()
+            if staged is not None:
+                phase("extracting identifiers")
             per_file = _index_identifiers(store, rules)
+            if staged is not None:
+                phase("writing the store")
     except _Unchanged as unchanged:  # standard input, always alone in its group
         return [FileCounts(path=group[0][0], format=str(unchanged), status="unchanged")]
     except BaseException:
@@ -1123,6 +1136,7 @@ def _ingest_group(
         raise
     if staged is not None:
         drop_staging(store.con)
+        phase("ingesting")
     return [replace(c, identifiers=per_file.get(c.path, 0)) for c, _ in done]
 
 
@@ -1137,6 +1151,7 @@ def ingest_paths(
     on_progress: Callable[[int], None] | None = None,
     fast_min_bytes: int | None = FAST_MIN_BYTES,
     lean: bool = False,
+    on_phase: Callable[[str], None] | None = None,
 ) -> list[FileCounts]:
     """Ingest files, folders (recursive), globs and '-' into `store`.
 
@@ -1147,6 +1162,7 @@ def ingest_paths(
     A plain file of at least `fast_min_bytes` bytes (None: never) is ingested alone in its
     transaction, so that a lexkeep JSONL file read for the first time can be loaded by DuckDB.
     `lean` (for a throw-away audit store) keeps every row but no text except the users'.
+    `on_phase(text)`: what a file loaded by DuckDB is going through (a progress bar's text).
     """
     if format is not None:
         get_reader(format)  # an unknown --format fails before any file is read
@@ -1159,7 +1175,13 @@ def ingest_paths(
 
     def run(group: list[tuple[str, bool]]) -> None:
         got_all = _ingest_group(
-            store, group, rules, fast_min_bytes=fast_min_bytes, lean=lean, **options
+            store,
+            group,
+            rules,
+            fast_min_bytes=fast_min_bytes,
+            lean=lean,
+            on_phase=on_phase,
+            **options,
         )
         for got in got_all:
             counts.append(got)

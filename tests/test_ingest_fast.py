@@ -400,3 +400,22 @@ def test_listed_strip_whitespace_is_what_python_strips():
     """The RE2 class behind "answered" lists exactly the characters str.strip() removes."""
     spaces = tuple(c for c in range(0x110000) if chr(c).isspace() and not 0xD800 <= c < 0xE000)
     assert spaces == fastload.STRIP_WHITESPACE
+
+
+def test_a_file_loaded_by_duckdb_tells_its_phases(tmp_path: Path) -> None:
+    """Its bytes are all read at once, so the bar's text says what the ingest does instead."""
+    path = tmp_path / "mixed.jsonl"
+    _mixed_records(path, 2_000)
+    phases: list[str] = []
+    with Store.open(tmp_path / "fast.duckdb") as store:
+        ingest_paths(store, [str(path)], fast_min_bytes=0, on_phase=phases.append)
+    assert phases == [
+        "loading the file (DuckDB)",
+        "extracting identifiers",
+        "writing the store",
+        "ingesting",
+    ]
+    phases.clear()
+    with Store.open(tmp_path / "general.duckdb") as store:
+        ingest_paths(store, [str(path)], fast_min_bytes=None, on_phase=phases.append)
+    assert phases == []
