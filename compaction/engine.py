@@ -181,10 +181,13 @@ def _planned_objects_frozen() -> Iterator[None]:
     """Keep the planned pairs out of the cyclic GC's scans while the segments are worked on.
 
     They stay alive to the end of the run, and every full collection would walk them again
-    (~15% of compact's CPU on 2,000 conversations). Skipped when the host froze objects itself:
-    unfreezing would undo that.
+    (~15% of compact's CPU on 2,000 conversations). When the host froze objects itself (the
+    CLI freezes what its imports made), they are frozen too but never thawed: unfreezing
+    would thaw the host's as well. Pairs hold no cycles, so reference counting still frees
+    them.
     """
     if gc.get_freeze_count():
+        gc.freeze()
         yield
         return
     gc.freeze()

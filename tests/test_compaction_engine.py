@@ -372,11 +372,15 @@ def test_planned_pairs_are_frozen_during_the_run_and_released_after(store):
 
 
 def test_a_host_that_froze_objects_itself_keeps_them_frozen(store):
+    """The CLI freezes what its imports made: the planned pairs are frozen on top of that
+    (more objects frozen while summarising), and the host's stay frozen afterwards."""
     build(store, {"c1": 30})
     gc.freeze()
     try:
         before = gc.get_freeze_count()
-        assert run_compaction(store, summarizer=FreezeProbe()).completed == 1
+        probe = FreezeProbe()
+        assert run_compaction(store, summarizer=probe).completed == 1
+        assert probe.frozen[0] > before  # the planned pairs joined the frozen objects
         assert gc.get_freeze_count() >= before  # lexkeep did not unfreeze the host's objects
     finally:
         gc.unfreeze()
