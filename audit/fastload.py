@@ -32,14 +32,7 @@ import duckdb
 import orjson
 
 from lexkeep.core.errors import InputError
-from lexkeep.core.fastload import (
-    DEFAULT_KIND_SQL,
-    SQL_MACROS,
-    drop_stage,
-    keeps_file_order,
-    sql_values,
-    stage_sql,
-)
+from lexkeep.core.fastload import DEFAULT_KIND_SQL, drop_stage, run_stage, sql_values, stage_sql
 from lexkeep.core.ingest import JsonSource, detect_format
 from lexkeep.core.model import (
     ArgumentsKind,
@@ -284,14 +277,11 @@ def _load(con: duckdb.DuckDBPyConnection, path: str) -> None:
     there is lexkeep's, and it propagates instead of silently taking the slow path.
     """
     try:
-        for macro in SQL_MACROS:
-            con.execute(macro)
-        if not keeps_file_order(con, _STAGE_SQL[0], path):
-            raise _GiveUp("DuckDB's plan would not keep the file's line order")
-        con.execute(_STAGE_SQL[0], [path])
-        con.execute(_STAGE_SQL[1])
+        staged = run_stage(con, _STAGE_SQL, path)
     except duckdb.Error as exc:
         raise _GiveUp(str(exc)) from exc
+    if not staged:
+        raise _GiveUp("DuckDB's plan would not keep the file's line order")
     if con.execute("SELECT count(*) FROM lexkeep_fast_lines WHERE NOT ok").fetchone()[0]:
         raise _GiveUp("a record the reader rejects")
     if con.execute(_DUPLICATES_SQL).fetchone()[0]:

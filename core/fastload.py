@@ -152,8 +152,8 @@ def stage_sql(
 
     The order holds only while the plan is scan, projections and filters: an expression the
     optimizer turns into a join (an IN list of constants becomes a MARK join) lets the
-    threads' pieces land in any order. Run `keeps_file_order` on the first statement before
-    trusting its numbers.
+    threads' pieces land in any order. `run_stage` runs both statements only after
+    `keeps_file_order` has read the plan.
     """
     create = f"""
 CREATE OR REPLACE TEMP TABLE {table}_rows AS
@@ -202,6 +202,21 @@ def keeps_file_order(con: duckdb.DuckDBPyConnection, create: str, path: str) -> 
     if con.execute("SELECT current_setting('threads')").fetchone()[0] == 1:
         allowed.add("CREATE_TABLE_AS")
     return bool(names) and set(names) <= allowed
+
+
+def run_stage(con: duckdb.DuckDBPyConnection, statements: tuple[str, str], path: str) -> bool:
+    """Stage `path` with stage_sql's two `statements` (and the SQL_MACROS they use).
+
+    False, having staged nothing, when DuckDB's plan would not keep the file's line order
+    (keeps_file_order): the caller takes its general path. DuckDB's errors propagate.
+    """
+    for macro in SQL_MACROS:
+        con.execute(macro)
+    if not keeps_file_order(con, statements[0], path):
+        return False
+    con.execute(statements[0], [path])
+    con.execute(statements[1])
+    return True
 
 
 def drop_stage(con: duckdb.DuckDBPyConnection, table: str) -> None:
@@ -505,12 +520,8 @@ def _holds_rows(con: duckdb.DuckDBPyConnection, table: str) -> bool:
 def _stage(con: duckdb.DuckDBPyConnection, path: str) -> tuple[Any, ...]:
     """Stage and check the file's lines; the per-file counts. Writes no store table."""
     con.execute("SET enable_progress_bar = false")
-    for macro in SQL_MACROS:
-        con.execute(macro)
-    if not keeps_file_order(con, _STAGE_SQL[0], path):
+    if not run_stage(con, _STAGE_SQL, path):
         raise _GiveUp("DuckDB's plan would not keep the file's line order")
-    con.execute(_STAGE_SQL[0], [path])
-    con.execute(_STAGE_SQL[1])
     if con.execute("SELECT count(*) FROM lexkeep_ingest_lines WHERE NOT ok").fetchone()[0]:
         raise _GiveUp("a record the reader rejects")
     if con.execute(_DUPLICATES_SQL).fetchone()[0]:
