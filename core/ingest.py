@@ -258,7 +258,12 @@ def _decode_skip(
     return Skipped(Source(display, err_line), reason, detail, fatal=True, col=col)
 
 
-_STRUCTURE = re.compile(rb'[\[\]{}",\\\n]')
+# Outside a string: a whole string at once (most of a document's quotes, commas and brackets
+# are inside strings), else one structural byte; a lone quote opens a string that does not end
+# in this chunk (or holds a raw newline). Inside such a string: the bytes that can end it.
+# Line breaks are counted with bytes.count where a line number is needed, not one by one.
+_TOKEN = re.compile(rb'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|[\[\]{}",]')
+_IN_STRING = re.compile(rb'[\\"]')
 
 
 def _scan_document(body: IO[bytes], source: JsonSource) -> Iterator[tuple[int, Any]]:
@@ -306,12 +311,12 @@ def _scan_document(body: IO[bytes], source: JsonSource) -> Iterator[tuple[int, A
             text = buf.lstrip(b"\xef\xbb\xbf \t\r\n")
             if text:
                 top_array = text.startswith(b"[")
-        for match in _STRUCTURE.finditer(buf):
-            pos = base + match.start()
-            ch = match.group()
-            if ch == b"\n":
-                line += 1
-                continue
+        at = counted = 0  # line counts the breaks of buf[:counted]
+        while match := (_IN_STRING if in_string else _TOKEN).search(buf, at):
+            at = match.end()
+            start = match.start()
+            pos = base + start
+            ch = buf[start : start + 1]
             if pos == skip_at:
                 continue
             if in_string:
@@ -321,8 +326,9 @@ def _scan_document(body: IO[bytes], source: JsonSource) -> Iterator[tuple[int, A
                     skip_at = pos + 1
                 continue
             if ch == b'"':
-                in_string = True
+                in_string = at - start == 1  # a whole string was one token
                 if depth == 0 and not top_array and piece_start is None:
+                    line += buf.count(b"\n", counted, start)
                     yield (
                         line,
                         Skipped(
@@ -332,15 +338,16 @@ def _scan_document(body: IO[bytes], source: JsonSource) -> Iterator[tuple[int, A
                     return
                 continue
             if ch in (b"[", b"{"):
-                if top_array and depth == 0:
-                    piece_start, piece_line = pos + 1, line
-                elif not top_array and depth == 0:
-                    piece_start, piece_line = pos, line
+                if depth == 0:
+                    line += buf.count(b"\n", counted, start)
+                    counted = start
+                    piece_start, piece_line = (pos + 1 if top_array else pos), line
                 depth += 1
                 continue
             if ch in (b"]", b"}"):
                 depth -= 1
                 if depth < 0:
+                    line += buf.count(b"\n", counted, start)
                     yield (
                         line,
                         Skipped(
@@ -361,7 +368,10 @@ def _scan_document(body: IO[bytes], source: JsonSource) -> Iterator[tuple[int, A
                 done = finish(pos)
                 if done:
                     yield done
+                line += buf.count(b"\n", counted, start)
+                counted = start
                 piece_start, piece_line = pos + 1, line
+        line += buf.count(b"\n", counted)
         if piece_start is not None:
             pending += buf[max(piece_start - base, 0) :]
         base += len(buf)

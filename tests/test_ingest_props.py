@@ -101,3 +101,43 @@ def test_ingest_parses_or_raises_input_error(tmp_path_factory, shared_store, dat
         assert after == before  # a rejected file writes nothing
     else:
         assert got.status in ("ingested", "unchanged", "empty")
+
+
+_text = st.text(alphabet=st.sampled_from(list('ab "\\,[]{}:\n\t\u00e9\u4e2d/')), max_size=30)
+_element = st.dictionaries(
+    st.text(alphabet=st.sampled_from(list('k"\\,[]}')), min_size=1, max_size=4),
+    st.one_of(_text, st.integers(-5, 5), st.lists(_text, max_size=3)),
+    max_size=4,
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    elements=st.lists(_element, min_size=1, max_size=6),
+    gaps=st.lists(st.sampled_from(["", " ", "\n", "\n  ", "\n\n"]), min_size=14, max_size=14),
+    indent=st.sampled_from([None, 1, 2]),
+    chunk=st.integers(1, 64),
+)
+def test_an_array_document_is_split_into_its_elements_with_their_lines(
+    tmp_path_factory, monkeypatch, elements, gaps, indent, chunk
+):
+    """Whatever the strings hold (quotes, escapes, brackets, commas) and wherever the reads cut
+    the document, each element comes back whole with the line its first byte is on."""
+    import json
+
+    from lexkeep.core import ingest
+
+    parts, lines = ["["], []
+    for i, element in enumerate(elements):
+        parts.append(gaps[2 * i])
+        lines.append(1 + "".join(parts).count("\n"))
+        parts.append(json.dumps(element, indent=indent, ensure_ascii=False))
+        parts.append(gaps[2 * i + 1] + ("," if i < len(elements) - 1 else ""))
+    parts.append("]\n")
+    path = tmp_path_factory.mktemp("doc") / "doc.json"
+    path.write_text("".join(parts), encoding="utf-8")
+    monkeypatch.setattr(ingest, "_CHUNK", chunk * 16)  # the head read is a sixteenth
+    got = list(iter_json_lines(path))
+    assert [(g.line, g.value) for g in got] == list(zip(lines, elements, strict=True))
