@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import replace
+from functools import partial
 from itertools import chain
 from pathlib import Path
 from typing import IO, Any, BinaryIO
@@ -42,6 +43,7 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
+from lexkeep.core.parallel import ReadAhead, read_workers
 from lexkeep.core.readers import JsonLine
 from lexkeep.core.store import Store
 
@@ -578,8 +580,8 @@ class _Batch:
     def __init__(self, store: Store, lean: bool = False) -> None:
         self.store = store
         self.con = store.con
-        # lean: keep only what an audit reads (user text, tool calls, boundaries); assistant
-        # text, injected context and tool output keep their rows but not their text.
+        # lean: write only what an audit reads (conversations, user messages, tool calls,
+        # boundaries); other messages, tool output and runs only take their positions.
         self.lean = lean
         self.max_pos: dict[str, int] = {}
         self.convs: dict[str, list[Any]] = {}  # id -> conversation row (updated in place)
@@ -675,21 +677,22 @@ class _Batch:
             if rtype is Message:
                 if turn is not None and turn[2] is None:
                     turn[2] = pos
-                messages.append(
-                    (
-                        rec.id,
-                        conv,
-                        run_id,
-                        pos,
-                        rec.role,  # StrEnum members serialise as their value
-                        rec.kind,
-                        rec.status,
-                        "" if lean and rec.kind != MessageKind.USER_TEXT else rec.text,
-                        time,
-                        src.file,
-                        src.line,
+                if not lean or rec.kind == MessageKind.USER_TEXT:
+                    messages.append(
+                        (
+                            rec.id,
+                            conv,
+                            run_id,
+                            pos,
+                            rec.role,  # StrEnum members serialise as their value
+                            rec.kind,
+                            rec.status,
+                            rec.text,
+                            time,
+                            src.file,
+                            src.line,
+                        )
                     )
-                )
             elif rtype is ToolCall:
                 kind = rec.arguments_kind
                 calls.append(
@@ -708,8 +711,10 @@ class _Batch:
                     )
                 )
             elif rtype is ToolResult:
-                output = "" if lean else rec.text
-                results.append((conv, rec.call_id, pos, output, rec.is_error, src.file, src.line))
+                if not lean:
+                    results.append(
+                        (conv, rec.call_id, pos, rec.text, rec.is_error, src.file, src.line)
+                    )
             else:
                 boundaries.append(
                     (
@@ -746,7 +751,7 @@ class _Batch:
         """Write everything staged: timeline rows, runs, conversations, ingest errors."""
         self.flush()
         rows = []
-        for run_id, (turn, status) in self.runs.items():
+        for run_id, (turn, status) in () if self.lean else self.runs.items():
             conv, _, pos, file, line = turn
             if pos is None:
                 pos = self.max_pos.get(conv, -1) + 1
@@ -944,6 +949,49 @@ def _index_identifiers(store: Store, rules: Any) -> dict[str, int]:
     return dict(rows)
 
 
+class _Read:
+    """A file read whole by a ReadAhead worker: its format, records and what was consumed."""
+
+    __slots__ = ("fmt", "records", "sha256", "bytes_consumed", "lines_consumed")
+
+    def __init__(self, fmt: Format, records: list[Record], source: JsonSource) -> None:
+        self.fmt = fmt
+        self.records = records
+        self.sha256 = source.sha256
+        self.bytes_consumed = source.bytes_consumed
+        self.lines_consumed = source.lines_consumed
+
+
+def _unwritten_text(record: Record) -> bool:
+    """True for a record with text a lean batch does not write (tool output, not the users')."""
+    rtype = type(record)
+    if rtype is ToolResult:
+        return bool(record.text)  # type: ignore[union-attr]
+    return rtype is Message and bool(record.text) and record.kind != MessageKind.USER_TEXT  # type: ignore[union-attr]
+
+
+def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | None:
+    """Read one file into its reader records (in a ReadAhead worker); None for anything the
+    writing process must see for itself (empty, unrecognised, unreadable: it reads the file
+    again and reports it exactly as it would have).
+
+    `lean` drops what a lean batch never writes, so less is sent back: the text of tool
+    output and of every message but the users'.
+    """
+    try:
+        source = JsonSource(path)
+        fmt, items = detect_format(source, format)
+        records: list[Record] = []
+        append = records.append
+        for record in get_reader(fmt).read(items, path):
+            if lean and _unwritten_text(record):
+                record = replace(record, text="")  # type: ignore[type-var]
+            append(record)
+        return _Read(fmt, records, source)
+    except Exception:
+        return None
+
+
 def _ingest_one(
     batch: _Batch,
     path: str,
@@ -953,11 +1001,13 @@ def _ingest_one(
     from_walk: bool,
     on_progress: Callable[[int], None] | None,
     staged: Staged | None = None,
+    ahead: ReadAhead[str, _Read] | None = None,
 ) -> tuple[FileCounts, int]:
     """Stage one file into `batch`; returns its counts (identifiers still 0) and skip_lines.
 
     A file `staged` for the fast path (alone in its transaction, never ingested before) is
-    written from DuckDB's staging tables (core/fastload.py) instead of being read here.
+    written from DuckDB's staging tables (core/fastload.py) instead of being read here; a
+    file never ingested before may have been read by a worker of `ahead`.
     """
     con = batch.con
     key = batch.key(path)
@@ -976,21 +1026,28 @@ def _ingest_one(
         done = _fast_write(batch, staged, path, key, on_progress)
         if done is not None:
             return done, 0
-    source = JsonSource(path)
-    try:
-        fmt, items = detect_format(source, format)
-    except EmptyInput:
-        return FileCounts(path=path, format="", status="empty"), 0
-    except UnrecognisedFormat:
-        if from_walk:
-            return FileCounts(path=path, format="", status="unrecognised"), 0
-        raise
+    read = ahead.take(path) if ahead is not None and prev is None else None
+    source: JsonSource | _Read
+    if read is not None:
+        source, fmt = read, read.fmt
+        records: Iterable[Record] = read.records
+    else:
+        source = JsonSource(path)
+        try:
+            fmt, items = detect_format(source, format)
+        except EmptyInput:
+            return FileCounts(path=path, format="", status="empty"), 0
+        except UnrecognisedFormat:
+            if from_walk:
+                return FileCounts(path=path, format="", status="unrecognised"), 0
+            raise
+        records = get_reader(fmt).read(items, path)
     state = _FileIngest(batch, path, fmt, skip_lines, skip_invalid)
     reported = 0
     add = state.add
-    for n, record in enumerate(get_reader(fmt).read(items, path)):
+    for n, record in enumerate(records):
         add(record)
-        if on_progress is not None and not n & 0x3FFF:
+        if on_progress is not None and not n & 0x3FFF and read is None:
             done = source.bytes_consumed
             on_progress(done - reported)
             reported = done
@@ -1171,6 +1228,70 @@ def _ingest_group(
     return [replace(c, identifiers=per_file.get(c.path, 0)) for c, _ in done]
 
 
+# Reading ahead in worker processes pays for their start from about this much input, in files
+# of at most READ_AHEAD_MAX_BYTES (a worker holds a whole file's records; larger files are
+# streamed by the writing process), READ_AHEAD_DEPTH files per worker in flight.
+READ_AHEAD_MIN_BYTES = 4 << 20
+READ_AHEAD_MAX_BYTES = 8 << 20
+READ_AHEAD_DEPTH = 4
+
+
+class _NoReadAhead:
+    """Stands in for a ReadAhead when every file is read by the writing process."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _read_ahead(
+    store: Store,
+    files: list[tuple[str, bool]],
+    format: Format | str | None,
+    fast_min_bytes: int | None,
+    min_bytes: int | None,
+    lean: bool,
+) -> ReadAhead[str, _Read] | _NoReadAhead:
+    """A ReadAhead over the files worth reading in workers, or a stand-in for none.
+
+    Candidates are plain files below the fast path's size and READ_AHEAD_MAX_BYTES that no
+    earlier ingest recorded (appends and unchanged files are decided by the writer).
+    """
+    n = read_workers()
+    if min_bytes is None or n < 2:
+        return _NoReadAhead()
+    limit = (
+        READ_AHEAD_MAX_BYTES
+        if fast_min_bytes is None
+        else min(READ_AHEAD_MAX_BYTES, fast_min_bytes - 1)
+    )
+    sizes: dict[str, int] = {}
+    for path, _ in files:
+        if path != "-" and path not in sizes:
+            with suppress(OSError):
+                size = Path(path).stat().st_size
+                if size <= limit:
+                    sizes[path] = size
+    if len(sizes) < 2 or sum(sizes.values()) < min_bytes:
+        return _NoReadAhead()
+    keys = {str(Path(path).resolve()): path for path in sizes}
+    seen = store.con.execute(
+        "SELECT DISTINCT path FROM ingest_runs WHERE path IN (SELECT unnest(?))", [list(keys)]
+    ).fetchall()
+    for (key,) in seen:
+        sizes.pop(keys[key], None)
+    if len(sizes) < 2 or sum(sizes.values()) < min_bytes:
+        return _NoReadAhead()
+    return ReadAhead(
+        partial(_read_whole, format=format, lean=lean),
+        [path for path, _ in files if path in sizes],
+        n,
+        READ_AHEAD_DEPTH * n,
+    )
+
+
 def ingest_paths(
     store: Store,
     paths: Sequence[str],
@@ -1183,6 +1304,7 @@ def ingest_paths(
     fast_min_bytes: int | None = FAST_MIN_BYTES,
     lean: bool = False,
     on_phase: Callable[[str], None] | None = None,
+    read_ahead_min_bytes: int | None = READ_AHEAD_MIN_BYTES,
 ) -> list[FileCounts]:
     """Ingest files, folders (recursive), globs and '-' into `store`.
 
@@ -1192,16 +1314,35 @@ def ingest_paths(
     `on_file` gets each file's counts once they are committed; `on_progress(n)` bytes read.
     A plain file of at least `fast_min_bytes` bytes (None: never) is ingested alone in its
     transaction, so that a lexkeep JSONL file read for the first time can be loaded by DuckDB.
-    `lean` (for a throw-away audit store) keeps every row but no text except the users'.
+    `lean` (for a throw-away audit store) writes only what the audit reads: conversations, the
+    users' messages, tool calls, boundaries and identifiers (positions still count every record).
     `on_phase(text)`: what a file loaded by DuckDB is going through (a progress bar's text).
+    Small files never ingested before are read ahead by worker processes (`read_workers()`)
+    when they hold at least `read_ahead_min_bytes` bytes together (None: never).
     """
     if format is not None:
         get_reader(format)  # an unknown --format fails before any file is read
+    files = expand_paths(paths)
     options = {
         "format": format,
         "skip_invalid": skip_invalid,
         "on_progress": on_progress,
     }
+    with _read_ahead(store, files, format, fast_min_bytes, read_ahead_min_bytes, lean) as ahead:
+        options["ahead"] = ahead
+        return _ingest_files(store, files, rules, options, fast_min_bytes, lean, on_file, on_phase)
+
+
+def _ingest_files(
+    store: Store,
+    files: list[tuple[str, bool]],
+    rules: Any,
+    options: dict[str, Any],
+    fast_min_bytes: int | None,
+    lean: bool,
+    on_file: Callable[[FileCounts], None] | None,
+    on_phase: Callable[[str], None] | None,
+) -> list[FileCounts]:
     counts: list[FileCounts] = []
 
     def run(group: list[tuple[str, bool]]) -> None:
@@ -1221,7 +1362,7 @@ def ingest_paths(
 
     group: list[tuple[str, bool]] = []
     size = 0
-    for path, from_walk in expand_paths(paths):
+    for path, from_walk in files:
         if path == "-":
             if group:
                 run(group)

@@ -6,8 +6,10 @@ conversation (one ordering shared by messages, tool calls, tool results and boun
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copyreg
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from typing import Any
 
 
 class Format(StrEnum):
@@ -184,6 +186,22 @@ class Skipped:
 
 
 Record = Conversation | Run | Message | ToolCall | ToolResult | Boundary | Skipped
+
+
+def _pickle_by_fields(cls: type) -> None:
+    """Pickle `cls` as cls(*fields): a frozen slots dataclass otherwise unpickles through a
+    Python-level __setstate__, about twice slower, which is most of the cost of handing a
+    file's records from a reading process to the writer (core/parallel.py)."""
+    names = tuple(f.name for f in fields(cls))
+
+    def reduce(obj: Any) -> tuple[type, tuple[Any, ...]]:
+        return cls, tuple([getattr(obj, name) for name in names])
+
+    copyreg.pickle(cls, reduce)
+
+
+for _cls in (Source, Conversation, Run, Message, ToolCall, ToolResult, Boundary, Skipped):
+    _pickle_by_fields(_cls)
 
 
 @dataclass(frozen=True, slots=True)

@@ -448,33 +448,6 @@ def test_progress_counts_an_unchanged_file_as_read(tmp_path: Path) -> None:
     assert sum(again) == size  # the bar reaches its end instead of staying at 0
 
 
-def test_lean_ingest_keeps_every_row_and_only_the_users_text(tmp_path: Path) -> None:
-    query = (
-        "SELECT kind, count(*), count(*) FILTER (WHERE text <> '') FROM messages"
-        " GROUP BY kind ORDER BY kind"
-    )
-    got = {}
-    for lean in (False, True):
-        with Store.open(str(tmp_path / f"{lean}.duckdb")) as store:
-            ingest_paths(store, [str(INVOICE)], lean=lean)
-            con = store.con
-            got[lean] = (
-                con.execute(query).fetchall(),
-                con.execute(
-                    "SELECT id, text FROM messages WHERE kind = 'user_text' ORDER BY id"
-                ).fetchall(),
-                con.execute("SELECT count(*), max(length(text)) FROM tool_results").fetchone(),
-                con.execute("SELECT * FROM tool_calls ORDER BY call_id").fetchall(),
-                con.execute("SELECT count(*) FROM identifiers").fetchone(),
-            )
-    full, lean = got[False], got[True]
-    assert [(k, n) for k, n, _ in lean[0]] == [(k, n) for k, n, _ in full[0]]  # same rows
-    assert all(texts == 0 for kind, _, texts in lean[0] if kind != "user_text")
-    assert any(texts > 0 for kind, _, texts in full[0] if kind != "user_text")
-    assert lean[1] == full[1] and lean[3] == full[3] and lean[4] == full[4]
-    assert lean[2][0] == full[2][0] and lean[2][1] in (0, None)
-
-
 def test_a_group_of_files_records_one_ingest_run_each_and_maps_its_errors(store, tmp_path):
     """ingest_runs rows are written once per group: each file still gets its own run, the
     latest run of a path has the highest id, and skipped lines point at their file's run."""

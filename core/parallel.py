@@ -1,0 +1,117 @@
+"""Work handed to forked worker processes: reading many trace files ahead of the writer.
+
+A folder of session files (Claude Code projects, Codex rollouts) is thousands of small files,
+and reading each one (JSON decoding, the format's reader) used to run in the one process that
+also writes the store. `ReadAhead` runs a function over the next few items in worker
+processes while the caller works on the current one, and hands the results back in order.
+A worker only computes: every write stays in the calling process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from multiprocessing import get_context
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def cpu_count() -> int:
+    """The CPUs this process may use."""
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def ignore_interrupts() -> None:
+    """Worker initializer: Ctrl-C reaches every process of the terminal's group, and a worker
+    interrupted mid-call would print its own traceback under the command's one-line message;
+    the parent stops its workers itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def read_workers() -> int:
+    """Processes that read trace files ahead: the CPUs ($LEXKEEP_READ_WORKERS overrides;
+    0 or 1 reads every file in the writing process)."""
+    given = os.environ.get("LEXKEEP_READ_WORKERS")
+    if given:
+        return max(0, int(given))
+    return cpu_count()
+
+
+class ReadAhead(Generic[T, R]):
+    """`fn(item)` for `items` in order, computed up to `depth` items ahead by `workers` forked
+    processes.
+
+    `take(item)` returns the result for `item` when it is the next item read ahead (items the
+    caller passed over are dropped), else None: the caller then does the work itself. A
+    worker's failure also gives None, so `fn` should return None for anything unusual and
+    let the caller's own attempt report it. Use as a context manager: leaving it stops the
+    workers (running calls finish; queued ones are cancelled).
+    """
+
+    def __init__(
+        self, fn: Callable[[T], R | None], items: Sequence[T], workers: int, depth: int
+    ) -> None:
+        self._fn = fn
+        self._items = list(items)
+        self._index = {item: i for i, item in reversed(list(enumerate(self._items)))}
+        self._next = 0  # index of the next item to submit
+        self._depth = max(1, depth)
+        self._queue: deque[tuple[int, Future[R | None]]] = deque()
+        # fork: workers inherit the loaded modules; they never touch the parent's store.
+        self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
+            max(1, workers), mp_context=get_context("fork"), initializer=ignore_interrupts
+        )
+        self._fill()
+
+    def __enter__(self) -> ReadAhead[T, R]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _fill(self) -> None:
+        pool = self._pool
+        while pool is not None and len(self._queue) < self._depth and self._next < len(self._items):
+            index = self._next
+            try:
+                future = pool.submit(self._fn, self._items[index])
+            except RuntimeError:  # the pool broke (a worker was killed): read here from now
+                self.close()
+                return
+            self._next += 1
+            self._queue.append((index, future))
+
+    def take(self, item: T) -> R | None:
+        """The result of `fn(item)`, when `item` was read ahead; None otherwise."""
+        index = self._index.get(item)
+        if index is None or self._pool is None:
+            return None
+        queue = self._queue
+        while queue and queue[0][0] < index:  # passed over by the caller
+            queue.popleft()[1].cancel()
+        if not queue or queue[0][0] != index:
+            if index >= self._next:  # the caller jumped ahead: read ahead from there
+                for _, future in queue:
+                    future.cancel()
+                queue.clear()
+                self._next = index + 1
+                self._fill()
+            return None
+        _, future = queue.popleft()
+        self._fill()
+        try:
+            return future.result()
+        except Exception:  # a worker died (BrokenProcessPool) or fn raised: read it here
+            return None
+
+    def close(self) -> None:
+        """Stop the workers: queued calls are cancelled, running ones finish."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+            self._queue.clear()

@@ -1,0 +1,232 @@
+"""Reading files ahead in worker processes (core/parallel.py) writes exactly the same store.
+
+Folders of real traces (../shared/data) and generated Claude Code / Codex dumps are ingested
+with the read-ahead forced on (`read_ahead_min_bytes=0`, two workers) and off (`None`), into
+two DuckDB files whose tables are compared row for row. A bad line keeps its exact
+file:line:col either way. The lean store of an audit keeps what the audit reads, and audits
+the same.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import shared_data
+
+from lexkeep.audit.engine import audit_store
+from lexkeep.audit.settings import AuditSettings
+from lexkeep.core import parallel
+from lexkeep.core.errors import InputError
+from lexkeep.core.ingest import ingest_paths
+from lexkeep.core.parallel import ReadAhead
+from lexkeep.core.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
+GENERATE = REPO / "benchmarks" / "generate.py"
+INVOICE = REPO / "tests" / "fixtures" / "lexkeep" / "invoice.jsonl"
+TABLES = (
+    "conversations",
+    "runs",
+    "messages",
+    "tool_calls",
+    "tool_results",
+    "boundaries",
+    "identifiers",
+    "identifier_scans",
+    "ingest_runs",
+    "ingest_errors",
+)
+
+
+def _rows(store: Store) -> dict[str, list[tuple]]:
+    """Every row of every ingest table in a stable order (no ingest_runs.id / started_at)."""
+    out = {}
+    for table in TABLES:
+        cols = [r[0] for r in store.con.execute(f"DESCRIBE {table}").fetchall()]
+        keep = [c for c in cols if c != "started_at" and (c != "id" or table != "ingest_runs")]
+        order = ", ".join(f'"{c}"' for c in keep)
+        out[table] = store.con.execute(f"SELECT {order} FROM {table} ORDER BY {order}").fetchall()
+    return out
+
+
+@pytest.fixture
+def counted_takes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Two read workers, and a record of each take(): True when a worker had read the file."""
+    monkeypatch.setenv("LEXKEEP_READ_WORKERS", "2")
+    took: list[bool] = []
+    take = ReadAhead.take
+
+    def counting(self: ReadAhead, item: str) -> object:
+        got = take(self, item)
+        took.append(got is not None)
+        return got
+
+    monkeypatch.setattr(ReadAhead, "take", counting)
+    return took
+
+
+def _ingest_both(
+    tmp_path: Path, paths: list[str], **options: object
+) -> tuple[dict, dict, list, list]:
+    """(ahead rows, in-place rows, ahead counts or error, in-place counts or error)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    rows, counts = [], []
+    for name, min_bytes in (("ahead", 0), ("here", None)):
+        with Store.open(str(tmp_path / f"{name}.duckdb")) as store:
+            try:
+                got: object = ingest_paths(store, paths, read_ahead_min_bytes=min_bytes, **options)
+            except InputError as exc:
+                got = (str(exc), exc.path, exc.line, exc.col)
+            rows.append(_rows(store))
+            counts.append(got)
+    return rows[0], rows[1], counts[0], counts[1]
+
+
+def _generate(out: Path, fmt: str, size: str = "2MB") -> Path:
+    proc = subprocess.run(
+        [sys.executable, str(GENERATE), "--format", fmt, "--size", size, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.mark.parametrize("folder", ["claude-code-log", "apollo-tau-bench"])
+def test_real_folders_ingest_the_same_read_ahead(tmp_path, counted_takes, folder):
+    path = shared_data() / folder
+    ahead, here, counts_ahead, counts_here = _ingest_both(tmp_path, [str(path)], skip_invalid=True)
+    assert counts_ahead == counts_here
+    for table in TABLES:
+        assert ahead[table] == here[table], table
+    assert sum(counted_takes) > 50  # most files were read by a worker
+
+
+@pytest.mark.parametrize("fmt", ["claude", "codex"])
+def test_generated_dumps_ingest_the_same_read_ahead_lean_or_not(tmp_path, counted_takes, fmt):
+    dump = _generate(tmp_path / "dump", fmt)
+    for lean in (False, True):
+        ahead, here, counts_ahead, counts_here = _ingest_both(
+            tmp_path / str(lean), [str(dump)], lean=lean
+        )
+        assert counts_ahead == counts_here
+        for table in TABLES:
+            assert ahead[table] == here[table], (lean, table)
+        assert ahead["identifiers"] and ahead["boundaries"]
+    assert sum(counted_takes) >= 2 * len(list(dump.rglob("*.jsonl")))
+
+
+def test_a_bad_line_read_ahead_stops_at_the_same_file_line_and_column(tmp_path, counted_takes):
+    folder = tmp_path / "traces"
+    source = shared_data() / "claude-code-log" / "test" / "test_data"
+    names = ["dag_simple.jsonl", "dag_fork.jsonl", "sidechain.jsonl", "session_b.jsonl"]
+    for i, name in enumerate(names):
+        data = (source / name).read_bytes()
+        if i == 2:  # the third file breaks on its second line
+            first, rest = data.split(b"\n", 1)
+            data = first + b"\n{not json\n" + rest
+        (folder / f"{i}-{name}").parent.mkdir(exist_ok=True)
+        (folder / f"{i}-{name}").write_bytes(data)
+    ahead, here, error_ahead, error_here = _ingest_both(tmp_path / "db", [str(folder)])
+    assert error_ahead == error_here
+    assert error_ahead[1].endswith("2-sidechain.jsonl") and error_ahead[2] == 2
+    assert ahead == here  # the files before it are written, the rest is not
+    assert len(ahead["ingest_runs"]) == 2
+    assert any(counted_takes)
+
+
+def test_files_ingested_before_are_read_in_place(tmp_path, counted_takes):
+    folder = shared_data() / "claude-code-log" / "test" / "test_data" / "real_projects"
+    with Store.open(str(tmp_path / "s.duckdb")) as store:
+        first = ingest_paths(store, [str(folder)], read_ahead_min_bytes=0, skip_invalid=True)
+        assert any(counted_takes)
+        counted_takes.clear()
+        again = ingest_paths(store, [str(folder)], read_ahead_min_bytes=0, skip_invalid=True)
+    # Only files no ingest records (empty, not a trace) are candidates; those are read here.
+    assert {c.status for c in again} == {"unchanged", "empty", "unrecognised"}
+    assert len(again) == len(first)
+    assert len(counted_takes) == sum(c.status != "unchanged" for c in again)
+    assert not any(counted_takes)
+
+
+# -- the lean store of an audit ------------------------------------------------------------
+
+
+def test_lean_ingest_keeps_what_the_audit_reads(tmp_path):
+    """Users' messages, tool calls, boundaries, conversations and identifiers as a full ingest
+    writes them (positions count every record); no tool results, runs or other messages."""
+    dump = _generate(tmp_path / "dump", "claude", "1MB")
+    paths = [str(dump), str(INVOICE)]
+    got = {}
+    reports = {}
+    for lean in (False, True):
+        with Store.open(str(tmp_path / f"{lean}.duckdb")) as store:
+            ingest_paths(store, paths, lean=lean)
+            got[lean] = _rows(store)
+            reports[lean] = audit_store(store, AuditSettings())
+    full, lean = got[False], got[True]
+    users = [row for row in full["messages"] if row[5] == "user_text"]
+    assert users and lean["messages"] == users
+    assert len(full["messages"]) > len(users)
+    for table in ("conversations", "tool_calls", "boundaries", "identifiers", "identifier_scans"):
+        assert lean[table] == full[table], table
+    assert full["tool_results"] and full["runs"]
+    assert lean["tool_results"] == [] and lean["runs"] == []
+    assert reports[True].totals.audited > 0
+    assert reports[True] == reports[False]
+
+
+# -- ReadAhead itself ----------------------------------------------------------------------
+
+
+def _square(n: int) -> int | None:
+    if n == 7:
+        raise ValueError("seven")
+    if n == 13:
+        return None
+    return n * n
+
+
+def _die(n: int) -> int:
+    if n == 3:
+        os._exit(1)  # a worker killed mid-read
+    return n
+
+
+def test_read_ahead_hands_results_back_in_order_and_skips_what_it_cannot_give():
+    with ReadAhead(_square, list(range(30)), workers=2, depth=3) as ahead:
+        assert ahead.take(0) == 0
+        assert ahead.take(1) == 1
+        assert ahead.take(4) == 16  # 2 and 3 passed over
+        assert ahead.take(2) is None  # behind: the caller reads it
+        assert ahead.take(7) is None  # fn raised
+        assert ahead.take(13) is None  # fn said no
+        assert ahead.take(14) == 196
+        assert ahead.take(99) is None  # never an item
+        assert ahead.take(19) is None  # a jump past what is queued is read here...
+        assert ahead.take(20) == 400  # ...and reading ahead goes on after it
+    assert ahead.take(21) is None  # closed
+
+
+def test_a_dead_worker_only_costs_its_files():
+    results: list[int | None] = []
+    take: Callable[[int], int | None]
+    with ReadAhead(_die, list(range(12)), workers=2, depth=4) as ahead:
+        take = ahead.take
+        results = [take(n) for n in range(12)]
+    assert results[:3] == [0, 1, 2]
+    assert results[3] is None  # the dead worker's file (and the pool's) are read in place
+    assert all(got in (None, n) for n, got in enumerate(results))
+
+
+def test_read_workers_follow_the_environment(monkeypatch):
+    monkeypatch.setenv("LEXKEEP_READ_WORKERS", "0")
+    assert parallel.read_workers() == 0
+    monkeypatch.delenv("LEXKEEP_READ_WORKERS")
+    assert parallel.read_workers() == parallel.cpu_count()
