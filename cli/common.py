@@ -83,6 +83,9 @@ def handle_errors(fn: F) -> F:
         except BrokenPipeError:
             raise typer.Exit(EXIT_OK) from None
         except Exception as err:  # a crash must read as "could not run", not as findings
+            if _interrupted(err):
+                sys.stderr.write("Interrupted.\n")
+                raise typer.Exit(130) from None
             sys.stderr.write(f"Error: internal error: {type(err).__name__}: {err}\n")
             if os.environ.get("LEXKEEP_DEBUG"):
                 traceback.print_exc()
@@ -91,6 +94,13 @@ def handle_errors(fn: F) -> F:
             raise typer.Exit(EXIT_ERROR) from err
 
     return wrapper  # type: ignore[return-value]
+
+
+def _interrupted(err: Exception) -> bool:
+    """True for DuckDB's answer to Ctrl-C during a query (it takes the signal itself)."""
+    return type(err).__name__ == "InterruptException" or (
+        type(err) is RuntimeError and str(err) == "Query interrupted"
+    )
 
 
 @contextmanager

@@ -22,6 +22,7 @@ import duckdb
 from lexkeep.core.errors import StoreError
 from lexkeep.core.identifiers import SELECT_AFTER, extract_many, prepare
 from lexkeep.core.model import MessageKind
+from lexkeep.core.parallel import ignore_interrupts
 from lexkeep.core.rules import RuleSet, default_rules, load_rules
 from lexkeep.core.store import Store, bulk_insert
 
@@ -217,7 +218,7 @@ def _scan(
             take(_extract_batch(batch))
     else:
         with ProcessPoolExecutor(
-            n, mp_context=context, initializer=_init_worker, initargs=(rules,)
+            n, mp_context=context, initializer=_init_worker, initargs=(rules, True)
         ) as pool:
             # A few batches in flight per worker: submitting them all at once would hold
             # every batch (and its pickled copy) in memory.
@@ -235,9 +236,11 @@ def _scan(
     )
 
 
-def _init_worker(rules: RuleSet) -> None:
+def _init_worker(rules: RuleSet, worker: bool = False) -> None:
     global _WORKER_RULES
     _WORKER_RULES = rules
+    if worker:
+        ignore_interrupts()
 
 
 def _extract_batch(
