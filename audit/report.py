@@ -6,14 +6,12 @@ The engine builds it, `redact` returns a copy with values hashed, and the render
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import hmac
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
+from lexkeep.core.collector import paused
 from lexkeep.core.model import Source, Verdict
 
 SCHEMA_VERSION = 1
@@ -183,19 +181,5 @@ def redact(report: AuditReport, key: bytes | None = None) -> AuditReport:
     return replace(report, findings=tuple(findings), redacted=True)
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building (or rendering) a big report.
-
-    An audit allocates a few objects per identifier (rows, findings, JSON dicts) and frees
-    few: each full collection walks all of them again, a fifth of the audit's Python time on
-    a big dump. None of them form reference cycles, so nothing waits on the collector; it is
-    switched back on (if it was on) when the block ends.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+# Reports allocate a few objects per identifier and no cycles (see core.collector).
+gc_paused = paused

@@ -17,13 +17,12 @@ Pairs are numbered 0… in conversation order (the position of the user message)
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import duckdb
 
+from lexkeep.core.collector import paused
 from lexkeep.core.model import Message, MessageKind, MessageStatus, Role, RunStatus, Source
 
 ELIGIBLE_RUN_STATUSES: tuple[str, ...] = (
@@ -156,7 +155,8 @@ def eligible_pairs_many(
         where, params = _ONE, {"id": ids[0]}
     else:
         where, params = _MANY, {"ids": ids, "lo": min(ids), "hi": max(ids)}
-    with _gc_paused():
+    # Rows and messages are acyclic: ~100k of them need no collection.
+    with paused():
         rows = con.execute(_MESSAGES_SQL.format(where=where), params).fetchall()
         if not rows:
             return result
@@ -169,19 +169,6 @@ def eligible_pairs_many(
         for cid, conv_rows in by_conv.items():
             result[cid] = _pair_rows(cid, conv_rows, runs, with_calls)
     return result
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    # Rows and messages are acyclic; the collections that creating ~100k of them triggers
-    # find nothing to free and cost about a third of the pairing time.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def eligible_pairs(con: duckdb.DuckDBPyConnection, conversation_id: str) -> list[Pair]:

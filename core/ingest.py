@@ -22,6 +22,7 @@ from typing import IO, Any, BinaryIO
 
 import orjson
 
+from lexkeep.core.collector import paused
 from lexkeep.core.errors import InputError
 from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, write
 from lexkeep.core.formats import detect, get_reader
@@ -950,13 +951,20 @@ def _index_identifiers(store: Store, rules: Any) -> dict[str, int]:
 
 
 class _Read:
-    """A file read whole by a ReadAhead worker: its format, records and what was consumed."""
+    """A file read whole by a ReadAhead worker: its format, records and what was consumed.
 
-    __slots__ = ("fmt", "records", "sha256", "bytes_consumed", "lines_consumed")
+    Lines skipped for a reason that is only counted (not fatal, not a truncated last line)
+    come as counts per reason: a Codex rollout has as many of those as records.
+    """
 
-    def __init__(self, fmt: Format, records: list[Record], source: JsonSource) -> None:
+    __slots__ = ("fmt", "records", "counted", "sha256", "bytes_consumed", "lines_consumed")
+
+    def __init__(
+        self, fmt: Format, records: list[Record], counted: dict[str, int], source: JsonSource
+    ) -> None:
         self.fmt = fmt
         self.records = records
+        self.counted = counted
         self.sha256 = source.sha256
         self.bytes_consumed = source.bytes_consumed
         self.lines_consumed = source.lines_consumed
@@ -982,12 +990,17 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
         source = JsonSource(path)
         fmt, items = detect_format(source, format)
         records: list[Record] = []
+        counted: dict[str, int] = {}
         append = records.append
         for record in get_reader(fmt).read(items, path):
-            if lean and _unwritten_text(record):
+            if type(record) is Skipped and not record.fatal:
+                if record.reason != "truncated_last_line":  # see _FileIngest._skipped
+                    counted[record.reason] = counted.get(record.reason, 0) + 1
+                    continue
+            elif lean and _unwritten_text(record):
                 record = replace(record, text="")  # type: ignore[type-var]
             append(record)
-        return _Read(fmt, records, source)
+        return _Read(fmt, records, counted, source)
     except Exception:
         return None
 
@@ -1051,6 +1064,9 @@ def _ingest_one(
             done = source.bytes_consumed
             on_progress(done - reported)
             reported = done
+    if read is not None:
+        for reason, count in read.counted.items():
+            state.skipped[reason] = state.skipped.get(reason, 0) + count
     state.finish()
     if on_progress is not None:
         on_progress(source.bytes_consumed - reported)
@@ -1328,7 +1344,12 @@ def ingest_paths(
         "skip_invalid": skip_invalid,
         "on_progress": on_progress,
     }
-    with _read_ahead(store, files, format, fast_min_bytes, read_ahead_min_bytes, lean) as ahead:
+    # Decoded lines, records and rows hold no reference cycles (see core.collector). The pause
+    # is taken before the read-ahead workers fork, so they read without the collector too.
+    with (
+        paused(),
+        _read_ahead(store, files, format, fast_min_bytes, read_ahead_min_bytes, lean) as ahead,
+    ):
         options["ahead"] = ahead
         return _ingest_files(store, files, rules, options, fast_min_bytes, lean, on_file, on_phase)
 

@@ -33,7 +33,15 @@ def test_ctrl_c_during_a_folder_ingest(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stderr
     db = tmp_path / "s.duckdb"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lexkeep.cli.main", "ingest", str(dump / "projects"), "--db", str(db)],
+        [
+            sys.executable,
+            "-m",
+            "lexkeep.cli.main",
+            "ingest",
+            str(dump / "projects"),
+            "--db",
+            str(db),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
