@@ -26,10 +26,12 @@ from lexkeep.core.collector import paused
 from lexkeep.core.errors import InputError
 from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, write
 from lexkeep.core.formats import detect, get_reader
+from lexkeep.core.identifiers import extract_many, prepare
 from lexkeep.core.model import (
     ArgumentsKind,
     Boundary,
     Conversation,
+    Extraction,
     FileCounts,
     Format,
     Message,
@@ -46,6 +48,8 @@ from lexkeep.core.model import (
 )
 from lexkeep.core.parallel import ReadAhead, read_workers
 from lexkeep.core.readers import JsonLine
+from lexkeep.core.rules import load_rules
+from lexkeep.core.sidecar import Known, index_pending
 from lexkeep.core.store import Store
 
 # How many decoded values the format sniffers see.
@@ -596,6 +600,8 @@ class _Batch:
         # key -> (bytes, lines, sha256, format) of its latest ingest, read once per group
         self.previous: dict[str, tuple[Any, ...]] = {}
         self.keys: dict[str, str] = {}  # path as given -> its ingest_runs key
+        # message id -> (text, extraction) made by read-ahead workers (see _extract_users)
+        self.extracted: dict[str, tuple[str, Extraction]] = {}
 
     def key(self, path: str) -> str:
         """The ingest_runs key of `path`: absolute for files on disk, '-' for stdin."""
@@ -922,14 +928,10 @@ class _FileIngest:
         batch.touched |= self.convs
 
 
-def _index_identifiers(store: Store, rules: Any) -> dict[str, int]:
-    """Fill the identifier sidecar for new real user messages; identifiers added per file."""
-    try:
-        from lexkeep.core.sidecar import index_pending
-    except ModuleNotFoundError as exc:  # the sidecar module lands separately
-        if exc.name != "lexkeep.core.sidecar":
-            raise
-        return {}
+def _index_identifiers(store: Store, rules: Any, known: Known | None = None) -> dict[str, int]:
+    """Fill the identifier sidecar for new real user messages; identifiers added per file.
+
+    `known`: extractions the read-ahead workers made (see index_pending)."""
     con = store.con
     # Note which messages are about to be scanned, to count identifiers per source file.
     con.execute(
@@ -939,7 +941,7 @@ def _index_identifiers(store: Store, rules: Any) -> dict[str, int]:
         [MessageKind.USER_TEXT.value],
     )
     try:
-        if not index_pending(con, rules):
+        if not index_pending(con, rules, known):
             return {}
         rows = con.execute(
             "SELECT p.source_file, count(*) FROM identifiers i"
@@ -957,14 +959,28 @@ class _Read:
     come as counts per reason: a Codex rollout has as many of those as records.
     """
 
-    __slots__ = ("fmt", "records", "counted", "sha256", "bytes_consumed", "lines_consumed")
+    __slots__ = (
+        "fmt",
+        "records",
+        "counted",
+        "extracted",
+        "sha256",
+        "bytes_consumed",
+        "lines_consumed",
+    )
 
     def __init__(
-        self, fmt: Format, records: list[Record], counted: dict[str, int], source: JsonSource
+        self,
+        fmt: Format,
+        records: list[Record],
+        counted: dict[str, int],
+        extracted: dict[str, tuple[str, Extraction]],
+        source: JsonSource,
     ) -> None:
         self.fmt = fmt
         self.records = records
         self.counted = counted
+        self.extracted = extracted
         self.sha256 = source.sha256
         self.bytes_consumed = source.bytes_consumed
         self.lines_consumed = source.lines_consumed
@@ -976,6 +992,29 @@ def _unwritten_text(record: Record) -> bool:
     if rtype is ToolResult:
         return bool(record.text)  # type: ignore[union-attr]
     return rtype is Message and bool(record.text) and record.kind != MessageKind.USER_TEXT  # type: ignore[union-attr]
+
+
+# The rules a read-ahead worker extracts identifiers with (set in the worker, see _read_ahead).
+_READ_RULES: Any = None
+
+
+def _set_read_rules(rules: Any) -> None:
+    global _READ_RULES
+    _READ_RULES = rules
+
+
+def _extract_users(records: list[Record]) -> dict[str, tuple[str, Extraction]]:
+    """The identifiers of the users' messages, by message id (the first of a repeated id),
+    with the text they come from: the writer's index_pending takes them for the rows it stores
+    with that text instead of extracting them again."""
+    if _READ_RULES is None:
+        return {}
+    users: dict[str, str] = {}
+    for record in records:
+        if type(record) is Message and record.kind == MessageKind.USER_TEXT:
+            users.setdefault(record.id, record.text)
+    found = extract_many(list(users.values()), _READ_RULES)
+    return {mid: (text, got) for (mid, text), got in zip(users.items(), found, strict=True)}
 
 
 def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | None:
@@ -1000,7 +1039,7 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
             elif lean and _unwritten_text(record):
                 record = replace(record, text="")  # type: ignore[type-var]
             append(record)
-        return _Read(fmt, records, counted, source)
+        return _Read(fmt, records, counted, _extract_users(records), source)
     except Exception:
         return None
 
@@ -1067,6 +1106,8 @@ def _ingest_one(
     if read is not None:
         for reason, count in read.counted.items():
             state.skipped[reason] = state.skipped.get(reason, 0) + count
+        for message_id, got in read.extracted.items():
+            batch.extracted.setdefault(message_id, got)
     state.finish()
     if on_progress is not None:
         on_progress(source.bytes_consumed - reported)
@@ -1217,7 +1258,7 @@ def _ingest_group(
             batch.finish()
             if staged is not None:
                 phase("extracting identifiers")
-            per_file = _index_identifiers(store, rules)
+            per_file = _index_identifiers(store, rules, batch.extracted)
             if staged is not None:
                 phase("writing the store")
     except _Unchanged as unchanged:  # standard input, always alone in its group
@@ -1269,11 +1310,13 @@ def _read_ahead(
     fast_min_bytes: int | None,
     min_bytes: int | None,
     lean: bool,
+    rules: Any,
 ) -> ReadAhead[str, _Read] | _NoReadAhead:
     """A ReadAhead over the files worth reading in workers, or a stand-in for none.
 
     Candidates are plain files below the fast path's size and READ_AHEAD_MAX_BYTES that no
-    earlier ingest recorded (appends and unchanged files are decided by the writer).
+    earlier ingest recorded (appends and unchanged files are decided by the writer). Workers
+    also extract the identifiers of the users' messages with `rules` (_extract_users).
     """
     n = read_workers()
     if min_bytes is None or n < 2:
@@ -1300,11 +1343,14 @@ def _read_ahead(
         sizes.pop(keys[key], None)
     if len(sizes) < 2 or sum(sizes.values()) < min_bytes:
         return _NoReadAhead()
+    prepare(rules)  # compiled once here: the forked workers inherit it
     return ReadAhead(
         partial(_read_whole, format=format, lean=lean),
         [path for path, _ in files if path in sizes],
         n,
         READ_AHEAD_DEPTH * n,
+        initializer=_set_read_rules,
+        initargs=(rules,),
     )
 
 
@@ -1339,6 +1385,8 @@ def ingest_paths(
     if format is not None:
         get_reader(format)  # an unknown --format fails before any file is read
     files = expand_paths(paths)
+    # Read once: the settings file's rules, else the built-ins (see index_pending).
+    rules = rules if rules is not None else load_rules()
     options = {
         "format": format,
         "skip_invalid": skip_invalid,
@@ -1348,7 +1396,9 @@ def ingest_paths(
     # is taken before the read-ahead workers fork, so they read without the collector too.
     with (
         paused(),
-        _read_ahead(store, files, format, fast_min_bytes, read_ahead_min_bytes, lean) as ahead,
+        _read_ahead(
+            store, files, format, fast_min_bytes, read_ahead_min_bytes, lean, rules
+        ) as ahead,
     ):
         options["ahead"] = ahead
         return _ingest_files(store, files, rules, options, fast_min_bytes, lean, on_file, on_phase)

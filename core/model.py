@@ -200,10 +200,6 @@ def _pickle_by_fields(cls: type) -> None:
     copyreg.pickle(cls, reduce)
 
 
-for _cls in (Source, Conversation, Run, Message, ToolCall, ToolResult, Boundary, Skipped):
-    _pickle_by_fields(_cls)
-
-
 @dataclass(frozen=True, slots=True)
 class Identifier:
     """An identifier-shaped token: its kind and the exact span of the original text."""
@@ -236,3 +232,18 @@ class FileCounts:
     skipped: dict[str, int] = field(default_factory=dict)
     status: str = "ingested"  # ingested | unchanged | appended | rejected
     truncated_last_line: bool = False
+
+
+for _cls in (
+    Source,
+    Conversation,
+    Run,
+    Message,
+    ToolCall,
+    ToolResult,
+    Boundary,
+    Skipped,
+    Identifier,
+    Extraction,
+):
+    _pickle_by_fields(_cls)

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -31,6 +31,12 @@ def ignore_interrupts() -> None:
     interrupted mid-call would print its own traceback under the command's one-line message;
     the parent stops its workers itself."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _start_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+    ignore_interrupts()
+    if initializer is not None:
+        initializer(*initargs)
 
 
 def read_workers() -> int:
@@ -54,7 +60,13 @@ class ReadAhead(Generic[T, R]):
     """
 
     def __init__(
-        self, fn: Callable[[T], R | None], items: Sequence[T], workers: int, depth: int
+        self,
+        fn: Callable[[T], R | None],
+        items: Sequence[T],
+        workers: int,
+        depth: int,
+        initializer: Callable[..., None] | None = None,
+        initargs: tuple[Any, ...] = (),
     ) -> None:
         self._fn = fn
         self._items = list(items)
@@ -63,8 +75,12 @@ class ReadAhead(Generic[T, R]):
         self._depth = max(1, depth)
         self._queue: deque[tuple[int, Future[R | None]]] = deque()
         # fork: workers inherit the loaded modules; they never touch the parent's store.
+        # fork: `initargs` reach the workers without being pickled.
         self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
-            max(1, workers), mp_context=get_context("fork"), initializer=ignore_interrupts
+            max(1, workers),
+            mp_context=get_context("fork"),
+            initializer=_start_worker,
+            initargs=(initializer, initargs),
         )
         self._fill()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -21,7 +21,7 @@ import duckdb
 
 from lexkeep.core.errors import StoreError
 from lexkeep.core.identifiers import SELECT_AFTER, extract_many, prepare
-from lexkeep.core.model import MessageKind
+from lexkeep.core.model import Extraction, MessageKind
 from lexkeep.core.parallel import ignore_interrupts
 from lexkeep.core.rules import RuleSet, default_rules, load_rules
 from lexkeep.core.store import Store, bulk_insert
@@ -61,13 +61,21 @@ class IndexCounts:
         }
 
 
-def index_pending(con: duckdb.DuckDBPyConnection, rules: RuleSet | None = None) -> int:
+# Extractions made elsewhere (a read-ahead worker), by message id: (the text, its extraction).
+Known = Mapping[str, tuple[str, Extraction]]
+
+
+def index_pending(
+    con: duckdb.DuckDBPyConnection, rules: RuleSet | None = None, known: Known | None = None
+) -> int:
     """Scan every user_text message without a scan row; returns identifiers inserted.
 
     Runs inside the caller's transaction: it never begins or commits one itself. Without
     `rules`, the settings file's `[tool.lexkeep.identifiers]` applies (else the built-ins).
+    A message in `known` with the same text takes that extraction (made with the same
+    rules) instead of being extracted again.
     """
-    return _index(con, rules or load_rules()).identifiers
+    return _index(con, rules or load_rules(), known).identifiers
 
 
 def reindex(store: Store, rules: RuleSet | None = None) -> IndexCounts:
@@ -90,7 +98,9 @@ def reindex_path(path: str, rules: RuleSet | None = None) -> IndexCounts:
         return reindex(store, rules)
 
 
-def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet) -> IndexCounts:
+def _index(
+    con: duckdb.DuckDBPyConnection, rules: RuleSet, known: Known | None = None
+) -> IndexCounts:
     return scan_query(
         con,
         "SELECT m.id, m.conversation_id, m.text, m.position FROM messages m "
@@ -98,6 +108,7 @@ def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet) -> IndexCounts:
         "(SELECT 1 FROM identifier_scans s WHERE s.message_id = m.id)",
         [MessageKind.USER_TEXT.value],
         rules,
+        known=known,
     )
 
 
@@ -106,6 +117,7 @@ PARALLEL_MIN_CHARS = 256 << 10
 BATCH_MESSAGES = 2000
 CHUNK_ROWS = 50_000  # user messages read from the store at a time
 FLUSH_ROWS = 200_000
+REST_CHARS = 32 << 20  # text not in `known` held before it is extracted (_scan_known)
 
 _WORKER_RULES: RuleSet | None = None
 
@@ -142,11 +154,13 @@ def scan_query(
     parallel_min_chars: int = PARALLEL_MIN_CHARS,
     *,
     keyed: bool = True,
+    known: Known | None = None,
 ) -> IndexCounts:
     """scan_rows() over the rows of `sql` (message id, conversation id, text, position), read
     CHUNK_ROWS at a time, so memory holds a chunk of user text, not a dump's.
 
     `keyed=False` is for sidecar tables without primary keys (rows are inserted as they come).
+    A row whose message id and text are in `known` takes that extraction (see index_pending).
 
     The rows are queued in a temporary table first: the sidecar writes that follow in this
     transaction would invalidate a result still being fetched.
@@ -169,6 +183,8 @@ def scan_query(
                     [low, low + CHUNK_ROWS],
                 ).fetchall()
 
+        if known:
+            return _scan_known(con, chunks(), known, rules, parallel_min_chars, keyed)
         return _scan(con, chunks(), total_rows, total_chars, rules, parallel_min_chars, keyed)
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_scan_queue")
@@ -233,6 +249,65 @@ def _scan(
     _flush(con, found, scans, keyed)
     return IndexCounts(
         messages=totals[0], identifiers=totals[1], incomplete=totals[2], rules_digest=rules.digest
+    )
+
+
+def _scan_known(
+    con: duckdb.DuckDBPyConnection,
+    chunks: Iterator[Sequence[tuple[str, str, str]]],
+    known: Known,
+    rules: RuleSet,
+    parallel_min_chars: int,
+    keyed: bool,
+) -> IndexCounts:
+    """_scan() with the rows in `known` written from their extractions; the others are
+    extracted as usual, REST_CHARS of text at a time (few, when the read-ahead made `known`)."""
+    found: list[tuple[object, ...]] = []
+    scans: list[tuple[object, ...]] = []
+    rest: list[tuple[str, str, str]] = []
+    rest_chars = 0
+    messages = identifiers = incomplete = 0
+    digest = rules.digest
+    done: list[IndexCounts] = []
+    for chunk in chunks:
+        for row in chunk:
+            message_id, conversation_id, text = row
+            got = known.get(message_id)
+            if got is None or got[0] != text:
+                rest.append(row)
+                rest_chars += len(text)
+                if rest_chars >= REST_CHARS:
+                    done.append(
+                        _scan(
+                            con,
+                            iter([rest]),
+                            len(rest),
+                            rest_chars,
+                            rules,
+                            parallel_min_chars,
+                            keyed,
+                        )
+                    )
+                    rest, rest_chars = [], 0
+                continue
+            extraction = got[1]
+            scans.append((message_id, conversation_id, extraction.complete, digest))
+            found.extend(
+                (conversation_id, message_id, ident.kind, ident.value, ident.start, ident.end)
+                for ident in extraction.identifiers
+            )
+            messages += 1
+            identifiers += len(extraction.identifiers)
+            incomplete += not extraction.complete
+            if len(found) + len(scans) >= FLUSH_ROWS:
+                _flush(con, found, scans, keyed)
+    _flush(con, found, scans, keyed)
+    done.append(_scan(con, iter([rest]), len(rest), rest_chars, rules, parallel_min_chars, keyed))
+    return IndexCounts(
+        messages=messages + sum(c.messages for c in done),
+        identifiers=identifiers + sum(c.identifiers for c in done),
+        incomplete=incomplete + sum(c.incomplete for c in done),
+        rules_digest=digest,
     )
 
 

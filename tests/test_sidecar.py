@@ -7,6 +7,7 @@ import tempfile
 import pytest
 
 from lexkeep.core import sidecar
+from lexkeep.core.model import Extraction, Identifier
 from lexkeep.core.rules import build_rules, default_rules
 from lexkeep.core.sidecar import index_pending, reindex
 from lexkeep.core.store import Store
@@ -155,3 +156,28 @@ def test_pending_messages_are_read_in_chunks_and_extracted_in_parallel(
     assert store.con.execute("SELECT count(*) FROM identifier_scans").fetchone()[0] == 120
     tables = store.con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
     assert ("lexkeep_scan_queue",) not in tables
+
+
+def test_known_extractions_are_taken_only_for_the_same_text(store: Store) -> None:
+    """index_pending(known=...) writes an extraction made elsewhere (a read-ahead worker) for a
+    message whose stored text is the one it was made from; any other message is extracted."""
+    add_messages(store)
+    marker = Extraction((Identifier("made_elsewhere", "#W2378156", 13, 22),), complete=False)
+    stale = Extraction((Identifier("made_elsewhere", "INV-2025-08-44719", 13, 30),))
+    known = {
+        "m1": (ROWS[0][3], marker),  # the stored text: taken as it is
+        "m6": ("an older text of m6", stale),  # another text: m6 is extracted again
+        "m2": (ROWS[1][3], marker),  # not pending (tool output): never written
+    }
+    rules = default_rules()
+    with store.transaction() as con:
+        inserted = index_pending(con, rules, known)
+    assert inserted == 2
+    assert identifiers(store) == [
+        ("m1", "made_elsewhere", "#W2378156", 13, 22),
+        ("m6", "compound_code", "INV-2025-08-44719", 13, 30),
+    ]
+    scans = store.con.execute(
+        "SELECT message_id, complete, rules_digest FROM identifier_scans ORDER BY message_id"
+    ).fetchall()
+    assert scans == [("m1", False, rules.digest), ("m6", True, rules.digest)]
