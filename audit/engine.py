@@ -815,6 +815,14 @@ def bounded_distance(a: str, b: str, limit: int) -> int:
         return min(len(a) + len(b), limit + 1)
     if limit == 0:
         return 1
+    if limit == 1:
+        # Both differ at their first and last character now: one edit covers that only as
+        # a substitution of one character or a transposition of two (an insertion or a
+        # deletion would have left one of them empty). Spares the four calls below.
+        la = len(a)
+        if la == len(b) and (la == 1 or (la == 2 and a[0] == b[1] and a[1] == b[0])):
+            return 1
+        return 2
     rest = limit - 1
     best = 1 + bounded_distance(a[1:], b[1:], rest)  # substitution
     if best > 1:

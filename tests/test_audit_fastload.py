@@ -8,6 +8,7 @@ Files the fast path cannot reproduce must fall back, so errors keep their exact 
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import subprocess
 import sys
@@ -258,6 +259,19 @@ def test_fast_best_near_miss_equals_best_near_miss(value, texts):
     assert fast_best_near_miss(_Expected.of(value), tokens) == best_near_miss(value, texts)
 
 
+def test_the_first_of_equally_near_tokens_wins():
+    # Extended and truncated by one character: the same rank and distance, so the token
+    # that comes first in the arguments is the answer.
+    for texts, first in (
+        (["abc123456 then abc1234"], "abc123456"),
+        (["abc1234 abc123456"], "abc1234"),
+    ):
+        tokens = [(t, fold(t), skeleton(t)) for text in texts for t in candidates(text)]
+        miss = best_near_miss("abc12345", texts)
+        assert miss is not None and miss.found == first
+        assert fast_best_near_miss(_Expected.of("abc12345"), tokens) == miss
+
+
 @settings(max_examples=250, deadline=None)
 @given(
     want=st.text("1234567890ab", min_size=6, max_size=24).filter(lambda w: w[0] != "0"),
@@ -287,6 +301,15 @@ def test_piece_filter_never_rejects_a_close_value(want, data):
 @given(a=st.text("abc", max_size=9), b=st.text("abc", max_size=9), limit=st.integers(0, 3))
 def test_bounded_distance_equals_edit_distance(a, b, limit):
     assert bounded_distance(a, b, limit) == edit_distance(a, b, limit)
+
+
+def test_bounded_distance_equals_edit_distance_on_every_short_pair():
+    """Every pair of strings over two letters up to five long, for each limit up to 3."""
+    words = [""] + ["".join(w) for n in range(1, 6) for w in itertools.product("ab", repeat=n)]
+    for a in words:
+        for b in words:
+            for limit in range(4):
+                assert bounded_distance(a, b, limit) == edit_distance(a, b, limit), (a, b)
 
 
 def test_json_report_has_the_stdlib_layout(tmp_path):
