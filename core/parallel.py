@@ -14,8 +14,10 @@ import signal
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from multiprocessing import get_context
+from multiprocessing import get_all_start_methods, get_context
 from typing import Any, Generic, TypeVar
+
+from lexkeep.core.errors import ConfigError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -24,6 +26,20 @@ R = TypeVar("R")
 def cpu_count() -> int:
     """The CPUs this process may use."""
     return max(1, len(os.sched_getaffinity(0)))
+
+
+def env_count(name: str, default: int) -> int:
+    """The whole number in environment variable `name` (at least 0), else `default`."""
+    given = os.environ.get(name, "").strip()
+    if not given:
+        return default
+    try:
+        return max(0, int(given))
+    except ValueError:
+        raise ConfigError(
+            f"{name} must be a whole number of processes, not {given!r}",
+            hint=f"unset {name} to use one per CPU ({cpu_count()} here)",
+        ) from None
 
 
 def ignore_interrupts() -> None:
@@ -41,11 +57,10 @@ def _start_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, 
 
 def read_workers() -> int:
     """Processes that read trace files ahead: the CPUs ($LEXKEEP_READ_WORKERS overrides;
-    0 or 1 reads every file in the writing process)."""
-    given = os.environ.get("LEXKEEP_READ_WORKERS")
-    if given:
-        return max(0, int(given))
-    return cpu_count()
+    0 or 1 reads every file in the writing process). 0 where processes cannot be forked."""
+    if "fork" not in get_all_start_methods():
+        return 0
+    return env_count("LEXKEEP_READ_WORKERS", cpu_count())
 
 
 class ReadAhead(Generic[T, R]):

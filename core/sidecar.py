@@ -9,7 +9,6 @@ JSON reader (no per-row inserts) inside the caller's transaction.
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -22,7 +21,7 @@ import duckdb
 from lexkeep.core.errors import StoreError
 from lexkeep.core.identifiers import SELECT_AFTER, extract_many, prepare
 from lexkeep.core.model import Extraction, MessageKind
-from lexkeep.core.parallel import ignore_interrupts
+from lexkeep.core.parallel import cpu_count, env_count, ignore_interrupts
 from lexkeep.core.rules import RuleSet, default_rules, load_rules
 from lexkeep.core.store import Store, bulk_insert
 
@@ -124,10 +123,7 @@ _WORKER_RULES: RuleSet | None = None
 
 def workers() -> int:
     """Extraction processes: the CPUs this process may use ($LEXKEEP_EXTRACT_WORKERS overrides)."""
-    given = os.environ.get("LEXKEEP_EXTRACT_WORKERS")
-    if given:
-        return max(1, int(given))
-    return max(1, len(os.sched_getaffinity(0)))
+    return max(1, env_count("LEXKEEP_EXTRACT_WORKERS", cpu_count()))
 
 
 def scan_rows(

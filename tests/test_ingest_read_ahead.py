@@ -21,7 +21,7 @@ from conftest import shared_data
 from lexkeep.audit.engine import audit_store
 from lexkeep.audit.settings import AuditSettings
 from lexkeep.core import parallel
-from lexkeep.core.errors import InputError
+from lexkeep.core.errors import ConfigError, InputError
 from lexkeep.core.ingest import ingest_paths
 from lexkeep.core.parallel import ReadAhead
 from lexkeep.core.store import Store
@@ -230,3 +230,16 @@ def test_read_workers_follow_the_environment(monkeypatch):
     assert parallel.read_workers() == 0
     monkeypatch.delenv("LEXKEEP_READ_WORKERS")
     assert parallel.read_workers() == parallel.cpu_count()
+
+
+@pytest.mark.parametrize("name", ["LEXKEEP_READ_WORKERS", "LEXKEEP_EXTRACT_WORKERS"])
+def test_a_worker_count_that_is_not_a_number_is_a_clear_error(cli, monkeypatch, tmp_path, name):
+    monkeypatch.setenv(name, "two")
+    with pytest.raises(ConfigError, match=f"{name} must be a whole number"):
+        parallel.env_count(name, 1)
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(INVOICE.read_bytes())
+    result = cli("ingest", folder, "--db", tmp_path / "s.duckdb")
+    assert result.exit_code == 2
+    assert f"{name} must be a whole number of processes, not 'two'" in result.stderr
