@@ -42,6 +42,33 @@ def cli():
     return invoke
 
 
+# Every table an ingest writes.
+INGEST_TABLES = (
+    "conversations",
+    "runs",
+    "messages",
+    "tool_calls",
+    "tool_results",
+    "boundaries",
+    "identifiers",
+    "identifier_scans",
+    "ingest_runs",
+    "ingest_errors",
+)
+
+
+def ingest_rows(store: Store) -> dict[str, list[tuple]]:
+    """Every row of every ingest table in a stable order, without what differs between two
+    ingests of the same files (ingest_runs.id, started_at): to compare two stores whole."""
+    out = {}
+    for table in INGEST_TABLES:
+        cols = [r[0] for r in store.con.execute(f"DESCRIBE {table}").fetchall()]
+        keep = [c for c in cols if c != "started_at" and (c != "id" or table != "ingest_runs")]
+        order = ", ".join(f'"{c}"' for c in keep)
+        out[table] = store.con.execute(f"SELECT {order} FROM {table} ORDER BY {order}").fetchall()
+    return out
+
+
 def shared_data() -> Path:
     """The shared corpus; tests that need it skip with a reason when it is not beside the repo."""
     if not SHARED_DATA.is_dir():

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import INGEST_TABLES
 
 from lexkeep.core import store as store_module
 from lexkeep.core.errors import InputError
@@ -24,18 +25,7 @@ from lexkeep.core.store import Store
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 INVOICE = FIXTURES / "lexkeep" / "invoice.jsonl"
 
-TABLES = (
-    "conversations",
-    "runs",
-    "messages",
-    "tool_calls",
-    "tool_results",
-    "boundaries",
-    "identifiers",
-    "identifier_scans",
-    "ingest_runs",
-    "ingest_errors",
-)
+TABLES = INGEST_TABLES
 
 
 def snapshot(store: Store) -> dict[str, list[tuple]]:

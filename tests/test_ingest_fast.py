@@ -15,6 +15,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from conftest import INGEST_TABLES, ingest_rows
 
 from lexkeep.core import fastload
 from lexkeep.core import store as store_module
@@ -26,18 +27,7 @@ from lexkeep.core.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
 GENERATE = REPO / "benchmarks" / "generate.py"
-TABLES = (
-    "conversations",
-    "runs",
-    "messages",
-    "tool_calls",
-    "tool_results",
-    "boundaries",
-    "identifiers",
-    "identifier_scans",
-    "ingest_runs",
-    "ingest_errors",
-)
+TABLES = INGEST_TABLES
 
 
 def _generate(out: Path, seed: int, size: str = "512KB") -> Path:
@@ -54,17 +44,8 @@ def _generate(out: Path, seed: int, size: str = "512KB") -> Path:
 
 def _rows(db: Path) -> dict[str, list[tuple]]:
     """Every row of every ingest table, in a stable order (no ingest_runs.id / started_at)."""
-    out = {}
     with Store.open(db, read_only=True) as store:
-        for table in TABLES:
-            cols = [r[0] for r in store.con.execute(f"DESCRIBE {table}").fetchall()]
-            keep = [c for c in cols if c not in ("started_at", "id") or table != "ingest_runs"]
-            keep = [c for c in keep if c != "started_at"]
-            order = ", ".join(f'"{c}"' for c in keep)
-            out[table] = store.con.execute(
-                f"SELECT {order} FROM {table} ORDER BY {order}"
-            ).fetchall()
-    return out
+        return ingest_rows(store)
 
 
 # The extractor's budget is wall time; a generous one keeps both stores' scans complete on a

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import shared_data
+from conftest import INGEST_TABLES, ingest_rows, shared_data
 
 from lexkeep.audit.engine import audit_store
 from lexkeep.audit.settings import AuditSettings
@@ -29,29 +29,6 @@ from lexkeep.core.store import Store
 REPO = Path(__file__).resolve().parent.parent
 GENERATE = REPO / "benchmarks" / "generate.py"
 INVOICE = REPO / "tests" / "fixtures" / "lexkeep" / "invoice.jsonl"
-TABLES = (
-    "conversations",
-    "runs",
-    "messages",
-    "tool_calls",
-    "tool_results",
-    "boundaries",
-    "identifiers",
-    "identifier_scans",
-    "ingest_runs",
-    "ingest_errors",
-)
-
-
-def _rows(store: Store) -> dict[str, list[tuple]]:
-    """Every row of every ingest table in a stable order (no ingest_runs.id / started_at)."""
-    out = {}
-    for table in TABLES:
-        cols = [r[0] for r in store.con.execute(f"DESCRIBE {table}").fetchall()]
-        keep = [c for c in cols if c != "started_at" and (c != "id" or table != "ingest_runs")]
-        order = ", ".join(f'"{c}"' for c in keep)
-        out[table] = store.con.execute(f"SELECT {order} FROM {table} ORDER BY {order}").fetchall()
-    return out
 
 
 @pytest.fixture
@@ -82,7 +59,7 @@ def _ingest_both(
                 got: object = ingest_paths(store, paths, read_ahead_min_bytes=min_bytes, **options)
             except InputError as exc:
                 got = (str(exc), exc.path, exc.line, exc.col)
-            rows.append(_rows(store))
+            rows.append(ingest_rows(store))
             counts.append(got)
     return rows[0], rows[1], counts[0], counts[1]
 
@@ -103,7 +80,7 @@ def test_real_folders_ingest_the_same_read_ahead(tmp_path, counted_takes, folder
     path = shared_data() / folder
     ahead, here, counts_ahead, counts_here = _ingest_both(tmp_path, [str(path)], skip_invalid=True)
     assert counts_ahead == counts_here
-    for table in TABLES:
+    for table in INGEST_TABLES:
         assert ahead[table] == here[table], table
     assert sum(counted_takes) > 50  # most files were read by a worker
 
@@ -116,7 +93,7 @@ def test_generated_dumps_ingest_the_same_read_ahead_lean_or_not(tmp_path, counte
             tmp_path / str(lean), [str(dump)], lean=lean
         )
         assert counts_ahead == counts_here
-        for table in TABLES:
+        for table in INGEST_TABLES:
             assert ahead[table] == here[table], (lean, table)
         assert ahead["identifiers"] and ahead["boundaries"]
     assert sum(counted_takes) >= 2 * len(list(dump.rglob("*.jsonl")))
@@ -168,7 +145,7 @@ def test_lean_ingest_keeps_what_the_audit_reads(tmp_path):
     for lean in (False, True):
         with Store.open(str(tmp_path / f"{lean}.duckdb")) as store:
             ingest_paths(store, paths, lean=lean)
-            got[lean] = _rows(store)
+            got[lean] = ingest_rows(store)
             reports[lean] = audit_store(store, AuditSettings())
     full, lean = got[False], got[True]
     users = [row for row in full["messages"] if row[5] == "user_text"]
