@@ -13,7 +13,7 @@ import io
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from dataclasses import replace
 from functools import partial
 from itertools import chain
@@ -1293,16 +1293,6 @@ READ_AHEAD_MAX_BYTES = 8 << 20
 READ_AHEAD_DEPTH = 4
 
 
-class _NoReadAhead:
-    """Stands in for a ReadAhead when every file is read by the writing process."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
 def _read_ahead(
     store: Store,
     files: list[tuple[str, bool]],
@@ -1311,8 +1301,8 @@ def _read_ahead(
     min_bytes: int | None,
     lean: bool,
     rules: Any,
-) -> ReadAhead[str, _Read] | _NoReadAhead:
-    """A ReadAhead over the files worth reading in workers, or a stand-in for none.
+) -> ReadAhead[str, _Read] | nullcontext[None]:
+    """A ReadAhead over the files worth reading in workers, or nullcontext() for none.
 
     Candidates are plain files below the fast path's size and READ_AHEAD_MAX_BYTES that no
     earlier ingest recorded (appends and unchanged files are decided by the writer). Workers
@@ -1320,7 +1310,7 @@ def _read_ahead(
     """
     n = read_workers()
     if min_bytes is None or n < 2:
-        return _NoReadAhead()
+        return nullcontext()
     limit = (
         READ_AHEAD_MAX_BYTES
         if fast_min_bytes is None
@@ -1334,7 +1324,7 @@ def _read_ahead(
                 if size <= limit:
                     sizes[path] = size
     if len(sizes) < 2 or sum(sizes.values()) < min_bytes:
-        return _NoReadAhead()
+        return nullcontext()
     keys = {str(Path(path).resolve()): path for path in sizes}
     seen = store.con.execute(
         "SELECT DISTINCT path FROM ingest_runs WHERE path IN (SELECT unnest(?))", [list(keys)]
@@ -1342,7 +1332,7 @@ def _read_ahead(
     for (key,) in seen:
         sizes.pop(keys[key], None)
     if len(sizes) < 2 or sum(sizes.values()) < min_bytes:
-        return _NoReadAhead()
+        return nullcontext()
     prepare(rules)  # compiled once here: the forked workers inherit it
     return ReadAhead(
         partial(_read_whole, format=format, lean=lean),
