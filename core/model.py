@@ -190,7 +190,7 @@ Record = Conversation | Run | Message | ToolCall | ToolResult | Boundary | Skipp
 
 def _pickle_by_fields(cls: type) -> None:
     """Pickle `cls` as cls(*fields): a frozen slots dataclass otherwise unpickles through a
-    Python-level __setstate__, about twice slower, which is most of the cost of handing a
+    Python-level __setstate__, about twice as slow: most of the cost of handing a
     file's records from a reading process to the writer (core/parallel.py)."""
     names = tuple(f.name for f in fields(cls))
 

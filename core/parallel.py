@@ -24,8 +24,10 @@ R = TypeVar("R")
 
 
 def cpu_count() -> int:
-    """The CPUs this process may use."""
-    return max(1, len(os.sched_getaffinity(0)))
+    """The CPUs this process may use (all of the machine's where affinity is unknown)."""
+    if hasattr(os, "sched_getaffinity"):  # not on macOS or Windows
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
 
 
 def env_count(name: str, default: int) -> int:
@@ -65,7 +67,7 @@ def read_workers() -> int:
 
 class ReadAhead(Generic[T, R]):
     """`fn(item)` for `items` in order, computed up to `depth` items ahead by `workers` forked
-    processes.
+    processes (each runs `initializer(*initargs)` first).
 
     `take(item)` returns the result for `item` when it is the next item read ahead (items the
     caller passed over are dropped), else None: the caller then does the work itself. A
@@ -89,8 +91,8 @@ class ReadAhead(Generic[T, R]):
         self._next = 0  # index of the next item to submit
         self._depth = max(1, depth)
         self._queue: deque[tuple[int, Future[R | None]]] = deque()
-        # fork: workers inherit the loaded modules; they never touch the parent's store.
-        # fork: `initargs` reach the workers without being pickled.
+        # fork: workers inherit the loaded modules, and `initargs` reach them unpickled; they
+        # never touch the parent's store.
         self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
             max(1, workers),
             mp_context=get_context("fork"),

@@ -287,11 +287,7 @@ def _scan_known(
                     rest, rest_chars = [], 0
                 continue
             extraction = got[1]
-            scans.append((message_id, conversation_id, extraction.complete, digest))
-            found.extend(
-                (conversation_id, message_id, ident.kind, ident.value, ident.start, ident.end)
-                for ident in extraction.identifiers
-            )
+            _add_rows(message_id, conversation_id, extraction, digest, found, scans)
             messages += 1
             identifiers += len(extraction.identifiers)
             incomplete += not extraction.complete
@@ -324,12 +320,24 @@ def _extract_batch(
     for (message_id, conversation_id, _), extraction in zip(
         batch, extract_many([text for _, _, text in batch], rules), strict=True
     ):
-        scans.append((message_id, conversation_id, extraction.complete, rules.digest))
-        found.extend(
-            (conversation_id, message_id, ident.kind, ident.value, ident.start, ident.end)
-            for ident in extraction.identifiers
-        )
+        _add_rows(message_id, conversation_id, extraction, rules.digest, found, scans)
     return found, scans
+
+
+def _add_rows(
+    message_id: str,
+    conversation_id: str,
+    extraction: Extraction,
+    digest: str,
+    found: list[tuple[object, ...]],
+    scans: list[tuple[object, ...]],
+) -> None:
+    """Append one message's identifier rows to `found` and its scan row to `scans`."""
+    scans.append((message_id, conversation_id, extraction.complete, digest))
+    found.extend(
+        (conversation_id, message_id, ident.kind, ident.value, ident.start, ident.end)
+        for ident in extraction.identifiers
+    )
 
 
 def _flush(
