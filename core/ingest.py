@@ -585,8 +585,9 @@ class _Batch:
     def __init__(self, store: Store, lean: bool = False) -> None:
         self.store = store
         self.con = store.con
-        # lean: write only what an audit reads (conversations, user messages, tool calls,
-        # boundaries); other messages, tool output and runs only take their positions.
+        # lean: write only what an audit reads (conversations, user messages, tool calls
+        # without their parsed arguments, boundaries); other messages, tool output and runs
+        # only take their positions.
         self.lean = lean
         self.max_pos: dict[str, int] = {}
         self.convs: dict[str, list[Any]] = {}  # id -> conversation row (updated in place)
@@ -710,7 +711,7 @@ class _Batch:
                         pos,
                         rec.name,
                         rec.arguments_raw,
-                        _parsed_arguments(rec.arguments_raw, kind),
+                        None if lean else _parsed_arguments(rec.arguments_raw, kind),
                         kind,
                         time,
                         src.file,
@@ -1367,7 +1368,8 @@ def ingest_paths(
     A plain file of at least `fast_min_bytes` bytes (None: never) is ingested alone in its
     transaction, so that a lexkeep JSONL file read for the first time can be loaded by DuckDB.
     `lean` (for a throw-away audit store) writes only what the audit reads: conversations, the
-    users' messages, tool calls, boundaries and identifiers (positions still count every record).
+    users' messages, tool calls (raw arguments only), boundaries and identifiers (positions
+    still count every record).
     `on_phase(text)`: what a file loaded by DuckDB is going through (a progress bar's text).
     Small files never ingested before are read ahead by worker processes (`read_workers()`)
     when they hold at least `read_ahead_min_bytes` bytes together (None: never).

@@ -250,13 +250,15 @@ def bulk_insert(
     fd, tmp = tempfile.mkstemp(prefix=f"lexkeep-{table}-", suffix=".ndjson", dir=tmpdir)
     count = 0
     longest = 0
+    dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
     try:
         with os.fdopen(fd, "wb") as out:
+            write = out.write
             for row in rows:
-                line = orjson.dumps(dict(zip(names, row, strict=True)))
-                out.write(line)
-                out.write(b"\n")
-                longest = max(longest, len(line))
+                line = dumps(dict(zip(names, row, strict=True)), option=newline)
+                write(line)
+                if len(line) > longest:
+                    longest = len(line)
                 count += 1
         if count == 0:
             return 0

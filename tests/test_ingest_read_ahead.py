@@ -151,8 +151,15 @@ def test_lean_ingest_keeps_what_the_audit_reads(tmp_path):
     users = [row for row in full["messages"] if row[5] == "user_text"]
     assert users and lean["messages"] == users
     assert len(full["messages"]) > len(users)
-    for table in ("conversations", "tool_calls", "boundaries", "identifiers", "identifier_scans"):
+    for table in ("conversations", "boundaries", "identifiers", "identifier_scans"):
         assert lean[table] == full[table], table
+    # Tool calls keep their raw arguments, which the audit reads; not the parsed column.
+    arguments = 6  # conversation_id, call_id, message_id, position, name, arguments_raw, arguments
+    assert [r[:arguments] + r[arguments + 1 :] for r in lean["tool_calls"]] == [
+        r[:arguments] + r[arguments + 1 :] for r in full["tool_calls"]
+    ]
+    assert {r[arguments] for r in lean["tool_calls"]} == {None}
+    assert any(r[arguments] is not None for r in full["tool_calls"])
     assert full["tool_results"] and full["runs"]
     assert lean["tool_results"] == [] and lean["runs"] == []
     assert reports[True].totals.audited > 0
