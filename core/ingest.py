@@ -14,7 +14,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext, suppress
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from itertools import chain
 from pathlib import Path
@@ -677,10 +677,20 @@ class _Batch:
             else:
                 rec = item
             conv = rec.conversation_id
+            rtype = type(rec)
+            if rtype is _Filler:
+                max_pos[conv] += rec.count
+                for time in (rec.first_time, rec.last_time):
+                    if time is not None:
+                        row = convs[conv]
+                        if row[4] is None or time < row[4]:
+                            row[4] = time
+                        if row[5] is None or time > row[5]:
+                            row[5] = time
+                continue
             pos = max_pos[conv] + 1
             max_pos[conv] = pos
             src = rec.source
-            rtype = type(rec)
             time = getattr(rec, "time", None)
             if rtype is Message:
                 if turn is not None and turn[2] is None:
@@ -849,6 +859,9 @@ class _FileIngest:
                 return
             self.messages += 1
             batch.buffer.append((record, run_id, turn))
+        elif rtype is _Filler:  # from a read-ahead worker for a lean batch (never old lines)
+            self.messages += record.messages  # type: ignore[union-attr]
+            batch.buffer.append(record)
         else:
             if not new:
                 return
@@ -987,12 +1000,56 @@ class _Read:
         self.lines_consumed = source.lines_consumed
 
 
-def _unwritten_text(record: Record) -> bool:
-    """True for a record with text a lean batch does not write (tool output, not the users')."""
+@dataclass(frozen=True, slots=True)
+class _Filler:
+    """Consecutive records of one conversation that a lean batch only counts: tool output and
+    messages other than the users' (they take positions, widen the conversation's time span
+    and count as messages; no row is written). A read-ahead worker sends one of these for
+    each such run instead of every record (see _collapse)."""
+
+    conversation_id: str
+    source: Source  # of the first record (a conversation first seen here is located there)
+    count: int
+    messages: int
+    first_time: str | None
+    last_time: str | None
+
+
+def _only_counted(record: Record) -> bool:
+    """True for a record a lean batch does not write: tool output, or not the users' text."""
     rtype = type(record)
-    if rtype is ToolResult:
-        return bool(record.text)  # type: ignore[union-attr]
-    return rtype is Message and bool(record.text) and record.kind != MessageKind.USER_TEXT  # type: ignore[union-attr]
+    return rtype is ToolResult or (
+        rtype is Message and record.kind != MessageKind.USER_TEXT  # type: ignore[union-attr]
+    )
+
+
+def _collapse(records: Iterable[Record]) -> Iterator[Record | _Filler]:
+    """`records` with each run of _only_counted ones of one conversation as one _Filler."""
+    run: list[Any] = []  # [conversation, source, count, messages, first time, last time]
+    for record in records:
+        if _only_counted(record):
+            conv = record.conversation_id  # type: ignore[union-attr]
+            time = getattr(record, "time", None)
+            is_message = type(record) is Message
+            if run and run[0] == conv:
+                run[2] += 1
+                run[3] += is_message
+                if time is not None:
+                    if run[4] is None or time < run[4]:
+                        run[4] = time
+                    if run[5] is None or time > run[5]:
+                        run[5] = time
+                continue
+            if run:
+                yield _Filler(*run)
+            run = [conv, record.source, 1, int(is_message), time, time]  # type: ignore[union-attr]
+            continue
+        if run:
+            yield _Filler(*run)
+            run = []
+        yield record
+    if run:
+        yield _Filler(*run)
 
 
 # The rules a read-ahead worker extracts identifiers with (set in the worker, see _read_ahead).
@@ -1023,8 +1080,8 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
     writing process must see for itself (empty, unrecognised, unreadable: it reads the file
     again and reports it exactly as it would have).
 
-    `lean` drops what a lean batch never writes, so less is sent back: the text of tool
-    output and of every message but the users'.
+    `lean` sends what a lean batch only counts (tool output, messages but the users') as
+    _Filler runs: a fraction of the objects to pickle, unpickle and add.
     """
     try:
         source = JsonSource(path)
@@ -1033,14 +1090,18 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
         counted: dict[str, int] = {}
         append = records.append
         for record in get_reader(fmt).read(items, path):
-            if type(record) is Skipped and not record.fatal:
-                if record.reason != "truncated_last_line":  # see _FileIngest._skipped
-                    counted[record.reason] = counted.get(record.reason, 0) + 1
-                    continue
-            elif lean and _unwritten_text(record):
-                record = replace(record, text="")  # type: ignore[type-var]
+            if (
+                type(record) is Skipped
+                and not record.fatal
+                and record.reason != "truncated_last_line"  # see _FileIngest._skipped
+            ):
+                counted[record.reason] = counted.get(record.reason, 0) + 1
+                continue
             append(record)
-        return _Read(fmt, records, counted, _extract_users(records), source)
+        extracted = _extract_users(records)
+        if lean:
+            records = list(_collapse(records))  # type: ignore[arg-type]
+        return _Read(fmt, records, counted, extracted, source)
     except Exception:
         return None
 

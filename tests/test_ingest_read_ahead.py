@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
 import pytest
 from conftest import INGEST_TABLES, ingest_rows, shared_data
 
@@ -227,3 +228,43 @@ def test_a_worker_count_that_is_not_a_number_is_a_clear_error(cli, monkeypatch, 
     result = cli("ingest", folder, "--db", tmp_path / "s.duckdb")
     assert result.exit_code == 2
     assert f"{name} must be a whole number of processes, not 'two'" in result.stderr
+
+
+def _line(**fields: object) -> str:
+    return orjson.dumps(fields).decode() + "\n"
+
+
+def test_lean_runs_of_counted_records_keep_positions_times_and_counts(tmp_path, counted_takes):
+    """Tool output and non-user messages, sent by the readers as one _Filler per run, give the
+    positions, the conversation's first and last time and the message counts of each record:
+    times out of order inside a run, a run that ends the conversation, two conversations."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for n in range(2):
+        c = f"c{n}"
+        lines = [
+            _line(type="conversation", id=c),
+            _line(type="message", id=f"{c}u1", conversation_id=c, role="user",
+                  text="look up INV-2025-08-44719", time="2025-08-14T10:00:05Z"),
+            _line(type="message", id=f"{c}a1", conversation_id=c, role="assistant",
+                  text="later", time="2025-08-14T10:09:00Z"),
+            _line(type="message", id=f"{c}a2", conversation_id=c, role="assistant",
+                  text="earliest", time="2025-08-14T09:59:00Z"),
+            _line(type="tool_call", id=f"{c}t1", conversation_id=c, name="lookup",
+                  arguments='{"id": "INV-2025-08-44719"}'),
+            _line(type="tool_result", call_id=f"{c}t1", conversation_id=c, text="found"),
+            _line(type="compaction", id=f"{c}b1", conversation_id=c, summary="an invoice"),
+            _line(type="message", id=f"{c}u2", conversation_id="other", role="user",
+                  text="and ORD-7731", time="2025-08-14T10:01:00Z"),
+            _line(type="message", id=f"{c}a3", conversation_id=c, role="assistant",
+                  text="last of all", time="2025-08-14T11:00:00Z"),
+            _line(type="message", id=f"{c}a4", conversation_id=c, role="assistant",
+                  text="between", time="2025-08-14T10:30:00Z"),
+        ]  # fmt: skip
+        (folder / f"{n}.jsonl").write_text("".join(lines), encoding="utf-8")
+    ahead, here, counts_ahead, counts_here = _ingest_both(tmp_path / "db", [str(folder)], lean=True)
+    assert counts_ahead == counts_here
+    assert ahead == here
+    assert all(counted_takes) and len(counted_takes) == 2
+    times = {row[0]: (row[4], row[5], row[6]) for row in ahead["conversations"]}
+    assert times["c0"] == ("2025-08-14T09:59:00Z", "2025-08-14T11:00:00Z", 7)  # 8 records
