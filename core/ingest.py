@@ -682,11 +682,7 @@ class _Batch:
                 max_pos[conv] += rec.count
                 for time in (rec.first_time, rec.last_time):
                     if time is not None:
-                        row = convs[conv]
-                        if row[4] is None or time < row[4]:
-                            row[4] = time
-                        if row[5] is None or time > row[5]:
-                            row[5] = time
+                        _widen(convs[conv], time)
                 continue
             pos = max_pos[conv] + 1
             max_pos[conv] = pos
@@ -749,11 +745,7 @@ class _Batch:
                     )
                 )
             if time is not None:
-                row = convs[conv]
-                if row[4] is None or time < row[4]:
-                    row[4] = time
-                if row[5] is None or time > row[5]:
-                    row[5] = time
+                _widen(convs[conv], time)
         self.buffer = []
         store = self.store
         for table, rows in (
@@ -806,6 +798,14 @@ class _Batch:
                 [(ids[index], *rest) for index, *rest in self.errors],
                 on_conflict="",
             )
+
+
+def _widen(row: list[Any], time: str) -> None:
+    """Stretch a conversation row's first_time / last_time (indexes 4 and 5) over `time`."""
+    if row[4] is None or time < row[4]:
+        row[4] = time
+    if row[5] is None or time > row[5]:
+        row[5] = time
 
 
 class _FileIngest:
