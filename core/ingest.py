@@ -14,7 +14,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext, suppress
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from itertools import chain
 from pathlib import Path
@@ -661,9 +661,7 @@ class _Batch:
         """Give buffered records positions and bulk-write them (one write per table)."""
         if not self.buffer:
             return
-        self._load_positions(
-            {(i[0] if type(i) is tuple else i).conversation_id for i in self.buffer}
-        )
+        self._load_positions({_conversation_of(item) for item in self.buffer})
         max_pos = self.max_pos
         convs = self.convs
         lean = self.lean
@@ -673,17 +671,29 @@ class _Batch:
         boundaries: list[tuple[Any, ...]] = []
         for item in self.buffer:
             if type(item) is tuple:
+                tag = item[0]
+                if tag is _Filler:
+                    _, conv, count, _, first_time, last_time, _, _ = item
+                    max_pos[conv] += count
+                    if first_time is not None:
+                        _widen(convs[conv], first_time)
+                        _widen(convs[conv], last_time)
+                    continue
+                if tag is ToolCall:
+                    _, conv, call_id, message_id, name, raw, kind, time, file, line = item
+                    pos = max_pos[conv] + 1
+                    max_pos[conv] = pos
+                    calls.append(
+                        (conv, call_id, message_id, pos, name, raw, None, kind, time, file, line)
+                    )
+                    if time is not None:
+                        _widen(convs[conv], time)
+                    continue
                 rec, run_id, turn = item
             else:
                 rec = item
             conv = rec.conversation_id
             rtype = type(rec)
-            if rtype is _Filler:
-                max_pos[conv] += rec.count
-                for time in (rec.first_time, rec.last_time):
-                    if time is not None:
-                        _widen(convs[conv], time)
-                continue
             pos = max_pos[conv] + 1
             max_pos[conv] = pos
             src = rec.source
@@ -800,6 +810,15 @@ class _Batch:
             )
 
 
+def _conversation_of(item: Any) -> str:
+    """The conversation of a batch buffer item: a record, (message, run id, turn) or a
+    packed tuple (see _Filler)."""
+    if type(item) is not tuple:
+        return item.conversation_id
+    tag = item[0]
+    return item[1] if tag is ToolCall or tag is _Filler else tag.conversation_id
+
+
 def _widen(row: list[Any], time: str) -> None:
     """Stretch a conversation row's first_time / last_time (indexes 4 and 5) over `time`."""
     if row[4] is None or time < row[4]:
@@ -838,6 +857,9 @@ class _FileIngest:
     def add(self, record: Record) -> None:
         """Take one reader record (old lines only feed run derivation and conversation data)."""
         rtype = type(record)
+        if rtype is tuple:  # packed by a read-ahead worker for a lean batch (never old lines)
+            self._packed(record)  # type: ignore[arg-type]
+            return
         if rtype is Skipped:
             self._skipped(record)  # type: ignore[arg-type]
             return
@@ -859,9 +881,6 @@ class _FileIngest:
                 return
             self.messages += 1
             batch.buffer.append((record, run_id, turn))
-        elif rtype is _Filler:  # from a read-ahead worker for a lean batch (never old lines)
-            self.messages += record.messages  # type: ignore[union-attr]
-            batch.buffer.append(record)
         else:
             if not new:
                 return
@@ -873,6 +892,21 @@ class _FileIngest:
         if conv not in self.convs:
             self.convs.add(conv)
             batch.conversation(self.fmt, conv, record.source, None)
+        if len(batch.buffer) >= CHUNK_ROWS:
+            batch.flush()
+
+    def _packed(self, item: tuple[Any, ...]) -> None:
+        """Take a ToolCall or _Filler tuple (see _Filler)."""
+        batch = self.batch
+        conv = item[1]
+        if item[0] is ToolCall:
+            self.tool_calls += 1
+        else:
+            self.messages += item[3]
+        batch.buffer.append(item)
+        if conv not in self.convs:
+            self.convs.add(conv)
+            batch.conversation(self.fmt, conv, Source(item[-2], item[-1]), None)
         if len(batch.buffer) >= CHUNK_ROWS:
             batch.flush()
 
@@ -1000,19 +1034,23 @@ class _Read:
         self.lines_consumed = source.lines_consumed
 
 
-@dataclass(frozen=True, slots=True)
 class _Filler:
-    """Consecutive records of one conversation that a lean batch only counts: tool output and
-    messages other than the users' (they take positions, widen the conversation's time span
-    and count as messages; no row is written). A read-ahead worker sends one of these for
-    each such run instead of every record (see _collapse)."""
+    """Tag of a run of consecutive records of one conversation that a lean batch only counts:
+    tool output and messages other than the users' (they take positions, widen the
+    conversation's time span and count as messages; no row is written). A read-ahead worker
+    sends one tuple for each such run instead of every record (see _pack):
 
-    conversation_id: str
-    source: Source  # of the first record (a conversation first seen here is located there)
-    count: int
-    messages: int
-    first_time: str | None
-    last_time: str | None
+        (_Filler, conversation, count, messages, first time, last time, file, line)
+
+    file and line are the first record's (a conversation first seen there is located there).
+    """
+
+
+# A lean read-ahead worker also sends each tool call as a tuple tagged by its class:
+#     (ToolCall, conversation, call id, message id, name, raw arguments, kind, time, file, line)
+# Plain tuples pickle and unpickle in C, and the tags (classes) travel as references; a frozen
+# dataclass costs a Python-level reduce in the worker and a constructor call in the writer.
+# In 128 MB of Codex rollouts: 0.48 -> 0.18 s to pickle, 0.29 -> 0.09 s to unpickle.
 
 
 def _only_counted(record: Record) -> bool:
@@ -1023,15 +1061,16 @@ def _only_counted(record: Record) -> bool:
     )
 
 
-def _collapse(records: Iterable[Record]) -> Iterator[Record | _Filler]:
-    """`records` with each run of _only_counted ones of one conversation as one _Filler."""
-    run: list[Any] = []  # [conversation, source, count, messages, first time, last time]
+def _pack(records: Iterable[Record]) -> Iterator[Record | tuple[Any, ...]]:
+    """`records` for a lean batch: each run of _only_counted ones of one conversation as one
+    _Filler tuple, each tool call as a ToolCall tuple (see _Filler), the rest as they are."""
+    run: list[Any] = []  # [_Filler, conversation, count, messages, first, last, file, line]
     for record in records:
         if _only_counted(record):
             conv = record.conversation_id  # type: ignore[union-attr]
             time = getattr(record, "time", None)
             is_message = type(record) is Message
-            if run and run[0] == conv:
+            if run and run[1] == conv:
                 run[2] += 1
                 run[3] += is_message
                 if time is not None:
@@ -1041,15 +1080,31 @@ def _collapse(records: Iterable[Record]) -> Iterator[Record | _Filler]:
                         run[5] = time
                 continue
             if run:
-                yield _Filler(*run)
-            run = [conv, record.source, 1, int(is_message), time, time]  # type: ignore[union-attr]
+                yield tuple(run)
+            src = record.source  # type: ignore[union-attr]
+            run = [_Filler, conv, 1, int(is_message), time, time, src.file, src.line]
             continue
         if run:
-            yield _Filler(*run)
+            yield tuple(run)
             run = []
-        yield record
+        if type(record) is ToolCall:
+            src = record.source
+            yield (
+                ToolCall,
+                record.conversation_id,
+                record.call_id,
+                record.message_id,
+                record.name,
+                record.arguments_raw,
+                record.arguments_kind.value,
+                record.time,
+                src.file,
+                src.line,
+            )
+        else:
+            yield record
     if run:
-        yield _Filler(*run)
+        yield tuple(run)
 
 
 # The rules a read-ahead worker extracts identifiers with (set in the worker, see _read_ahead).
@@ -1081,7 +1136,8 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
     again and reports it exactly as it would have).
 
     `lean` sends what a lean batch only counts (tool output, messages but the users') as
-    _Filler runs: a fraction of the objects to pickle, unpickle and add.
+    _Filler runs and tool calls as tuples (_pack): a fraction of the objects to pickle,
+    unpickle and add.
     """
     try:
         source = JsonSource(path)
@@ -1100,7 +1156,7 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
             append(record)
         extracted = _extract_users(records)
         if lean:
-            records = list(_collapse(records))  # type: ignore[arg-type]
+            records = list(_pack(records))  # type: ignore[arg-type]
         return _Read(fmt, records, counted, extracted, source)
     except Exception:
         return None
