@@ -6,10 +6,13 @@ import tempfile
 from pathlib import Path
 
 import duckdb
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lexkeep.core.errors import ConfigError, StoreError
-from lexkeep.core.store import Store, migrations
+from lexkeep.core.store import Store, bulk_insert, migrations
 
 
 def test_migrations_are_recorded_once(db_file):
@@ -75,6 +78,66 @@ def test_bulk_insert_goes_through_read_json_and_skips_conflicts(store):
     assert store.bulk_insert("conversations", cols, rows) == 2  # read again, inserted nothing
     got = store.con.execute("SELECT id, format FROM conversations ORDER BY id").fetchall()
     assert got == [("c1", "lexkeep"), ("c2", "openai")]
+
+
+# Text DuckDB can hold (no lone surrogates), including NUL, controls, quotes and backslashes.
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+_ROW = st.tuples(
+    st.none() | _TEXT,
+    st.none() | st.integers(-(2**63), 2**63 - 1),
+    st.none() | st.integers(-(2**31), 2**31 - 1),
+    st.none() | st.floats(allow_nan=False, allow_infinity=False),
+    st.none() | st.booleans(),
+    st.none() | st.lists(st.none() | _TEXT, max_size=4),
+    st.none() | _TEXT | st.dictionaries(_TEXT, st.none() | _TEXT | st.integers(-5, 5), max_size=3),
+)
+_COLUMNS = [
+    ("a", "VARCHAR"),
+    ("b", "BIGINT"),
+    ("c", "INTEGER"),
+    ("d", "DOUBLE"),
+    ("e", "BOOLEAN"),
+    ("f", "VARCHAR[]"),
+    ("g", "JSON"),
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(_ROW, max_size=6))
+def test_bulk_insert_stores_every_value_exactly(rows, tmp_path_factory):
+    """Rows go through the file as JSON arrays, read as scalars when no column is JSON or a
+    list, else as JSON: each value must come back exactly as DuckDB reads the same row
+    written as a JSON object with the table's schema (text byte for byte, 64-bit integers,
+    doubles, NULL distinct from empty, JSON as DuckDB writes it)."""
+    folder = tmp_path_factory.mktemp("rows")
+    con = duckdb.connect()
+    try:
+        for columns in (_COLUMNS[:5], _COLUMNS):
+            names = [name for name, _ in columns]
+            types = ", ".join(f"{name} {typ}" for name, typ in columns)
+            con.execute(f"CREATE OR REPLACE TABLE got ({types})")
+            cut = [row[: len(columns)] for row in rows]
+            assert bulk_insert(con, "got", columns, cut, on_conflict="") == len(cut)
+            objects = folder / "objects.ndjson"
+            lines = [orjson.dumps(dict(zip(names, r, strict=True))) + b"\n" for r in cut]
+            objects.write_bytes(b"".join(lines))
+            schema = "{" + ", ".join(f"'{name}': '{typ}'" for name, typ in columns) + "}"
+            want = con.execute(
+                f"SELECT * FROM read_json(?, format='newline_delimited', columns={schema})",
+                [str(objects)],
+            ).fetchall()
+            assert con.execute("SELECT * FROM got ORDER BY rowid").fetchall() == (
+                want if cut else []
+            )
+    finally:
+        con.close()
+
+
+def test_bulk_insert_refuses_a_row_of_the_wrong_width(store):
+    cols = [("id", "VARCHAR"), ("format", "VARCHAR")]
+    with pytest.raises(ValueError, match="a row of 3 values for 2 columns"):
+        store.bulk_insert("conversations", cols, [("c1", "lexkeep", "extra")])
+    assert store.con.execute("SELECT count(*) FROM conversations").fetchone()[0] == 0
 
 
 def test_second_writer_process_gets_a_clear_message(db_file):
