@@ -45,7 +45,7 @@ from lexkeep.core.model import (
 )
 from lexkeep.core.rules import RuleSet, load_rules
 from lexkeep.core.sidecar import PARALLEL_MIN_CHARS, scan_query
-from lexkeep.core.store import Store
+from lexkeep.core.store import Store, drop_keys
 
 # Every key of every record type the reader looks at. Fields are read as JSON so their JSON
 # type can be checked the way the reader checks it; `type` as text like the reader compares it.
@@ -288,7 +288,7 @@ def _load(con: duckdb.DuckDBPyConnection, path: str) -> None:
         raise _GiveUp("duplicate ids")
     con.execute(_TIMELINE_SQL)
     updates = _object_arguments(con)
-    _unkey(con)
+    drop_keys(con, _UNKEYED)
     for sql in _INSERTS:
         con.execute(sql, {"file": path} if "$file" in sql else None)
     if updates:
@@ -313,14 +313,6 @@ _UNKEYED = (
     "identifiers",
     "identifier_scans",
 )
-
-
-def _unkey(con: duckdb.DuckDBPyConnection) -> None:
-    """Replace the (empty) _UNKEYED tables by copies without constraints."""
-    for table in _UNKEYED:
-        con.execute(f"ALTER TABLE {table} RENAME TO {table}_keyed")
-        con.execute(f"CREATE TABLE {table} AS FROM {table}_keyed LIMIT 0")
-        con.execute(f"DROP TABLE {table}_keyed")
 
 
 def _drop_staging(con: duckdb.DuckDBPyConnection) -> None:

@@ -50,7 +50,7 @@ from lexkeep.core.parallel import ReadAhead, read_workers
 from lexkeep.core.readers import JsonLine
 from lexkeep.core.rules import load_rules
 from lexkeep.core.sidecar import Known, index_pending
-from lexkeep.core.store import Store
+from lexkeep.core.store import Store, drop_keys
 
 # How many decoded values the format sniffers see.
 HEAD_VALUES = 20
@@ -579,12 +579,55 @@ GROUP_FILES = 1000
 FAST_MIN_BYTES = 8 << 20
 
 
+# The tables an unkeyed lean store holds without primary keys (see _Keys), by the key each
+# row has in the store's schema.
+_KEYED_ROWS = ("messages", "tool_calls", "boundaries")
+_UNKEYED_TABLES = (*_KEYED_ROWS, "identifiers", "identifier_scans")
+
+
+class _Keys:
+    """The keys written so far to a lean store without primary keys (see ingest_paths).
+
+    A row whose key was written before is left out, the first one winning as with DuckDB's
+    ON CONFLICT DO NOTHING; the message rows are then unique, so each is scanned once and
+    the sidecar needs no keys either. A group's keys stay apart until its transaction
+    commits, so a group rolled back forgets them with its rows.
+    """
+
+    def __init__(self) -> None:
+        self.committed: dict[str, set[Any]] = {table: set() for table in _KEYED_ROWS}
+        self.pending: dict[str, set[Any]] = {table: set() for table in _KEYED_ROWS}
+
+    def fresh(self, table: str, key: Any) -> bool:
+        """True (and noted) the first time `key` comes for `table`."""
+        if key in self.committed[table]:
+            return False
+        pending = self.pending[table]
+        if key in pending:
+            return False
+        pending.add(key)
+        return True
+
+    def commit(self) -> None:
+        """The group's transaction committed: its keys are the store's."""
+        for table, keys in self.pending.items():
+            self.committed[table] |= keys
+            keys.clear()
+
+    def discard(self) -> None:
+        """The group's transaction rolled back: forget its keys."""
+        for keys in self.pending.values():
+            keys.clear()
+
+
 class _Batch:
     """Rows staged for one transaction: positions, conversations, runs, timeline rows."""
 
-    def __init__(self, store: Store, lean: bool = False) -> None:
+    def __init__(self, store: Store, lean: bool = False, keys: _Keys | None = None) -> None:
         self.store = store
         self.con = store.con
+        # seen: the store's timeline tables have no primary keys; rows are checked here.
+        self.seen = keys
         # lean: write only what an audit reads (conversations, user messages, tool calls
         # without their parsed arguments, boundaries); other messages, tool output and runs
         # only take their positions.
@@ -758,6 +801,13 @@ class _Batch:
                 _widen(convs[conv], time)
         self.buffer = []
         store = self.store
+        seen = self.seen
+        if seen is not None:
+            fresh = seen.fresh
+            messages = [r for r in messages if fresh("messages", r[0])]
+            calls = [r for r in calls if fresh("tool_calls", (r[0], r[1]))]
+            boundaries = [r for r in boundaries if fresh("boundaries", r[0])]
+        conflict = "DO NOTHING" if seen is None else ""
         for table, rows in (
             ("messages", messages),
             ("tool_calls", calls),
@@ -765,7 +815,7 @@ class _Batch:
             ("boundaries", boundaries),
         ):
             if rows:
-                store.bulk_insert(table, None, rows)
+                store.bulk_insert(table, None, rows, on_conflict=conflict)
 
     def finish(self) -> None:
         """Write everything staged: timeline rows, runs, conversations, ingest errors."""
@@ -976,10 +1026,12 @@ class _FileIngest:
         batch.touched |= self.convs
 
 
-def _index_identifiers(store: Store, rules: Any, known: Known | None = None) -> dict[str, int]:
+def _index_identifiers(
+    store: Store, rules: Any, known: Known | None = None, *, keyed: bool = True
+) -> dict[str, int]:
     """Fill the identifier sidecar for new real user messages; identifiers added per file.
 
-    `known`: extractions the read-ahead workers made (see index_pending)."""
+    `known`: extractions the read-ahead workers made; `keyed`: see index_pending."""
     con = store.con
     # Note which messages are about to be scanned, to count identifiers per source file.
     con.execute(
@@ -989,7 +1041,7 @@ def _index_identifiers(store: Store, rules: Any, known: Known | None = None) -> 
         [MessageKind.USER_TEXT.value],
     )
     try:
-        if not index_pending(con, rules, known):
+        if not index_pending(con, rules, known, keyed=keyed):
             return {}
         rows = con.execute(
             "SELECT p.source_file, count(*) FROM identifiers i"
@@ -1346,6 +1398,7 @@ def _ingest_group(
     *,
     fast_min_bytes: int | None = None,
     lean: bool = False,
+    keys: _Keys | None = None,
     on_phase: Callable[[str], None] | None = None,
     **options: Any,
 ) -> list[FileCounts]:
@@ -1368,7 +1421,7 @@ def _ingest_group(
         phase("ingesting")
     try:
         with store.transaction():
-            batch = _Batch(store, lean=lean)
+            batch = _Batch(store, lean=lean, keys=keys)
             batch.load_previous([path for path, _ in group])
             for path, from_walk in group:
                 done.append(_ingest_one(batch, path, from_walk=from_walk, staged=staged, **options))
@@ -1376,12 +1429,16 @@ def _ingest_group(
             batch.finish()
             if staged is not None:
                 phase("extracting identifiers")
-            per_file = _index_identifiers(store, rules, batch.extracted)
+            per_file = _index_identifiers(store, rules, batch.extracted, keyed=keys is None)
             if staged is not None:
                 phase("writing the store")
     except _Unchanged as unchanged:  # standard input, always alone in its group
+        if keys is not None:
+            keys.discard()
         return [FileCounts(path=group[0][0], format=str(unchanged), status="unchanged")]
     except BaseException:
+        if keys is not None:
+            keys.discard()
         if staged is not None:
             drop_staging(store.con)
         # A file that failed while being read: the files before it were fine, so write them
@@ -1394,9 +1451,12 @@ def _ingest_group(
                 rules,
                 fast_min_bytes=fast_min_bytes,
                 lean=lean,
+                keys=keys,
                 **options,
             )
         raise
+    if keys is not None:
+        keys.commit()
     if staged is not None:
         drop_staging(store.con)
         phase("ingesting")
@@ -1503,6 +1563,7 @@ def ingest_paths(
     }
     # Decoded lines, records and rows hold no reference cycles (see core.collector). The pause
     # is taken before the read-ahead workers fork, so they read without the collector too.
+    keys = _unkey(store, files, fast_min_bytes) if lean else None
     with (
         paused(),
         _read_ahead(
@@ -1510,7 +1571,31 @@ def ingest_paths(
         ) as ahead,
     ):
         options["ahead"] = ahead
+        options["keys"] = keys
         return _ingest_files(store, files, rules, options, fast_min_bytes, lean, on_file, on_phase)
+
+
+def _unkey(store: Store, files: list[tuple[str, bool]], fast_min_bytes: int | None) -> _Keys | None:
+    """Drop the primary keys of a lean in-memory store's timeline and sidecar (_UNKEYED_TABLES)
+    while they are empty, and check the keys in Python instead (_Keys); None to keep them.
+
+    DuckDB's key indexes cost about a tenth of a lean ingest of many small files (inserts,
+    and commits that merge each group's index into the store's). A file that may take the
+    DuckDB fast path (core/fastload.py, whose inserts rely on the keys) keeps them.
+    """
+    if store.path is not None:
+        return None  # a store on disk outlives this ingest: its schema stays as migrated
+    if fast_min_bytes is not None:
+        for path, _ in files:
+            with suppress(OSError):
+                if path != "-" and Path(path).stat().st_size >= fast_min_bytes:
+                    return None
+    con = store.con
+    for table in _UNKEYED_TABLES:
+        if con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]:
+            return None
+    drop_keys(con, _UNKEYED_TABLES)
+    return _Keys()
 
 
 def _ingest_files(

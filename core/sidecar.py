@@ -65,16 +65,21 @@ Known = Mapping[str, tuple[str, Extraction]]
 
 
 def index_pending(
-    con: duckdb.DuckDBPyConnection, rules: RuleSet | None = None, known: Known | None = None
+    con: duckdb.DuckDBPyConnection,
+    rules: RuleSet | None = None,
+    known: Known | None = None,
+    *,
+    keyed: bool = True,
 ) -> int:
     """Scan every user_text message without a scan row; returns identifiers inserted.
 
     Runs inside the caller's transaction: it never begins or commits one itself. Without
     `rules`, the settings file's `[tool.lexkeep.identifiers]` applies (else the built-ins).
     A message in `known` with the same text takes that extraction (made with the same
-    rules) instead of being extracted again.
+    rules) instead of being extracted again. `keyed=False`: the sidecar tables have no
+    primary keys (a private store whose message ids are unique, see scan_query).
     """
-    return _index(con, rules or load_rules(), known).identifiers
+    return _index(con, rules or load_rules(), known, keyed=keyed).identifiers
 
 
 def reindex(store: Store, rules: RuleSet | None = None) -> IndexCounts:
@@ -98,7 +103,11 @@ def reindex_path(path: str, rules: RuleSet | None = None) -> IndexCounts:
 
 
 def _index(
-    con: duckdb.DuckDBPyConnection, rules: RuleSet, known: Known | None = None
+    con: duckdb.DuckDBPyConnection,
+    rules: RuleSet,
+    known: Known | None = None,
+    *,
+    keyed: bool = True,
 ) -> IndexCounts:
     return scan_query(
         con,
@@ -108,6 +117,7 @@ def _index(
         [MessageKind.USER_TEXT.value],
         rules,
         known=known,
+        keyed=keyed,
     )
 
 

@@ -310,6 +310,18 @@ def bulk_insert(
         os.unlink(tmp)
 
 
+def drop_keys(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> None:
+    """Replace each of `tables` (empty) by a copy without constraints or indexes.
+
+    For a private store whose writer guarantees the keys itself: DuckDB's primary-key
+    indexes cost insert and commit time (and memory) that such a store does not need.
+    """
+    for table in tables:
+        con.execute(f"ALTER TABLE {table} RENAME TO {table}_keyed")
+        con.execute(f"CREATE TABLE {table} AS FROM {table}_keyed LIMIT 0")
+        con.execute(f"DROP TABLE {table}_keyed")
+
+
 def default_db_path() -> str:
     """The store used when no --db is given: $LEXKEEP_DB, else ./lexkeep.duckdb."""
     return os.environ.get("LEXKEEP_DB") or DEFAULT_DB

@@ -21,6 +21,7 @@ from conftest import INGEST_TABLES, ingest_rows, shared_data
 
 from lexkeep.audit.engine import audit_store
 from lexkeep.audit.settings import AuditSettings
+from lexkeep.core import ingest as ingest_module
 from lexkeep.core import parallel
 from lexkeep.core.errors import ConfigError, InputError
 from lexkeep.core.ingest import ingest_paths
@@ -268,3 +269,102 @@ def test_lean_runs_of_counted_records_keep_positions_times_and_counts(tmp_path, 
     assert all(counted_takes) and len(counted_takes) == 2
     times = {row[0]: (row[4], row[5], row[6]) for row in ahead["conversations"]}
     assert times["c0"] == ("2025-08-14T09:59:00Z", "2025-08-14T11:00:00Z", 7)  # 8 records
+
+
+# -- the lean store without primary keys ---------------------------------------------------
+#
+# An audit's private in-memory store drops the primary keys of its timeline and sidecar tables
+# and the writer checks the keys itself (core.ingest._Keys). A lean ingest into a store on disk
+# keeps the keys (DuckDB's ON CONFLICT DO NOTHING decides): both must hold the same rows.
+
+_LEAN_TABLES = ("conversations", "messages", "tool_calls", "boundaries", "identifiers",
+                "identifier_scans")  # fmt: skip
+
+
+def _lean_both(tmp_path: Path, paths: list[str], **options: object) -> tuple[dict, dict]:
+    """(rows of the keyless in-memory lean store, rows of the keyed lean store on disk)."""
+    rows = []
+    for store in (Store.open(None), Store.open(str(tmp_path / "keyed.duckdb"))):
+        with store:
+            try:
+                ingest_paths(store, paths, lean=True, **options)
+            except InputError as exc:
+                rows.append({"error": (str(exc), exc.path, exc.line)})
+            else:
+                rows.append({})
+            rows[-1]["keys"] = store.con.execute(
+                "SELECT count(*) FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'"
+                " AND table_name IN ('messages', 'tool_calls', 'identifiers')"
+            ).fetchone()[0]
+            rows[-1].update((t, r) for t, r in ingest_rows(store).items() if t in _LEAN_TABLES)
+    return rows[0], rows[1]
+
+
+@pytest.mark.parametrize("group_files", [1, 1000])
+def test_lean_store_without_keys_keeps_the_first_of_repeated_ids(
+    tmp_path, counted_takes, monkeypatch, group_files
+):
+    """Messages, tool calls and boundaries repeated in a later file (a resumed session copies
+    them), one with another text: the first one stays, its identifiers once; with the files
+    in one transaction or each in its own."""
+    monkeypatch.setattr(ingest_module, "GROUP_FILES", group_files)
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    first = [
+        _line(type="conversation", id="c"),
+        _line(type="message", id="u1", conversation_id="c", role="user",
+              text="refund INV-2025-08-44719 please"),
+        _line(type="tool_call", id="t1", conversation_id="c", name="lookup",
+              arguments='{"id": "INV-2025-08-44719"}'),
+        _line(type="compaction", id="b1", conversation_id="c", summary="an invoice"),
+    ]  # fmt: skip
+    again = [
+        *first,
+        _line(type="message", id="u1", conversation_id="c", role="user",
+              text="a different text for the same id: ORD-7731"),
+        _line(type="tool_call", id="t1", conversation_id="c", name="other", arguments="{}"),
+        _line(type="message", id="u2", conversation_id="c", role="user", text="and ORD-7731"),
+    ]  # fmt: skip
+    (folder / "a.jsonl").write_text("".join(first), encoding="utf-8")
+    (folder / "b.jsonl").write_text("".join(again), encoding="utf-8")
+    unkeyed, keyed = _lean_both(tmp_path, [str(folder)])
+    assert (unkeyed.pop("keys"), keyed.pop("keys")) == (0, 3)
+    assert unkeyed == keyed
+    assert [m[0] for m in keyed["messages"]] == ["u1", "u2"]
+    assert keyed["messages"][0][7] == "refund INV-2025-08-44719 please"  # text
+    assert [c[1] for c in keyed["tool_calls"]] == ["t1"]
+    assert sorted(i[3] for i in keyed["identifiers"]) == ["INV-2025-08-44719", "ORD-7731"]
+
+
+def test_lean_store_without_keys_forgets_the_keys_of_a_group_rolled_back(tmp_path, monkeypatch):
+    """A bad line rolls its group back and the files before it are written again: their
+    keys (rows written record by record here) must not count as written by the rolled-back
+    attempt."""
+    monkeypatch.setattr(ingest_module, "CHUNK_ROWS", 1)
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(INVOICE.read_bytes())
+    (folder / "b.jsonl").write_text('{"type": "conversation", "id": "z"}\n{not json\n')
+    unkeyed, keyed = _lean_both(tmp_path, [str(folder)])
+    assert unkeyed["error"][1:] == (str(folder / "b.jsonl"), 2)
+    assert (unkeyed.pop("keys"), keyed.pop("keys")) == (0, 3)
+    assert unkeyed == keyed
+    assert keyed["messages"] and keyed["tool_calls"] and keyed["identifiers"]
+
+
+@pytest.mark.parametrize("fmt", ["claude", "codex"])
+def test_lean_store_without_keys_holds_the_same_rows(tmp_path, counted_takes, fmt):
+    dump = _generate(tmp_path / "dump", fmt)
+    unkeyed, keyed = _lean_both(tmp_path, [str(dump)])
+    assert unkeyed.pop("keys") == 0
+    assert unkeyed == {k: v for k, v in keyed.items() if k != "keys"}
+    assert keyed["identifiers"] and keyed["boundaries"]
+
+
+def test_lean_store_without_keys_on_real_claude_sessions(tmp_path, counted_takes):
+    """Real Claude Code sessions, resumed and forked ones included (copied records)."""
+    path = shared_data() / "claude-code-log"
+    unkeyed, keyed = _lean_both(tmp_path, [str(path)], skip_invalid=True)
+    assert unkeyed.pop("keys") == 0
+    assert unkeyed == {k: v for k, v in keyed.items() if k != "keys"}
+    assert keyed["messages"]
