@@ -579,8 +579,8 @@ GROUP_FILES = 1000
 FAST_MIN_BYTES = 8 << 20
 
 
-# The tables an unkeyed lean store holds without primary keys (see _Keys), by the key each
-# row has in the store's schema.
+# The tables whose rows _Keys checks, and every table a keyless lean store holds without its
+# primary key (the sidecar's rows are unique once the messages are).
 _KEYED_ROWS = ("messages", "tool_calls", "boundaries")
 _UNKEYED_TABLES = (*_KEYED_ROWS, "identifiers", "identifier_scans")
 
@@ -623,11 +623,11 @@ class _Keys:
 class _Batch:
     """Rows staged for one transaction: positions, conversations, runs, timeline rows."""
 
-    def __init__(self, store: Store, lean: bool = False, keys: _Keys | None = None) -> None:
+    def __init__(self, store: Store, lean: bool = False, seen: _Keys | None = None) -> None:
         self.store = store
         self.con = store.con
         # seen: the store's timeline tables have no primary keys; rows are checked here.
-        self.seen = keys
+        self.seen = seen
         # lean: write only what an audit reads (conversations, user messages, tool calls
         # without their parsed arguments, boundaries); other messages, tool output and runs
         # only take their positions.
@@ -1421,7 +1421,7 @@ def _ingest_group(
         phase("ingesting")
     try:
         with store.transaction():
-            batch = _Batch(store, lean=lean, keys=keys)
+            batch = _Batch(store, lean=lean, seen=keys)
             batch.load_previous([path for path, _ in group])
             for path, from_walk in group:
                 done.append(_ingest_one(batch, path, from_walk=from_walk, staged=staged, **options))
