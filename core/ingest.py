@@ -1056,7 +1056,8 @@ class _Read:
     """A file read whole by a ReadAhead worker: its format, records and what was consumed.
 
     Lines skipped for a reason that is only counted (not fatal, not a truncated last line)
-    come as counts per reason: a Codex rollout has as many of those as records.
+    come as counts per reason: a Codex rollout has as many of those as records. For a lean
+    batch, tool calls and runs of only-counted records come packed as tuples (see _Filler).
     """
 
     __slots__ = (
@@ -1072,7 +1073,7 @@ class _Read:
     def __init__(
         self,
         fmt: Format,
-        records: list[Record],
+        records: Sequence[Record | tuple[Any, ...]],
         counted: dict[str, int],
         extracted: dict[str, tuple[str, Extraction]],
         source: JsonSource,
@@ -1208,7 +1209,7 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
             append(record)
         extracted = _extract_users(records)
         if lean:
-            records = list(_pack(records))  # type: ignore[arg-type]
+            return _Read(fmt, list(_pack(records)), counted, extracted, source)
         return _Read(fmt, records, counted, extracted, source)
     except Exception:
         return None
