@@ -395,14 +395,46 @@ def _text_ok(value: dict[str, Any]) -> bool:
     return True
 
 
+# The keys the lexkeep reader reads, as they appear in a line's text.
+_KEY_TOKENS = {key: json.dumps(key).encode() for key in ("type", *_FIELDS)}
+
+
+def one_of_each_key(raw: bytes, value: dict[str, Any]) -> bool:
+    """False when line `raw` (decoded by orjson: `value`) repeats a top-level key that the
+    reader reads (a repeated key that both readers ignore makes no difference).
+
+    DuckDB's JSON functions read the first of a repeated key, orjson (so the reader) the last.
+    A key is a string closed right before its colon (`":`, which inside a string can only
+    follow a backslash): a line with as many of those as distinct top-level keys repeats
+    none (most lines; two C-speed scans). Otherwise each key the reader reads whose quoted
+    name occurs once in the text occurs once, and any other (twice in the text, maybe nested,
+    or written with escapes) is decided by a full decode. Not caught: a line that mixes key
+    styles (one key written plainly and again with escapes or with a space before its colon),
+    which no JSON writer produces, or that repeats a key beside a key ending in a backslash.
+    """
+    if raw.count(b'":') - raw.count(b'\\":') == len(value):
+        return True
+    for key in value:
+        token = _KEY_TOKENS.get(key)
+        if token is None:
+            continue
+        first = raw.find(token)
+        if first != -1 and first == raw.rfind(token):
+            continue
+        pairs = json.loads(raw, object_pairs_hook=list)  # the top level's pairs, in order
+        read = [k for k, _ in pairs if k in _KEY_TOKENS]
+        return len(read) == len(set(read))
+    return True
+
+
 class _Scan(threading.Thread):
     """sha256, size and lines of a file, and whether orjson reads every line, beside DuckDB.
 
     DuckDB's JSON reader accepts what orjson (so the general ingest) rejects: NaN, Infinity,
     1e999, trailing commas. Each line is therefore also decoded here, in a thread that runs
     while DuckDB works (DuckDB releases the GIL), and any line orjson refuses, that is not an
-    object, holds a carriage return or a `text` the reader would convert sends the file to
-    the general ingest.
+    object, holds a carriage return, a `text` the reader would convert or a repeated key
+    (`one_of_each_key`) sends the file to the general ingest.
     """
 
     def __init__(self, path: str) -> None:
@@ -425,7 +457,12 @@ class _Scan(threading.Thread):
                     if raw == b"\n":
                         continue
                     value = loads(raw)
-                    if b"\r" in raw or type(value) is not dict or not _text_ok(value):
+                    if (
+                        b"\r" in raw
+                        or type(value) is not dict
+                        or not _text_ok(value)
+                        or not one_of_each_key(raw, value)
+                    ):
                         self.ok = False
                         return
         except orjson.JSONDecodeError:

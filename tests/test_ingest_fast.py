@@ -8,6 +8,7 @@ keep their exact file:line:col.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import replace
@@ -16,6 +17,8 @@ from pathlib import Path
 import orjson
 import pytest
 from conftest import INGEST_TABLES, ingest_rows
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lexkeep.core import fastload
 from lexkeep.core import store as store_module
@@ -189,6 +192,10 @@ def test_fast_file_after_a_general_one_in_the_same_conversation(tmp_path):
         b'{"type":"message","id":"mx","conversation_id":"c1","role":"user","n":1e999}\n',
         b'[{"type":"message","id":"mx","conversation_id":"c1","role":"user"}]\n',
         b'{"type":"message","id":"my","conversation_id":"c1","role":"user"}\r\n',
+        # DuckDB reads the first of a repeated key, the reader (orjson) the last
+        b'{"type":"message","id":"mz","conversation_id":"c1","role":"user","text":"ORD_1",'
+        b'"text":"ORD_2"}\n',
+        b'{"type":"tool_call","id":"k","conversation_id":"c1","name":"a","name":"b"}\n',
     ],
 )
 def test_what_the_fast_path_does_not_reproduce_falls_back(tmp_path, bad):
@@ -400,3 +407,33 @@ def test_a_file_loaded_by_duckdb_tells_its_phases(tmp_path: Path) -> None:
     with Store.open(tmp_path / "general.duckdb") as store:
         ingest_paths(store, [str(path)], fast_min_bytes=None, on_phase=phases.append)
     assert phases == []
+
+
+# Keys of a line: the reader's, others, and ones only an escape or a quote can write.
+_KEYS = st.sampled_from(["type", "id", "text", "name", "arguments", "kind", "x", "é", 'q"'])
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.lists(st.tuples(_KEYS, inner), max_size=3).map(dict)
+    ),
+    max_leaves=8,
+)
+
+
+@given(
+    pairs=st.lists(st.tuples(_KEYS, _VALUES), min_size=1, max_size=6),
+    compact=st.booleans(),
+    ascii_only=st.booleans(),
+)
+def test_one_of_each_key_finds_every_repeated_top_level_key(pairs, compact, ascii_only):
+    """As a full decode says, on lines as JSON writers write them (repeats made by hand)."""
+    separators = (",", ":") if compact else (", ", ": ")
+
+    def dump(value: object) -> str:
+        return json.dumps(value, ensure_ascii=ascii_only, separators=separators)
+
+    raw = "{" + separators[0].join(dump(k) + separators[1] + dump(v) for k, v in pairs) + "}"
+    raw_bytes = raw.encode()
+    read = [k for k, _ in pairs if k in fastload._KEY_TOKENS]  # keys both readers ignore aside
+    repeated = len(set(read)) < len(read)
+    assert fastload.one_of_each_key(raw_bytes, orjson.loads(raw_bytes)) is not repeated
