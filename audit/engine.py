@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from lexkeep.audit.fastload import fast_load
+from lexkeep.audit.fastload import LineCheck, fast_load
 from lexkeep.audit.report import (
     AuditReport,
     ConversationResult,
@@ -290,7 +290,11 @@ def run_audit(
                     if on_progress is not None:
                         on_progress(Path(files[0][0]).stat().st_size)
                     phase("auditing identifiers")
-                    report = audit_store(store, settings, inputs=tuple(paths))
+                    with LineCheck(files[0][0]) as check:
+                        report = audit_store(store, settings, inputs=tuple(paths))
+                        if not check.passed():
+                            # A line the reader reads otherwise: the normal ingest decides.
+                            report = None
         if report is None:
             phase("reading traces")
             with Store.open(None, memory_limit=AUDIT_MEMORY_LIMIT) as store:

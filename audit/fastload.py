@@ -12,7 +12,11 @@ Anything this path does not reproduce exactly makes it give up *before* writing 
 the caller runs the normal ingest, which reports the exact file:line:col of a bad line: a line
 DuckDB cannot parse, whitespace-only lines, mixed line endings, an integer where the reader also
 accepts one (ids given as numbers), a non-string message text, duplicate ids, gzip, a BOM.
-The result must equal the normal path's (tests/test_audit_fastload.py compares both).
+DuckDB also reads what orjson, and so the reader, refuses (NaN, Infinity, numbers beyond a
+double, trailing commas), and reads the first of a repeated key where orjson reads the last:
+`LineCheck` decodes every line with orjson while the audit runs, and the caller discards the
+fast path's report when a line is not read alike. The result must equal the normal
+path's (tests/test_audit_fastload.py compares both).
 
 Stored differently from `lexkeep ingest` (the store is private to one audit and discarded):
 only user-text messages are kept, without their text once it is extracted; runs, tool results
@@ -24,15 +28,27 @@ boundary).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Callable
+from multiprocessing import get_context
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import orjson
 
 from lexkeep.core.errors import InputError
-from lexkeep.core.fastload import DEFAULT_KIND_SQL, drop_stage, run_stage, sql_values, stage_sql
+from lexkeep.core.fastload import (
+    DEFAULT_KIND_SQL,
+    drop_stage,
+    one_of_each_key,
+    run_stage,
+    sql_values,
+    stage_sql,
+)
 from lexkeep.core.ingest import JsonSource, detect_format
 from lexkeep.core.model import (
     ArgumentsKind,
@@ -43,6 +59,7 @@ from lexkeep.core.model import (
     Role,
     RunStatus,
 )
+from lexkeep.core.parallel import ignore_interrupts, read_workers
 from lexkeep.core.rules import RuleSet, load_rules
 from lexkeep.core.sidecar import PARALLEL_MIN_CHARS, scan_query
 from lexkeep.core.store import Store, drop_keys
@@ -247,7 +264,8 @@ def fast_load(
 
     Returns False when the file needs the normal ingest (run it on a fresh store). User text of
     at least `parallel_min_chars` characters is extracted in parallel (core.sidecar.scan_query).
-    `on_phase(text)` is told when extraction starts.
+    `on_phase(text)` is told when extraction starts. True does not yet say that the reader
+    reads every line alike: `LineCheck(path)` does (the caller runs it beside the audit).
     """
     if not is_candidate(path):
         return False
@@ -356,3 +374,91 @@ def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet, parallel_min_chars: i
         )
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_fast_pending")
+
+
+# -- lines DuckDB and the reader read differently --------------------------------------------------
+
+
+def read_alike(path: str) -> bool:
+    """True when orjson (the reader's parser) decodes every non-blank line of `path` to an
+    object that DuckDB read alike; False on the first line it does not, or when the file
+    cannot be read.
+
+    DuckDB's JSON reader also takes NaN, Infinity and inf in any case, numbers beyond a double
+    (1e999) and trailing commas, which the reader reports as invalid JSON; and it reads the
+    first of a repeated key where orjson reads the last (`one_of_each_key`). Blank lines are
+    the staging's business (an empty line is skipped, a whitespace-only one sends the file to
+    the normal ingest before this matters).
+    """
+    loads = orjson.loads
+    try:
+        with open(path, "rb", buffering=1 << 20) as stream:
+            for raw in stream:
+                if raw == b"\n" or raw == b"\r\n":
+                    continue
+                value = loads(raw)
+                if type(value) is not dict or not one_of_each_key(raw, value):
+                    return False
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return True
+
+
+def _check_in_worker(path: str, send: Connection) -> None:
+    ignore_interrupts()  # the parent stops this worker itself
+    with contextlib.suppress(OSError):
+        os.nice(10)  # idle cycles first: the audit's own threads come before this check
+    try:
+        send.send(read_alike(path))
+    finally:
+        send.close()
+
+
+class LineCheck:
+    """`read_alike(path)`, computed in a forked process from the moment it is made.
+
+    The audit after the fast path's load runs on one thread and leaves a core idle; the check
+    (about 4 CPU-seconds per GB) runs there, at low priority. Without fork, or when
+    $LEXKEEP_READ_WORKERS asks for no worker processes, `passed()` computes it in this
+    process. Use as a context manager: leaving it stops a worker whose answer was not taken.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._worker: Any = None
+        self._answer: Connection | None = None
+        if read_workers() > 1:
+            context = get_context("fork")
+            self._answer, send = context.Pipe(duplex=False)
+            self._worker = context.Process(target=_check_in_worker, args=(path, send))
+            self._worker.start()
+            send.close()  # the worker holds the other end: EOF when it dies without answering
+
+    def passed(self) -> bool:
+        """`read_alike(path)` (waits for the worker)."""
+        if self._answer is not None:
+            try:
+                answer = self._answer.recv()
+            except EOFError:  # the worker died (killed?): check here instead
+                answer = None
+            self.close()
+            if answer is not None:
+                return bool(answer)
+        return read_alike(self.path)
+
+    def close(self) -> None:
+        """Stop the worker, if it still runs."""
+        if self._worker is not None:
+            if self._worker.is_alive():
+                self._worker.terminate()
+            self._worker.join()
+            self._worker = None
+        if self._answer is not None:
+            self._answer.close()
+            self._answer = None
+
+    def __enter__(self) -> LineCheck:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ from lexkeep.audit.engine import (
     fast_best_near_miss,
     run_audit,
 )
-from lexkeep.audit.fastload import fast_load
+from lexkeep.audit.fastload import LineCheck, fast_load, read_alike
 from lexkeep.audit.render import render, report_dict
 from lexkeep.audit.settings import AuditSettings
 from lexkeep.core.errors import InputError
@@ -226,6 +227,109 @@ def test_bad_lines_keep_the_exact_error(tmp_path, name):
         errors.append((str(exc), exc.path, exc.line, exc.col))
     assert errors[0] == errors[1]
     assert errors[0][1] == str(path) and errors[0][2] is not None
+
+
+# Lines DuckDB's JSON reader takes and orjson (the reader) refuses: Python's json.dumps writes
+# NaN and Infinity for non-finite floats, so real logs hold them. The staging accepts the file;
+# LineCheck must send it to the normal ingest, which names the line.
+DUCKDB_ONLY_CASES = {
+    "nan": '{"type": "message", "id": "m8", "conversation_id": "c1", "role": "assistant",'
+    ' "text": "ok", "logprob": NaN}',
+    "infinity": '{"type": "tool_result", "call_id": "k1", "conversation_id": "c1", "text": "x",'
+    ' "ms": -Infinity}',
+    "lower_case_inf": '{"type": "conversation", "id": "c1", "score": inf}',
+    "beyond_a_double": '{"type": "conversation", "id": "c1", "score": 1e999}',
+    "trailing_comma": '{"type": "conversation", "id": "c1", "title": "t",}',
+    "trailing_comma_in_array": '{"type": "compaction", "id": "b9", "conversation_id": "c1",'
+    ' "kept_verbatim": ["ORD_88412", ]}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(DUCKDB_ONLY_CASES))
+def test_lines_only_duckdb_reads_keep_the_exact_error(tmp_path, name, monkeypatch):
+    path = tmp_path / "t.jsonl"
+    lines = _conversation()
+    path.write_text(_lines(*lines[:4], DUCKDB_ONLY_CASES[name], *lines[4:]), encoding="utf-8")
+    assert _took_fast_path(path)  # DuckDB reads every line: only the check can tell
+    assert not read_alike(str(path))
+    errors = []
+    for fast, workers in ((True, "2"), (True, "0"), (False, "2")):
+        monkeypatch.setenv("LEXKEEP_READ_WORKERS", workers)  # "0": checked in this process
+        with pytest.raises(InputError) as caught:
+            run_audit(paths=[str(path)], fast=fast)
+        exc = caught.value
+        errors.append((str(exc), exc.path, exc.line, exc.col))
+    assert errors[0] == errors[1] == errors[2]
+    assert errors[0][1:3] == (str(path), 5)
+
+
+# Repeated keys: DuckDB reads the first, the reader the last. Top-level ones must send the file
+# to the normal ingest (same report); nested ones are read alike (orjson re-encodes arguments).
+REPEATED_KEY_CASES = {
+    "user_text": (
+        '{"type": "message", "id": "m0", "conversation_id": "c1", "role": "user",'
+        ' "text": "refund INV-2025-08-44719", "text": "refund PAY-14821"}',
+        False,
+    ),
+    "tool_call_arguments": (
+        '{"type": "tool_call", "id": "k9", "conversation_id": "c1", "name": "refund",'
+        ' "arguments": "{\\"order\\": \\"ORD_88412\\"}", "arguments": "{}"}',
+        False,
+    ),
+    "escaped_once": (
+        '{"type": "tool_call", "id": "k9", "conversation_id": "c1", "n\\u0061me": "x",'
+        ' "arguments": "{}"}',
+        True,
+    ),
+    "escaped_twice": (
+        '{"type": "tool_call", "id": "k9", "conversation_id": "c1", "n\\u0061me": "x",'
+        ' "n\\u0061me": "y", "arguments": "{}"}',
+        False,
+    ),
+    "nested_in_arguments": (
+        '{"type": "tool_call", "id": "k9", "conversation_id": "c1", "name": "refund",'
+        ' "arguments": {"id": "ORD_88411", "id": "ORD_88412"}}',
+        True,
+    ),
+    "name_inside_a_value": (
+        '{"type": "tool_result", "call_id": "k7", "conversation_id": "c1",'
+        ' "text": "{\\"text\\": 1, \\"type\\": 2}"}',
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPEATED_KEY_CASES))
+def test_repeated_keys_give_the_readers_report(tmp_path, name):
+    line, alike = REPEATED_KEY_CASES[name]
+    path = tmp_path / "t.jsonl"
+    path.write_text(_lines(line, *_conversation()), encoding="utf-8")
+    assert _took_fast_path(path)  # DuckDB reads every line
+    assert read_alike(str(path)) is alike
+    fast, slow = _both(path)
+    assert fast == slow
+
+
+def test_line_check_passes_what_the_reader_reads_alike(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n" + _lines(*_conversation()).replace("\n", "\r\n", 1), encoding="utf-8")
+    assert read_alike(str(path))
+    with LineCheck(str(path)) as check:
+        assert check.passed()
+    assert not read_alike(str(tmp_path / "missing.jsonl"))
+
+
+def test_line_check_worker_stops_with_its_context(tmp_path, monkeypatch):
+    """Leaving the context before the answer (an error in the audit, Ctrl-C) stops the worker."""
+    monkeypatch.setenv("LEXKEEP_READ_WORKERS", "2")
+    fifo = tmp_path / "never-written"
+    os.mkfifo(fifo)  # the worker blocks opening it: it would never answer by itself
+    check = LineCheck(str(fifo))
+    worker = check._worker
+    assert worker is not None and worker.is_alive()
+    with check:
+        pass
+    assert not worker.is_alive()
 
 
 def test_settings_file_rules_apply_on_both_paths(tmp_path, monkeypatch):
