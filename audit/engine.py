@@ -34,6 +34,7 @@ from lexkeep.audit.report import (
     Counts,
     Evidence,
     Finding,
+    Findings,
     Gate,
     KindResult,
     distribution,
@@ -372,7 +373,7 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
     try:
         _add_ascii_escapes(store)
         total_ids = con.execute("SELECT count(*) FROM lexkeep_audit_ids").fetchone()[0]
-        findings: list[Finding] = []
+        findings = Findings()  # beyond KEEP_IN_MEMORY, on disk until rendered
         for lo in range(0, total_ids, AUDIT_BATCH):
             findings.extend(_audit_batch(store, lo, min(lo + AUDIT_BATCH, total_ids)))
         conv_rows = con.execute(
@@ -410,7 +411,7 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_audit_ids")
     return build_report(
-        tuple(findings),
+        findings,
         conv_rows,
         total,
         settings,
@@ -431,7 +432,7 @@ def _audit_batch(store: Store, lo: int, hi: int) -> list[Finding]:
 
 
 def build_report(
-    findings: tuple[Finding, ...],
+    findings: Sequence[Finding],
     conv_rows: list[tuple[str, str, int, int]],
     conversations_total: int,
     settings: AuditSettings,
@@ -443,9 +444,12 @@ def build_report(
 ) -> AuditReport:
     """Aggregate findings per conversation, per kind and overall, and judge the gate."""
     # Plain tallies first: building frozen Counts per finding would copy 60k+ objects.
-    tally: Counter[tuple[str, str, str]] = Counter(
-        (f.conversation_id, f.kind, f.verdict.value) for f in findings
+    keys = (
+        findings.tally_keys()
+        if isinstance(findings, Findings)
+        else ((f.conversation_id, f.kind, f.verdict.value) for f in findings)
     )
+    tally: Counter[tuple[str, str, str]] = Counter(keys)
     conv_tally: dict[str, Counter[str]] = defaultdict(Counter)
     kind_tally: dict[str, Counter[str]] = defaultdict(Counter)
     for (cid, kind, verdict), n in tally.items():
@@ -453,7 +457,10 @@ def build_report(
         kind_tally[kind][verdict] += n
     per_conv = {cid: _counts(t) for cid, t in conv_tally.items()}
     per_kind = {kind: _counts(t) for kind, t in kind_tally.items()}
-    totals = _counts(Counter(f.verdict.value for f in findings))
+    overall: Counter[str] = Counter()
+    for t in kind_tally.values():
+        overall.update(t)
+    totals = _counts(overall)
     conversations = tuple(
         ConversationResult(cid, Source(file, line), n, per_conv.get(cid, Counts()))
         for cid, file, line, n in conv_rows
@@ -499,7 +506,7 @@ def build_report(
         totals=totals,
         distribution=distribution(conversations),
         conversations_total=conversations_total,
-        gate=judge(totals, findings, settings),
+        gate=judge(totals, settings),
         inputs=inputs,
         notes=tuple(notes),
     )
@@ -514,7 +521,7 @@ def _counts(tally: Counter[str]) -> Counts:
     )
 
 
-def judge(totals: Counts, findings: tuple[Finding, ...], settings: AuditSettings) -> Gate:
+def judge(totals: Counts, settings: AuditSettings) -> Gate:
     """The gate: ratio >= min_ratio (nothing audited passes) and no --fail-on verdicts."""
     reasons = []
     ratio = totals.ratio
@@ -524,7 +531,7 @@ def judge(totals: Counts, findings: tuple[Finding, ...], settings: AuditSettings
             f" --min-ratio {settings.min_ratio}"
         )
     for verdict in settings.fail_on:
-        n = sum(1 for f in findings if f.verdict == verdict)
+        n = getattr(totals, Verdict(verdict).value)
         if n:
             reasons.append(f"{n} {verdict} identifier(s) and --fail-on {verdict}")
     return Gate(

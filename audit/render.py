@@ -14,6 +14,7 @@ import json
 import os
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Any, TextIO
 
 import orjson
@@ -268,14 +269,13 @@ def _json_parts(report: AuditReport, head: bytes) -> Iterator[bytes]:
     yield head[: -len(b"\n}")] + b',\n  "findings": ['
     boundaries: dict[tuple[Any, ...], dict[str, Any]] = {}
     flag_sets: dict[tuple[Any, ...], dict[str, Any]] = {}
-    findings = report.findings
-    for first in range(0, len(findings), JSON_CHUNK):
-        chunk = [
-            _finding_data(f, boundaries, flag_sets) for f in findings[first : first + JSON_CHUNK]
-        ]
+    findings = iter(report.findings)  # read once, in order (big reports wait on disk)
+    first = True
+    while chunk := [_finding_data(f, boundaries, flag_sets) for f in islice(findings, JSON_CHUNK)]:
         body = _dumps(chunk)[1 : -len(b"\n]")].replace(b"\n", b"\n  ")
-        yield body if first == 0 else b"," + body
-    yield b"\n  ]," if findings else b"],"
+        yield body if first else b"," + body
+        first = False
+    yield b"]," if first else b"\n  ],"
     notes = _dumps(list(report.notes)).replace(b"\n", b"\n  ")
     yield b'\n  "notes": ' + notes + b"\n}\n"
 
@@ -332,6 +332,13 @@ def _problem_widths(rows: list[tuple[str, ...]], total: int) -> list[int] | None
     return widths
 
 
+def _first_problems(report: AuditReport) -> tuple[list[Finding], int]:
+    """The first MAX_PROBLEM_ROWS findings not kept, and how many more there are."""
+    problems = list(islice((f for f in report.findings if f.verdict in PROBLEMS), MAX_PROBLEM_ROWS))
+    t = report.totals
+    return problems, t.altered + t.missing + t.unverified - len(problems)
+
+
 def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> None:
     """Rich tables: problems, per kind, per-conversation ratio histogram, and the verdict."""
     console = Console(
@@ -345,10 +352,10 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
         # reads it); a terminal its own width.
         width=None if color or os.environ.get("COLUMNS", "").isdigit() else 140,
     )
-    problems = [f for f in report.findings if f.verdict in PROBLEMS]
+    problems, more = _first_problems(report)
     if problems:
         rows = []
-        for f in problems[:MAX_PROBLEM_ROWS]:
+        for f in problems:
             ev = f.evidence
             evidence = f"{ev.found} ({ev.difference})\n{loc(ev.source)}" if ev else ""
             rows.append(
@@ -371,8 +378,7 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
             style = "red" if row[0] == Verdict.MISSING.value else "yellow"
             table.add_row(Text(row[0], style=style), *row[1:])
         console.print(table)
-        if len(problems) > MAX_PROBLEM_ROWS:
-            more = len(problems) - MAX_PROBLEM_ROWS
+        if more:
             console.print(Text(f"... and {more} more; --format json lists every finding"))
     kinds = Table(title="Per identifier kind", title_justify="left")
     for col in ("kind", "audited", "kept", "altered", "missing", "unverified", "ratio"):
@@ -408,7 +414,8 @@ def render_junit(report: AuditReport, stream: TextIO, color: bool = False) -> No
     """JUnit XML: one test case per audited conversation; altered/missing make it fail."""
     by_conv: dict[str, list[Finding]] = {}
     for f in report.findings:
-        by_conv.setdefault(f.conversation_id, []).append(f)
+        if f.verdict in PROBLEMS:  # the only ones listed: a big audit's kept ones stay on disk
+            by_conv.setdefault(f.conversation_id, []).append(f)
     cases = report.audited_conversations
     failed = [c for c in cases if c.counts.altered or c.counts.missing]
     suites = ET.Element("testsuites", name="lexkeep audit")
@@ -443,7 +450,6 @@ def render_junit(report: AuditReport, stream: TextIO, color: bool = False) -> No
             f"{describe(f)}; typed at {loc(f.message)}, boundary {loc(f.boundary)}"
             + (f", evidence {loc(f.evidence.source)}" if f.evidence else "")
             for f in by_conv.get(conv.conversation_id, [])
-            if f.verdict in PROBLEMS
         ]
         if c.altered or c.missing:
             failure = ET.SubElement(
@@ -524,20 +530,19 @@ def render_markdown(report: AuditReport, stream: TextIO, color: bool = False) ->
     w("Per-conversation ratio distribution:\n\n| ratio | conversations |\n|---|---:|\n")
     for label, n in report.distribution:
         w(f"| {label} | {n} |\n")
-    problems = [f for f in report.findings if f.verdict in PROBLEMS]
+    problems, more = _first_problems(report)
     if problems:
         w("\n### Identifiers not kept verbatim\n\n")
         w("| verdict | kind | value | typed at | boundary | evidence | flags |\n")
         w("|---|---|---|---|---|---|---|\n")
-        for f in problems[:MAX_PROBLEM_ROWS]:
+        for f in problems:
             ev = f.evidence
             evidence = f"{_md(ev.found)} ({ev.difference}) at {_md(loc(ev.source))}" if ev else ""
             w(
                 f"| {f.verdict.value} | {_md(f.kind)} | `{_md(f.value)}` | {_md(loc(f.message))} | "
                 f"{_md(loc(f.boundary))} | {evidence} | {_md(', '.join(flags(f)))} |\n"
             )
-    if len(problems) > MAX_PROBLEM_ROWS:
-        more = len(problems) - MAX_PROBLEM_ROWS
+    if more:
         w(f"\n... and {more} more; --format json lists every finding.\n")
     for note in report.notes:
         w(f"\n> {_md(note)}\n")

@@ -9,7 +9,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import pickle
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import islice
+from typing import IO, Any, overload
 
 from lexkeep.core.collector import paused
 from lexkeep.core.model import Source, Verdict
@@ -81,6 +86,155 @@ class Finding:
     scan_complete: bool = True
 
 
+# Findings an audit holds as objects; later ones wait in a temporary file, SPILL_CHUNK at a time,
+# so a big audit's memory does not grow with its findings (about 0.5 KB each as objects).
+KEEP_IN_MEMORY = 200_000
+SPILL_CHUNK = 20_000
+
+_VERDICTS = {v.value: v for v in Verdict}
+
+
+def _flat(f: Finding) -> tuple[Any, ...]:
+    """A finding as a tuple of plain values (pickled in C, without the dataclasses' reduce)."""
+    m, b, ev = f.message, f.boundary, f.evidence
+    return (
+        f.conversation_id,
+        f.message_id,
+        f.kind,
+        f.value,
+        f.verdict.value,
+        None if m is None else m.file,
+        None if m is None else m.line,
+        f.boundary_id,
+        f.boundary_kind,
+        None if b is None else b.file,
+        None if b is None else b.line,
+        None if ev is None else (ev.call_id, ev.tool, ev.found, ev.source.file, ev.source.line,
+                                 ev.difference, ev.distance),
+        f.in_summary,
+        f.in_kept_verbatim,
+        f.used_before,
+        f.scan_complete,
+    )  # fmt: skip
+
+
+def _unflat(row: tuple[Any, ...]) -> Finding:
+    cid, mid, kind, value, verdict, m_file, m_line, bid, bkind, b_file, b_line, ev = row[:12]
+    evidence = None
+    if ev is not None:
+        evidence = Evidence(ev[0], ev[1], ev[2], Source(ev[3], ev[4]), ev[5], ev[6])
+    return Finding(
+        cid,
+        mid,
+        kind,
+        value,
+        _VERDICTS[verdict],
+        None if m_file is None else Source(m_file, m_line),  # type: ignore[arg-type]
+        bid,
+        bkind,
+        None if b_file is None else Source(b_file, b_line),  # type: ignore[arg-type]
+        evidence,
+        *row[12:],
+    )
+
+
+class Findings(Sequence[Finding]):
+    """An audit's findings in order: the first KEEP_IN_MEMORY as objects, the rest pickled to
+    an anonymous temporary file in chunks and read back a chunk at a time while iterating.
+
+    Equal to any sequence of the same findings in the same order (a tuple, another Findings).
+    """
+
+    def __init__(self, items: Iterable[Finding] = ()) -> None:
+        self._head: list[Finding] = []
+        self._tail: list[tuple[Any, ...]] = []  # flat findings not yet written
+        self._file: IO[bytes] | None = None
+        self._chunks: list[tuple[int, int]] = []  # (file offset, findings) of written chunks
+        self._len = 0
+        self.extend(items)
+
+    def extend(self, items: Iterable[Finding]) -> None:
+        """Append findings (in order)."""
+        head, tail = self._head, self._tail
+        for f in items:
+            if len(head) < KEEP_IN_MEMORY and not self._chunks and not tail:
+                head.append(f)
+            else:
+                tail.append(_flat(f))
+                if len(tail) >= SPILL_CHUNK:
+                    self._spill()
+            self._len += 1
+
+    def _spill(self) -> None:
+        if self._file is None:
+            # lives as long as the findings (closed by close() or when collected)
+            self._file = tempfile.TemporaryFile(prefix="lexkeep-findings-")  # noqa: SIM115
+        self._file.seek(0, os.SEEK_END)
+        self._chunks.append((self._file.tell(), len(self._tail)))
+        pickle.dump(self._tail, self._file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._tail.clear()  # the same list: extend() holds it
+
+    def _rows(self) -> Iterator[list[tuple[Any, ...]]]:
+        """The flat findings after the head, a chunk at a time, in order."""
+        for offset, _ in self._chunks:
+            assert self._file is not None
+            self._file.seek(offset)
+            yield pickle.load(self._file)
+        if self._tail:
+            yield self._tail
+
+    def tally_keys(self) -> Iterator[tuple[str, str, str]]:
+        """(conversation id, kind, verdict value) of each finding, without rebuilding any."""
+        for f in self._head:
+            yield f.conversation_id, f.kind, f.verdict.value
+        for rows in self._rows():
+            for row in rows:
+                yield row[0], row[2], row[4]
+
+    def __iter__(self) -> Iterator[Finding]:
+        yield from self._head
+        for rows in self._rows():
+            for row in rows:
+                yield _unflat(row)
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> Finding: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Finding, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Finding | tuple[Finding, ...]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._len)
+            return tuple(islice(self, start, stop, step)) if step > 0 else tuple(self)[index]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("finding index out of range")
+        if index < len(self._head):
+            return self._head[index]
+        return next(islice(self, index, None))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable while the audit appends
+
+    def __repr__(self) -> str:
+        return f"Findings({self._len} findings, {len(self._chunks)} chunks on disk)"
+
+    def close(self) -> None:
+        """Remove the temporary file (also done when the object is collected)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
 @dataclass(frozen=True, slots=True)
 class ConversationResult:
     """Per-conversation counts for a conversation that crosses at least one boundary."""
@@ -119,7 +273,7 @@ class Gate:
 class AuditReport:
     """Everything an audit found; the single input of every renderer."""
 
-    findings: tuple[Finding, ...]
+    findings: Sequence[Finding]  # a tuple, or Findings (some on disk) for big audits
     conversations: tuple[ConversationResult, ...]  # those with >= 1 boundary
     kinds: tuple[KindResult, ...]
     totals: Counts
@@ -172,13 +326,15 @@ def redact_value(value: str, key: bytes) -> str:
 def redact(report: AuditReport, key: bytes | None = None) -> AuditReport:
     """A copy of `report` with every identifier value and evidence value replaced by its hash."""
     key = key if key is not None else redact_key()
-    findings = []
-    for f in report.findings:
+
+    def hashed(f: Finding) -> Finding:
         evidence = f.evidence
         if evidence is not None:
             evidence = replace(evidence, found=redact_value(evidence.found, key))
-        findings.append(replace(f, value=redact_value(f.value, key), evidence=evidence))
-    return replace(report, findings=tuple(findings), redacted=True)
+        return replace(f, value=redact_value(f.value, key), evidence=evidence)
+
+    findings = Findings(hashed(f) for f in report.findings)
+    return replace(report, findings=findings, redacted=True)
 
 
 # Reports allocate a few objects per identifier and no cycles (see core.collector).

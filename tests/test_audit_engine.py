@@ -371,11 +371,11 @@ def test_ratios_per_conversation_kind_and_distribution(store):
 
 def test_gate_min_ratio_fail_on_exit_zero():
     f = Counts(kept=9, missing=1)
-    assert not judge(f, (), AuditSettings()).passed
-    assert judge(f, (), AuditSettings(min_ratio=0.9)).passed
-    gate = judge(f, (), AuditSettings(min_ratio=0.95, exit_zero=True))
+    assert not judge(f, AuditSettings()).passed
+    assert judge(f, AuditSettings(min_ratio=0.9)).passed
+    gate = judge(f, AuditSettings(min_ratio=0.95, exit_zero=True))
     assert (gate.passed, gate.exit_code) == (False, 0)
-    assert judge(Counts(), (), AuditSettings()).passed
+    assert judge(Counts(), AuditSettings()).passed
 
 
 def test_fail_on_altered_fails_even_above_the_ratio(store):
