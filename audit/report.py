@@ -228,6 +228,10 @@ class Findings(Sequence[Finding]):
     def __repr__(self) -> str:
         return f"Findings({self._len} findings, {len(self._chunks)} chunks on disk)"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickle and copy take every finding (the temporary file cannot travel)
+        return (Findings, (tuple(self),))
+
     def close(self) -> None:
         """Remove the temporary file (also done when the object is collected)."""
         if self._file is not None:

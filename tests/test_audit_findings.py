@@ -4,7 +4,9 @@ report holds, in order."""
 
 from __future__ import annotations
 
+import copy
 import io
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +72,8 @@ def test_findings_on_disk_read_back_in_order(spill):
     assert findings != tuple(items[:-1]) and findings != tuple(items[:-1] + items[:1])
     keys = [(f.conversation_id, f.kind, f.verdict.value) for f in items]
     assert list(findings.tally_keys()) == keys
+    assert pickle.loads(pickle.dumps(findings)) == items  # a report can cross processes
+    assert copy.deepcopy(findings) == items
     findings.close()
 
 
