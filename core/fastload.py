@@ -406,13 +406,14 @@ def one_of_each_key(raw: bytes, value: dict[str, Any]) -> bool:
     DuckDB's JSON functions read the first of a repeated key, orjson (so the reader) the last.
     A key is a string closed right before its colon (`":`, which inside a string can only
     follow a backslash): a line with as many of those as distinct top-level keys repeats
-    none (most lines; two C-speed scans). Otherwise each key the reader reads whose quoted
+    none (most lines; one or two C-speed scans). Otherwise each key the reader reads whose quoted
     name occurs once in the text occurs once, and any other (twice in the text, maybe nested,
     or written with escapes) is decided by a full decode. Not caught: a line that mixes key
     styles (one key written plainly and again with escapes or with a space before its colon),
     which no JSON writer produces, or that repeats a key beside a key ending in a backslash.
     """
-    if raw.count(b'":') - raw.count(b'\\":') == len(value):
+    closed, keys = raw.count(b'":'), len(value)
+    if closed == keys or (closed > keys and closed - raw.count(b'\\":') == keys):
         return True
     for key in value:
         token = _KEY_TOKENS.get(key)
