@@ -157,7 +157,7 @@ class Findings(Sequence[Finding]):
         """Append findings (in order)."""
         head, tail = self._head, self._tail
         for f in items:
-            if len(head) < KEEP_IN_MEMORY and not self._chunks and not tail:
+            if len(head) == self._len < KEEP_IN_MEMORY:  # nothing flattened yet, room left
                 head.append(f)
             else:
                 tail.append(_flat(f))
