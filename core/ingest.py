@@ -17,6 +17,7 @@ from contextlib import nullcontext, suppress
 from dataclasses import replace
 from functools import partial
 from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
@@ -27,6 +28,7 @@ from lexkeep.core.errors import InputError
 from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, write
 from lexkeep.core.formats import detect, get_reader
 from lexkeep.core.identifiers import extract_many, prepare
+from lexkeep.core.keyset import Keys
 from lexkeep.core.model import (
     ArgumentsKind,
     Boundary,
@@ -579,51 +581,16 @@ GROUP_FILES = 1000
 FAST_MIN_BYTES = 8 << 20
 
 
-# The tables whose rows _Keys checks, and every table a keyless lean store holds without its
-# primary key (the sidecar's rows are unique once the messages are).
+# The tables whose rows core.keyset.Keys checks, and every table a keyless lean store holds
+# without its primary key (the sidecar's rows are unique once the messages are).
 _KEYED_ROWS = ("messages", "tool_calls", "boundaries")
 _UNKEYED_TABLES = (*_KEYED_ROWS, "identifiers", "identifier_scans")
-
-
-class _Keys:
-    """The keys written so far to a lean store without primary keys (see ingest_paths).
-
-    A row whose key was written before is left out, the first one winning as with DuckDB's
-    ON CONFLICT DO NOTHING; the message rows are then unique, so each is scanned once and
-    the sidecar needs no keys either. A group's keys stay apart until its transaction
-    commits, so a group rolled back forgets them with its rows.
-    """
-
-    def __init__(self) -> None:
-        self.committed: dict[str, set[Any]] = {table: set() for table in _KEYED_ROWS}
-        self.pending: dict[str, set[Any]] = {table: set() for table in _KEYED_ROWS}
-
-    def fresh(self, table: str, key: Any) -> bool:
-        """True (and noted) the first time `key` comes for `table`."""
-        if key in self.committed[table]:
-            return False
-        pending = self.pending[table]
-        if key in pending:
-            return False
-        pending.add(key)
-        return True
-
-    def commit(self) -> None:
-        """The group's transaction committed: its keys are the store's."""
-        for table, keys in self.pending.items():
-            self.committed[table] |= keys
-            keys.clear()
-
-    def discard(self) -> None:
-        """The group's transaction rolled back: forget its keys."""
-        for keys in self.pending.values():
-            keys.clear()
 
 
 class _Batch:
     """Rows staged for one transaction: positions, conversations, runs, timeline rows."""
 
-    def __init__(self, store: Store, lean: bool = False, seen: _Keys | None = None) -> None:
+    def __init__(self, store: Store, lean: bool = False, seen: Keys | None = None) -> None:
         self.store = store
         self.con = store.con
         # seen: the store's timeline tables have no primary keys; rows are checked here.
@@ -803,10 +770,9 @@ class _Batch:
         store = self.store
         seen = self.seen
         if seen is not None:
-            fresh = seen.fresh
-            messages = [r for r in messages if fresh("messages", r[0])]
-            calls = [r for r in calls if fresh("tool_calls", (r[0], r[1]))]
-            boundaries = [r for r in boundaries if fresh("boundaries", r[0])]
+            messages = seen.fresh("messages", messages, itemgetter(0))
+            calls = seen.fresh("tool_calls", calls, itemgetter(0, 1))
+            boundaries = seen.fresh("boundaries", boundaries, itemgetter(0))
         conflict = "DO NOTHING" if seen is None else ""
         for table, rows in (
             ("messages", messages),
@@ -1399,7 +1365,7 @@ def _ingest_group(
     *,
     fast_min_bytes: int | None = None,
     lean: bool = False,
-    keys: _Keys | None = None,
+    keys: Keys | None = None,
     on_phase: Callable[[str], None] | None = None,
     **options: Any,
 ) -> list[FileCounts]:
@@ -1576,9 +1542,10 @@ def ingest_paths(
         return _ingest_files(store, files, rules, options, fast_min_bytes, lean, on_file, on_phase)
 
 
-def _unkey(store: Store, files: list[tuple[str, bool]], fast_min_bytes: int | None) -> _Keys | None:
+def _unkey(store: Store, files: list[tuple[str, bool]], fast_min_bytes: int | None) -> Keys | None:
     """Drop the primary keys of a lean in-memory store's timeline and sidecar (_UNKEYED_TABLES)
-    while they are empty, and check the keys in Python instead (_Keys); None to keep them.
+    while they are empty, and check the keys in Python instead (core.keyset.Keys); None to keep
+    them.
 
     DuckDB's key indexes cost about a tenth of a lean ingest of many small files (inserts,
     and commits that merge each group's index into the store's). A file that may take the
@@ -1596,7 +1563,21 @@ def _unkey(store: Store, files: list[tuple[str, bool]], fast_min_bytes: int | No
         if con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]:
             return None
     drop_keys(con, _UNKEYED_TABLES)
-    return _Keys()
+    return Keys(_KEYED_ROWS, partial(_stored_keys, con))
+
+
+def _stored_keys(con: Any, table: str, keys: list[Any]) -> set[Any]:
+    """Of `keys` (see _KEYED_ROWS), the ones `table` of the keyless store holds."""
+    if table == "tool_calls":
+        rows = con.execute(
+            "SELECT t.conversation_id, t.call_id FROM tool_calls t"
+            " JOIN (SELECT unnest(?) AS conversation_id, unnest(?) AS call_id) k"
+            " USING (conversation_id, call_id)",
+            [[k[0] for k in keys], [k[1] for k in keys]],
+        ).fetchall()
+        return set(rows)
+    rows = con.execute(f"SELECT id FROM {table} WHERE id IN (SELECT unnest(?))", [keys]).fetchall()
+    return {row[0] for row in rows}
 
 
 def _ingest_files(

@@ -22,7 +22,7 @@ from conftest import INGEST_TABLES, ingest_rows, shared_data
 from lexkeep.audit.engine import audit_store
 from lexkeep.audit.settings import AuditSettings
 from lexkeep.core import ingest as ingest_module
-from lexkeep.core import parallel
+from lexkeep.core import keyset, parallel
 from lexkeep.core.errors import ConfigError, InputError
 from lexkeep.core.ingest import ingest_paths
 from lexkeep.core.parallel import ReadAhead
@@ -274,7 +274,7 @@ def test_lean_runs_of_counted_records_keep_positions_times_and_counts(tmp_path, 
 # -- the lean store without primary keys ---------------------------------------------------
 #
 # An audit's private in-memory store drops the primary keys of its timeline and sidecar tables
-# and the writer checks the keys itself (core.ingest._Keys). A lean ingest into a store on disk
+# and the writer checks the keys itself (core.keyset.Keys). A lean ingest into a store on disk
 # keeps the keys (DuckDB's ON CONFLICT DO NOTHING decides): both must hold the same rows.
 
 _LEAN_TABLES = ("conversations", "messages", "tool_calls", "boundaries", "identifiers",
@@ -300,14 +300,32 @@ def _lean_both(tmp_path: Path, paths: list[str], **options: object) -> tuple[dic
     return rows[0], rows[1]
 
 
+def _all_hashes_collide(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every key hashes alike in core.keyset, so each committed key is confirmed by the store;
+    returns the (table, number of keys) of each store lookup."""
+    monkeypatch.setattr(keyset, "_hash", lambda key: 1)
+    lookups: list[tuple[str, int]] = []
+    stored_keys = ingest_module._stored_keys
+
+    def counted(con: object, table: str, keys: list[object]) -> set[object]:
+        lookups.append((table, len(keys)))
+        return stored_keys(con, table, keys)
+
+    monkeypatch.setattr(ingest_module, "_stored_keys", counted)
+    return lookups
+
+
+@pytest.mark.parametrize("collide", [False, True], ids=["hashes", "colliding-hashes"])
 @pytest.mark.parametrize("group_files", [1, 1000])
 def test_lean_store_without_keys_keeps_the_first_of_repeated_ids(
-    tmp_path, counted_takes, monkeypatch, group_files
+    tmp_path, counted_takes, monkeypatch, group_files, collide
 ):
     """Messages, tool calls and boundaries repeated in a later file (a resumed session copies
     them), one with another text: the first one stays, its identifiers once; with the files
-    in one transaction or each in its own."""
+    in one transaction or each in its own. With every hash alike, a new key of a later group
+    matches a committed hash and the store says it is new: it stays."""
     monkeypatch.setattr(ingest_module, "GROUP_FILES", group_files)
+    lookups = _all_hashes_collide(monkeypatch) if collide else []
     folder = tmp_path / "traces"
     folder.mkdir()
     first = [
@@ -334,6 +352,10 @@ def test_lean_store_without_keys_keeps_the_first_of_repeated_ids(
     assert keyed["messages"][0][7] == "refund INV-2025-08-44719 please"  # text
     assert [c[1] for c in keyed["tool_calls"]] == ["t1"]
     assert sorted(i[3] for i in keyed["identifiers"]) == ["INV-2025-08-44719", "ORD-7731"]
+    # Files in separate transactions: b.jsonl's keys (u1 twice, u2; t1 twice; b1) each met a
+    # committed hash once, the first time they came.
+    expected = [("messages", 2), ("tool_calls", 1), ("boundaries", 1)]
+    assert sorted(lookups) == (sorted(expected) if collide and group_files == 1 else [])
 
 
 def test_lean_store_without_keys_forgets_the_keys_of_a_group_rolled_back(tmp_path, monkeypatch):
@@ -361,10 +383,17 @@ def test_lean_store_without_keys_holds_the_same_rows(tmp_path, counted_takes, fm
     assert keyed["identifiers"] and keyed["boundaries"]
 
 
-def test_lean_store_without_keys_on_real_claude_sessions(tmp_path, counted_takes):
-    """Real Claude Code sessions, resumed and forked ones included (copied records)."""
+@pytest.mark.parametrize("collide", [False, True], ids=["hashes", "colliding-hashes"])
+def test_lean_store_without_keys_on_real_claude_sessions(
+    tmp_path, counted_takes, monkeypatch, collide
+):
+    """Real Claude Code sessions, resumed and forked ones included (copied records); also with
+    every key's hash alike, when only the store's answer tells a copy from a new record."""
+    monkeypatch.setattr(ingest_module, "GROUP_FILES", 3)  # several committed groups
+    lookups = _all_hashes_collide(monkeypatch) if collide else []
     path = shared_data() / "claude-code-log"
     unkeyed, keyed = _lean_both(tmp_path, [str(path)], skip_invalid=True)
     assert unkeyed.pop("keys") == 0
     assert unkeyed == {k: v for k, v in keyed.items() if k != "keys"}
     assert keyed["messages"]
+    assert bool(lookups) == collide
