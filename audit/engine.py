@@ -40,6 +40,7 @@ from lexkeep.audit.report import (
     distribution,
     gc_paused,
     redact,
+    tally_keys,
 )
 from lexkeep.audit.settings import AuditSettings, resolve
 from lexkeep.core.errors import ConfigError, InputError
@@ -444,12 +445,7 @@ def build_report(
 ) -> AuditReport:
     """Aggregate findings per conversation, per kind and overall, and judge the gate."""
     # Plain tallies first: building frozen Counts per finding would copy 60k+ objects.
-    keys = (
-        findings.tally_keys()
-        if isinstance(findings, Findings)
-        else ((f.conversation_id, f.kind, f.verdict.value) for f in findings)
-    )
-    tally: Counter[tuple[str, str, str]] = Counter(keys)
+    tally: Counter[tuple[str, str, str]] = Counter(tally_keys(findings))
     conv_tally: dict[str, Counter[str]] = defaultdict(Counter)
     kind_tally: dict[str, Counter[str]] = defaultdict(Counter)
     for (cid, kind, verdict), n in tally.items():

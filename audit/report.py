@@ -239,6 +239,14 @@ class Findings(Sequence[Finding]):
             self._file = None
 
 
+def tally_keys(findings: Sequence[Finding]) -> Iterator[tuple[str, str, str]]:
+    """(conversation id, kind, verdict value) of each finding; a `Findings` answers from its
+    flat rows without rebuilding the findings it keeps on disk."""
+    if isinstance(findings, Findings):
+        return findings.tally_keys()
+    return ((f.conversation_id, f.kind, f.verdict.value) for f in findings)
+
+
 @dataclass(frozen=True, slots=True)
 class ConversationResult:
     """Per-conversation counts for a conversation that crosses at least one boundary."""

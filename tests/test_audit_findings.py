@@ -16,7 +16,7 @@ import pytest
 from lexkeep.audit import report as report_module
 from lexkeep.audit.engine import run_audit
 from lexkeep.audit.render import render
-from lexkeep.audit.report import Evidence, Finding, Findings, redact
+from lexkeep.audit.report import Evidence, Finding, Findings, redact, tally_keys
 from lexkeep.audit.settings import FORMATS, AuditSettings
 from lexkeep.core.model import Source, Verdict
 
@@ -72,6 +72,7 @@ def test_findings_on_disk_read_back_in_order(spill):
     assert findings != tuple(items[:-1]) and findings != tuple(items[:-1] + items[:1])
     keys = [(f.conversation_id, f.kind, f.verdict.value) for f in items]
     assert list(findings.tally_keys()) == keys
+    assert list(tally_keys(findings)) == keys == list(tally_keys(items))  # a plain list too
     assert pickle.loads(pickle.dumps(findings)) == items  # a report can cross processes
     assert copy.deepcopy(findings) == items
     findings.close()

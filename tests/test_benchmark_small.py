@@ -180,3 +180,26 @@ def test_audit_without_the_compiled_selection_gives_the_same_report(audited, dum
     pure = json.loads(proc.stdout)
     assert pure["totals"] == report["totals"]
     assert pure["findings"] == report["findings"]
+
+
+def test_audit_memory_names_the_reading_phase_and_the_whole_run(dump):
+    """benchmarks/audit_memory.py on each format's small dump: the reading phase ends before
+    the whole run, and its peak is at most the whole run's."""
+    fmt, out, _ = dump
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "audit_memory.py"),
+            str(_audit_target(fmt, out)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    reading, whole = proc.stdout.splitlines()
+    assert reading.startswith("reading: ") and whole.startswith("audit: ")
+    read_s, read_peak = float(reading.split()[1]), int(reading.split()[4])
+    whole_s, whole_peak = float(whole.split()[1]), int(whole.split()[4])
+    assert 0 < read_s <= whole_s
+    assert 0 < read_peak <= whole_peak
