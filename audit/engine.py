@@ -32,7 +32,6 @@ from lexkeep.audit.report import (
     AuditReport,
     ConversationResult,
     Counts,
-    Evidence,
     Finding,
     Findings,
     Gate,
@@ -376,7 +375,7 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
         total_ids = con.execute("SELECT count(*) FROM lexkeep_audit_ids").fetchone()[0]
         findings = Findings()  # beyond KEEP_IN_MEMORY, on disk until rendered
         for lo in range(0, total_ids, AUDIT_BATCH):
-            findings.extend(_audit_batch(store, lo, min(lo + AUDIT_BATCH, total_ids)))
+            findings.extend_flat(_audit_batch(store, lo, min(lo + AUDIT_BATCH, total_ids)))
         conv_rows = con.execute(
             """
             SELECT c.id, c.source_file, c.source_line, count(b.id)
@@ -423,8 +422,9 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
     )
 
 
-def _audit_batch(store: Store, lo: int, hi: int) -> list[Finding]:
-    """The findings of identifiers lo <= rid < hi (each identifier is judged on its own)."""
+def _audit_batch(store: Store, lo: int, hi: int) -> list[tuple[Any, ...]]:
+    """The findings of identifiers lo <= rid < hi, flat (each identifier is judged on its
+    own)."""
     batch = _Batch(lo, _audit_rows(store, lo, hi))
     kept = _first_kept(store, ">", batch)
     near = _near_misses(store, batch, [r[0] for r in batch.rows if r[0] not in kept])
@@ -920,52 +920,56 @@ def _findings(
     near: dict[int, tuple[NearMiss, _Call]],
     before: dict[int, _Call],
     texts: dict[str, tuple[str | None, tuple[str, ...]]],
-) -> list[Finding]:
+) -> list[tuple[Any, ...]]:
+    """The batch's findings, flat (audit.report.FLAT_FIELDS): the report keeps them so, and
+    the JSON report reads them so, without a Finding object each."""
     out = []
-    boundaries: dict[str, Source] = {}  # one Source per boundary, shared by its findings
     # Every row brings its own copy of strings that repeat across findings (conversation,
     # kind, file and tool names): one shared copy each keeps 700,000 findings ~100 MB smaller.
     intern = sys.intern
+    kept_value = Verdict.KEPT.value
+    altered_value = Verdict.ALTERED.value
+    missing_value = Verdict.MISSING.value
+    unverified_value = Verdict.UNVERIFIED.value
     for rid, cid, mid, kind, value, complete, m_file, m_line, bid, bkind, b_file, b_line in rows:
         evidence = None
         c = kept.get(rid)
         if c is not None:
-            verdict = Verdict.KEPT
-            evidence = Evidence(c[0], intern(c[1]), value, Source(intern(c[2]), c[3]))
+            verdict = kept_value
+            evidence = (c[0], intern(c[1]), value, intern(c[2]), c[3], None, None)
         elif rid in near:
             miss, c = near[rid]
-            verdict = Verdict.ALTERED
-            evidence = Evidence(
+            verdict = altered_value
+            evidence = (
                 c[0],
                 intern(c[1]),
                 miss.found,
-                Source(intern(c[2]), c[3]),
+                intern(c[2]),
+                c[3],
                 miss.difference.value,
                 miss.distance,
             )
         else:
-            verdict = Verdict.MISSING if complete else Verdict.UNVERIFIED
+            verdict = missing_value if complete else unverified_value
         summary, kept_verbatim = texts.get(bid, (None, ()))
         in_kept_verbatim = False
         for text in kept_verbatim:  # a loop, not any(genexpr): most findings have some
             if value in text and is_kept(value, text):
                 in_kept_verbatim = True
                 break
-        boundary = boundaries.get(bid)
-        if boundary is None:
-            boundary = boundaries[bid] = Source(intern(b_file), b_line)
-        # Positional (the field order of Finding): keywords cost a third more per finding.
         out.append(
-            Finding(
+            (
                 intern(cid),
                 mid,
                 intern(kind),
                 value,
                 verdict,
-                Source(intern(m_file), m_line),
+                intern(m_file),
+                m_line,
                 intern(bid),
                 intern(bkind),
-                boundary,
+                intern(b_file),
+                b_line,
                 evidence,
                 # `in` first: is_kept's own search, without a Python call when it fails.
                 None if summary is None else value in summary and is_kept(value, summary),

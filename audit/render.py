@@ -29,6 +29,7 @@ from lexkeep.audit.report import (
     Counts,
     Evidence,
     Finding,
+    flat_rows,
     gc_paused,
 )
 from lexkeep.core import __version__
@@ -165,6 +166,57 @@ def _finding_data(
     }
 
 
+def _flat_data(
+    row: tuple[Any, ...],
+    boundaries: dict[tuple[Any, ...], dict[str, Any]],
+    flag_sets: dict[tuple[Any, ...], dict[str, Any]],
+) -> dict[str, Any]:
+    """_finding_data() of a flat finding (audit.report.FLAT_FIELDS), without a Finding: the
+    JSON report of a big audit reads its findings this way."""
+    (cid, mid, kind, value, verdict, m_file, m_line, bid, bkind, b_file, b_line, ev,
+     in_summary, in_kept_verbatim, used_before, scan_complete) = row  # fmt: skip
+    key = (bid, bkind, b_file, b_line)
+    boundary = boundaries.get(key)
+    if boundary is None:
+        boundary = {"id": bid, "kind": bkind}
+        if b_file is not None:
+            boundary["file"] = b_file
+            boundary["line"] = b_line
+        boundaries[key] = boundary
+    key = (in_summary, in_kept_verbatim, used_before)
+    flags = flag_sets.get(key)
+    if flags is None:
+        flags = flag_sets[key] = {
+            "in_summary": in_summary,
+            "in_kept_verbatim": in_kept_verbatim,
+            "used_before_boundary": used_before,
+        }
+    evidence = None
+    if ev is not None:
+        evidence = {
+            "call_id": ev[0],
+            "tool": ev[1],
+            "found": ev[2],
+            "difference": ev[5],
+            "distance": ev[6],
+        }
+        if ev[3] is not None:
+            evidence["file"] = ev[3]
+            evidence["line"] = ev[4]
+    return {
+        "conversation_id": cid,
+        "message_id": mid,
+        "kind": kind,
+        "value": value,
+        "verdict": verdict,
+        "message": None if m_file is None else {"file": m_file, "line": m_line},
+        "boundary": boundary,
+        "evidence": evidence,
+        "flags": flags,
+        "scan_complete": scan_complete,
+    }
+
+
 def _evidence_dict(ev: Evidence) -> dict[str, Any]:
     out = {
         "call_id": ev.call_id,
@@ -269,9 +321,9 @@ def _json_parts(report: AuditReport, head: bytes) -> Iterator[bytes]:
     yield head[: -len(b"\n}")] + b',\n  "findings": ['
     boundaries: dict[tuple[Any, ...], dict[str, Any]] = {}
     flag_sets: dict[tuple[Any, ...], dict[str, Any]] = {}
-    findings = iter(report.findings)  # read once, in order (big reports wait on disk)
+    rows = flat_rows(report.findings)  # read once, in order (big reports wait on disk)
     first = True
-    while chunk := [_finding_data(f, boundaries, flag_sets) for f in islice(findings, JSON_CHUNK)]:
+    while chunk := [_flat_data(row, boundaries, flag_sets) for row in islice(rows, JSON_CHUNK)]:
         body = _dumps(chunk)[1 : -len(b"\n]")].replace(b"\n", b"\n  ")
         yield body if first else b"," + body
         first = False

@@ -95,7 +95,8 @@ _VERDICTS = {v.value: v for v in Verdict}
 
 
 def _flat(f: Finding) -> tuple[Any, ...]:
-    """A finding as a tuple of plain values (pickled in C, without the dataclasses' reduce)."""
+    """A finding as a tuple of plain values (FLAT_FIELDS; pickled in C, without the
+    dataclasses' reduce, and about half a Finding's memory)."""
     m, b, ev = f.message, f.boundary, f.evidence
     return (
         f.conversation_id,
@@ -109,7 +110,9 @@ def _flat(f: Finding) -> tuple[Any, ...]:
         f.boundary_kind,
         None if b is None else b.file,
         None if b is None else b.line,
-        None if ev is None else (ev.call_id, ev.tool, ev.found, ev.source.file, ev.source.line,
+        None if ev is None else (ev.call_id, ev.tool, ev.found,
+                                 None if ev.source is None else ev.source.file,
+                                 None if ev.source is None else ev.source.line,
                                  ev.difference, ev.distance),
         f.in_summary,
         f.in_kept_verbatim,
@@ -118,11 +121,21 @@ def _flat(f: Finding) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+# The fields of a flat finding (_flat), in order; `evidence` is None or (call id, tool, found,
+# file, line, difference, distance).
+FLAT_FIELDS = (
+    "conversation_id", "message_id", "kind", "value", "verdict", "message_file",
+    "message_line", "boundary_id", "boundary_kind", "boundary_file", "boundary_line",
+    "evidence", "in_summary", "in_kept_verbatim", "used_before", "scan_complete",
+)  # fmt: skip
+
+
 def _unflat(row: tuple[Any, ...]) -> Finding:
     cid, mid, kind, value, verdict, m_file, m_line, bid, bkind, b_file, b_line, ev = row[:12]
     evidence = None
     if ev is not None:
-        evidence = Evidence(ev[0], ev[1], ev[2], Source(ev[3], ev[4]), ev[5], ev[6])
+        source = None if ev[3] is None else Source(ev[3], ev[4])
+        evidence = Evidence(ev[0], ev[1], ev[2], source, ev[5], ev[6])  # type: ignore[arg-type]
     return Finding(
         cid,
         mid,
@@ -139,14 +152,16 @@ def _unflat(row: tuple[Any, ...]) -> Finding:
 
 
 class Findings(Sequence[Finding]):
-    """An audit's findings in order: the first KEEP_IN_MEMORY as objects, the rest pickled to
-    an anonymous temporary file in chunks and read back a chunk at a time while iterating.
+    """An audit's findings in order, kept flat (see _flat): the first KEEP_IN_MEMORY in memory,
+    the rest pickled to an anonymous temporary file in chunks and read back a chunk at a time
+    while iterating. Iterating or indexing gives Finding objects; `flat_rows()` the flat
+    tuples, which the JSON report and the tallies read without building any object.
 
     Equal to any sequence of the same findings in the same order (a tuple, another Findings).
     """
 
     def __init__(self, items: Iterable[Finding] = ()) -> None:
-        self._head: list[Finding] = []
+        self._head: list[tuple[Any, ...]] = []
         self._tail: list[tuple[Any, ...]] = []  # flat findings not yet written
         self._file: IO[bytes] | None = None
         self._chunks: list[tuple[int, int]] = []  # (file offset, findings) of written chunks
@@ -155,12 +170,16 @@ class Findings(Sequence[Finding]):
 
     def extend(self, items: Iterable[Finding]) -> None:
         """Append findings (in order)."""
+        self.extend_flat(map(_flat, items))
+
+    def extend_flat(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Append flat findings (tuples in the FLAT_FIELDS layout, in order)."""
         head, tail = self._head, self._tail
-        for f in items:
-            if len(head) == self._len < KEEP_IN_MEMORY:  # nothing flattened yet, room left
-                head.append(f)
+        for row in rows:
+            if len(head) == self._len < KEEP_IN_MEMORY:  # nothing spilled yet, room left
+                head.append(row)
             else:
-                tail.append(_flat(f))
+                tail.append(row)
                 if len(tail) >= SPILL_CHUNK:
                     self._spill()
             self._len += 1
@@ -172,10 +191,12 @@ class Findings(Sequence[Finding]):
         self._file.seek(0, os.SEEK_END)
         self._chunks.append((self._file.tell(), len(self._tail)))
         pickle.dump(self._tail, self._file, protocol=pickle.HIGHEST_PROTOCOL)
-        self._tail.clear()  # the same list: extend() holds it
+        self._tail.clear()  # the same list: extend_flat() holds it
 
     def _rows(self) -> Iterator[list[tuple[Any, ...]]]:
-        """The flat findings after the head, a chunk at a time, in order."""
+        """The flat findings, a list at a time, in order: the head, then each chunk."""
+        if self._head:
+            yield self._head
         for offset, _ in self._chunks:
             assert self._file is not None
             self._file.seek(offset)
@@ -183,19 +204,19 @@ class Findings(Sequence[Finding]):
         if self._tail:
             yield self._tail
 
+    def flat_rows(self) -> Iterator[tuple[Any, ...]]:
+        """Every finding as its flat tuple (FLAT_FIELDS), in order."""
+        for rows in self._rows():
+            yield from rows
+
     def tally_keys(self) -> Iterator[tuple[str, str, str]]:
         """(conversation id, kind, verdict value) of each finding, without rebuilding any."""
-        for f in self._head:
-            yield f.conversation_id, f.kind, f.verdict.value
         for rows in self._rows():
             for row in rows:
                 yield row[0], row[2], row[4]
 
     def __iter__(self) -> Iterator[Finding]:
-        yield from self._head
-        for rows in self._rows():
-            for row in rows:
-                yield _unflat(row)
+        return map(_unflat, self.flat_rows())
 
     def __len__(self) -> int:
         return self._len
@@ -215,8 +236,8 @@ class Findings(Sequence[Finding]):
         if not 0 <= index < self._len:
             raise IndexError("finding index out of range")
         if index < len(self._head):
-            return self._head[index]
-        return next(islice(self, index, None))
+            return _unflat(self._head[index])
+        return _unflat(next(islice(self.flat_rows(), index, None)))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
@@ -237,6 +258,13 @@ class Findings(Sequence[Finding]):
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def flat_rows(findings: Sequence[Finding]) -> Iterator[tuple[Any, ...]]:
+    """Each finding as its flat tuple (FLAT_FIELDS): a `Findings` gives the ones it holds."""
+    if isinstance(findings, Findings):
+        return findings.flat_rows()
+    return map(_flat, findings)
 
 
 def tally_keys(findings: Sequence[Finding]) -> Iterator[tuple[str, str, str]]:

@@ -1,4 +1,4 @@
-"""Findings kept on disk: a big audit holds KEEP_IN_MEMORY findings as objects and pickles the
+"""Findings kept on disk: a big audit holds KEEP_IN_MEMORY flat findings in memory and pickles the
 rest in chunks; every reader of the report must see exactly the findings an all-in-memory
 report holds, in order."""
 
@@ -9,10 +9,12 @@ import io
 import pickle
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from lexkeep.audit import render as render_module
 from lexkeep.audit import report as report_module
 from lexkeep.audit.engine import run_audit
 from lexkeep.audit.render import render
@@ -103,3 +105,20 @@ def test_a_spilled_report_renders_byte_for_byte_as_one_in_memory(tmp_path, monke
                 render(rep, fmt, stream)
                 texts.append(stream.getvalue())
             assert texts[0] == texts[1], fmt
+
+
+def test_flat_findings_render_and_rebuild_as_the_objects_do():
+    """The JSON report reads flat findings (render._flat_data); each must give the same data as
+    the Finding it stands for (render.finding_dict), and rebuild to it — also without a
+    message, boundary or evidence location."""
+    items = [_finding(i) for i in range(12)]
+    items.append(replace(items[0], message=None, boundary=None))
+    items.append(replace(items[1], evidence=replace(items[1].evidence, source=None)))
+    for f in items:
+        row = report_module._flat(f)
+        assert len(row) == len(report_module.FLAT_FIELDS)
+        assert render_module._flat_data(row, {}, {}) == render_module.finding_dict(f)
+        assert report_module._unflat(row) == f
+    findings = Findings(items)
+    assert list(report_module.flat_rows(findings)) == [report_module._flat(f) for f in items]
+    assert list(report_module.flat_rows(items)) == list(report_module.flat_rows(findings))
