@@ -27,7 +27,6 @@ from lexkeep.audit.report import (
     SCHEMA_VERSION,
     AuditReport,
     Counts,
-    Evidence,
     Finding,
     flat_rows,
     gc_paused,
@@ -122,48 +121,7 @@ def _source_dict(source: Source | None) -> dict[str, Any] | None:
 
 def finding_dict(f: Finding) -> dict[str, Any]:
     """One finding as JSON-ready data."""
-    return _finding_data(f, {}, {})
-
-
-def _finding_data(
-    f: Finding,
-    boundaries: dict[tuple[Any, ...], dict[str, Any]],
-    flag_sets: dict[tuple[Any, ...], dict[str, Any]],
-) -> dict[str, Any]:
-    # Spelled out (no helpers, no ** merges): this runs once per identifier of a big dump.
-    # The boundary and flags parts repeat across findings: one dict each, shared (the JSON
-    # text is the same; orjson writes a shared dict each time it appears).
-    ev = f.evidence
-    message = f.message
-    b = f.boundary
-    key = (f.boundary_id, f.boundary_kind, b)
-    boundary = boundaries.get(key)
-    if boundary is None:
-        boundary = {"id": f.boundary_id, "kind": f.boundary_kind}
-        if b is not None:
-            boundary["file"] = b.file
-            boundary["line"] = b.line
-        boundaries[key] = boundary
-    key = (f.in_summary, f.in_kept_verbatim, f.used_before)
-    flags = flag_sets.get(key)
-    if flags is None:
-        flags = flag_sets[key] = {
-            "in_summary": f.in_summary,
-            "in_kept_verbatim": f.in_kept_verbatim,
-            "used_before_boundary": f.used_before,
-        }
-    return {
-        "conversation_id": f.conversation_id,
-        "message_id": f.message_id,
-        "kind": f.kind,
-        "value": f.value,
-        "verdict": f.verdict.value,
-        "message": None if message is None else {"file": message.file, "line": message.line},
-        "boundary": boundary,
-        "evidence": None if ev is None else _evidence_dict(ev),
-        "flags": flags,
-        "scan_complete": f.scan_complete,
-    }
+    return _flat_data(next(flat_rows([f])), {}, {})
 
 
 def _flat_data(
@@ -171,8 +129,13 @@ def _flat_data(
     boundaries: dict[tuple[Any, ...], dict[str, Any]],
     flag_sets: dict[tuple[Any, ...], dict[str, Any]],
 ) -> dict[str, Any]:
-    """_finding_data() of a flat finding (audit.report.FLAT_FIELDS), without a Finding: the
-    JSON report of a big audit reads its findings this way."""
+    """A finding as JSON-ready data, from its flat tuple (audit.report.FLAT_FIELDS): the JSON
+    report reads its findings so, without a Finding object each.
+
+    Spelled out (no helpers, no ** merges): this runs once per identifier of a big dump. The
+    boundary and flags parts repeat across findings: one dict each, shared (the JSON text is
+    the same; orjson writes a shared dict each time it appears).
+    """
     (cid, mid, kind, value, verdict, m_file, m_line, bid, bkind, b_file, b_line, ev,
      in_summary, in_kept_verbatim, used_before, scan_complete) = row  # fmt: skip
     key = (bid, bkind, b_file, b_line)
@@ -217,20 +180,6 @@ def _flat_data(
     }
 
 
-def _evidence_dict(ev: Evidence) -> dict[str, Any]:
-    out = {
-        "call_id": ev.call_id,
-        "tool": ev.tool,
-        "found": ev.found,
-        "difference": ev.difference,
-        "distance": ev.distance,
-    }
-    if ev.source is not None:
-        out["file"] = ev.source.file
-        out["line"] = ev.source.line
-    return out
-
-
 def report_dict(report: AuditReport, *, findings: bool = True) -> dict[str, Any]:
     """The whole report as JSON-ready data (the `json` format); without its last two keys,
     findings and notes, when `findings` is False (render_json writes those in chunks)."""
@@ -269,7 +218,9 @@ def report_dict(report: AuditReport, *, findings: bool = True) -> dict[str, Any]
         "distribution": [{"bin": label, "conversations": n} for label, n in report.distribution],
         **(
             {
-                "findings": [_finding_data(f, boundaries, flag_sets) for f in report.findings],
+                "findings": [
+                    _flat_data(row, boundaries, flag_sets) for row in flat_rows(report.findings)
+                ],
                 "notes": list(report.notes),
             }
             if findings

@@ -96,7 +96,7 @@ _VERDICTS = {v.value: v for v in Verdict}
 
 def _flat(f: Finding) -> tuple[Any, ...]:
     """A finding as a tuple of plain values (FLAT_FIELDS; pickled in C, without the
-    dataclasses' reduce, and about half a Finding's memory)."""
+    dataclasses' reduce)."""
     m, b, ev = f.message, f.boundary, f.evidence
     return (
         f.conversation_id,
@@ -211,9 +211,7 @@ class Findings(Sequence[Finding]):
 
     def tally_keys(self) -> Iterator[tuple[str, str, str]]:
         """(conversation id, kind, verdict value) of each finding, without rebuilding any."""
-        for rows in self._rows():
-            for row in rows:
-                yield row[0], row[2], row[4]
+        return tally_keys(self)
 
     def __iter__(self) -> Iterator[Finding]:
         return map(_unflat, self.flat_rows())
@@ -268,11 +266,8 @@ def flat_rows(findings: Sequence[Finding]) -> Iterator[tuple[Any, ...]]:
 
 
 def tally_keys(findings: Sequence[Finding]) -> Iterator[tuple[str, str, str]]:
-    """(conversation id, kind, verdict value) of each finding; a `Findings` answers from its
-    flat rows without rebuilding the findings it keeps on disk."""
-    if isinstance(findings, Findings):
-        return findings.tally_keys()
-    return ((f.conversation_id, f.kind, f.verdict.value) for f in findings)
+    """(conversation id, kind, verdict value) of each finding, read from its flat tuple."""
+    return ((row[0], row[2], row[4]) for row in flat_rows(findings))
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,17 +108,39 @@ def test_a_spilled_report_renders_byte_for_byte_as_one_in_memory(tmp_path, monke
 
 
 def test_flat_findings_render_and_rebuild_as_the_objects_do():
-    """The JSON report reads flat findings (render._flat_data); each must give the same data as
-    the Finding it stands for (render.finding_dict), and rebuild to it — also without a
-    message, boundary or evidence location."""
+    """The JSON report reads flat findings; each gives the finding's fields, and rebuilds to
+    the Finding it stands for — also without a message, boundary or evidence location."""
     items = [_finding(i) for i in range(12)]
     items.append(replace(items[0], message=None, boundary=None))
     items.append(replace(items[1], evidence=replace(items[1].evidence, source=None)))
     for f in items:
         row = report_module._flat(f)
         assert len(row) == len(report_module.FLAT_FIELDS)
-        assert render_module._flat_data(row, {}, {}) == render_module.finding_dict(f)
         assert report_module._unflat(row) == f
     findings = Findings(items)
     assert list(report_module.flat_rows(findings)) == [report_module._flat(f) for f in items]
     assert list(report_module.flat_rows(items)) == list(report_module.flat_rows(findings))
+    assert render_module.finding_dict(items[1]) == {  # altered, with its evidence
+        "conversation_id": "c0",
+        "message_id": "m1",
+        "kind": "ticket",
+        "value": "ORD_1",
+        "verdict": "altered",
+        "message": {"file": "t.jsonl", "line": 2},
+        "boundary": {"id": "b0", "kind": "local", "file": "t.jsonl", "line": 1000},
+        "evidence": {
+            "call_id": "call-1",
+            "tool": "refund",
+            "found": "ord-1",
+            "difference": "case",
+            "distance": 0,
+            "file": "t.jsonl",
+            "line": 7,
+        },
+        "flags": {"in_summary": True, "in_kept_verbatim": False, "used_before_boundary": False},
+        "scan_complete": True,
+    }
+    located_nowhere = render_module.finding_dict(items[-2])
+    assert located_nowhere["message"] is None
+    assert located_nowhere["boundary"] == {"id": "b0", "kind": "local"}
+    assert "file" not in render_module.finding_dict(items[-1])["evidence"]
