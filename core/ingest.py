@@ -1563,11 +1563,12 @@ def _unkey(store: Store, files: list[tuple[str, bool]], fast_min_bytes: int | No
         if con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]:
             return None
     drop_keys(con, _UNKEYED_TABLES)
-    return Keys(_KEYED_ROWS, partial(_stored_keys, con))
+    return Keys(_KEYED_ROWS, partial(_stored_keys, store))
 
 
-def _stored_keys(con: Any, table: str, keys: list[Any]) -> set[Any]:
+def _stored_keys(store: Store, table: str, keys: list[Any]) -> set[Any]:
     """Of `keys` (see _KEYED_ROWS), the ones `table` of the keyless store holds."""
+    con = store.con
     if table == "tool_calls":
         rows = con.execute(
             "SELECT t.conversation_id, t.call_id FROM tool_calls t"

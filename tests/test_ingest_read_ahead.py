@@ -307,9 +307,9 @@ def _all_hashes_collide(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]
     lookups: list[tuple[str, int]] = []
     stored_keys = ingest_module._stored_keys
 
-    def counted(con: object, table: str, keys: list[object]) -> set[object]:
+    def counted(store: Store, table: str, keys: list[object]) -> set[object]:
         lookups.append((table, len(keys)))
-        return stored_keys(con, table, keys)
+        return stored_keys(store, table, keys)
 
     monkeypatch.setattr(ingest_module, "_stored_keys", counted)
     return lookups
