@@ -30,11 +30,11 @@ from lexkeep.audit.report import (
     Finding,
     flat_rows,
     gc_paused,
+    problem_findings,
 )
 from lexkeep.core import __version__
 from lexkeep.core.model import Source, Verdict
 
-PROBLEMS = (Verdict.ALTERED, Verdict.MISSING, Verdict.UNVERIFIED)
 HTML_KEPT_ROWS = 500
 # Human formats list at most this many problems (GitHub caps a step summary at 1 MiB);
 # json, junit and github list every one.
@@ -337,7 +337,7 @@ def _problem_widths(rows: list[tuple[str, ...]], total: int) -> list[int] | None
 
 def _first_problems(report: AuditReport) -> tuple[list[Finding], int]:
     """The first MAX_PROBLEM_ROWS findings not kept, and how many more there are."""
-    problems = list(islice((f for f in report.findings if f.verdict in PROBLEMS), MAX_PROBLEM_ROWS))
+    problems = list(islice(problem_findings(report.findings), MAX_PROBLEM_ROWS))
     t = report.totals
     return problems, t.altered + t.missing + t.unverified - len(problems)
 
@@ -416,9 +416,8 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
 def render_junit(report: AuditReport, stream: TextIO, color: bool = False) -> None:
     """JUnit XML: one test case per audited conversation; altered/missing make it fail."""
     by_conv: dict[str, list[Finding]] = {}
-    for f in report.findings:
-        if f.verdict in PROBLEMS:  # the only ones listed: a big audit's kept ones stay on disk
-            by_conv.setdefault(f.conversation_id, []).append(f)
+    for f in problem_findings(report.findings):  # the only ones listed
+        by_conv.setdefault(f.conversation_id, []).append(f)
     cases = report.audited_conversations
     failed = [c for c in cases if c.counts.altered or c.counts.missing]
     suites = ET.Element("testsuites", name="lexkeep audit")
@@ -487,9 +486,7 @@ def _gh_prop(text: str) -> str:
 
 def render_github(report: AuditReport, stream: TextIO, color: bool = False) -> None:
     """GitHub Actions workflow commands: one annotation per identifier not kept."""
-    for f in report.findings:
-        if f.verdict not in PROBLEMS:
-            continue
+    for f in problem_findings(report.findings):
         level = "warning" if f.verdict == Verdict.UNVERIFIED else "error"
         where = f"boundary {loc(f.boundary)}"
         if f.evidence:

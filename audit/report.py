@@ -265,6 +265,13 @@ def flat_rows(findings: Sequence[Finding]) -> Iterator[tuple[Any, ...]]:
     return map(_flat, findings)
 
 
+def problem_findings(findings: Sequence[Finding]) -> Iterator[Finding]:
+    """The findings not kept, in order; a kept one is skipped on its flat tuple, so no object
+    is built for it."""
+    kept = Verdict.KEPT.value
+    return (_unflat(row) for row in flat_rows(findings) if row[4] != kept)
+
+
 def tally_keys(findings: Sequence[Finding]) -> Iterator[tuple[str, str, str]]:
     """(conversation id, kind, verdict value) of each finding, read from its flat tuple."""
     return ((row[0], row[2], row[4]) for row in flat_rows(findings))
