@@ -28,7 +28,7 @@ most the range's user text plus 10 x (answer_bytes + fixed per-pair overhead).
 from __future__ import annotations
 
 from bisect import bisect_right, insort
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Protocol
@@ -37,7 +37,7 @@ import orjson
 
 from lexkeep.compaction.binding import source_digest
 from lexkeep.compaction.jobs import CONSUMABLE_VERSIONS, CompletedSummary, valid_summary
-from lexkeep.compaction.pairs import Pair, eligible_pairs
+from lexkeep.compaction.pairs import Pair, pairs_and_user_positions
 from lexkeep.compaction.planning import plan_segments
 from lexkeep.core.errors import BudgetError, ConfigError, NotFoundError
 from lexkeep.core.inspect import unknown_conversation_hint
@@ -554,18 +554,35 @@ FROM identifiers i JOIN messages m ON m.id = i.message_id
 WHERE i.conversation_id = $1 AND m.conversation_id = $1
 ORDER BY m.position, i.span_start
 """
+# The same rows without the join: ordered in Python by the positions the pairs query read.
+_SIDECAR_PLAIN_SQL = """
+SELECT kind, value, message_id, span_start FROM identifiers WHERE conversation_id = $1
+"""
 
 
-def _load(store: Store, conversation_id: str) -> tuple[list[PinnedIdentifier], bool]:
-    """The sidecar block of one conversation (refuses an unknown conversation)."""
+def _load(
+    store: Store, conversation_id: str, positions: dict[str, int]
+) -> tuple[list[PinnedIdentifier], bool]:
+    """The sidecar block of one conversation (refuses an unknown conversation).
+
+    `positions` are the conversation's user messages (`pairs_and_user_positions`); the
+    sidecar only holds identifiers of user_text messages, so the join with messages is needed
+    only for one whose role is not user (possible in hand-written lexkeep JSONL).
+    """
     known, incomplete = store.con.execute(_SIDECAR_HEAD_SQL, [conversation_id]).fetchone()
     if not known:
         raise NotFoundError(
             f"no conversation {conversation_id!r} in the store",
             hint=unknown_conversation_hint(store.con),
         )
+    rows = store.con.execute(_SIDECAR_PLAIN_SQL, [conversation_id]).fetchall()
+    if all(row[2] in positions for row in rows):
+        rows.sort(key=lambda row: (positions[row[2]], row[3]))
+        found: Iterable[tuple] = rows
+    else:
+        found = store.con.execute(_SIDECAR_SQL, [conversation_id]).fetchall()
     pinned: dict[str, PinnedIdentifier] = {}
-    for kind, value in store.con.execute(_SIDECAR_SQL, [conversation_id]).fetchall():
+    for kind, value, *_ in found:
         if value not in pinned:
             pinned[value] = PinnedIdentifier(kind, value)
     return list(pinned.values()), incomplete == 0
@@ -638,8 +655,8 @@ def build_context(
         raise ConfigError(f"answer bytes must be >= 0, got {answer_bytes}")
     ser = _SERIALISERS[fmt]
 
-    pinned, sidecar_complete = _load(store, conversation_id)
-    pairs = eligible_pairs(store.con, conversation_id)
+    pairs, positions = pairs_and_user_positions(store.con, conversation_id)
+    pinned, sidecar_complete = _load(store, conversation_id, positions)
     segments = plan_segments(len(pairs))
     valid, stale = _summaries(store, conversation_id, pairs, segments)
     meta = _Meta(

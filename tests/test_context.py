@@ -272,3 +272,61 @@ def test_batched_summary_lookup_agrees_with_jobs_valid_summary(store, tmp_path):
         assert ([s.reason for s in stale if s.from_pair == start] or ["valid"]) == [reason]
     assert sorted(valid) == [0, 10]
     assert [s.from_pair for s in stale] == [20, 30]
+
+
+def _pinned_by_join(store: Store, cid: str) -> list[tuple[str, str]]:
+    """The sidecar block's definition: first occurrence by message position, then span."""
+    from lexkeep.compaction.context import _SIDECAR_SQL
+
+    seen: dict[str, tuple[str, str]] = {}
+    for kind, value in store.con.execute(_SIDECAR_SQL, [cid]).fetchall():
+        seen.setdefault(value, (kind, value))
+    return list(seen.values())
+
+
+def test_pinned_identifiers_come_in_message_then_span_order(store, tmp_path):
+    """Ordered in Python by the positions the pairs query read; the same as the SQL join.
+
+    Message ids are written so that id order, ingest order and position order all differ,
+    several identifiers share a message, one value repeats, and one user_text message has role
+    assistant (hand-written JSONL), which only the join orders.
+    """
+    typed = {
+        0: "Refund ORD_99001 and ORD_10002 for invoice INV-2025-08-44719",
+        1: "also ORD_10002 again, then ticket PROJ-4412",
+        2: "no identifier here",
+        3: "finally PROJ-0007 and ORD_55503",
+    }
+    records = pair_records("c6", 4, user=lambda i: typed[i])
+    for r in records:  # ids whose order is not the position order
+        if r.get("type") == "message":
+            r["id"] = {"c6-u0": "z9", "c6-u1": "a1", "c6-u2": "m5", "c6-u3": "b2"}.get(
+                r["id"], r["id"]
+            )
+    load(store, tmp_path, records)
+    # Stored in the reverse of that order, so a scan does not hand it over ready-made.
+    store.con.execute("CREATE TEMP TABLE ids AS SELECT * FROM identifiers")
+    store.con.execute("DELETE FROM identifiers")
+    store.con.execute(
+        "INSERT INTO identifiers SELECT * FROM ids ORDER BY message_id, span_start DESC"
+    )
+    expected = _pinned_by_join(store, "c6")
+    assert [v for _, v in expected] == [
+        "ORD_99001", "ORD_10002", "INV-2025-08-44719", "PROJ-4412", "PROJ-0007", "ORD_55503",
+    ]  # fmt: skip
+    got = build_context(store, "c6", 100_000).pinned
+    assert [(p.kind, p.value) for p in got] == expected
+
+    odd = {
+        "type": "message",
+        "id": "c6-odd",
+        "conversation_id": "c6",
+        "role": "assistant",
+        "kind": "user_text",
+        "text": "pasted by hand: ORD_31337",
+    }
+    load(store, tmp_path, [odd], name="odd")
+    expected = _pinned_by_join(store, "c6")
+    assert expected[-1][1] == "ORD_31337"
+    got = build_context(store, "c6", 100_000).pinned
+    assert [(p.kind, p.value) for p in got] == expected
