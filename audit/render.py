@@ -616,12 +616,7 @@ def render_html(report: AuditReport, stream: TextIO, color: bool = False) -> Non
         "<th>typed at</th><th>boundary</th><th>evidence</th><th>flags</th></tr>\n"
     )
     # Every problem, and kept findings up to a cap so a big audit stays a page, not a dump.
-    kept_shown = 0
-    for f in report.findings:
-        if f.verdict == Verdict.KEPT:
-            kept_shown += 1
-            if kept_shown > HTML_KEPT_ROWS:
-                continue
+    for f in problem_findings(report.findings, kept_cap=HTML_KEPT_ROWS):
         ev = f.evidence
         evidence = (
             f"<code>{e(ev.found)}</code> {e(ev.difference or '')} at {e(loc(ev.source))}"
@@ -635,8 +630,8 @@ def render_html(report: AuditReport, stream: TextIO, color: bool = False) -> Non
             f"<td>{e(', '.join(flags(f)))}</td></tr>\n"
         )
     w("</table>\n")
-    if kept_shown > HTML_KEPT_ROWS:
-        w(f"<p><em>{kept_shown - HTML_KEPT_ROWS} more kept findings not shown; ")
+    if report.totals.kept > HTML_KEPT_ROWS:
+        w(f"<p><em>{report.totals.kept - HTML_KEPT_ROWS} more kept findings not shown; ")
         w("--format json lists every finding.</em></p>\n")
     for note in report.notes:
         w(f"<p><em>{e(note)}</em></p>\n")

@@ -265,11 +265,17 @@ def flat_rows(findings: Sequence[Finding]) -> Iterator[tuple[Any, ...]]:
     return map(_flat, findings)
 
 
-def problem_findings(findings: Sequence[Finding]) -> Iterator[Finding]:
-    """The findings not kept, in order; a kept one is skipped on its flat tuple, so no object
-    is built for it."""
+def problem_findings(findings: Sequence[Finding], kept_cap: int = 0) -> Iterator[Finding]:
+    """The findings not kept and the first `kept_cap` kept ones, in order; a kept one past the
+    cap is skipped on its flat tuple, so no object is built for it."""
     kept = Verdict.KEPT.value
-    return (_unflat(row) for row in flat_rows(findings) if row[4] != kept)
+    shown = 0
+    for row in flat_rows(findings):
+        if row[4] == kept:
+            shown += 1
+            if shown > kept_cap:
+                continue
+        yield _unflat(row)
 
 
 def tally_keys(findings: Sequence[Finding]) -> Iterator[tuple[str, str, str]]:
@@ -369,13 +375,22 @@ def redact(report: AuditReport, key: bytes | None = None) -> AuditReport:
     """A copy of `report` with every identifier value and evidence value replaced by its hash."""
     key = key if key is not None else redact_key()
 
-    def hashed(f: Finding) -> Finding:
-        evidence = f.evidence
-        if evidence is not None:
-            evidence = replace(evidence, found=redact_value(evidence.found, key))
-        return replace(f, value=redact_value(f.value, key), evidence=evidence)
+    digests: dict[str, str] = {}  # a value typed in many conversations is hashed once
 
-    findings = Findings(hashed(f) for f in report.findings)
+    def digest(value: str) -> str:
+        got = digests.get(value)
+        if got is None:
+            got = digests[value] = redact_value(value, key)
+        return got
+
+    def hashed(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        ev = row[11]  # FLAT_FIELDS: value at 3, evidence at 11 with `found` at 2
+        if ev is not None:
+            ev = (ev[0], ev[1], digest(ev[2]), *ev[3:])
+        return (*row[:3], digest(row[3]), *row[4:11], ev, *row[12:])
+
+    findings = Findings()
+    findings.extend_flat(map(hashed, flat_rows(report.findings)))
     return replace(report, findings=findings, redacted=True)
 
 

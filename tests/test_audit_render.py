@@ -6,6 +6,7 @@ import io
 import json
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 import pytest
 from test_audit_engine import Timeline
@@ -91,6 +92,28 @@ def test_redacted_report_hides_values_in_every_format(report, fmt):
     assert redact_value(HOSTILE, b"k") in text  # the missing one is listed in every format
 
 
+def test_redact_replaces_only_the_values_and_the_evidence_found(store):
+    """Redaction works on the flat findings; the same as rebuilding each finding object."""
+    t = Timeline(store)
+    t.user("m1", ("code", "ORD_44444"), ("code", "ORD_55555"), ("path", HOSTILE))
+    t.user("m2", ("code", "ORD_44444"))  # the same value twice: hashed alike
+    t.boundary("b1", summary=None)
+    t.call("k1", {"q": "ORD_55555", "near": "ord_44444"})
+    t.save()
+    report = audit_store(store, AuditSettings())
+    assert {f.verdict for f in report.findings} == {"kept", "altered", "missing"}
+
+    def by_hand(f):
+        ev = f.evidence
+        if ev is not None:
+            ev = replace(ev, found=redact_value(ev.found, b"k"))
+        return replace(f, value=redact_value(f.value, b"k"), evidence=ev)
+
+    hidden = redact(report, b"k")
+    assert hidden.redacted and list(hidden.findings) == [by_hand(f) for f in report.findings]
+    assert hidden.totals == report.totals
+
+
 def test_redact_value_is_stable_and_keyed():
     assert redact_value("ORD_1", b"a") == redact_value("ORD_1", b"a")
     assert redact_value("ORD_1", b"a") != redact_value("ORD_1", b"b")
@@ -107,6 +130,25 @@ def test_human_formats_cap_the_problem_rows_machine_formats_do_not(store):
     assert "... and 5 more" in rendered(report, "table")
     assert len(json.loads(rendered(report, "json"))["findings"]) == 205
     assert rendered(report, "github").count("::error file=") == 205
+
+
+def test_html_lists_every_problem_and_kept_findings_up_to_its_cap(store, monkeypatch):
+    from lexkeep.audit import render as render_module
+
+    monkeypatch.setattr(render_module, "HTML_KEPT_ROWS", 3)
+    t = Timeline(store)
+    t.user("m1", *[("code", f"ORD_{i:05d}") for i in range(8)])
+    t.boundary("b1", summary=None)
+    t.call("k1", {"q": " ".join(f"ORD_{i:05d}" for i in range(0, 8, 2))})  # 4 kept, 4 altered
+    t.save()
+    text = rendered(audit_store(store, AuditSettings()), "html")
+    shown = re.findall(
+        r'<tr class="(kept|altered)"><td>\w+</td><td>code</td><td><code>(\w+)<', text
+    )
+    assert shown == [
+        ("kept" if i % 2 == 0 else "altered", f"ORD_{i:05d}") for i in range(8) if i != 6
+    ]  # every altered one; kept ones in order up to the cap (the fourth, ORD_00006, is not)
+    assert "1 more kept findings not shown" in text
 
 
 def test_table_folds_and_never_crops_at_any_width(monkeypatch):
