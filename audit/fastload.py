@@ -140,8 +140,8 @@ _STAGE_COLUMNS = f"""type, {_OK} AS ok,
        CASE WHEN type = 'message' AND coalesce(kind ->> '$', {DEFAULT_KIND_SQL}) = 'user_text'
             THEN text ->> '$' END AS x_text,
        CASE WHEN arguments IS NULL THEN ''
-            WHEN json_type(arguments) = 'VARCHAR' THEN arguments ->> '$' END AS x_args,
-       CASE WHEN json_type(arguments) <> 'VARCHAR' THEN arguments::VARCHAR END AS x_args_json,
+            WHEN starts_with(arguments, '"') THEN arguments ->> '$' END AS x_args,
+       CASE WHEN NOT starts_with(arguments, '"') THEN arguments::VARCHAR END AS x_args_json,
        arguments_kind ->> '$' AS x_args_kind,
        summary ->> '$' AS x_summary, trigger ->> '$' AS x_trigger,
        CASE WHEN json_type(kept_verbatim) = 'ARRAY'
