@@ -259,12 +259,33 @@ def _decode_skip(
 ) -> Skipped:
     message = str(exc.msg if hasattr(exc, "msg") else exc)
     if "utf-8" in message.lower() or "utf8" in message.lower():
+        bad = _first_bad_byte(raw)
+        if bad is not None:  # orjson says column 1: point at the byte itself
+            head = raw[:bad]
+            start = head.rfind(b"\n") + 1
+            col = len(head[start:].decode("utf-8")) + 1  # in characters, as JSON errors are
+            return Skipped(
+                Source(display, line + head.count(b"\n")),
+                "invalid_utf8",
+                f"invalid UTF-8 (byte 0x{raw[bad]:02x})",
+                fatal=True,
+                col=col,
+            )
         reason, detail = "invalid_utf8", "invalid UTF-8"
     else:
         reason, detail = "invalid_json", f"invalid JSON ({message})"
     err_line = line + (exc.lineno - 1 if multiline and getattr(exc, "lineno", 0) else 0)
     col = getattr(exc, "colno", None) or None
     return Skipped(Source(display, err_line), reason, detail, fatal=True, col=col)
+
+
+def _first_bad_byte(raw: bytes) -> int | None:
+    """Offset of the first byte of `raw` that is not valid UTF-8, or None."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start
+    return None
 
 
 # Outside a string: a whole string at once (most of a document's quotes, commas and brackets

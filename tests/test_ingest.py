@@ -229,6 +229,29 @@ def test_skip_invalid_records_every_skipped_line(store, tmp_path, line, reason):
     assert rows == [(str(path), 2, reason)]
 
 
+@pytest.mark.parametrize("document", [False, True])
+def test_invalid_utf8_names_the_line_and_column_of_the_bad_byte(store, tmp_path, document):
+    """Not column 1: the character column of the first byte that is not UTF-8."""
+    good = '{"type": "message", "id": "m1", "conversation_id": "c", "role": "user", "text": "a"}'
+    bad = '{"type": "message", "id": "m2", "conversation_id": "c", "role": "user",'
+    text = ' "text": "café @ ok"}'
+    if document:  # a pretty-printed JSON array: the bad byte on the document's 4th line
+        body = f"[\n  {good},\n  {bad}\n {text}\n]\n"
+        where = (4, 1 + text.index("@") + 1)
+        path = tmp_path / "doc.json"
+    else:
+        body = f"{good}\n{bad}{text}\n"
+        where = (2, len(bad) + text.index("@") + 1)
+        path = tmp_path / "lines.jsonl"
+    path.write_bytes(body.encode().replace(b"@", b"\xc3("))
+    with pytest.raises(InputError) as info:
+        ingest_paths(store, [str(path)])
+    err = info.value
+    assert (err.line, err.col) == where
+    assert "invalid UTF-8 (byte 0xc3)" in err.message
+    assert count(store, "messages") == 0
+
+
 def test_crash_between_two_writes_leaves_store_as_before(store, tmp_path, monkeypatch):
     ingest_paths(store, [str(FIXTURES / "openai" / "chats.jsonl")])
     before = snapshot(store)
