@@ -91,7 +91,9 @@ class Store:
                     + (f" by PID {holder.group(1)})" if holder else ")"),
                     hint="wait for the other process to finish, or use another --db file",
                 ) from exc
-            raise StoreError(f"cannot open {target}: {exc}") from exc
+            folder = Path(target).parent
+            hint = None if folder.is_dir() else f"the folder {folder} does not exist: create it"
+            raise StoreError(f"cannot open {target}: {exc}", hint=hint) from exc
         except duckdb.Error as exc:
             raise StoreError(
                 f"{target} is not a DuckDB database ({exc})",

@@ -49,6 +49,13 @@ def test_read_only_open_of_missing_file_is_a_clear_error(tmp_path):
         Store.open(tmp_path / "absent.duckdb", read_only=True)
 
 
+def test_store_in_a_missing_folder_says_which_folder(tmp_path):
+    with pytest.raises(StoreError, match="cannot open") as info:
+        Store.open(tmp_path / "no" / "such" / "store.duckdb")
+    assert info.value.hint == f"the folder {tmp_path / 'no' / 'such'} does not exist: create it"
+    assert not (tmp_path / "no").exists()
+
+
 def test_not_a_database_is_a_clear_error(tmp_path):
     bogus = tmp_path / "notes.duckdb"
     bogus.write_text("hello, not a database\n")
