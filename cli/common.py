@@ -50,11 +50,24 @@ def stderr_console() -> "Console":
     return Console(stderr=True, highlight=False, markup=False)
 
 
+# A table piped into a file or a CI log is this wide unless $COLUMNS says otherwise; Rich's
+# default there, 80 columns, folds ids and paths into unreadable slivers.
+PIPED_WIDTH = 140
+
+
 def stdout_console(file: Any = None) -> "Console":
-    """Console for reports on stdout (or `file`)."""
+    """Console for reports on stdout (or `file`): a terminal's own width, else PIPED_WIDTH."""
     from rich.console import Console
 
-    return Console(file=file, highlight=False, markup=False, soft_wrap=False)
+    stream = sys.stdout if file is None else file
+    piped = not is_terminal(stream) and not os.environ.get("COLUMNS", "").isdigit()
+    return Console(
+        file=file,
+        highlight=False,
+        markup=False,
+        soft_wrap=False,
+        width=PIPED_WIDTH if piped else None,
+    )
 
 
 def print_error(err: LexkeepError) -> None:

@@ -74,8 +74,6 @@ def render_stats(report: Stats) -> None:
     for row in [*report.formats, report.totals]:
         table.add_row(*(str(getattr(row, attr)) for _, attr in columns))
     out = stdout_console()
-    if not out.is_terminal:
-        out.width = max(out.width, 120)  # whole column titles when piped into a file or log
     out.print(table)
     errors = ", ".join(f"{k}={v}" for k, v in report.errors_by_reason.items()) or "none"
     out.print(

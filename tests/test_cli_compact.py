@@ -193,6 +193,21 @@ def test_compactions_lists_identity_status_attempts(cli, db_file):
     assert job["id"][:12] in r.stdout and "completed" in r.stdout
 
 
+def test_compactions_table_in_a_pipe_is_140_columns(cli, db_file, monkeypatch):
+    """Piped (a log, a file) the table is 140 columns wide unless $COLUMNS says otherwise."""
+    long_id = "support-2025-08-14-ORD_884213"
+    with Store.open(db_file) as store:
+        build(store, {long_id: 30})
+    assert cli("compact", "--db", db_file).exit_code == 0
+    monkeypatch.delenv("COLUMNS", raising=False)
+    lines = cli("compactions", "--db", db_file).stdout.splitlines()
+    assert any(long_id in line for line in lines)
+    assert max(map(len, lines)) <= 140
+    narrow = cli("compactions", "--db", db_file, env={"COLUMNS": "80"}).stdout.splitlines()
+    assert not any(long_id in line for line in narrow)  # folded within 80 columns
+    assert max(map(len, narrow)) <= 80
+
+
 def test_compactions_on_a_missing_store_is_an_error(cli, tmp_path):
     r = cli("compactions", "--db", tmp_path / "none.duckdb")
     assert r.exit_code == 2 and "no lexkeep store" in r.stderr
