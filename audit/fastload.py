@@ -43,90 +43,37 @@ import orjson
 from lexkeep.core.errors import InputError
 from lexkeep.core.fastload import (
     DEFAULT_KIND_SQL,
+    READER_CHECKS,
+    READER_FIELDS,
     drop_stage,
+    duplicates_sql,
+    ok_sql,
     one_of_each_key,
     run_stage,
-    sql_values,
     stage_sql,
 )
 from lexkeep.core.ingest import JsonSource, detect_format
-from lexkeep.core.model import (
-    ArgumentsKind,
-    BoundaryKind,
-    Format,
-    MessageKind,
-    MessageStatus,
-    Role,
-    RunStatus,
-)
+from lexkeep.core.model import ArgumentsKind, Format
 from lexkeep.core.parallel import ignore_interrupts, read_workers
 from lexkeep.core.rules import RuleSet, load_rules
 from lexkeep.core.sidecar import PARALLEL_MIN_CHARS, scan_query
 from lexkeep.core.store import Store, drop_keys
 
-# Every key of every record type the reader looks at. Fields are read as JSON so their JSON
-# type can be checked the way the reader checks it; `type` as text like the reader compares it.
-_FIELDS = (
-    "id",
-    "conversation_id",
-    "title",
-    "parent_id",
-    "run_id",
-    "status",
-    "role",
-    "kind",
-    "time",
-    "message_id",
-    "name",
-    "arguments",
-    "arguments_kind",
-    "call_id",
-    "summary",
-    "trigger",
-    "kept_verbatim",
-    "text",
-)
-# `text` is not in the schema: tool results' text is most of a dump's bytes and the audit never
-# reads it, so it is taken (a second, cheap parse) only from message lines. Rows are numbered
-# before empty lines (NULL) are dropped, so `line` is the physical line, as the reader counts.
-_SCHEMA = json.dumps({"type": "VARCHAR", **{f: "JSON" for f in _FIELDS if f != "text"}})
+# `type` as text like the reader compares it, every other field as JSON so its JSON type can be
+# checked the way the reader checks it. `text` is not in the schema: tool results' text is most
+# of a dump's bytes and the audit never reads it, so it is taken (a second, cheap parse) only
+# from message lines. Rows are numbered before empty lines (NULL) are dropped, so `line` is the
+# physical line, as the reader counts.
+_SCHEMA = json.dumps({"type": "VARCHAR", **{f: "JSON" for f in READER_FIELDS if f != "text"}})
 
 
-# Per record type, what the lexkeep reader requires (core/read_lexkeep.py): a required field is
-# a non-empty string, an optional one a string or null, an enum one of its values. Numbers are
-# accepted by the reader too (as their text); here they send the file to the normal ingest.
+# The reader's checks (core.fastload.READER_CHECKS); a message's text must be a string or null
+# (a number would be stored as its text: the normal ingest).
 _CHECKS = {
-    "message": (
-        "ok_req(id) AND ok_req(conversation_id) AND role IS NOT NULL"
-        f" AND ok_enum(role, {sql_values(Role)}) AND ok_enum(kind, {sql_values(MessageKind)})"
-        f" AND ok_enum(status, {sql_values(MessageStatus)}) AND ok_opt(run_id) AND ok_opt(time)"
-        " AND ok_opt(text)"
-    ),
-    "tool_call": (
-        "ok_req(id) AND ok_req(conversation_id) AND ok_req(name) AND ok_opt(message_id)"
-        f" AND ok_opt(time) AND ok_enum(arguments_kind, {sql_values(ArgumentsKind)})"
-    ),
-    "tool_result": "ok_req(call_id) AND ok_req(conversation_id)",
-    "compaction": (
-        f"ok_req(id) AND ok_req(conversation_id) AND ok_enum(kind, {sql_values(BoundaryKind)})"
-        " AND ok_opt(summary) AND ok_opt(trigger) AND ok_opt(time)"
-        " AND (kept_verbatim IS NULL OR (json_type(kept_verbatim) = 'ARRAY' AND"
-        " len(list_filter(json_extract(kept_verbatim, '$[*]'),"
-        " lambda x: json_type(x) <> 'VARCHAR')) = 0))"
-    ),
-    "run": (
-        f"ok_req(id) AND ok_req(conversation_id) AND status IS NOT NULL"
-        f" AND ok_enum(status, {sql_values(RunStatus)})"
-    ),
-    "conversation": "ok_req(id) AND ok_opt(parent_id) AND ok_opt(title)",
+    **READER_CHECKS,
+    "message": READER_CHECKS["message"] + " AND ok_opt(run_id) AND ok_opt(text)",
 }
-
-
-_OK = (
-    "coalesce(type IS NOT NULL AND CASE type "
-    + " ".join(f"WHEN '{t}' THEN ({check})" for t, check in _CHECKS.items())
-    + " ELSE true END, false)"
-)
+_OK = ok_sql(_CHECKS)
 
 # One pass over the file (core.fastload.stage_sql numbers the lines); `ok` says whether the
 # reader accepts the record; only the typed values the audit needs are kept (the JSON-typed
@@ -150,16 +97,7 @@ _STAGE_COLUMNS = f"""type, {_OK} AS ok,
 _STAGE_INNER = ", CASE WHEN s.type = 'message' THEN json_extract(l, '$.text') END AS text"
 _STAGE_SQL = stage_sql("lexkeep_fast_lines", _STAGE_COLUMNS, _SCHEMA, inner=_STAGE_INNER)
 
-# Duplicate keys: the normal ingest keeps the first row (ON CONFLICT DO NOTHING); not copied.
-_DUPLICATES_SQL = """
-SELECT
-  (SELECT count(*) - count(DISTINCT x_id) FROM lexkeep_fast_lines WHERE type = 'message')
-+ (SELECT count(*) - count(DISTINCT (x_conv, x_id))
-   FROM lexkeep_fast_lines WHERE type = 'tool_call')
-+ (SELECT count(*) - count(DISTINCT (x_conv, x_call))
-   FROM lexkeep_fast_lines WHERE type = 'tool_result')
-+ (SELECT count(*) - count(DISTINCT x_id) FROM lexkeep_fast_lines WHERE type = 'compaction')
-"""
+_DUPLICATES_SQL = duplicates_sql("lexkeep_fast_lines")
 
 _TIMELINE_SQL = """
 CREATE OR REPLACE TEMP TABLE lexkeep_fast_timeline AS

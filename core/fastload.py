@@ -36,6 +36,7 @@ from lexkeep.core.model import (
     MessageKind,
     MessageStatus,
     Role,
+    RunStatus,
 )
 from lexkeep.core.store import Store
 
@@ -43,7 +44,8 @@ from lexkeep.core.store import Store
 MAX_LINE_BYTES = 16 << 20
 _CHUNK = 1 << 20
 
-_FIELDS = (
+# Every key of every record type the lexkeep reader looks at (core/read_lexkeep.py).
+READER_FIELDS = (
     "id",
     "conversation_id",
     "title",
@@ -62,8 +64,8 @@ _FIELDS = (
     "trigger",
     "kept_verbatim",
     "text",
-    "is_error",
 )
+_FIELDS = (*READER_FIELDS, "is_error")
 # `type` as text, as the reader compares it; every other field as JSON so its JSON type can be
 # checked the way the reader checks it. JSON null and a missing key both become SQL NULL.
 # `text` (most of a dump's bytes) is read as VARCHAR, unescaped once; its JSON type is checked
@@ -88,23 +90,21 @@ STRIP_WHITESPACE = (
 _SPACE = "".join(f"\\x{{{c:x}}}" for c in STRIP_WHITESPACE)
 _NOT_BLANK = f"[^{_SPACE}]"
 
-# What the lexkeep reader requires per record type: a required field is a non-empty string, an
-# optional one a string or null, an enum one of its values. Numbers (which the reader turns
-# into text) and run records send the file to the general ingest.
-_CHECKS = {
+# What the lexkeep reader requires per record type (core/read_lexkeep.py), in the macros
+# below: a required field is a non-empty string, an optional one a string or null, an enum one
+# of its values. Numbers, which the reader accepts as their text, send the file to the general
+# path. Each fast path adds what it needs (ok_sql).
+READER_CHECKS = {
     "message": (
         "ok_req(id) AND ok_req(conversation_id) AND role IS NOT NULL"
         f" AND ok_enum(role, {sql_values(Role)}) AND ok_enum(kind, {sql_values(MessageKind)})"
-        f" AND ok_enum(status, {sql_values(MessageStatus)}) AND run_id IS NULL AND ok_opt(time)"
+        f" AND ok_enum(status, {sql_values(MessageStatus)}) AND ok_opt(time)"
     ),
     "tool_call": (
         "ok_req(id) AND ok_req(conversation_id) AND ok_req(name) AND ok_opt(message_id)"
         f" AND ok_opt(time) AND ok_enum(arguments_kind, {sql_values(ArgumentsKind)})"
     ),
-    "tool_result": (
-        "ok_req(call_id) AND ok_req(conversation_id)"
-        " AND (is_error IS NULL OR json_type(is_error) = 'BOOLEAN')"
-    ),
+    "tool_result": "ok_req(call_id) AND ok_req(conversation_id)",
     "compaction": (
         f"ok_req(id) AND ok_req(conversation_id) AND ok_enum(kind, {sql_values(BoundaryKind)})"
         " AND ok_opt(summary) AND ok_opt(trigger) AND ok_opt(time)"
@@ -112,8 +112,44 @@ _CHECKS = {
         " len(list_filter(json_extract(kept_verbatim, '$[*]'),"
         " lambda x: json_type(x) <> 'VARCHAR')) = 0))"
     ),
-    "run": "false",
+    "run": (
+        "ok_req(id) AND ok_req(conversation_id) AND status IS NOT NULL"
+        f" AND ok_enum(status, {sql_values(RunStatus)})"
+    ),
     "conversation": "ok_req(id) AND ok_opt(parent_id) AND ok_opt(title)",
+}
+
+
+def ok_sql(checks: dict[str, str]) -> str:
+    """A staged line's `ok` column: its record type's check holds (unknown types are fine)."""
+    return (
+        "coalesce(type IS NOT NULL AND CASE type "
+        + " ".join(f"WHEN '{t}' THEN ({check})" for t, check in checks.items())
+        + " ELSE true END, false)"
+    )
+
+
+def duplicates_sql(table: str) -> str:
+    """How many staged records of `table` repeat an earlier one's key (the general ingest keeps
+    the first: ON CONFLICT DO NOTHING)."""
+    return f"""
+SELECT
+  (SELECT count(*) - count(DISTINCT x_id) FROM {table} WHERE type = 'message')
++ (SELECT count(*) - count(DISTINCT (x_conv, x_id)) FROM {table} WHERE type = 'tool_call')
++ (SELECT count(*) - count(DISTINCT (x_conv, x_call)) FROM {table} WHERE type = 'tool_result')
++ (SELECT count(*) - count(DISTINCT x_id) FROM {table} WHERE type = 'compaction')
+"""
+
+
+# The ingest's fast path writes runs of its own (a file with run records, or messages naming a
+# run, takes the general path), stores is_error as the reader does (a boolean; any other JSON
+# type takes the general path), and checks a message's text type in its orjson pass (_Scan).
+_CHECKS = {
+    **READER_CHECKS,
+    "message": READER_CHECKS["message"] + " AND run_id IS NULL",
+    "tool_result": READER_CHECKS["tool_result"]
+    + " AND (is_error IS NULL OR json_type(is_error) = 'BOOLEAN')",
+    "run": "false",
 }
 
 # A JSON field from json_transform is its value written back minified (no whitespace, escapes
@@ -132,11 +168,7 @@ DEFAULT_KIND_SQL = (
     "CASE role ->> '$' WHEN 'user' THEN 'user_text' WHEN 'assistant' THEN 'assistant_text'"
     " WHEN 'system' THEN 'system' ELSE 'tool_result' END"
 )
-_OK = (
-    "coalesce(type IS NOT NULL AND CASE type "
-    + " ".join(f"WHEN '{t}' THEN ({check})" for t, check in _CHECKS.items())
-    + " ELSE true END, false)"
-)
+_OK = ok_sql(_CHECKS)
 _TYPES = "('conversation', 'run', 'message', 'tool_call', 'tool_result', 'compaction')"
 
 
@@ -250,16 +282,7 @@ _STAGE_COLUMNS = f"""type,
        parent_id ->> '$' AS x_parent, title ->> '$' AS x_title"""
 _STAGE_SQL = stage_sql("lexkeep_ingest_lines", _STAGE_COLUMNS, _SCHEMA)
 
-# Duplicate keys within the file: the general ingest keeps the first row; not copied here.
-_DUPLICATES_SQL = """
-SELECT
-  (SELECT count(*) - count(DISTINCT x_id) FROM lexkeep_ingest_lines WHERE type = 'message')
-+ (SELECT count(*) - count(DISTINCT (x_conv, x_id))
-   FROM lexkeep_ingest_lines WHERE type = 'tool_call')
-+ (SELECT count(*) - count(DISTINCT (x_conv, x_call))
-   FROM lexkeep_ingest_lines WHERE type = 'tool_result')
-+ (SELECT count(*) - count(DISTINCT x_id) FROM lexkeep_ingest_lines WHERE type = 'compaction')
-"""
+_DUPLICATES_SQL = duplicates_sql("lexkeep_ingest_lines")
 
 # Positions continue after what the store already holds for a conversation; messages get the
 # run of their conversation's latest user message (the user message opens it).

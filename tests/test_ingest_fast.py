@@ -179,7 +179,7 @@ def test_fast_file_after_a_general_one_in_the_same_conversation(tmp_path):
     "bad",
     [
         _line("run", id="r1", conversation_id="c1", status="completed"),
-        _line("message", id="m1", conversation_id="c1", role="user", run_id="r1"),
+        _line("message", id="m3", conversation_id="c1", role="user", run_id="r1"),
         _line("message", id=7, conversation_id="c1", role="user"),
         _line("tool_result", call_id="k", conversation_id="c1", text=None),
         _line("tool_result", call_id="k", conversation_id="c1", text={"a": [1]}),
