@@ -30,14 +30,22 @@ def summary_line(c: FileCounts) -> str:
         return f"{c.path}: skipped, not a recognised trace format"
     line = (
         f"{c.path}: {c.status} ({c.format}) {c.conversations} conversations, "
-        f"{c.messages} messages, {c.tool_calls} tool calls, {c.boundaries} boundaries, "
-        f"{c.identifiers} identifiers"
+        f"{c.messages} messages{_copies(c.messages, c.messages_added)}, "
+        f"{c.tool_calls} tool calls{_copies(c.tool_calls, c.tool_calls_added)}, "
+        f"{c.boundaries} boundaries, {c.identifiers} identifiers"
     )
     if c.skipped:
         line += "; skipped " + ", ".join(f"{k}={v}" for k, v in sorted(c.skipped.items()))
     if c.truncated_last_line:
         line += "; truncated last line (file still being written?) left for a later ingest"
     return line
+
+
+def _copies(read: int, added: int | None) -> str:
+    """' (N already stored)' when fewer records were written than read."""
+    if added is None or added >= read:
+        return ""
+    return f" ({read - added} already stored)"
 
 
 def _print_line(line: str) -> None:

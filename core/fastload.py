@@ -23,7 +23,7 @@ import json
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -405,6 +405,8 @@ class FastCounts:
     tool_calls: int
     boundaries: int
     skipped: dict[str, int] = field(default_factory=dict)
+    messages_added: int | None = None  # written: fewer when the store held some already
+    tool_calls_added: int | None = None
 
 
 class _GiveUp(Exception):
@@ -554,6 +556,7 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
     Returns None, having written no store table, when the general path must run after all.
     """
     con = store.con
+    before = con.execute(_ADDED_SQL).fetchone()
     con.execute(_TIMELINE_SQL)  # positions continue after what the store holds now
     try:
         # Through the general ingest's own writer, so the parsed JSON is stored identically.
@@ -572,10 +575,15 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
             # duplicates within the file), and the check costs a key lookup per row.
             sql = sql.replace(_NOTHING, "")
         con.execute(sql, {"file": staged.path})
-    return staged.counts
+    after = con.execute(_ADDED_SQL).fetchone()
+    return replace(
+        staged.counts, messages_added=after[0] - before[0], tool_calls_added=after[1] - before[1]
+    )
 
 
 _NOTHING = "ON CONFLICT DO NOTHING"
+# The file is written alone in its transaction: what the tables grew by is what it added.
+_ADDED_SQL = "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM tool_calls)"
 
 
 def _holds_rows(con: duckdb.DuckDBPyConnection, table: str) -> bool:

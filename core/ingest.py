@@ -12,6 +12,7 @@ import hashlib
 import io
 import re
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext, suppress
 from dataclasses import replace
@@ -634,6 +635,9 @@ class _Batch:
         self.keys: dict[str, str] = {}  # path as given -> its ingest_runs key
         # message id -> (text, extraction) made by read-ahead workers (see _extract_users)
         self.extracted: dict[str, tuple[str, Extraction]] = {}
+        # Messages and tool calls written per source file: fewer than were read when the store
+        # held some already (a resumed Claude Code session copies its earlier lines).
+        self.added: dict[str, Counter[str]] = {"messages": Counter(), "tool_calls": Counter()}
 
     def key(self, path: str) -> str:
         """The ingest_runs key of `path`: absolute for files on disk, '-' for stdin."""
@@ -795,6 +799,10 @@ class _Batch:
             calls = seen.fresh("tool_calls", calls, itemgetter(0, 1))
             boundaries = seen.fresh("boundaries", boundaries, itemgetter(0))
         conflict = "DO NOTHING" if seen is None else ""
+        added = self.added
+        if seen is not None:  # what is left is written: count it here
+            added["messages"].update(row[9] for row in messages)
+            added["tool_calls"].update(row[9] for row in calls)
         for table, rows in (
             ("messages", messages),
             ("tool_calls", calls),
@@ -802,7 +810,13 @@ class _Batch:
             ("boundaries", boundaries),
         ):
             if rows:
-                store.bulk_insert(table, None, rows, on_conflict=conflict)
+                store.bulk_insert(
+                    table,
+                    None,
+                    rows,
+                    on_conflict=conflict,
+                    added_per_file=added.get(table) if seen is None else None,
+                )
 
     def finish(self) -> None:
         """Write everything staged: timeline rows, runs, conversations, ingest errors."""
@@ -1376,6 +1390,8 @@ def _fast_write(
         boundaries=got.boundaries,
         skipped=dict(got.skipped),
         status="ingested",
+        messages_added=got.messages_added,
+        tool_calls_added=got.tool_calls_added,
     )
 
 
@@ -1448,7 +1464,17 @@ def _ingest_group(
     if staged is not None:
         drop_staging(store.con)
         phase("ingesting")
-    return [replace(c, identifiers=per_file.get(c.path, 0)) for c, _ in done]
+    if staged is not None or lean:  # counted by the fast path; lean writes only some rows
+        return [replace(c, identifiers=per_file.get(c.path, 0)) for c, _ in done]
+    return [
+        replace(
+            c,
+            identifiers=per_file.get(c.path, 0),
+            messages_added=batch.added["messages"][c.path],
+            tool_calls_added=batch.added["tool_calls"][c.path],
+        )
+        for c, _ in done
+    ]
 
 
 # Reading ahead in worker processes pays for their start from about this much input, in files

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
@@ -225,6 +226,7 @@ class Store:
         *,
         on_conflict: str = "DO NOTHING",
         tmpdir: str | None = None,
+        added_per_file: Counter[str] | None = None,
     ) -> int:
         """Insert rows through DuckDB's own JSON reader (no per-row inserts); returns rows read.
 
@@ -232,10 +234,20 @@ class Store:
         order; each row is a list or tuple in that order. Rows are written to a temporary file
         as JSON arrays, one per line, and loaded with `read_json`, each element cast to its
         column's type, so the load runs in C++ and nothing is guessed from the first lines.
+        `added_per_file` counts the rows actually inserted (not left out by a conflict) by
+        their `source_file`.
         """
         if columns is None:
             columns = self.columns(table)
-        return bulk_insert(self.con, table, columns, rows, on_conflict=on_conflict, tmpdir=tmpdir)
+        return bulk_insert(
+            self.con,
+            table,
+            columns,
+            rows,
+            on_conflict=on_conflict,
+            tmpdir=tmpdir,
+            added_per_file=added_per_file,
+        )
 
 
 # Column types whose values DuckDB reads exactly from a JSON scalar's text: rows are read as
@@ -265,6 +277,7 @@ def bulk_insert(
     *,
     on_conflict: str = "DO NOTHING",
     tmpdir: str | None = None,
+    added_per_file: Counter[str] | None = None,
 ) -> int:
     """See `Store.bulk_insert`; usable with a bare connection.
 
@@ -300,13 +313,17 @@ def bulk_insert(
         column_list = ", ".join(f'"{name}"' for name, _ in columns)
         values = ", ".join(_element_sql(i, typ, as_json) for i, (_, typ) in enumerate(columns, 1))
         conflict = f" ON CONFLICT {on_conflict}" if on_conflict else ""
-        con.execute(
+        returning = " RETURNING source_file" if added_per_file is not None else ""
+        result = con.execute(
             f"INSERT INTO {table} ({column_list}) "
             f"SELECT {values} FROM read_json(?, format='newline_delimited', records=false, "
             f"columns={{'r': '{'JSON' if as_json else 'VARCHAR'}[]'}}, "
-            f"maximum_object_size={max_size}){conflict}",
+            f"maximum_object_size={max_size}){conflict}{returning}",
             [tmp],
         )
+        if added_per_file is not None:
+            while chunk := result.fetchmany(65536):
+                added_per_file.update(file for (file,) in chunk)
         return count
     finally:
         os.unlink(tmp)

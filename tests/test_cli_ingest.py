@@ -142,7 +142,12 @@ def test_copied_lines_of_a_resumed_session_are_counted_as_already_stored(cli, db
     resumed.write_text("".join(lines[:6]), encoding="utf-8")  # the copied head of the session
     result = cli("ingest", session, resumed, "--db", db_file)
     assert result.exit_code == 0, result.stderr
-    *_, total = result.stderr.strip().splitlines()
+    *_, copy_line, total = result.stderr.strip().splitlines()
+    # the copy's own line says that all it holds was stored already
+    assert copy_line.startswith(f"{resumed}: ingested (claude)")
+    read = int(copy_line.split(" messages")[0].rsplit(" ", 1)[1])
+    assert f"{read} messages ({read} already stored)" in copy_line
+    assert "tool calls (" in copy_line and "already stored), " in copy_line
     first = cli("stats", "--db", db_file, "--format", "json")
     stored = json.loads(first.stdout)["totals"]["messages"]
     read = int(total.split("; ")[1].split(" messages")[0])

@@ -486,3 +486,38 @@ def test_a_group_of_files_records_one_ingest_run_each_and_maps_its_errors(store,
     assert first.status == "appended" and {c.status for c in rest} == {"unchanged"}
     latest = store.con.execute("SELECT max(id) FROM ingest_runs WHERE path LIKE '%s0.jsonl'")
     assert latest.fetchone()[0] == 6
+
+
+@pytest.mark.parametrize("read_ahead", [None, 0])
+def test_each_file_counts_what_it_added_beside_what_it_read(
+    store, tmp_path, monkeypatch, read_ahead
+):
+    """A resumed Claude Code session copies the earlier lines into a new file: its counts say
+    how many of the records it read the store held already (also when read ahead)."""
+    import re
+
+    from conftest import SAMPLE_TRACES
+
+    monkeypatch.setenv("LEXKEEP_READ_WORKERS", "2")  # read ahead in two workers, or not
+    lines = (SAMPLE_TRACES / "claude_lost_path.jsonl").read_text().splitlines(keepends=True)
+    first = tmp_path / "first.jsonl"
+    first.write_text("".join(lines[:6]))
+    # The resumed session: the six lines again, then the rest under uuids of its own.
+    rest = [re.sub(r'"(uuid|parentUuid)":"([^"]+)"', r'"\1":"\2-r"', line) for line in lines[6:]]
+    resumed = tmp_path / "resumed.jsonl"
+    resumed.write_text("".join(lines[:6] + rest))
+    other = tmp_path / "other.jsonl"
+    shutil.copy(SAMPLE_TRACES / "codex_kept_verbatim.jsonl", other)
+    paths = [str(first), str(resumed), str(other)]
+    got = {c.path: c for c in ingest_paths(store, paths, read_ahead_min_bytes=read_ahead)}
+    a, b, c = got[str(first)], got[str(resumed)], got[str(other)]
+    assert (a.messages_added, a.tool_calls_added) == (a.messages, a.tool_calls)
+    assert (c.messages_added, c.tool_calls_added) == (c.messages, c.tool_calls)
+    assert 0 < b.messages_added < b.messages and b.tool_calls_added < b.tool_calls
+    assert (b.messages - b.messages_added, b.tool_calls - b.tool_calls_added) == (
+        a.messages,
+        a.tool_calls,
+    )  # exactly the copies
+    stored = count(store, "messages", f"source_file = '{resumed}'")
+    assert stored == b.messages_added
+    assert count(store, "tool_calls", f"source_file = '{resumed}'") == b.tool_calls_added
