@@ -9,6 +9,7 @@ import typer
 
 from lexkeep.cli.common import handle_errors
 from lexkeep.core import __version__
+from lexkeep.core.collector import single_shot
 
 
 class LexkeepTyper(typer.Typer):
@@ -86,6 +87,7 @@ def main() -> None:
     # skipped by the collector during the command and by the full collection at interpreter
     # shutdown: about 50 ms of every call, a tenth of a quick one.
     gc.freeze()
+    single_shot()  # and so is what each command's heavy phases leave alive
     try:
         app()
     finally:
