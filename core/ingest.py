@@ -55,8 +55,10 @@ from lexkeep.core.rules import load_rules
 from lexkeep.core.sidecar import Known, index_pending
 from lexkeep.core.store import Store, drop_keys
 
-# How many decoded values the format sniffers see.
+# How many decoded values the format sniffers see, and how many lines (values or not) are read
+# to find them: a binary file (a DuckDB store given as a trace) is all bad "lines".
 HEAD_VALUES = 20
+HEAD_ITEMS = 1000
 _CHUNK = 1 << 20
 
 TRUNCATED_LAST_LINE = "truncated last line (file still being written?)"
@@ -449,9 +451,11 @@ def detect_format(
     if format is not None:
         return Format(format) if not isinstance(format, Format) else format, items
     head_items: list[JsonLine | Skipped] = []
+    values = 0
     for item in items:
         head_items.append(item)
-        if sum(isinstance(i, JsonLine) for i in head_items) >= HEAD_VALUES:
+        values += isinstance(item, JsonLine)
+        if values >= HEAD_VALUES or len(head_items) >= HEAD_ITEMS:
             break
     display = getattr(source, "display", None)
     if not head_items:
@@ -461,6 +465,13 @@ def detect_format(
     fmt = detect(head)
     if fmt is None:
         first_bad = next((i for i in head_items if isinstance(i, Skipped) and i.fatal), None)
+        path = getattr(source, "path", None)
+        if not head and path is not None and _is_duckdb_file(path):
+            raise InputError(
+                "a DuckDB database, not a trace file",
+                path=display,
+                hint="a lexkeep store is read with --db FILE",
+            )
         if first_bad is not None and not head:
             raise InputError(
                 first_bad.detail or first_bad.reason,
@@ -475,6 +486,15 @@ def detect_format(
             hint="force one with --input-format (" + ", ".join(f.value for f in Format) + ")",
         )
     return fmt, chain(head_items, items)
+
+
+def _is_duckdb_file(path: str) -> bool:
+    """True when `path` starts like a DuckDB database file ('DUCK' at byte 8)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(12)[8:] == b"DUCK"
+    except OSError:
+        return False
 
 
 class UnrecognisedFormat(InputError):

@@ -246,6 +246,13 @@ def test_not_a_duckdb_file_exits_2(cli, tmp_path):
     assert result.stdout == ""
 
 
+def test_a_store_given_as_a_trace_path_exits_2_pointing_at_db(cli, sample_db):
+    """`lexkeep audit lexkeep.duckdb` (a store where a trace is expected) says what to pass."""
+    result = ok(cli("audit", sample_db), 2)
+    assert f"Error: {sample_db}: a DuckDB database, not a trace file" in result.stderr
+    assert "Hint: a lexkeep store is read with --db FILE" in result.stderr
+
+
 def test_missing_store_exits_2(cli, tmp_path):
     result = ok(cli("audit", "--db", tmp_path / "nope.duckdb"), 2)
     assert "no lexkeep store" in result.stderr

@@ -521,3 +521,33 @@ def test_each_file_counts_what_it_added_beside_what_it_read(
     stored = count(store, "messages", f"source_file = '{resumed}'")
     assert stored == b.messages_added
     assert count(store, "tool_calls", f"source_file = '{resumed}'") == b.tool_calls_added
+
+
+def test_format_detection_reads_a_bounded_head_of_a_file_of_bad_lines(tmp_path):
+    """A binary file is all bad 'lines': detection gives up after HEAD_ITEMS of them (it used
+    to read the whole file, recounting its head at every line)."""
+    from lexkeep.core.ingest import HEAD_ITEMS, detect_format
+
+    path = tmp_path / "noise.jsonl"
+    path.write_bytes(b"\xff not json\n" * (HEAD_ITEMS * 5))
+    read = 0
+
+    def counted():
+        nonlocal read
+        for item in JsonSource(path):
+            read += 1
+            yield item
+
+    with pytest.raises(InputError) as info:
+        detect_format(counted())
+    assert read == HEAD_ITEMS
+    assert (info.value.line, info.value.col) == (1, 1) and "invalid UTF-8" in info.value.message
+
+
+def test_a_duckdb_store_given_as_a_trace_is_named_as_such(store, tmp_path):
+    db = tmp_path / "other.duckdb"
+    Store.open(db).close()
+    with pytest.raises(InputError) as info:
+        ingest_paths(store, [str(db)])
+    assert info.value.message == "a DuckDB database, not a trace file"
+    assert info.value.hint == "a lexkeep store is read with --db FILE"
