@@ -819,8 +819,10 @@ class _Batch:
             calls = seen.fresh("tool_calls", calls, itemgetter(0, 1))
             boundaries = seen.fresh("boundaries", boundaries, itemgetter(0))
         conflict = "DO NOTHING" if seen is None else ""
-        added = self.added
-        if seen is not None:  # what is left is written: count it here
+        # Written rows per file: counted by the insert in a keyed store, here in a keyless one
+        # (what its key set let through); not at all in a lean store, which writes only some.
+        added = {} if lean else self.added
+        if seen is not None and added:
             added["messages"].update(row[9] for row in messages)
             added["tool_calls"].update(row[9] for row in calls)
         for table, rows in (
@@ -835,7 +837,7 @@ class _Batch:
                     None,
                     rows,
                     on_conflict=conflict,
-                    added_per_file=added.get(table) if seen is None else None,
+                    added_per_file=None if seen is not None else added.get(table),
                 )
 
     def finish(self) -> None:
