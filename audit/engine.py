@@ -139,9 +139,11 @@ FROM ids ASOF JOIN boundaries b
 # Candidate calls of each identifier (after or before its boundary) in position order, up to
 # and including the first one that surely keeps it (`sure`, see _SURE_CALL): Python decodes
 # only the calls before that one. Arguments are sent only for the calls Python must decode.
-# JSON arguments with \\u escapes as DuckDB writes them back (escapes of plain characters
-# decoded), else NULL: a writer that escapes '&' (Go) or every character hides the value.
-_UNESCAPED = """CASE WHEN arguments_kind <> 'freeform' AND contains(arguments_raw, '\\u')
+# JSON arguments with \\u or \\/ escapes as DuckDB writes them back (escapes of plain
+# characters decoded), else NULL: a writer that escapes '&' (Go), every non-ASCII character
+# (Python) or '/' (PHP, some Java encoders) hides the value from the raw text.
+_UNESCAPED = """CASE WHEN arguments_kind <> 'freeform'
+                          AND (contains(arguments_raw, '\\u') OR contains(arguments_raw, '\\/'))
                      THEN try(json(arguments_raw)::VARCHAR) END"""
 
 _FIRST_SQL = (

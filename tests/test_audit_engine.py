@@ -253,6 +253,35 @@ def test_non_ascii_values_found_behind_json_escapes(store):
     assert set(verdicts(run(store)).values()) == {"kept"}
 
 
+def test_values_found_behind_escaped_slashes(store):
+    # "\/" is a legal JSON escape of "/" (PHP's and some Java encoders' default): the decoded
+    # argument holds the value, so it is kept, used before, or a near miss like any other.
+    t = Timeline(store)
+    t.user(
+        "m1",
+        ("path", "/var/log/app.log"),
+        ("url", "https://x.io/a/b.tgz"),
+        ("path", "/srv/data/export.csv"),
+        ("path", "/opt/app/config.yml"),
+    )
+    t.call("k0", r'{"path": "\/srv\/data\/export.csv"}')
+    t.boundary("b1")
+    t.call("k1", r'{"path": "\/var\/log\/app.log", "url": "https:\/\/x.io\/a\/b.tgz"}')
+    t.call("k2", r'{"path": "\/opt\/app\/config.ym"}')
+    t.save()
+    by_value = {f.value: f for f in run(store).findings}
+    assert by_value["/var/log/app.log"].verdict == Verdict.KEPT
+    assert by_value["https://x.io/a/b.tgz"].verdict == Verdict.KEPT
+    assert by_value["/srv/data/export.csv"].used_before is True
+    assert by_value["/srv/data/export.csv"].verdict == Verdict.MISSING
+    altered = by_value["/opt/app/config.yml"]
+    assert altered.verdict == Verdict.ALTERED
+    assert (altered.evidence.found, altered.evidence.difference) == (
+        "/opt/app/config.ym",
+        "truncated",
+    )
+
+
 def test_decode_arguments_numbers_keep_their_json_text():
     assert decode_arguments('{"a": 1.50, "b": [2, "x"], "c": true, "d": null}', "json_string") == [
         "1.50",
