@@ -42,6 +42,38 @@ class InputError(LexkeepError):
     """A trace file (or standard input) could not be read as the format it claims to be."""
 
 
+class ReusedIdError(InputError):
+    """A record's id is already taken by another conversation's record of the same kind.
+
+    Message, compaction and run ids name one record in the whole store (tool call ids only
+    within their conversation); a second conversation's record under the same id would be left
+    out or change the first one, and an audit would silently not see it.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        value: str,
+        *,
+        path: str,
+        line: int,
+        other_conversation: str,
+        other_path: str | None = None,
+        other_line: int | None = None,
+    ) -> None:
+        where = f" ({other_path}:{other_line})" if other_path is not None else ""
+        super().__init__(
+            f"{what} id {value!r} is already used by conversation {other_conversation!r}{where}",
+            path=path,
+            line=line,
+            hint=(
+                "message, compaction and run ids must be unique in the whole store (tool call"
+                " ids only in their conversation): prefix them with their conversation id,"
+                ' e.g. "c2/m1"'
+            ),
+        )
+
+
 class ConfigError(LexkeepError):
     """A setting, flag, environment variable or config file is invalid."""
 

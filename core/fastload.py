@@ -30,6 +30,7 @@ from typing import Any
 import duckdb
 import orjson
 
+from lexkeep.core.errors import ReusedIdError
 from lexkeep.core.model import (
     ArgumentsKind,
     BoundaryKind,
@@ -576,6 +577,22 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
             sql = sql.replace(_NOTHING, "")
         con.execute(sql, {"file": staged.path})
     after = con.execute(_ADDED_SQL).fetchone()
+    counts = staged.counts
+    if after[0] - before[0] < counts.messages or after[2] - before[2] < counts.boundaries:
+        # Some were left out as already stored: the same records read again, unless another
+        # conversation holds their id (then the caller's transaction rolls back).
+        reused = con.execute(_REUSED_SQL).fetchone()
+        if reused is not None:
+            what, key, line, conv, file, file_line = reused
+            raise ReusedIdError(
+                what,
+                key,
+                path=staged.path,
+                line=line,
+                other_conversation=conv,
+                other_path=file,
+                other_line=file_line,
+            )
     return replace(
         staged.counts, messages_added=after[0] - before[0], tool_calls_added=after[1] - before[1]
     )
@@ -583,7 +600,22 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
 
 _NOTHING = "ON CONFLICT DO NOTHING"
 # The file is written alone in its transaction: what the tables grew by is what it added.
-_ADDED_SQL = "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM tool_calls)"
+_ADDED_SQL = (
+    "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM tool_calls),"
+    " (SELECT count(*) FROM boundaries)"
+)
+# The first staged message or compaction whose id the store holds for another conversation.
+_REUSED_SQL = """
+SELECT * FROM (
+    SELECT 'message', l.x_id, l.line, m.conversation_id, m.source_file, m.source_line
+    FROM lexkeep_ingest_lines l JOIN messages m ON m.id = l.x_id
+    WHERE l.type = 'message' AND m.conversation_id <> l.x_conv
+    UNION ALL
+    SELECT 'compaction', l.x_id, l.line, b.conversation_id, b.source_file, b.source_line
+    FROM lexkeep_ingest_lines l JOIN boundaries b ON b.id = l.x_id
+    WHERE l.type = 'compaction' AND b.conversation_id <> l.x_conv
+) ORDER BY 3 LIMIT 1
+"""
 
 
 def _holds_rows(con: duckdb.DuckDBPyConnection, table: str) -> bool:

@@ -25,7 +25,7 @@ from typing import IO, Any, BinaryIO
 import orjson
 
 from lexkeep.core.collector import paused
-from lexkeep.core.errors import InputError
+from lexkeep.core.errors import InputError, ReusedIdError
 from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, write
 from lexkeep.core.formats import detect, get_reader
 from lexkeep.core.identifiers import extract_many, prepare
@@ -658,6 +658,9 @@ class _Batch:
         # Messages and tool calls written per source file: fewer than were read when the store
         # held some already (a resumed Claude Code session copies its earlier lines).
         self.added: dict[str, Counter[str]] = {"messages": Counter(), "tool_calls": Counter()}
+        # Run ids a record gave (a run record, or a message naming its run), not derived ones:
+        # id -> (conversation, file, line) of the first record that named it.
+        self.named_runs: dict[str, tuple[str, str, int]] = {}
 
     def key(self, path: str) -> str:
         """The ingest_runs key of `path`: absolute for files on disk, '-' for stdin."""
@@ -814,10 +817,22 @@ class _Batch:
         self.buffer = []
         store = self.store
         seen = self.seen
+        # Rows left out as already stored, whose id may be another conversation's (see
+        # _check_ids): in a keyless store what its key set held back, else what the insert did
+        # not return.
+        left_out: dict[str, list[tuple[Any, ...]]] = {}
         if seen is not None:
-            messages = seen.fresh("messages", messages, itemgetter(0))
+            for table, key in (("messages", itemgetter(0)), ("boundaries", itemgetter(0))):
+                rows = messages if table == "messages" else boundaries
+                fresh = seen.fresh(table, rows, key)
+                if len(fresh) < len(rows):
+                    written = {id(row) for row in fresh}
+                    left_out[table] = [row for row in rows if id(row) not in written]
+                if table == "messages":
+                    messages = fresh
+                else:
+                    boundaries = fresh
             calls = seen.fresh("tool_calls", calls, itemgetter(0, 1))
-            boundaries = seen.fresh("boundaries", boundaries, itemgetter(0))
         conflict = "DO NOTHING" if seen is None else ""
         # Written rows per file: counted by the insert in a keyed store, here in a keyless one
         # (what its key set let through); not at all in a lean store, which writes only some.
@@ -832,13 +847,19 @@ class _Batch:
             ("boundaries", boundaries),
         ):
             if rows:
+                ids: set[Any] | None = set() if seen is None and table in _OWN_IDS else None
                 store.bulk_insert(
                     table,
                     None,
                     rows,
                     on_conflict=conflict,
                     added_per_file=None if seen is not None else added.get(table),
+                    added_ids=ids,
                 )
+                if ids is not None and len(ids) < len(rows):
+                    left_out[table] = _not_inserted(rows, ids)
+        for table, rows in left_out.items():
+            _check_ids(self.con, table, rows)
 
     def finish(self) -> None:
         """Write everything staged: timeline rows, runs, conversations, ingest errors."""
@@ -851,6 +872,9 @@ class _Batch:
             rows.append((run_id, conv, status, pos, file, line))
         if rows:
             self.store.bulk_insert("runs", None, rows, on_conflict=_RUN_UPSERT)
+            named = [row for row in rows if row[0] in self.named_runs]
+            if named:
+                _check_ids(self.con, "runs", named)
         self._load_positions(self.touched)
         conv_rows = []
         for conv in self.touched:
@@ -880,6 +904,54 @@ class _Batch:
                 None,
                 [(ids[index], *rest) for index, *rest in self.errors],
                 on_conflict="",
+            )
+
+
+# Tables whose `id` names one record in the whole store: what an error calls such a record,
+# and the index of its source file in a row (its line follows).
+_OWN_IDS = {"messages": ("message", 9), "boundaries": ("compaction", 8), "runs": ("run", 4)}
+
+
+def _not_inserted(rows: list[tuple[Any, ...]], inserted: set[Any]) -> list[tuple[Any, ...]]:
+    """The rows an insert left out: an id it did not return, or one an earlier row took."""
+    out = []
+    taken: set[Any] = set()
+    for row in rows:
+        key = row[0]
+        if key not in inserted or key in taken:
+            out.append(row)
+        taken.add(key)
+    return out
+
+
+def _check_ids(con: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
+    """Refuse the first of `rows` whose id `table` holds for another conversation.
+
+    A message or compaction left out as already stored must be the same record read again (a
+    file ingested twice, a resumed session's copy); under another conversation it is a
+    different record that would silently be lost, so the ingest stops (its transaction rolls
+    back) naming both places.
+    """
+    what, at = _OWN_IDS[table]
+    stored = {
+        key: (conv, file, line)
+        for key, conv, file, line in con.execute(
+            f"SELECT id, conversation_id, source_file, source_line FROM {table}"
+            " WHERE id IN (SELECT unnest(?))",
+            [list({row[0] for row in rows})],
+        ).fetchall()
+    }
+    for row in rows:
+        held = stored.get(row[0])
+        if held is not None and held[0] != row[1]:
+            raise ReusedIdError(
+                what,
+                row[0],
+                path=row[at],
+                line=row[at + 1],
+                other_conversation=held[0],
+                other_path=held[1],
+                other_line=held[2],
             )
 
 
@@ -944,6 +1016,7 @@ class _FileIngest:
                 self.convs.add(record.id)  # type: ignore[union-attr]
             return
         if rtype is Run:
+            self._name_run(record.id, record.conversation_id, record.source)  # type: ignore[union-attr]
             self.explicit_runs[record.id] = record  # type: ignore[union-attr]
             self.convs_with_runs.add(record.conversation_id)  # type: ignore[union-attr]
             return
@@ -1000,6 +1073,20 @@ class _FileIngest:
             self.errors.append((item.source.line, item.col, item.reason, item.detail))
         self.skipped[item.reason] = self.skipped.get(item.reason, 0) + 1
 
+    def _name_run(self, run_id: str, conv: str, src: Source) -> None:
+        """Note a run a record names; refuse it when another conversation named it first."""
+        first = self.batch.named_runs.setdefault(run_id, (conv, src.file, src.line))
+        if first[0] != conv:
+            raise ReusedIdError(
+                "run",
+                run_id,
+                path=src.file,
+                line=src.line,
+                other_conversation=first[0],
+                other_path=first[1],
+                other_line=first[2],
+            )
+
     def _turn(self, msg: Message) -> tuple[str | None, list[Any] | None]:
         conv = msg.conversation_id
         run_id = msg.run_id
@@ -1013,6 +1100,7 @@ class _FileIngest:
             else:
                 run_id = self.open_turn.get(conv)
         elif run_id is not None and run_id not in self.turns:
+            self._name_run(run_id, conv, msg.source)
             self.turns[run_id] = [conv, False, None, msg.source.file, msg.source.line]
             self.last_turn = run_id
         if run_id is None:
@@ -1462,11 +1550,16 @@ def _ingest_group(
         if keys is not None:
             keys.discard()
         return [FileCounts(path=group[0][0], format=str(unchanged), status="unchanged")]
-    except BaseException:
+    except BaseException as exc:
         if keys is not None:
             keys.discard()
         if staged is not None:
             drop_staging(store.con)
+        if isinstance(exc, ReusedIdError):
+            # Found while writing, but one file's fault: the files before it are kept.
+            paths = [path for path, _ in group]
+            reading = exc.path in paths
+            done = done[: paths.index(exc.path)] if reading else done
         # A file that failed while being read: the files before it were fine, so write them
         # and re-raise. A failure while writing the group is not any one file's fault: the
         # whole group is rolled back (the store is as before it) and a re-run retries it.

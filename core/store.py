@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import orjson
@@ -227,6 +228,7 @@ class Store:
         on_conflict: str = "DO NOTHING",
         tmpdir: str | None = None,
         added_per_file: Counter[str] | None = None,
+        added_ids: set[Any] | None = None,
     ) -> int:
         """Insert rows through DuckDB's own JSON reader (no per-row inserts); returns rows read.
 
@@ -235,7 +237,7 @@ class Store:
         as JSON arrays, one per line, and loaded with `read_json`, each element cast to its
         column's type, so the load runs in C++ and nothing is guessed from the first lines.
         `added_per_file` counts the rows actually inserted (not left out by a conflict) by
-        their `source_file`.
+        their `source_file`; `added_ids` receives their `id`s.
         """
         if columns is None:
             columns = self.columns(table)
@@ -247,6 +249,7 @@ class Store:
             on_conflict=on_conflict,
             tmpdir=tmpdir,
             added_per_file=added_per_file,
+            added_ids=added_ids,
         )
 
 
@@ -278,6 +281,7 @@ def bulk_insert(
     on_conflict: str = "DO NOTHING",
     tmpdir: str | None = None,
     added_per_file: Counter[str] | None = None,
+    added_ids: set[Any] | None = None,
 ) -> int:
     """See `Store.bulk_insert`; usable with a bare connection.
 
@@ -313,7 +317,12 @@ def bulk_insert(
         column_list = ", ".join(f'"{name}"' for name, _ in columns)
         values = ", ".join(_element_sql(i, typ, as_json) for i, (_, typ) in enumerate(columns, 1))
         conflict = f" ON CONFLICT {on_conflict}" if on_conflict else ""
-        returning = " RETURNING source_file" if added_per_file is not None else ""
+        returned = [
+            name
+            for name, wanted in (("source_file", added_per_file), ("id", added_ids))
+            if wanted is not None
+        ]
+        returning = f" RETURNING {', '.join(returned)}" if returned else ""
         result = con.execute(
             f"INSERT INTO {table} ({column_list}) "
             f"SELECT {values} FROM read_json(?, format='newline_delimited', records=false, "
@@ -321,9 +330,12 @@ def bulk_insert(
             f"maximum_object_size={max_size}){conflict}{returning}",
             [tmp],
         )
-        if added_per_file is not None:
+        if returned:
             while chunk := result.fetchmany(65536):
-                added_per_file.update(file for (file,) in chunk)
+                if added_per_file is not None:
+                    added_per_file.update(row[0] for row in chunk)
+                if added_ids is not None:
+                    added_ids.update(row[-1] for row in chunk)
         return count
     finally:
         os.unlink(tmp)

@@ -402,3 +402,36 @@ def test_generated_dumps_match_their_known_verdicts(cli, tmp_path, fmt):
     assert [report["totals"][k] for k in ("audited", "kept", "altered", "missing")] == [
         totals[k] for k in ("audited", "kept", "altered", "missing")
     ]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize("layout", ["one file", "two files"])
+def test_a_compaction_id_reused_by_another_conversation_cannot_pass(cli, tmp_path, workers, layout):
+    """Both conversations alter their identifier; with the second boundary left out as a
+    duplicate, only the first was audited (and a kept one would have passed the gate)."""
+
+    def conversation(conv: str, value: str) -> str:
+        altered = value[:-1]
+        return "".join(
+            json.dumps(record) + "\n"
+            for record in (
+                {"type": "message", "id": f"{conv}-m1", "conversation_id": conv,
+                 "role": "user", "text": f"Check {value} please"},
+                {"type": "compaction", "id": "b1", "conversation_id": conv, "summary": "x"},
+                {"type": "tool_call", "id": "t1", "conversation_id": conv, "name": "q",
+                 "arguments": json.dumps({"o": altered})},
+            )
+        )  # fmt: skip
+
+    a, b = conversation("convA", "ORD_11111"), conversation("convB", "ORD_22222")
+    if layout == "one file":
+        (tmp_path / "dump.jsonl").write_text(a + b)
+        where = f"{tmp_path / 'dump.jsonl'}:5"
+    else:
+        (tmp_path / "a.jsonl").write_text(a)
+        (tmp_path / "b.jsonl").write_text(b)
+        where = f"{tmp_path / 'b.jsonl'}:2"
+    result = ok(cli("audit", tmp_path, env={"LEXKEEP_READ_WORKERS": workers}), 2)
+    assert f"Error: {where}: compaction id 'b1' is already used by conversation 'convA'" in (
+        result.stderr
+    )

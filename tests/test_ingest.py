@@ -551,3 +551,72 @@ def test_a_duckdb_store_given_as_a_trace_is_named_as_such(store, tmp_path):
         ingest_paths(store, [str(db)])
     assert info.value.message == "a DuckDB database, not a trace file"
     assert info.value.hint == "a lexkeep store is read with --db FILE"
+
+
+def _reuse_lines(what: str) -> tuple[str, str]:
+    """Two conversations' lines, the second reusing the first's id of `what`."""
+    first = (
+        lexkeep_line("run", id="r1", conversation_id="c1", status="completed")
+        + lexkeep_line("message", id="m1", conversation_id="c1", role="user", text="ORD_88412")
+        + lexkeep_line("compaction", id="b1", conversation_id="c1", summary="s")
+        + lexkeep_line("tool_call", id="t1", conversation_id="c1", name="get", arguments="{}")
+    )
+    ids = {"message": "m2", "compaction": "b2", "run": "r2"}
+    ids[what] = {"message": "m1", "compaction": "b1", "run": "r1"}[what]
+    second = (
+        lexkeep_line("run", id=ids["run"], conversation_id="c2", status="failed")
+        + lexkeep_line(
+            "message", id=ids["message"], conversation_id="c2", role="user", text="ORD_99999"
+        )
+        + lexkeep_line("compaction", id=ids["compaction"], conversation_id="c2", summary="s")
+        + lexkeep_line("tool_call", id="t1", conversation_id="c2", name="get", arguments="{}")
+    )
+    return first, second
+
+
+@pytest.mark.parametrize("what", ["message", "compaction", "run"])
+@pytest.mark.parametrize("layout", ["one file", "two files", "second ingest"])
+def test_an_id_reused_by_another_conversation_is_refused_naming_both_places(
+    store, tmp_path, what, layout
+):
+    """A second conversation's record under a taken id was left out as "already stored" (or,
+    for a run, changed the first one's status): its identifiers were never audited."""
+    first, second = _reuse_lines(what)
+    line = {"run": 1, "message": 2, "compaction": 3}[what]
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    if layout == "one file":
+        a.write_text(first + second)
+        paths, bad, bad_line = [[str(a)]], a, 4 + line
+    else:
+        a.write_text(first)
+        b.write_text(second)
+        bad, bad_line = b, line
+        paths = [[str(a), str(b)]] if layout == "two files" else [[str(a)], [str(b)]]
+    for batch in paths[:-1]:
+        ingest_paths(store, batch)
+    before = snapshot(store)
+    with pytest.raises(InputError) as info:
+        ingest_paths(store, paths[-1])
+    err = info.value
+    assert (err.path, err.line) == (str(bad), bad_line)
+    taken = {"message": "m1", "compaction": "b1", "run": "r1"}[what]
+    assert f"{what} id '{taken}' is already used by conversation 'c1' ({a}:{line})" in str(err)
+    assert "unique in the whole store" in err.hint
+    if layout == "two files":  # one call: the file before the refused one is kept
+        with Store.open(tmp_path / "ref.duckdb") as ref:
+            ingest_paths(ref, [str(a)])
+            before = snapshot(ref)
+    assert snapshot(store) == before  # nothing of the refused file was written
+    assert count(store, "runs", "id = 'r1' AND status = 'completed'") == (layout != "one file")
+
+
+def test_records_read_again_under_their_own_conversation_are_not_refused(store, tmp_path):
+    """The same records under another file name (a copy, a resumed session) stay duplicates."""
+    first, _ = _reuse_lines("message")
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(first)
+    b.write_text(first + lexkeep_line("message", id="m9", conversation_id="c1", role="user"))
+    ingest_paths(store, [str(a)])
+    [got] = ingest_paths(store, [str(b)])
+    assert (got.messages, got.messages_added) == (2, 1)
+    assert count(store, "messages") == 2

@@ -437,3 +437,27 @@ def test_one_of_each_key_finds_every_repeated_top_level_key(pairs, compact, asci
     read = [k for k, _ in pairs if k in fastload._KEY_TOKENS]  # keys both readers ignore aside
     repeated = len(set(read)) < len(read)
     assert fastload.one_of_each_key(raw_bytes, orjson.loads(raw_bytes)) is not repeated
+
+
+@pytest.mark.parametrize("type_, taken", [("message", "m1"), ("compaction", "b1")])
+def test_an_id_another_conversation_holds_is_refused_both_ways(tmp_path, type_, taken):
+    """A big file whose message or compaction id the store holds for another conversation:
+    the fast path refuses it as the general one does (its rows were left out as duplicates)."""
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text="ORD_88412")
+        + _line("compaction", id="b1", conversation_id="c1")
+    )
+    fields = {"message": {"role": "user", "text": "ORD_99999"}, "compaction": {}}[type_]
+    second.write_bytes(
+        _line("message", id="m2", conversation_id="c2", role="user")
+        + _line(type_, id=taken, conversation_id="c2", **fields)
+    )
+    assert _took_fast_path(second, tmp_path)
+    fast, slow = _ingest_both(tmp_path, [[str(first)], [str(second)]])
+    _assert_same(fast, slow)
+    assert [r[1] for r in fast["messages"]] == ["c1"]  # nothing of b.jsonl
+    with Store.open(tmp_path / "fast.duckdb") as store, pytest.raises(InputError) as info:
+        ingest_paths(store, [str(second)], fast_min_bytes=0)
+    assert (info.value.path, info.value.line) == (str(second), 2)
+    assert f"{type_} id '{taken}' is already used by conversation 'c1' ({first}:" in str(info.value)
