@@ -12,6 +12,7 @@ import html
 import io
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from itertools import islice
@@ -469,15 +470,26 @@ def render_junit(report: AuditReport, stream: TextIO, color: bool = False) -> No
             )
     ET.indent(suites)
     stream.write('<?xml version="1.0" encoding="utf-8"?>\n')
-    stream.write(ET.tostring(suites, encoding="unicode"))
+    stream.write(_visible(ET.tostring(suites, encoding="unicode")))
     stream.write("\n")
+
+
+# Control characters a trace may hold in an id, a file name or a tool name: XML 1.0 forbids
+# the C0 ones (ElementTree writes them as they are, and the file no longer parses), and in a
+# CI log ESC, CSI and the rest drive the terminal. Written as \uXXXX text instead.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
+
+
+def _visible(text: str) -> str:
+    """`text` with its control characters (not tab, newline, carriage return) as \\uXXXX."""
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 # -- github -----------------------------------------------------------------------------------
 
 
 def _gh_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return _visible(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _gh_prop(text: str) -> str:
@@ -506,7 +518,8 @@ def render_github(report: AuditReport, stream: TextIO, color: bool = False) -> N
 
 
 def _md(text: object) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("`", "'")
+    text = _visible(str(text))
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("`", "'")
 
 
 def render_markdown(report: AuditReport, stream: TextIO, color: bool = False) -> None:

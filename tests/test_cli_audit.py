@@ -435,3 +435,39 @@ def test_a_compaction_id_reused_by_another_conversation_cannot_pass(cli, tmp_pat
     assert f"Error: {where}: compaction id 'b1' is already used by conversation 'convA'" in (
         result.stderr
     )
+
+
+def test_control_characters_in_ids_and_tool_names_stay_inert(cli, tmp_path):
+    """JUnit must stay well-formed XML, and a CI log must not receive ESC/BEL/NUL."""
+    conv, tool = "ctl\x01id\x1b[31m", "q\x00\x1b[2J\x07\x9b"
+    trace = tmp_path / "ctl.jsonl"
+    trace.write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in (
+                {
+                    "type": "message",
+                    "id": "m1",
+                    "conversation_id": conv,
+                    "role": "user",
+                    "text": "Order ORD_88412 now",
+                },
+                {"type": "compaction", "id": "b1", "conversation_id": conv},
+                {
+                    "type": "tool_call",
+                    "id": "t",
+                    "conversation_id": conv,
+                    "name": tool,
+                    "arguments": '{"q": "ord_88412"}',
+                },
+            )
+        )  # fmt: skip
+    )
+    controls = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+    junit = ok(cli("audit", trace, "--format", "junit"), 1).stdout
+    case = ET.fromstring(junit).find(".//testcase")
+    assert case.get("name") == "ctl\\u0001id\\u001b[31m"
+    assert "q\\u0000\\u001b[2J\\u0007\\u009b" in case.find("failure").text
+    for fmt in ("github", "markdown"):
+        out = ok(cli("audit", trace, "--format", fmt), 1).stdout
+        assert "ord_88412" in out and not controls.search(out), fmt
