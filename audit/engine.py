@@ -39,6 +39,8 @@ from lexkeep.audit.report import (
     distribution,
     gc_paused,
     redact,
+    redact_key,
+    redact_value,
     tally_keys,
 )
 from lexkeep.audit.settings import AuditSettings, resolve
@@ -241,16 +243,46 @@ def audit_command(
     settings = resolve(flags or {})
     if not paths and db is None:
         db = default_db_path()
-    report = run_audit(
-        paths=paths,
-        db=db,
-        rules=rules,
-        skip_invalid=skip_invalid,
-        settings=settings,
-        on_progress=on_progress,
-        on_phase=on_phase,
-    )
+    try:
+        report = run_audit(
+            paths=paths,
+            db=db,
+            rules=rules,
+            skip_invalid=skip_invalid,
+            settings=settings,
+            on_progress=on_progress,
+            on_phase=on_phase,
+        )
+    except InputError as exc:
+        if settings.redact:
+            redact_error(exc, _load_rules(rules))
+        raise
     return report, settings
+
+
+# A quoted literal in an error message: `repr` of a value read from a trace ('...' or "...").
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def redact_error(exc: InputError, rules: Any = None, key: bytes | None = None) -> None:
+    """Under --redact, hash the identifiers an input error quotes from the trace, in place.
+
+    Messages quote trace values as Python literals (`'status': unknown value 'ORD_88412'`);
+    each identifier the rules find inside a literal becomes its keyed hash, as in the
+    report. Field names, ids without an identifier's shape and the file:line stay readable.
+    """
+    from lexkeep.core.identifiers import extract
+
+    key = key if key is not None else redact_key()
+
+    def literal(match: re.Match[str]) -> str:
+        text = match.group()
+        for ident in sorted(extract(text, rules).identifiers, key=lambda i: -i.start):
+            text = text[: ident.start] + redact_value(ident.value, key) + text[ident.end :]
+        return text
+
+    exc.message = _QUOTED.sub(literal, exc.message)
+    exc.args = (exc.message,)
 
 
 def run_audit(
@@ -477,8 +509,9 @@ def build_report(
         )
     if incomplete_scans:
         notes.append(
-            f"{incomplete_scans} user message(s) before a boundary ran out of their identifier"
-            " scan time budget; identifiers the scan did not reach are not in this audit"
+            f"{incomplete_scans} user message(s) before a boundary were scanned only in part"
+            " (the scan's time budget ran out, or the text is longer than the rules' max_chars);"
+            " identifiers the scan did not reach are not in this audit"
         )
     if skipped_lines:
         notes.append(

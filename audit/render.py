@@ -468,6 +468,8 @@ def render_junit(report: AuditReport, stream: TextIO, color: bool = False) -> No
             ET.SubElement(case, "system-out").text = "\n".join(
                 line for line in lines if "unverified" in line
             )
+    if report.notes:  # why nothing was audited, what was skipped or cut short
+        ET.SubElement(suite, "system-out").text = "\n".join(report.notes)
     ET.indent(suites)
     stream.write('<?xml version="1.0" encoding="utf-8"?>\n')
     stream.write(_visible(ET.tostring(suites, encoding="unicode")))
@@ -510,6 +512,8 @@ def render_github(report: AuditReport, stream: TextIO, color: bool = False) -> N
             f"::{level} file={_gh_prop(f.message.file)},line={f.message.line},"
             f"title={_gh_prop(title)}::{_gh_data(msg)}\n"
         )
+    for note in report.notes:  # why nothing was audited, what was skipped or cut short
+        stream.write(f"::notice title=lexkeep audit note::{_gh_data(note)}\n")
     level = "notice" if report.gate.passed else "error"
     stream.write(f"::{level} title=lexkeep audit::{_gh_data(verdict_line(report))}\n")
 

@@ -480,7 +480,7 @@ def test_incomplete_scans_before_a_boundary_are_noted(store):
     t.save()
     report = run(store)
     assert any(
-        n.startswith("1 user message(s) before a boundary ran out of their identifier scan")
+        n.startswith("1 user message(s) before a boundary were scanned only in part")
         for n in report.notes
     ), report.notes
 

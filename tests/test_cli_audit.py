@@ -157,6 +157,24 @@ def test_redact_hides_every_value_in_every_format(cli, sample_db, fmt):
     assert re.search(r"redacted:[0-9a-f]{16}", out)
 
 
+@pytest.mark.parametrize("how", [("--redact",), ()])
+def test_redact_hides_the_values_an_input_error_quotes(cli, tmp_path, how):
+    from lexkeep.audit.report import redact_key, redact_value
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        '{"type":"message","id":"m1","conversation_id":"c1","role":"user","text":"hi"}\n'
+        '{"type":"message","id":"m2","conversation_id":"c1","role":"user","status":"ORD_88412"}\n'
+    )
+    env = {} if how else {"LEXKEEP_REDACT": "true"}
+    err = ok(cli("audit", bad, *how, env=env), 2).stderr
+    hashed = redact_value("ORD_88412", redact_key())
+    assert f"{bad}:2: 'status': unknown value '{hashed}'" in err
+    assert "ORD_88412" not in err
+    plain = ok(cli("audit", bad), 2).stderr  # without --redact the value is shown as it is
+    assert "unknown value 'ORD_88412'" in plain
+
+
 def test_redaction_is_stable_and_keyed(cli):
     first = ok(cli("audit", INVOICE, "--format", "json", "--redact"), 1).stdout
     again = ok(cli("audit", INVOICE, "--format", "json", "--redact"), 1).stdout
@@ -471,3 +489,12 @@ def test_control_characters_in_ids_and_tool_names_stay_inert(cli, tmp_path):
     for fmt in ("github", "markdown"):
         out = ok(cli("audit", trace, "--format", fmt), 1).stdout
         assert "ord_88412" in out and not controls.search(out), fmt
+
+
+def test_notes_reach_the_junit_and_github_reports(cli):
+    """A CI log must say why nothing was audited, not only "PASS: 0/0"."""
+    note = "nothing audited: none of the 1 conversation(s) crosses a compaction boundary"
+    junit = ok(cli("audit", SAMPLE_TRACES / "openai_no_boundary.json", "-f", "junit"), 0).stdout
+    assert ET.fromstring(junit).find("testsuite/system-out").text == note
+    github = ok(cli("audit", SAMPLE_TRACES / "openai_no_boundary.json", "-f", "github"), 0)
+    assert f"::notice title=lexkeep audit note::{note}\n" in github.stdout
