@@ -58,8 +58,32 @@ def resolve(
         elif var in env:
             values[name] = _parse(name, env[var], var, None)
         elif name in file_values:
-            values[name] = _parse(name, file_values[name], f"audit.{name}", where_file)
+            raw = file_values[name]
+            _check_toml_type(name, raw, where_file)
+            values[name] = _parse(name, raw, f"audit.{name}", where_file)
     return AuditSettings(**values)
+
+
+# What a settings file's value must be: TOML has types, so `min_ratio = false` or
+# `exit_zero = 1` is a mistake to report, not a value to coerce (flags and environment
+# variables are text and are parsed).
+_TOML_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "min_ratio": ((int, float), "a number from 0 to 1, e.g. 0.95"),
+    "fail_on": ((list, str), 'a list of verdicts, e.g. ["altered", "missing"]'),
+    "exit_zero": ((bool,), "true or false"),
+    "format": ((str,), 'a format name, e.g. "json"'),
+    "redact": ((bool,), "true or false"),
+}
+
+
+def _check_toml_type(name: str, raw: Any, path: str | None) -> None:
+    types, expected = _TOML_TYPES[name]
+    if isinstance(raw, bool) and bool not in types or not isinstance(raw, types):
+        raise ConfigError(
+            f"audit.{name}: expected {expected}, not {raw!r}",
+            path=path,
+            hint=f"write {name} = {expected.split('e.g. ')[-1]}",
+        )
 
 
 def _parse(name: str, raw: Any, where: str, path: str | None) -> Any:

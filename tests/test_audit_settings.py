@@ -77,3 +77,29 @@ def test_invalid_values_are_config_errors(tmp_path, env, needle):
     with pytest.raises(ConfigError) as err:
         resolve(NO_FLAGS, env=env, settings_file=empty)
     assert needle in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ("min_ratio = false\n", "audit.min_ratio: expected a number from 0 to 1"),
+        ('min_ratio = "0.5"\n', "audit.min_ratio: expected a number"),
+        ("exit_zero = 1\n", "audit.exit_zero: expected true or false, not 1"),
+        ('redact = "yes"\n', "audit.redact: expected true or false"),
+        ("format = 1\n", "audit.format: expected a format name"),
+        ("fail_on = 2\n", "audit.fail_on: expected a list of verdicts"),
+    ],
+)
+def test_a_settings_file_value_of_the_wrong_toml_type_is_refused(tmp_path, body, needle):
+    """`min_ratio = false` read as 0.0 turned the gate off without a word."""
+    path = pyproject(tmp_path, body)
+    with pytest.raises(ConfigError) as err:
+        resolve(NO_FLAGS, env={}, settings_file=path)
+    assert needle in str(err.value)
+    assert err.value.path == str(path)
+
+
+def test_a_whole_number_ratio_in_a_settings_file_is_a_number(tmp_path):
+    path = pyproject(tmp_path, 'min_ratio = 1\nfail_on = "missing"\n')
+    got = resolve(NO_FLAGS, env={}, settings_file=path)
+    assert (got.min_ratio, got.fail_on) == (1.0, ("missing",))
