@@ -102,11 +102,15 @@ class Store:
                 hint="pass --db with a new file name, or a store made by lexkeep",
             ) from exc
         store = cls(con, target)
-        store._limit_memory(memory_limit)
-        if read_only:
-            store.check_version()
-        else:
-            store.migrate()
+        try:
+            store._limit_memory(memory_limit)
+            if read_only:
+                store.check_version()
+            else:
+                store.migrate()
+        except BaseException:
+            store.close()  # or the file stays open (and locked) in this process
+            raise
         return store
 
     def _limit_memory(self, default: str) -> None:
@@ -149,10 +153,31 @@ class Store:
             return 0
         return row.fetchone()[0]
 
+    def _refuse_foreign(self) -> None:
+        """Refuse a DuckDB database that holds tables but no lexkeep migrations: someone
+        else's data, which lexkeep must neither read as a store nor write its tables into."""
+        tables = self.con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+            " AND NOT temporary ORDER BY table_name LIMIT 3"
+        ).fetchall()
+        if tables:
+            names = ", ".join(name for (name,) in tables)
+            raise StoreError(
+                f"{self.path} is a DuckDB database but not a lexkeep store"
+                f" (it holds other tables: {names})",
+                hint="pass --db a store made by lexkeep ingest, or a new file name",
+            )
+
     def check_version(self) -> None:
         """Refuse a store that is missing migrations or was made by a newer lexkeep."""
         known = len(migrations())
         have = self.schema_version()
+        if have == 0:
+            self._refuse_foreign()
+            raise StoreError(
+                f"no lexkeep store at {self.path} (an empty DuckDB database)",
+                hint=f"ingest some traces first: lexkeep ingest TRACES... --db {self.path}",
+            )
         if have > known:
             raise StoreError(
                 f"{self.path} was written by a newer lexkeep"
@@ -162,11 +187,13 @@ class Store:
         if have < known:
             raise StoreError(
                 f"{self.path} needs migrating (schema {have} of {known}) but was opened read-only",
-                hint=f"run any writing command once, e.g. lexkeep stats --db {self.path}",
+                hint=f"ingest into it once (lexkeep ingest TRACES... --db {self.path})",
             )
 
     def migrate(self) -> list[int]:
         """Apply every migration not yet recorded, each in its own transaction."""
+        if self.path is not None and self.schema_version() == 0:
+            self._refuse_foreign()
         self.con.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
             " version INTEGER PRIMARY KEY, name VARCHAR NOT NULL,"

@@ -33,15 +33,36 @@ def test_newer_store_is_refused(db_file):
         Store.open(db_file)
 
 
-def test_read_only_open_of_a_store_without_migrations_asks_to_migrate(tmp_path):
-    """Another program's DuckDB file has no schema_migrations: schema 0, never a crash."""
+def test_another_programs_duckdb_file_is_refused_and_left_as_it_was(tmp_path):
+    """Another program's DuckDB file has tables but no schema_migrations: lexkeep neither reads
+    it as a store nor writes its tables into it (a `messages` table of its own would clash)."""
     other = tmp_path / "other.duckdb"
     duckdb.connect(str(other)).execute("CREATE TABLE notes (t VARCHAR)").close()
-    with pytest.raises(StoreError, match=r"needs migrating \(schema 0 of"):
-        Store.open(other, read_only=True)
-    with Store.open(other) as store:  # a writing open migrates it
+    for read_only in (True, False):
+        with pytest.raises(StoreError, match="a DuckDB database but not a lexkeep store") as info:
+            Store.open(other, read_only=read_only)
+        assert "other tables: notes" in str(info.value)
+    tables = duckdb.connect(str(other), read_only=True).execute(
+        "SELECT table_name FROM duckdb_tables()"
+    )
+    assert tables.fetchall() == [("notes",)]
+
+
+def test_an_empty_duckdb_file_is_no_store_to_read_but_one_to_write(tmp_path):
+    empty = tmp_path / "empty.duckdb"
+    duckdb.connect(str(empty)).close()
+    with pytest.raises(StoreError, match="no lexkeep store at .* empty DuckDB database"):
+        Store.open(empty, read_only=True)
+    with Store.open(empty) as store:  # a writing open makes it a store
         assert store.schema_version() == len(migrations())
-        assert store.columns("messages")[:2] == [("id", "VARCHAR"), ("conversation_id", "VARCHAR")]
+
+
+def test_a_store_missing_a_migration_asks_for_a_writing_command(db_file):
+    with Store.open(db_file) as store:
+        store.con.execute("DELETE FROM schema_migrations WHERE version > 1")
+    with pytest.raises(StoreError, match=r"needs migrating \(schema 1 of") as info:
+        Store.open(db_file, read_only=True)
+    assert info.value.hint == f"ingest into it once (lexkeep ingest TRACES... --db {db_file})"
 
 
 def test_read_only_open_of_missing_file_is_a_clear_error(tmp_path):
