@@ -44,9 +44,11 @@ SEGMENT = 512
 SELECT_AFTER = 64
 MAX_TRIGGERS = 256  # a text needing more trigger visits than this is scanned whole
 SHORT_WINDOW = 256  # characters; longer windows search context words before the pattern
-# Windows up to this long run every pattern without arming the engine timeout: a pattern
-# that passed the 8 KB adversarial strings at load cannot overrun the budget by much on
-# 1 KB, and the deadline is still checked before every call.
+# Windows up to this long run every pattern without arming the engine timeout: a built-in
+# pattern that passed the 8 KB adversarial strings at load cannot overrun the budget by much
+# on 1 KB, and the deadline is still checked before every call. With a rule file's pattern
+# in play (Kind.wide) the timeout is always armed: no fixed set of strings proves a pattern
+# someone else wrote.
 UNARMED_WINDOW = 1024
 SHORT_TRIGGER_TEXT = 8192  # characters; texts up to this long find triggers without a timeout
 # The per-text budget is CPU time of this thread, so a busy machine does not turn complete
@@ -297,7 +299,9 @@ def _scan_window(
         bisect.bisect_right(plan.digit_steps, digits),
         bisect.bisect_right(plan.size_steps, size),
     )
-    armed = size > UNARMED_WINDOW
+    # A rule file's pattern (Kind.wide) passed only the adversarial strings its own
+    # material suggests: the engine's timeout stays armed while any is in play.
+    armed = size > UNARMED_WINDOW or plan.has_wide
     for step in (identifier_kinds, suppressor_kinds):
         if step is identifier_kinds and not identifiers:
             continue
@@ -398,7 +402,7 @@ def _extract_selected(
     # The stdlib translations have no timeout: they are timed at load up to this length.
     plain = plain and size <= PLAIN_ENGINE_MAX
     identifier_runs, suppressor_runs = plan.selected_order(selected, plain)
-    armed = size > UNARMED_WINDOW
+    armed = size > UNARMED_WINDOW or plan.has_wide  # see _scan_window
     if budget is None and armed:
         budget = _Budget(rules.timeout)  # the engine's own timeout needs what is left
     deadline = _wall_clock() + rules.timeout
@@ -441,7 +445,7 @@ def _extract_selected(
                     # _snap_left, inlined: look-behinds still see what is before.
                     space = text.rfind(" ", 0, start)
                     start = max(space, text.rfind("\n", max(space, 0), start)) + 1
-                if armed:
+                if armed and pattern is kind.pattern:  # stdlib translations have no timeout
                     matches = pattern.finditer(text, start, timeout=remaining * WALL_SLACK)
                 else:
                     matches = pattern.finditer(text, start)
@@ -523,7 +527,7 @@ def _extract_segmented(
                     remaining = budget.remaining()
                     if remaining <= 0:
                         raise TimeoutError
-                    if end - start > UNARMED_WINDOW:
+                    if end - start > UNARMED_WINDOW or kind.wide:  # see _scan_window
                         matches = kind.pattern.finditer(
                             text, start, end, timeout=remaining * WALL_SLACK
                         )
@@ -645,9 +649,12 @@ class _Plan:
             )
             for index, kind in enumerate(rules.kinds)
         ]
-        # The same for plain text: kinds with engine = "re" run their stdlib translation.
+        # The same for plain text: kinds with engine = "re" run their stdlib translation,
+        # except a rule file's (Kind.wide): stdlib re has no timeout to arm (_scan_window).
         self._plain_runs = [
-            run if run[1].plain_pattern is None else (*run[:2], run[1].plain_pattern, *run[3:])
+            run
+            if run[1].plain_pattern is None or run[1].wide
+            else (*run[:2], run[1].plain_pattern, *run[3:])
             for run in self._selected_runs
         ]
         self._orders: dict[

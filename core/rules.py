@@ -730,15 +730,37 @@ def adversarial_strings() -> tuple[tuple[str, str], ...]:
     )
 
 
+def kind_strings(kind: Kind) -> tuple[tuple[str, str], ...]:
+    """Adversarial strings made of a rule file's own material: each character of its keywords
+    and positive examples repeated, and each keyword and example value repeated.
+
+    The fixed strings pump the usual suspects (letters, digits, separators); a pattern that
+    nests repeats of another character (`(?:q{1,40}){1,40}!`) backtracks only on runs of that
+    character, which its own examples and keywords name."""
+    n = ADVERSARIAL_LENGTH
+    material = [*kind.keywords, *(e.value for e in kind.positive)]
+    chars = dict.fromkeys(c for part in material for c in part if not c.isspace())
+    out = [(f"{c!r} repeated", c * n) for c in list(chars)[:32]]
+    pieces = dict.fromkeys(p for p in material if len(p) > 1)
+    out += [(f"{p!r} repeated", p * (n // len(p))) for p in list(pieces)[:8]]
+    return tuple(out)
+
+
 def _redos_test(kind: Kind, timeout: float, fail: Any) -> None:
     # A pattern that passed once (same engine version and strings) is remembered on disk:
     # the smoke test is most of the start-up time of every command.
-    # The gate is part of the key: a kind with a new gate is timed again.
-    marker = _redos_marker(kind.regex + ("\0" + kind.gate if kind.gate else ""), timeout)
+    # The gate is part of the key: a kind with a new gate is timed again. A kind whose
+    # pattern is not a built-in's (Kind.wide) is also timed on strings of its own material,
+    # which are part of its key.
+    strings = adversarial_strings() + (kind_strings(kind) if kind.wide else ())
+    source = kind.regex + ("\0" + kind.gate if kind.gate else "")
+    if kind.wide:
+        source += "\0" + "\0".join(text[:64] for _, text in strings)
+    marker = _redos_marker(source, timeout)
     if marker is not None and marker.exists():
         return
     _gate_speed_test(kind, timeout, fail)
-    for name, text in adversarial_strings():
+    for name, text in strings:
         # Judged on this thread's CPU time, so a busy machine cannot refuse a good rule; the
         # engine's wall-clock timeout only stops a pattern that would never finish.
         started = time.thread_time()

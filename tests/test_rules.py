@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from pathlib import Path
@@ -128,6 +129,12 @@ GOOD_REGEX = "regex = '''ACME-[0-9]{6}'''\n"
             + "regex = '''(?:a|aa){1,9000}b|ACME-[0-9]{6}'''\n" + GOOD_TESTS,
             "FILE: kind 'k': pattern takes longer than 50 ms on the adversarial string 'letters'",
         ),
+        (  # nested repeats of a character no fixed string pumps: its own examples name it
+            "[[kinds]]\n" + KIND_HEAD + "regex = '''(?:q{1,40}){1,40}!'''\n"
+            + 'keywords = ["q"]\ntests.positive = ["qq!"]\ntests.negative = ["zzz"]\n',
+            "FILE: kind 'k': pattern takes longer than 50 ms on the adversarial string"
+            " \"'q' repeated\"",
+        ),
         (
             "[[kinds]]\n" + KIND_HEAD + "regex = '''ACME-[0-9]+'''\n" + GOOD_TESTS,
             "FILE: kind 'k': unbounded quantifier '+' at position 10",
@@ -161,6 +168,7 @@ GOOD_REGEX = "regex = '''ACME-[0-9]{6}'''\n"
     ],
     ids=[
         "positive-fails", "negative-matches", "keyword-absent", "global-ignore-case", "redos",
+        "redos-own-material",
         "unbounded",
         "no-compile", "no-examples", "tier-c-without-context", "unknown-disabled", "unknown-key",
         "context-without-gate", "bad-timeout", "bad-regex-type",
@@ -376,3 +384,29 @@ regex = '''{same_matches}'''
     # A new pattern may reach further; a new priority changes no reach.
     assert {k.id for k in rules.kinds if k.wide} == {"compound_code"}
     assert rules.digest != builtin.digest
+
+
+def test_a_rule_that_slips_past_the_load_check_is_cut_off_at_its_budget(tmp_path: Path) -> None:
+    """No fixed set of strings proves a pattern someone else wrote. This one backtracks only on
+    runs of v/w, which neither the fixed strings nor its own material ('!') pump; on a short
+    text the engine's timeout is still armed, so the scan ends incomplete instead of running
+    for minutes (it did: a user pattern on texts under 1 KB ran unarmed)."""
+    import subprocess
+    import sys
+
+    rules = write(
+        tmp_path,
+        '[[kinds]]\nid = "bang"\ntier = "B"\npriority = 85\nkeywords = ["!"]\n'
+        "regex = '''(?:(?:v|w){1,40}){1,40}!|!'''\n"
+        'tests.positive = ["!"]\ntests.negative = ["zzz"]\n',
+    )
+    load_rules(rules)  # passes its load-time checks
+    text = "w" * 60 + " !"
+    done = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", "extract", "--rules", str(rules)]
+        + ["--format", "json", text],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(done.stdout)["complete"] is False, done.stderr
