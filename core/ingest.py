@@ -53,7 +53,7 @@ from lexkeep.core.parallel import ReadAhead, read_workers
 from lexkeep.core.readers import JsonLine
 from lexkeep.core.rules import load_rules
 from lexkeep.core.sidecar import Known, index_pending
-from lexkeep.core.store import Store, drop_keys
+from lexkeep.core.store import Store, drop_keys, is_duckdb_file
 
 # How many decoded values the format sniffers see, and how many lines (values or not) are read
 # to find them: a binary file (a DuckDB store given as a trace) is all bad "lines".
@@ -466,7 +466,7 @@ def detect_format(
     if fmt is None:
         first_bad = next((i for i in head_items if isinstance(i, Skipped) and i.fatal), None)
         path = getattr(source, "path", None)
-        if not head and path is not None and _is_duckdb_file(path):
+        if not head and path is not None and is_duckdb_file(path):
             raise InputError(
                 "a DuckDB database, not a trace file",
                 path=display,
@@ -486,15 +486,6 @@ def detect_format(
             hint="force one with --input-format (" + ", ".join(f.value for f in Format) + ")",
         )
     return fmt, chain(head_items, items)
-
-
-def _is_duckdb_file(path: str) -> bool:
-    """True when `path` starts like a DuckDB database file ('DUCK' at byte 8)."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(12)[8:] == b"DUCK"
-    except OSError:
-        return False
 
 
 class UnrecognisedFormat(InputError):

@@ -83,6 +83,7 @@ class Store:
                 f"no lexkeep store at {target}",
                 hint="ingest some traces first: lexkeep ingest TRACES... --db " + target,
             )
+        _refuse_other_file(target)
         try:
             con = duckdb.connect(target, read_only=read_only)
         except duckdb.IOException as exc:
@@ -278,6 +279,37 @@ class Store:
             added_per_file=added_per_file,
             added_ids=added_ids,
         )
+
+
+def is_duckdb_file(path: str) -> bool:
+    """True when `path` starts like a DuckDB database file ('DUCK' at byte 8)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(12)[8:] == b"DUCK"
+    except OSError:
+        return False
+
+
+def _refuse_other_file(target: str) -> None:
+    """Refuse a --db that names an existing file which is not a DuckDB database.
+
+    DuckDB opens a JSON, CSV or Parquet file given as a database as a read-only view and
+    keeps the writes in memory: an ingest into `--db trace.jsonl` reported success and
+    stored nothing. An empty file is a new store, as a missing one is.
+    """
+    file = Path(target)
+    try:
+        if not file.is_file() or file.stat().st_size == 0 or is_duckdb_file(target):
+            return
+        with open(file, "rb") as fh:
+            head = fh.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError:
+        return  # DuckDB's own error says what is wrong with it
+    looks = " (it looks like a trace file)" if head[:1] in (b"{", b"[") else ""
+    raise StoreError(
+        f"{target} is not a DuckDB database{looks}",
+        hint="--db names the store (e.g. --db lexkeep.duckdb); trace files are arguments",
+    )
 
 
 # Column types whose values DuckDB reads exactly from a JSON scalar's text: rows are read as

@@ -84,6 +84,32 @@ def test_not_a_database_is_a_clear_error(tmp_path):
         Store.open(bogus)
 
 
+@pytest.mark.parametrize(
+    ("name", "body", "says"),
+    [
+        ("trace.jsonl", '{"type":"message","id":"m1"}\n', "(it looks like a trace file)"),
+        ("table.csv", "a,b\n1,2\n", "not a DuckDB database"),
+    ],
+)
+def test_a_db_that_names_a_trace_or_csv_file_is_refused(tmp_path, name, body, says):
+    """DuckDB opens such a file as a read-only view and keeps writes in memory: an ingest into
+    it reported success and stored nothing."""
+    from conftest import SAMPLE_TRACES
+
+    from lexkeep.core.ingest import ingest_paths
+
+    target = tmp_path / name
+    target.write_text(body)
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match="is not a DuckDB database") as info:
+            Store.open(target, read_only=read_only)
+        assert says in str(info.value)
+        assert "trace files are arguments" in info.value.hint
+    with pytest.raises(StoreError), Store.open(target) as store:
+        ingest_paths(store, [str(SAMPLE_TRACES / "invoice_altered.jsonl")])
+    assert target.read_text() == body
+
+
 def test_transaction_rolls_back_on_error(store):
     with pytest.raises(RuntimeError), store.transaction() as con:
         con.execute(
