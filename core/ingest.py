@@ -1340,6 +1340,16 @@ def _ingest_one(
     skip_lines = 0
     status = "ingested"
     if prev is not None and path != "-":
+        forced = format.value if isinstance(format, Format) else format
+        if forced is not None and prev[3] and forced != prev[3]:
+            # Its records are stored as the other format's; reading it again as this one
+            # would add a second, different copy, and calling it unchanged would hide that.
+            raise InputError(
+                f"was ingested into this store as {prev[3]}, not {forced}",
+                path=path,
+                hint=f"ingest it into a new store with --input-format {forced}"
+                f" (or drop --input-format to keep it as {prev[3]})",
+            )
         same, more = _same_prefix(path, prev[0], prev[2])
         if same and not more:
             if on_progress is not None:  # the bar counts it as read, not stuck at its start
@@ -1384,9 +1394,15 @@ def _ingest_one(
     state.finish()
     if on_progress is not None:
         on_progress(source.bytes_consumed - reported)
-    if format is not None and not skip_lines and state.skipped and not state.read_anything():
+    if (
+        format is not None
+        and not skip_lines
+        and set(state.skipped) - {"metadata"}
+        and not (state.messages or state.tool_calls or state.boundaries)
+    ):
         # A forced format that matches no line would be recorded as ingested with nothing in
-        # it, and every later ingest of the file would then call it unchanged.
+        # it (at most a conversation named after the file), and every later ingest of the
+        # file would then call it unchanged.
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(state.skipped.items()))
         raise InputError(
             f"no line is a {fmt.value} record ({reasons})",

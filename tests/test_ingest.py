@@ -322,6 +322,26 @@ def test_forced_format(store, tmp_path):
     assert got.skipped == {"unknown_type": 7}
 
 
+def test_a_forced_format_that_reads_nothing_is_refused_and_not_recorded(store):
+    """Codex read a lexkeep file as one conversation named after it and nothing else; it was
+    recorded as ingested, and every later ingest, in any format, called it unchanged."""
+    with pytest.raises(InputError, match=r"no line is a codex record \(.*unknown_type=7"):
+        ingest_paths(store, [str(INVOICE)], format="codex")
+    assert count(store, "ingest_runs") == 0 and count(store, "conversations") == 0
+    [got] = ingest_paths(store, [str(INVOICE)])
+    assert (got.format, got.status, got.messages) == ("lexkeep", "ingested", 7)
+
+
+def test_a_file_forced_into_another_format_than_before_is_refused(store):
+    ingest_paths(store, [str(INVOICE)], format="openai")
+    before = snapshot(store)
+    with pytest.raises(InputError, match="was ingested into this store as openai, not lexkeep"):
+        ingest_paths(store, [str(INVOICE)], format="lexkeep")
+    assert snapshot(store) == before
+    [again] = ingest_paths(store, [str(INVOICE)])  # not forced: the file as it was stored
+    assert (again.status, again.format) == ("unchanged", "openai")
+
+
 def test_json_array_document_values_start_lines(tmp_path):
     path = FIXTURES / "openai" / "results.json"
     source = JsonSource(path)
