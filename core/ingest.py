@@ -1571,7 +1571,7 @@ def _ingest_group(
         # and re-raise. A failure while writing the group is not any one file's fault: the
         # whole group is rolled back (the store is as before it) and a re-run retries it.
         if reading and done:
-            _ingest_group(
+            kept = _ingest_group(
                 store,
                 group[: len(done)],
                 rules,
@@ -1580,6 +1580,8 @@ def _ingest_group(
                 keys=keys,
                 **options,
             )
+            # What was committed after all, for the caller's per-file lines (_ingest_files).
+            exc.lexkeep_committed = kept  # type: ignore[attr-defined]
         raise
     if keys is not None:
         keys.commit()
@@ -1763,15 +1765,23 @@ def _ingest_files(
     counts: list[FileCounts] = []
 
     def run(group: list[tuple[str, bool]]) -> None:
-        got_all = _ingest_group(
-            store,
-            group,
-            rules,
-            fast_min_bytes=fast_min_bytes,
-            lean=lean,
-            on_phase=on_phase,
-            **options,
-        )
+        try:
+            got_all = _ingest_group(
+                store,
+                group,
+                rules,
+                fast_min_bytes=fast_min_bytes,
+                lean=lean,
+                on_phase=on_phase,
+                **options,
+            )
+        except BaseException as exc:
+            # The files before a bad one are stored: their lines come before the error's.
+            for got in getattr(exc, "lexkeep_committed", ()):
+                counts.append(got)
+                if on_file is not None:
+                    on_file(got)
+            raise
         for got in got_all:
             counts.append(got)
             if on_file is not None:

@@ -79,6 +79,21 @@ def test_bad_line_exit_2_with_location_and_hint(cli, db_file, tmp_path):
     assert report["errors_by_reason"] == {"invalid_json": 1}
 
 
+def test_files_stored_before_a_bad_one_get_their_lines(cli, db_file, tmp_path):
+    """The files before a bad one stay stored: the user must see which (the lines were lost)."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(INVOICE.read_text())
+    (folder / "b.jsonl").write_text(INVOICE.read_text().replace('"id":"m4"', '"id":m4', 1))
+    result = cli("ingest", folder, "--db", db_file)
+    assert result.exit_code == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"{folder / 'a.jsonl'}: ingested (lexkeep) 1 conversations")
+    assert lines[1].startswith(f"Error: {folder / 'b.jsonl'}:7:")
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["files_ingested"] == 1
+
+
 def test_stdin_twice_adds_nothing(cli, db_file):
     data = INVOICE.read_text()
     first = ok(cli("ingest", "-", "--db", db_file, input=data))
