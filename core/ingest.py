@@ -135,6 +135,12 @@ class JsonSource:
             if _looks_like_document(head):
                 self.document = True
                 yield from self._document(body, head.lstrip(_LEADING).startswith(b"{"))
+            elif head.startswith(_BOM):
+                # A byte-order mark (Windows tools write one) is not part of the first line's
+                # JSON (RFC 8259 lets a reader ignore it); its bytes still count as consumed.
+                body.read(len(_BOM))
+                self.digest.update(_BOM)
+                yield from self._lines(body, len(_BOM))
             else:
                 yield from self._lines(body)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -145,13 +151,12 @@ class JsonSource:
 
     # -- JSONL -------------------------------------------------------------------------
 
-    def _lines(self, body: IO[bytes]) -> Iterator[JsonLine | Skipped]:
+    def _lines(self, body: IO[bytes], consumed: int = 0) -> Iterator[JsonLine | Skipped]:
         display = self.display
         loads = orjson.loads
         update = self.digest.update
         decode_error = orjson.JSONDecodeError
         number = 0
-        consumed = 0
         for raw in body:
             number += 1
             if raw[-1:] != b"\n":
@@ -228,7 +233,8 @@ def _read_head(stream: IO[bytes]) -> bytes:
     return head or b""
 
 
-_LEADING = b"\xef\xbb\xbf \t\r\n"  # a BOM and whitespace before a document's first value
+_BOM = b"\xef\xbb\xbf"
+_LEADING = _BOM + b" \t\r\n"  # a BOM and whitespace before a document's first value
 
 
 def _looks_like_document(head: bytes) -> bool:

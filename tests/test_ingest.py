@@ -229,6 +229,26 @@ def test_skip_invalid_records_every_skipped_line(store, tmp_path, line, reason):
     assert rows == [(str(path), 2, reason)]
 
 
+def test_a_byte_order_mark_before_the_first_line_is_not_part_of_it(store, tmp_path):
+    """Windows tools write a UTF-8 BOM; it was reported as invalid UTF-8 at 1:1, and
+    --skip-invalid dropped the file's first record."""
+    body = INVOICE.read_bytes()
+    lines = body.splitlines(keepends=True)
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b"".join(lines[:5]))
+    [got] = ingest_paths(store, [str(path)])
+    assert (got.status, got.skipped) == ("ingested", {})
+    assert store.con.execute("SELECT min(source_line) FROM conversations").fetchone() == (1,)
+    path.write_bytes(b"\xef\xbb\xbf" + body)  # the file grows: only the new lines are read
+    [grown] = ingest_paths(store, [str(path)])
+    assert grown.status == "appended"
+    with Store.open(tmp_path / "plain.duckdb") as plain:
+        ingest_paths(plain, [str(INVOICE)])
+        expected = {t: rows for t, rows in snapshot(plain).items() if t != "ingest_runs"}
+    got_rows = {t: rows for t, rows in snapshot(store).items() if t in expected}
+    assert repr(got_rows).replace(str(path), "F") == repr(expected).replace(str(INVOICE), "F")
+
+
 @pytest.mark.parametrize("document", [False, True])
 def test_invalid_utf8_names_the_line_and_column_of_the_bad_byte(store, tmp_path, document):
     """Not column 1: the character column of the first byte that is not UTF-8."""
