@@ -1056,8 +1056,19 @@ class _FileIngest:
     def _skipped(self, item: Skipped) -> None:
         if item.source.line <= self.skip_lines and item.reason != "truncated_last_line":
             return
-        if item.reason == "truncated_last_line":
-            self.truncated = True
+        if item.reason == "truncated_last_line" and self.display != "-":
+            self.truncated = True  # read again by a later ingest, once it is whole
+        elif item.reason == "truncated_last_line" and not self.skip_invalid:
+            # A pipe is read once: "left for a later ingest" would be a quiet loss.
+            raise InputError(
+                "the last line is incomplete (no newline, and not whole JSON);"
+                " standard input cannot be read again for the rest of it",
+                path=item.source.file,
+                line=item.source.line,
+                hint="pipe the whole trace, or pass --skip-invalid to drop the line and record it",
+            )
+        elif item.reason == "truncated_last_line":
+            self.errors.append((item.source.line, None, item.reason, item.detail))
         elif item.fatal and not self.skip_invalid:
             raise InputError(
                 item.detail or item.reason,

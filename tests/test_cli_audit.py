@@ -260,7 +260,7 @@ def test_not_a_duckdb_file_exits_2(cli, tmp_path):
     bogus = tmp_path / "store.duckdb"
     bogus.write_text("this is not a database\n", encoding="utf-8")
     result = ok(cli("audit", "--db", bogus), 2)
-    assert "not a valid DuckDB database" in result.stderr
+    assert f"Error: {bogus} is not a DuckDB database\n" in result.stderr
     assert result.stdout == ""
 
 

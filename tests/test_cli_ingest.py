@@ -104,6 +104,21 @@ def test_stdin_twice_adds_nothing(cli, db_file):
     assert report["totals"]["messages"] == 7
 
 
+def test_stdin_cut_in_its_last_line_is_an_error_not_a_line_left_for_later(cli, db_file):
+    """A file's incomplete last line is read by a later ingest; a pipe is read once."""
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    cut = "".join(lines[:4]) + lines[4][:30]
+    result = cli("ingest", "-", "--db", db_file, input=cut)
+    assert result.exit_code == 2, result.stderr
+    assert "Error: -:5: the last line is incomplete" in result.stderr
+    assert "--skip-invalid" in result.stderr
+    skipped = ok(cli("ingest", "-", "--db", db_file, "--skip-invalid", input=cut))
+    assert "skipped truncated_last_line=1" in skipped.stderr
+    assert "left for a later ingest" not in skipped.stderr
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["errors_by_reason"] == {"truncated_last_line": 1}
+
+
 def test_show_unknown_conversation(cli, db_file):
     ok(cli("ingest", INVOICE, "--db", db_file))
     result = cli("show", "nope", "--db", db_file)
