@@ -343,9 +343,11 @@ def run_audit(
                     lean=True,  # the audit reads user text, tool calls and boundaries only
                     on_phase=phase,
                 )
-                if all(c.status == "unrecognised" for c in counts):
-                    # A gate pointed at the wrong folder must not pass on nothing.
-                    raise _no_traces(paths, len(counts))
+                if all(c.status in ("unrecognised", "empty") for c in counts):
+                    # A gate pointed at the wrong folder (or at files not written yet) must
+                    # not pass on nothing.
+                    empty = sum(c.status == "empty" for c in counts)
+                    raise _no_traces(paths, len(counts), empty)
                 phase("auditing identifiers")
                 report = audit_store(store, settings, inputs=tuple(paths))
     else:
@@ -363,10 +365,14 @@ def run_audit(
     return redact(report) if settings.redact else report
 
 
-def _no_traces(paths: Sequence[str], files: int) -> InputError:
+def _no_traces(paths: Sequence[str], files: int, empty: int = 0) -> InputError:
     where = ", ".join(paths)
-    if files:
+    if files == empty and files:
+        found = f"{files} file(s) found, all of them empty"
+    elif files:
         found = f"{files} file(s) found, none of them a trace lexkeep reads"
+        if empty:
+            found += f" ({empty} empty)"
     else:
         found = "no files found"
     return InputError(

@@ -105,9 +105,9 @@ def test_audit_of_nothing_says_why_nothing_was_audited(cli, tmp_path: Path):
         assert result.exit_code == 0, result.stderr  # nothing audited passes (documented)
         return json.loads(result.stdout)["notes"]
 
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("")
-    assert any("the input holds no conversations" in n for n in notes(empty))
+    runs_only = tmp_path / "runs.jsonl"
+    runs_only.write_text('{"type":"run","id":"r1","conversation_id":"c1","status":"completed"}\n')
+    assert any("the input holds no conversations" in n for n in notes(runs_only))
     no_boundary = notes(SAMPLE_TRACES / "openai_no_boundary.json")
     assert any(
         "none of the 1 conversation(s) crosses a compaction boundary" in n for n in no_boundary
@@ -128,6 +128,15 @@ def test_audit_of_folders_without_a_trace_file_is_an_error(cli, tmp_path: Path):
     result = cli("audit", other, "--exit-zero")
     assert result.exit_code == 2  # --exit-zero covers a failed gate, not a run on nothing
     assert "none of them a trace lexkeep reads" in result.stderr
+    # Files not written yet are no traces either (an export that produced nothing).
+    blank = tmp_path / "blank"
+    blank.mkdir()
+    (blank / "a.jsonl").write_text("")
+    (blank / "b.json").write_text("")
+    for target in (blank, blank / "a.jsonl"):
+        result = cli("audit", target)
+        assert result.exit_code == 2, result.stderr
+        assert "file(s) found, all of them empty" in result.stderr
     # One trace file among them is enough.
     (other / "t.jsonl").write_text(
         json.dumps({"type": "message", "id": "m", "conversation_id": "c", "role": "user"}) + "\n"
