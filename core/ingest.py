@@ -87,10 +87,17 @@ class _Prefixed(io.RawIOBase):
 
 
 def open_input(path: str | Path) -> BinaryIO:
-    """Open a trace for binary reading: '-' is standard input, *.gz is decompressed."""
+    """Open a trace for binary reading: '-' is standard input; gzip (a *.gz name, or its magic
+    bytes) is decompressed."""
     name = str(path)
     if name == "-":
-        return sys.stdin.buffer
+        # A gzip stream is known by its first two bytes (`zcat` is not needed either way).
+        stdin = sys.stdin.buffer
+        head = stdin.read(2)
+        rest = io.BufferedReader(_Prefixed(head, stdin))
+        if head == b"\x1f\x8b":
+            return gzip.GzipFile(fileobj=rest, mode="rb")  # type: ignore[return-value]
+        return rest
     try:
         raw = open(name, "rb")  # noqa: SIM115 - closed by the caller
     except OSError as exc:

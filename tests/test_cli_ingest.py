@@ -104,6 +104,19 @@ def test_stdin_twice_adds_nothing(cli, db_file):
     assert report["totals"]["messages"] == 7
 
 
+def test_gzip_on_stdin_is_decompressed(cli, db_file):
+    import gzip
+
+    packed = gzip.compress(INVOICE.read_bytes())
+    first = ok(cli("ingest", "-", "--db", db_file, input=packed))
+    assert "-: ingested (lexkeep) 1 conversations, 7 messages" in first.stderr
+    again = ok(cli("ingest", "-", "--db", db_file, input=INVOICE.read_bytes()))
+    assert "-: unchanged" in again.stderr  # the same bytes, once decompressed
+    audit = cli("audit", "-", "--format", "json", input=packed)
+    assert audit.exit_code in (0, 1), audit.stderr
+    assert json.loads(audit.stdout)["totals"]["conversations"] == 1
+
+
 def test_stdin_cut_in_its_last_line_is_an_error_not_a_line_left_for_later(cli, db_file):
     """A file's incomplete last line is read by a later ingest; a pipe is read once."""
     lines = INVOICE.read_text().splitlines(keepends=True)
