@@ -308,9 +308,32 @@ PROBLEM_COLUMNS = ("verdict", "kind", "value", "typed at", "boundary", "evidence
 # whole redacted value ("redacted:" + 16 hex digits, 25 characters), so a CI log can be
 # searched for it, and whole flag words.
 _FLOORS = (7, 8, 25, 10, 10, 10, 11)
+# Where there is room (from about 118 columns), the altered evidence's value stays whole too.
+_ROOMY_FLOORS = (7, 8, 25, 10, 10, 25, 11)
+_LOCATION_COLUMNS = (3, 4, 5)  # typed at, boundary, evidence (its last line)
+
+
+def _fit_location(cell: str, width: int) -> str:
+    """Break a `path:line` that is wider than its column after the last '/' that leaves the
+    file name and line whole on their own line (Rich folds at any character, and split
+    `name.jsonl:` from its `1`); the folder part folds as before."""
+    head, newline, last = cell.rpartition("\n")
+    if cell_len(last) <= width:
+        return cell
+    folder, slash, name = last.rpartition("/")
+    if not slash or cell_len(name) > width:
+        return cell
+    return f"{head}{newline}{folder}/\n{name}"
 
 
 def _problem_widths(rows: list[tuple[str, ...]], total: int) -> list[int] | None:
+    """See _fit_widths: the roomy floors where they fit, else the plain ones."""
+    return _fit_widths(rows, total, _ROOMY_FLOORS) or _fit_widths(rows, total, _FLOORS)
+
+
+def _fit_widths(
+    rows: list[tuple[str, ...]], total: int, floors_wanted: tuple[int, ...]
+) -> list[int] | None:
     """Column widths (without padding) for the problems table in `total` columns, or None
     to let Rich fold every column as it likes (a terminal too narrow for the floors).
 
@@ -324,7 +347,7 @@ def _problem_widths(rows: list[tuple[str, ...]], total: int) -> list[int] | None
         max(len(title), *(cell_len(line) for row in rows for line in row[i].splitlines() or [""]))
         for i, title in enumerate(PROBLEM_COLUMNS)
     ]
-    floors = [min(floor, width) for floor, width in zip(_FLOORS, widths, strict=True)]
+    floors = [min(floor, width) for floor, width in zip(floors_wanted, widths, strict=True)]
     excess = sum(widths) - room
     while excess > 0:
         narrowable = [i for i, width in enumerate(widths) if width > floors[i]]
@@ -374,6 +397,14 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
                 )
             )
         widths = _problem_widths(rows, console.width)
+        if widths is not None:
+            rows = [
+                tuple(
+                    _fit_location(cell, widths[i]) if i in _LOCATION_COLUMNS else cell
+                    for i, cell in enumerate(row)
+                )
+                for row in rows
+            ]
         table = Table(title="Identifiers not kept verbatim after compaction", title_justify="left")
         for index, col in enumerate(PROBLEM_COLUMNS):
             # Every cell folds, none is cut with "…", and no column leaves the edge.

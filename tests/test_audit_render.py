@@ -171,6 +171,14 @@ def test_table_folds_and_never_crops_at_any_width(monkeypatch):
         if width >= 110:  # room for whole redacted values, searchable in a CI log
             hidden = rendered(redact(report), "table")
             assert re.search(r"redacted:[0-9a-f]{16}", hidden), width
+        if width >= 120:  # and for the altered evidence's redacted value
+            hidden_report = redact(report)
+            (found,) = [
+                f.evidence.found for f in hidden_report.findings if f.verdict.value == "altered"
+            ]
+            assert found in rendered(redact(report), "table"), width
+        if width == 160:  # a path wider than its column breaks before the file name
+            assert any(re.search(r"│ invoice_altered\.jsonl:2 +│", line) for line in lines)
 
 
 def test_table_in_a_pipe_is_140_columns_without_columns(monkeypatch):
