@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
         Exit 0 when every claimed segment completed, 1 when an attempt failed (recorded; a
         later run retries it), 2 when the run could not start.
 
-        Example: lexkeep compact --db lexkeep.duckdb --summarizer extractive --workers 4
+        Example: lexkeep compact --db traces.duckdb --summarizer extractive --workers 4
         """
         from lexkeep.compaction.engine import run_compaction
         from lexkeep.compaction.summarizers import SummarizerOptions
@@ -140,7 +140,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List lexkeep's compaction jobs: identity, status, attempts and errors.
 
-        Example: lexkeep compactions --db lexkeep.duckdb --format json
+        Example: lexkeep compactions --db traces.duckdb --format json
         """
         from lexkeep.compaction.jobs import list_jobs
         from lexkeep.core.errors import ConfigError

@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         "user messages + assistant-history summary" (valid summaries only), else a bounded
         projection, else omitted; every omitted range is listed with its reason.
 
-        Example: lexkeep context c1 --budget-bytes 8000 --format text --db lexkeep.duckdb
+        Example: lexkeep context support-4471 --budget-bytes 8000 --db traces.duckdb
         """
         with Store.open(db_path(db), read_only=True) as store:
             ctx = build_context(
@@ -104,7 +104,7 @@ def register(app: typer.Typer) -> None:
         known value and how it differs (truncated, case, separator, edit). Exit 0: all supplied;
         1: some were not; 2: bad JSON, unknown conversation, or no store.
 
-        Example: lexkeep guard c1 '{"invoice_id": "INV-2025-08-44719"}' --db lexkeep.duckdb
+        Example: lexkeep guard support-4471 '{"invoice_id": "INV-2025-08-44719"}' --db traces.duckdb
         """
         # Imported here: the guard pulls in the identifier rules, which `context` never needs.
         from lexkeep.compaction.guard import guard_arguments, guard_to_json, guard_to_text

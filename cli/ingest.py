@@ -274,7 +274,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Show one conversation's timeline: user, assistant, tool calls, results, boundaries.
 
-        Example: lexkeep show c1 --db traces.duckdb
+        Example: lexkeep show support-4471 --db traces.duckdb
         """
         _check_output(format)
         with Store.open(db_path(db), read_only=True) as store:

@@ -96,3 +96,26 @@ def test_the_console_script_freezes_the_collector_before_the_command(monkeypatch
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_every_help_example_runs_in_order_on_the_sample_traces(cli, tmp_path, monkeypatch):
+    """Each --help example, run where sample_traces/ is, after the ingest example: a user who
+    copies them one by one gets answers, not "no conversation 'c1'"."""
+    import shlex
+    import shutil
+
+    from conftest import SAMPLE_TRACES
+
+    shutil.copytree(SAMPLE_TRACES, tmp_path / "sample_traces")
+    monkeypatch.chdir(tmp_path)
+    examples = {}
+    for name in ["", *_command_names()]:
+        text = cli(*([name] if name else []), "--help").stdout
+        examples[name] = text.rstrip().splitlines()[-1].strip().removeprefix("Example: ")
+    ingest = examples.pop("ingest")
+    expected = {"audit": 1, "": 1}  # the sample stories hold the altered and missing ones
+    for name, line in [("ingest", ingest), *examples.items()]:
+        args = shlex.split(line)
+        assert args[0] == "lexkeep", line
+        result = cli(*args[1:])
+        assert result.exit_code == expected.get(name, 0), (line, result.stdout, result.stderr)
