@@ -6,12 +6,19 @@ settings file, then the built-in default. Unknown keys are errors, never silentl
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from lexkeep.core.errors import ConfigError
+
+# The tables lexkeep reads from a settings file, one per `load_section` caller (audit/settings.py
+# reads "audit", core/rules.py "identifiers"). Any other name there is a typo to report: a
+# misspelled table would otherwise leave the built-in defaults in force without a word.
+SECTIONS = ("audit", "identifiers")
 
 
 def find_settings_file(start: Path | None = None) -> Path | None:
@@ -33,17 +40,44 @@ def load_section(section: str, path: Path | None = None) -> tuple[dict[str, Any]
     In `lexkeep.toml` the table is `[section]` (or `[tool.lexkeep.section]`); in
     pyproject.toml it is `[tool.lexkeep.section]`.
     """
+    if section not in SECTIONS:
+        raise ValueError(f"settings section {section!r} is not in SECTIONS")
     path = path or find_settings_file()
     if path is None:
         return {}, None
-    data = _read(path)
-    table = data.get("tool", {}).get("lexkeep", {})
-    if path.name != "pyproject.toml" and not table:
-        table = data
-    value = table.get(section, {})
+    value = _lexkeep_table(_read(path), path).get(section, {})
     if not isinstance(value, dict):
         raise ConfigError(f"[tool.lexkeep.{section}] must be a table", path=str(path))
     return value, path
+
+
+def _lexkeep_table(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The lexkeep settings of a parsed settings file, every key checked against SECTIONS.
+
+    pyproject.toml holds them in [tool.lexkeep]; lexkeep.toml at its top level, or all of them
+    in [tool.lexkeep] like pyproject.toml (one form per file: the other would be ignored).
+    """
+    if path.name == "pyproject.toml":
+        table, where = data.get("tool", {}).get("lexkeep", {}), "[tool.lexkeep]"
+    elif "tool" in data:
+        tool = data["tool"]
+        if not isinstance(tool, dict):
+            raise ConfigError("tool must be a table, [tool.lexkeep]", path=str(path))
+        beside = [k for k in data if k != "tool"] + [f"tool.{k}" for k in tool if k != "lexkeep"]
+        if beside:
+            raise ConfigError(
+                f"unknown key {beside[0]!r} beside [tool.lexkeep]",
+                path=str(path),
+                hint="lexkeep.toml holds its tables either at the top level ([audit], "
+                "[identifiers]) or all of them under [tool.lexkeep]",
+            )
+        table, where = tool.get("lexkeep", {}), "[tool.lexkeep]"
+    else:
+        table, where = data, "lexkeep.toml"
+    if not isinstance(table, dict):
+        raise ConfigError("[tool.lexkeep] must be a table", path=str(path))
+    check_keys(table, set(SECTIONS), where, path)
+    return table
 
 
 def check_keys(values: dict[str, Any], allowed: set[str], where: str, path: Path | None) -> None:
@@ -53,8 +87,16 @@ def check_keys(values: dict[str, Any], allowed: set[str], where: str, path: Path
             raise ConfigError(
                 f"unknown key {key!r} in {where}",
                 path=str(path) if path else None,
-                hint="known keys: " + ", ".join(sorted(allowed)),
+                hint=unknown_key_hint(key, allowed),
             )
+
+
+def unknown_key_hint(key: str, allowed: Iterable[str]) -> str:
+    """`did you mean 'x'? ` when a known key is close to `key`, then every known key."""
+    known = sorted(allowed)
+    close = difflib.get_close_matches(key.lower(), known, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return guess + "known keys: " + ", ".join(known)
 
 
 def _read(path: Path) -> dict[str, Any]:

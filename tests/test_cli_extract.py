@@ -59,6 +59,21 @@ def test_user_rules_file_is_applied(cli, tmp_path: Path) -> None:
     assert json.loads(result.stdout)["identifiers"] == []
 
 
+def test_misspelled_settings_table_exits_2_instead_of_using_the_defaults(
+    cli, tmp_path: Path, monkeypatch
+) -> None:
+    settings = tmp_path / "lexkeep.toml"
+    settings.write_text('[identifier]\ndisabled = ["digit_run"]\n')
+    monkeypatch.chdir(tmp_path)
+    result = cli("extract", "-f", "json", "ts 1656367028")
+    assert result.exit_code == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"Error: {settings.resolve()}: unknown key 'identifier' in lexkeep.toml\n"
+        "Hint: did you mean 'identifiers'? known keys: audit, identifiers\n"
+    )
+
+
 def _store_with_messages(db_file: Path) -> None:
     with Store.open(db_file) as store:
         store.bulk_insert(
