@@ -9,11 +9,12 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from lexkeep.core.errors import ConfigError
+from lexkeep.core.errors import ConfigError, SettingsWarning
 
 # The tables lexkeep reads from a settings file, one per `load_section` caller (audit/settings.py
 # reads "audit", core/rules.py "identifiers"). Any other name there is a typo to report: a
@@ -22,16 +23,38 @@ SECTIONS = ("audit", "identifiers")
 
 
 def find_settings_file(start: Path | None = None) -> Path | None:
-    """The nearest `lexkeep.toml` or `pyproject.toml` (with a [tool.lexkeep] table) upwards."""
+    """The nearest `lexkeep.toml` or `pyproject.toml` (with a [tool.lexkeep] table) upwards.
+
+    In one folder lexkeep.toml wins, as ruff.toml does over pyproject.toml: a file made for
+    the tool says more than a table in a shared one. A [tool.lexkeep] table it shadows is
+    reported with a SettingsWarning, since none of it is read.
+    """
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         own = folder / "lexkeep.toml"
-        if own.is_file():
-            return own
         pyproject = folder / "pyproject.toml"
-        if pyproject.is_file() and "lexkeep" in _read(pyproject).get("tool", {}):
+        if own.is_file():
+            if pyproject.is_file() and _has_lexkeep_table(pyproject):
+                warnings.warn(
+                    f"{pyproject}: [tool.lexkeep] is ignored: {own.name} beside it takes "
+                    "precedence (keep the settings in one of the two)",
+                    SettingsWarning,
+                    stacklevel=2,
+                )
+            return own
+        if pyproject.is_file() and _has_lexkeep_table(pyproject, strict=True):
             return pyproject
     return None
+
+
+def _has_lexkeep_table(pyproject: Path, *, strict: bool = False) -> bool:
+    """Whether pyproject.toml holds [tool.lexkeep]; unreadable counts as no unless `strict`."""
+    try:
+        return "lexkeep" in _read(pyproject).get("tool", {})
+    except ConfigError:
+        if strict:
+            raise
+        return False  # a shadowed pyproject.toml is not read: its errors are not ours to report
 
 
 def load_section(section: str, path: Path | None = None) -> tuple[dict[str, Any], Path | None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from conftest import REPO
 
 from lexkeep.audit.settings import resolve
 from lexkeep.core.config import SECTIONS, load_section
-from lexkeep.core.errors import ConfigError
+from lexkeep.core.errors import ConfigError, SettingsWarning
 from lexkeep.core.rules import default_rules, load_rules
 
 NO_FLAGS = {"min_ratio": None, "fail_on": None, "exit_zero": None, "format": None, "redact": None}
@@ -112,3 +113,51 @@ def test_every_table_the_code_reads_is_a_known_section() -> None:
     assert read == set(SECTIONS)
     with pytest.raises(ValueError):
         load_section("compaction")
+
+
+def test_lexkeep_toml_wins_over_pyproject_in_the_same_folder_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pyproject = write(
+        tmp_path, "pyproject.toml", '[tool.lexkeep.identifiers]\ndisabled = ["email"]\n'
+    )
+    write(tmp_path, "lexkeep.toml", '[identifiers]\ndisabled = ["handle"]\n')
+    monkeypatch.chdir(tmp_path)
+    with pytest.warns(SettingsWarning) as record:
+        rules = load_rules()
+    assert rules.disabled == ("handle",)
+    assert [str(w.message) for w in record] == [
+        f"{pyproject.resolve()}: [tool.lexkeep] is ignored: lexkeep.toml beside it takes "
+        "precedence (keep the settings in one of the two)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "pyproject",
+    [
+        '[project]\nname = "x"\n',  # no [tool.lexkeep]: not a lexkeep settings file
+        "[project\n",  # broken, but shadowed: lexkeep.toml is what is read
+    ],
+)
+def test_a_pyproject_without_lexkeep_settings_beside_lexkeep_toml_is_quiet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pyproject: str
+) -> None:
+    write(tmp_path, "pyproject.toml", pyproject)
+    write(tmp_path, "lexkeep.toml", '[identifiers]\ndisabled = ["handle"]\n')
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_rules().disabled == ("handle",)
+
+
+def test_the_nearest_settings_file_wins_without_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path, "lexkeep.toml", '[identifiers]\ndisabled = ["handle"]\n')
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    write(sub, "pyproject.toml", '[tool.lexkeep.identifiers]\ndisabled = ["email"]\n')
+    monkeypatch.chdir(sub)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_rules().disabled == ("email",)
