@@ -59,6 +59,16 @@ def test_user_rules_file_is_applied(cli, tmp_path: Path) -> None:
     assert json.loads(result.stdout)["identifiers"] == []
 
 
+def test_kind_allowlist_of_a_builtin_example_value_hides_only_that_value(
+    cli, tmp_path: Path
+) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[kinds]]\nid = "digit_run"\nallowlist = ["1656367028"]\n')
+    result = cli("extract", "-f", "json", "--rules", rules, "ts 1656367028 and 1656367029")
+    assert result.exit_code == 0, result.stderr
+    assert [i["value"] for i in json.loads(result.stdout)["identifiers"]] == ["1656367029"]
+
+
 def test_misspelled_settings_table_exits_2_instead_of_using_the_defaults(
     cli, tmp_path: Path, monkeypatch
 ) -> None:

@@ -183,6 +183,33 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     assert message.startswith("FILE: invalid TOML: ")
 
 
+@pytest.mark.parametrize(
+    "body",
+    ['[[kinds]]\nid = "digit_run"\nallowlist = ["1656367028"]\n', 'allowlist = ["1656367028"]\n'],
+    ids=["kind-allowlist", "global-allowlist"],
+)
+def test_allowlisting_a_builtin_example_value_keeps_the_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str
+) -> None:
+    # digit_run's own positive example: the allowlist hides it from reports, and the kind's
+    # examples (which the user never wrote) must still pass. No cache: every check runs.
+    assert "1656367028" in [e.value for e in default_rules().kind("digit_run").positive]
+    monkeypatch.setenv("LEXKEEP_CACHE_DIR", "")
+    rules = load_rules(write(tmp_path, body))
+    found = extract("ts 1656367028 and 1656367029", rules).identifiers
+    assert [(i.kind, i.value) for i in found] == [("digit_run", "1656367029")]
+
+
+def test_a_deny_listed_example_value_still_fails_the_examples(tmp_path: Path) -> None:
+    body = '[lists]\nacme_words = ["ACME-123456"]\n' + ACME.replace(
+        'keywords = ["acme-"]', 'keywords = ["acme-"]\ndeny_list = "acme_words"'
+    )
+    assert refusal(tmp_path, body) == (
+        "FILE: kind 'acme_invoice': positive example 'ACME-123456': expected 'ACME-123456', "
+        "found nothing"
+    )
+
+
 def test_scoped_ignore_case_is_allowed() -> None:
     body = {
         "kinds": [
