@@ -50,7 +50,7 @@ def find_settings_file(start: Path | None = None) -> Path | None:
 def _has_lexkeep_table(pyproject: Path, *, strict: bool = False) -> bool:
     """Whether pyproject.toml holds [tool.lexkeep]; unreadable counts as no unless `strict`."""
     try:
-        return "lexkeep" in _read(pyproject).get("tool", {})
+        return "lexkeep" in read_toml(pyproject).get("tool", {})
     except ConfigError:
         if strict:
             raise
@@ -68,7 +68,7 @@ def load_section(section: str, path: Path | None = None) -> tuple[dict[str, Any]
     path = path or find_settings_file()
     if path is None:
         return {}, None
-    value = _lexkeep_table(_read(path), path).get(section, {})
+    value = _lexkeep_table(read_toml(path), path).get(section, {})
     if not isinstance(value, dict):
         raise ConfigError(f"[tool.lexkeep.{section}] must be a table", path=str(path))
     return value, path
@@ -122,7 +122,24 @@ def unknown_key_hint(key: str, allowed: Iterable[str]) -> str:
     return guess + "known keys: " + ", ".join(known)
 
 
-def _read(path: Path) -> dict[str, Any]:
+SETTINGS_HINT = (
+    "the lexkeep settings live in [tool.lexkeep.audit] and [tool.lexkeep.identifiers]; "
+    "fix the TOML syntax at that position"
+)
+
+
+def read_toml(
+    path: Path,
+    *,
+    error: type[ConfigError] = ConfigError,
+    what: str = "settings",
+    hint: str = SETTINGS_HINT,
+) -> dict[str, Any]:
+    """The parsed TOML file; invalid TOML is `error` at path:line:col with `hint`.
+
+    Settings files and --rules files both read through here, so a syntax error reads the
+    same in either.
+    """
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
@@ -132,13 +149,8 @@ def _read(path: Path) -> dict[str, Any]:
         where = re.search(r" \(at line (\d+), column (\d+)\)$", str(exc))
         line, col = (int(where[1]), int(where[2])) if where else (None, None)
         reason = str(exc)[: where.start()] if where else str(exc)
-        raise ConfigError(
-            f"invalid TOML: {reason}",
-            path=str(path),
-            line=line,
-            col=col,
-            hint="the lexkeep settings live in [tool.lexkeep.audit] and "
-            "[tool.lexkeep.identifiers]; fix the TOML syntax at that position",
+        raise error(
+            f"invalid TOML: {reason}", path=str(path), line=line, col=col, hint=hint
         ) from exc
     except OSError as exc:
-        raise ConfigError(f"cannot read settings: {exc.strerror}", path=str(path)) from exc
+        raise error(f"cannot read {what}: {exc.strerror}", path=str(path)) from exc

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 import regex
 
-from lexkeep.core.config import load_section
+from lexkeep.core.config import load_section, read_toml
 from lexkeep.core.errors import RuleError
 
 # Time budgets are CPU time of the scanning thread; the `regex` engine's own timeout is wall
@@ -50,6 +50,10 @@ USER_KEYS = {"schema_version", "use_default", "disabled", "allowlist", "context"
 SETTINGS_KEYS = {"timeout_ms", "max_chars"}
 CONTEXT_KEYS = {"words", "window", "mode"}
 TESTS_KEYS = {"positive", "negative"}
+RULES_HINT = (
+    "a rules file holds the rules at its top level (disabled, allowlist, [[kinds]], ...); "
+    "fix the TOML syntax at that position"
+)
 _DIGIT = regex.compile(r"[0-9]")
 # Look-arounds, anchors and word boundaries: a gate searched inside a window must not use them.
 _GATE_CONTEXT = regex.compile(r"\(\?<?[=!]|(?<![\\\[])[\^$]|\\[bBAZ]")
@@ -172,13 +176,7 @@ def load_rules(path: Path | None = None) -> RuleSet:
 
 
 def _read_rules_file(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise RuleError(f"invalid TOML: {exc}", path=str(path)) from exc
-    except OSError as exc:
-        raise RuleError(f"cannot read rules: {exc.strerror}", path=str(path)) from exc
+    data = read_toml(path, error=RuleError, what="rules", hint=RULES_HINT)
     # Accept a bare rules file, `[identifiers]`, or a pyproject-style `[tool.lexkeep.identifiers]`.
     nested = data.get("tool", {}).get("lexkeep", {}).get("identifiers")
     if isinstance(nested, dict):

@@ -51,6 +51,18 @@ def test_bad_rules_file_exits_2_naming_the_rule(cli, tmp_path: Path) -> None:
     )
 
 
+def test_invalid_toml_rules_file_names_file_line_and_column(cli, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('disabled = ["alnum_code"]\n\n[settings]\ntimeout_ms = 50\nmax_chars = \n')
+    result = cli("extract", "--rules", rules, "x")
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr == (
+        f"Error: {rules}:5:13: invalid TOML: Invalid value\n"
+        "Hint: a rules file holds the rules at its top level (disabled, allowlist, [[kinds]], ...);"
+        " fix the TOML syntax at that position\n"
+    )
+
+
 def test_user_rules_file_is_applied(cli, tmp_path: Path) -> None:
     rules = tmp_path / "rules.toml"
     rules.write_text('disabled = ["email"]\n')
