@@ -247,6 +247,22 @@ def test_pyproject_settings_and_unknown_key(tmp_path):
     assert "pyproject.toml" in result.stderr
 
 
+def test_lexkeep_toml_beside_pyproject_wins_with_one_warning_line(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        "[project]\nname = 'x'\n[tool.lexkeep.audit]\nmin_ratio = 0.5\n", encoding="utf-8"
+    )
+    (tmp_path / "lexkeep.toml").write_text("[audit]\nformat = 'json'\n", encoding="utf-8")
+    result = _run(["audit", str(SAMPLE_TRACES)], tmp_path)
+    assert result.returncode == 1, result.stderr  # min_ratio 1.0: pyproject's 0.5 is not read
+    assert json.loads(result.stdout)["gate"]["min_ratio"] == 1.0
+    # The audit reads two tables ([audit], [identifiers]): the warning still comes once.
+    warnings = [line for line in result.stderr.splitlines() if "Warning" in line]
+    assert warnings == [
+        f"Warning: {tmp_path.resolve() / 'pyproject.toml'}: [tool.lexkeep] is ignored: "
+        "lexkeep.toml beside it takes precedence (keep the settings in one of the two)"
+    ], result.stderr
+
+
 def test_db_mode_reads_the_store_without_changing_it(cli, db_file):
     with Store.open(db_file) as store:
         ingest_paths(store, [str(SAMPLE_TRACES)])
