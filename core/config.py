@@ -50,7 +50,8 @@ def find_settings_file(start: Path | None = None) -> Path | None:
 def _has_lexkeep_table(pyproject: Path, *, strict: bool = False) -> bool:
     """Whether pyproject.toml holds [tool.lexkeep]; unreadable counts as no unless `strict`."""
     try:
-        return "lexkeep" in read_toml(pyproject).get("tool", {})
+        tool = read_toml(pyproject).get("tool", {})
+        return isinstance(tool, dict) and "lexkeep" in tool
     except ConfigError:
         if strict:
             raise

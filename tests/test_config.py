@@ -161,3 +161,11 @@ def test_the_nearest_settings_file_wins_without_a_warning(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_rules().disabled == ("email",)
+
+
+def test_a_pyproject_whose_tool_is_not_a_table_holds_no_lexkeep_settings(tmp_path: Path) -> None:
+    """`tool = "lexkeep"` is not [tool.lexkeep] (a substring test said it was, and crashed)."""
+    from lexkeep.core.config import find_settings_file
+
+    (tmp_path / "pyproject.toml").write_text('tool = "lexkeep"\n', encoding="utf-8")
+    assert find_settings_file(tmp_path) is None
