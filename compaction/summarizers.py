@@ -12,6 +12,7 @@ declare an entry point in the group `lexkeep.summarizers` whose object is a fact
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import http.client
@@ -19,8 +20,10 @@ import io
 import json
 import os
 import shlex
+import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -135,6 +138,12 @@ class Summarizer(ABC):
     @abstractmethod
     def summarize(self, request: SummaryRequest) -> Generation:
         """Summarise the request's assistant answers; report failures in the Generation."""
+
+    def cancel(self) -> None:  # noqa: B027 (optional: a backend without calls to stop)
+        """Stop the calls in progress and refuse new ones: the run was interrupted.
+
+        Called from another thread than the calls'; by default it does nothing.
+        """
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,31 +308,87 @@ class CommandSummarizer(Summarizer):
         self.argv = argv
         self.timeout = timeout
         self.model_id = "command:" + shlex.join(argv)
+        # The programs running now (one per worker slot), for cancel().
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._cancelled = False
 
     def summarize(self, request: SummaryRequest) -> Generation:
         """Run the program once with the prompt on stdin."""
+        with self._lock:  # so that cancel() either sees this program or it never starts
+            if self._cancelled:
+                return _CANCELLED
+            try:
+                # A session (and so a process group) of its own: a wrapper script's children
+                # are stopped with it, not only the program we started.
+                proc = subprocess.Popen(
+                    self.argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                return Generation("", "error", error=f"cannot run {self.argv[0]}: {exc}")
+            self._running.add(proc)
         try:
-            done = subprocess.run(
-                self.argv,
-                input=request.render().encode("utf-8"),
-                capture_output=True,
-                timeout=self.timeout,
-                check=False,
-            )
+            stdout, stderr = proc.communicate(request.render().encode("utf-8"), self.timeout)
         except subprocess.TimeoutExpired:
+            _stop_group(proc)
             return Generation("", "timeout", error=f"no answer within {self.timeout:g} s")
-        except OSError as exc:
-            return Generation("", "error", error=f"cannot run {self.argv[0]}: {exc}")
-        if done.returncode != 0:
-            tail = done.stderr.decode("utf-8", "replace").strip()[-300:]
+        except BaseException:  # Ctrl-C while waiting, or any other way out: leave nothing behind
+            _stop_group(proc)
+            raise
+        finally:
+            with self._lock:
+                self._running.discard(proc)
+        if self._cancelled:  # killed by cancel(): whatever it printed is not an answer
+            return _CANCELLED
+        if proc.returncode != 0:
+            tail = stderr.decode("utf-8", "replace").strip()[-300:]
             return Generation(
-                "", "error", error=f"exit status {done.returncode}" + (f": {tail}" if tail else "")
+                "", "error", error=f"exit status {proc.returncode}" + (f": {tail}" if tail else "")
             )
         try:
-            text = done.stdout.decode("utf-8")
+            text = stdout.decode("utf-8")
         except UnicodeDecodeError as exc:
             return Generation("", "error", error=f"output is not UTF-8: {exc}")
         return Generation(text.strip("\n"))
+
+    def cancel(self) -> None:
+        """Kill the running programs with their process groups; later calls fail at once."""
+        with self._lock:
+            self._cancelled = True
+            running = list(self._running)
+        # The calls' own threads are waiting on them: they see them end and reap them.
+        for proc in running:
+            if proc.returncode is None:  # not finished meanwhile
+                _kill_group(proc)
+
+
+_CANCELLED = Generation("", "cancelled", error="the run was interrupted")
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to `proc` and every process of its group (to `proc` alone without groups)."""
+    # The group has the leader's id, which no new process gets while the leader is unreaped
+    # or any member of the group is left.
+    if hasattr(os, "killpg"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    else:  # Windows
+        proc.kill()
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill `proc` and every process of its group, then reap it and close its pipes."""
+    _kill_group(proc)
+    proc.wait()
+    # Not communicate(): a process that left the group could hold the pipes open for ever.
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 def _command_factory(argument: str, options: SummarizerOptions) -> Summarizer:

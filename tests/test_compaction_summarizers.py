@@ -4,13 +4,17 @@ response)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from test_compaction_support import gone
 
 from lexkeep.compaction import summarizers
 from lexkeep.compaction.summarizers import (
@@ -103,6 +107,28 @@ def test_command_timeout_is_a_failure(tmp_path):
     gen = create(spec, SummarizerOptions(timeout=0.5)).summarize(request())
     assert time.monotonic() - started < 10
     assert gen.finish_reason == "timeout" and check_generation(gen) is not None
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+def test_command_timeout_stops_the_programs_children_too(tmp_path):
+    # A wrapper script whose real work runs in a child process, as many model CLIs do.
+    pids = tmp_path / "pids"
+    wrapper = tmp_path / "wrapper.sh"
+    wrapper.write_text(
+        'cat >/dev/null\nsleep 30 &\necho "$$ $!" > "$1.tmp" && mv "$1.tmp" "$1"\nwait\n',
+        encoding="utf-8",
+    )
+    started = time.monotonic()
+    gen = CommandSummarizer(f"sh {wrapper} {pids}", 1).summarize(request())
+    assert time.monotonic() - started < 10
+    shell, child = map(int, pids.read_text(encoding="utf-8").split())
+    try:
+        assert gen.finish_reason == "timeout" and gen.error == "no answer within 1 s"
+        assert gone(shell, 5)
+        assert gone(child, 5), "the wrapper's child outlived the timeout"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
 
 
 def test_command_missing_program_is_a_failure_not_a_crash(tmp_path):
