@@ -33,8 +33,8 @@ from lexkeep.compaction.summarizers import (
     create,
     prompt_text,
 )
-from lexkeep.core.errors import ConfigError, NotFoundError, RuleError
-from lexkeep.core.inspect import unknown_conversation_hint
+from lexkeep.core.errors import ConfigError, RuleError
+from lexkeep.core.inspect import require_conversations
 from lexkeep.core.model import Extraction
 from lexkeep.core.store import Store
 
@@ -471,20 +471,7 @@ def _known_jobs(con, conversation_ids: Sequence[str]) -> dict[tuple[str, int], l
 def _conversations(con, wanted: Sequence[str] | None) -> list[str]:
     if not wanted:
         return [r[0] for r in con.execute("SELECT id FROM conversations ORDER BY id").fetchall()]
-    wanted = list(dict.fromkeys(wanted))
-    found = {
-        r[0]
-        for r in con.execute(
-            "SELECT id FROM conversations WHERE id IN (SELECT unnest(?::VARCHAR[]))", [wanted]
-        ).fetchall()
-    }
-    missing = [c for c in wanted if c not in found]
-    if missing:
-        raise NotFoundError(
-            f"no conversation {', '.join(missing)} in the store",
-            hint=unknown_conversation_hint(con),
-        )
-    return wanted
+    return require_conversations(con, wanted)
 
 
 def _sha(text: str) -> str:
