@@ -93,3 +93,27 @@ def test_streamed_input_string_is_kept_raw():
     )
     [_, _, call] = list(READER.read([line], "s.jsonl"))
     assert (call.arguments_raw, call.arguments_kind) == ('{"a": 1', ArgumentsKind.JSON_STRING)
+
+
+def test_tool_use_input_keeps_numbers_as_the_log_writes_them(tmp_path):
+    """A request log and a message per line: a 20-digit number stays as written (orjson
+    alone would write 9.876543210987654e+19)."""
+    big = "98765432109876543210"
+
+    def use(call_id: str) -> str:
+        return (
+            f'{{"type": "tool_use", "id": "{call_id}", "name": "refund",'
+            f' "input": {{"account": {big}, "amount": 12.50}}}}'
+        )
+
+    request = (
+        f'{{"id": "req-9", "messages": [{{"role": "user", "content": "refund {big}"}},'
+        f' {{"role": "assistant", "content": [{use("toolu_1")}]}}]}}'
+    )
+    per_line = f'{{"role": "assistant", "content": [{use("toolu_2")}]}}'
+    for name, text in (("requests.jsonl", request), ("messages.jsonl", per_line)):
+        path = tmp_path / name
+        path.write_text(text + "\n")
+        [call] = [r for r in read_records(path, Format.ANTHROPIC) if isinstance(r, ToolCall)]
+        assert call.arguments_raw == f'{{"account":{big},"amount":12.50}}', name
+        assert call.arguments_kind is ArgumentsKind.OBJECT
