@@ -555,7 +555,12 @@ ACCOUNT_TRACES = {
 
 
 @pytest.mark.parametrize(
-    ("trace", "how"), [("claude", "audit FILE"), ("lexkeep", "ingest, then audit --db")]
+    ("trace", "how"),
+    [
+        ("claude", "audit FILE"),
+        ("lexkeep", "audit FILE"),  # the audit's DuckDB load path (audit/fastload.py)
+        ("lexkeep", "ingest, then audit --db"),
+    ],
 )
 def test_a_20_digit_number_in_object_arguments_is_kept(cli, tmp_path, trace, how):
     path = tmp_path / f"{trace}.jsonl"
