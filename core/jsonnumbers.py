@@ -73,33 +73,47 @@ def dumps_exact(value: Any) -> str:
 _MISSING = object()
 
 
-def _counterpart(root: Any, exact: Any, part: Any) -> Any:
-    """The value of `exact` at the place `part` (found by identity) has inside `root`."""
+def counterparts(root: Any, source: str | bytes) -> dict[int, Any]:
+    """Each dict, list and float inside `root` (orjson's decoding of `source`), by id(), mapped
+    to the same value as `loads_exact` decodes it; empty when `source` cannot be decoded again.
+
+    Keep `root` alive while the map is used: the ids are those of its values.
+    """
+    try:
+        exact = loads_exact(source)
+    except (ValueError, RecursionError):
+        return {}
+    found: dict[int, Any] = {}
     stack = [(root, exact)]
     while stack:
         mine, theirs = stack.pop()
-        if mine is part:
-            return theirs
-        if type(mine) is dict and type(theirs) is dict:
+        kind = type(mine)
+        if kind is dict and type(theirs) is dict:
             if list(mine) == list(theirs):  # same keys, same order: the same object
+                found[id(mine)] = theirs
                 stack.extend(zip(mine.values(), theirs.values(), strict=True))
-        elif type(mine) is list and type(theirs) is list and len(mine) == len(theirs):
+        elif kind is list and type(theirs) is list and len(mine) == len(theirs):
+            found[id(mine)] = theirs
             stack.extend(zip(mine, theirs, strict=True))
-    return _MISSING
+        elif kind is float:
+            found[id(mine)] = theirs
+    return found
 
 
-def exact_text(part: Any, root: Any, source: str | bytes) -> str:
+def exact_text(
+    part: Any, root: Any, source: str | bytes, *, parts: dict[int, Any] | None = None
+) -> str:
     """`part` as compact JSON text, every number written as in `source`.
 
     `root` is what orjson decoded from the JSON text `source`, and `part` is `root` or a value
     inside it (a tool call's `input` inside its trace line). Without a float in `part`, or when
-    `source` cannot be read again, this is orjson's text of `part`, as it always was.
+    `source` cannot be read again, this is orjson's text of `part`, as it always was. `parts`
+    is `counterparts(root, source)` when the caller keeps it for several values of one source.
     """
     if source and holds_float(part):
-        try:
-            exact = _counterpart(root, loads_exact(source), part)
-        except (ValueError, RecursionError):
-            exact = _MISSING
+        if parts is None:
+            parts = counterparts(root, source)
+        exact = parts.get(id(part), _MISSING)
         if exact is not _MISSING:
             return dumps_exact(exact)
     return orjson.dumps(part).decode()

@@ -20,7 +20,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from lexkeep.core.jsonnumbers import exact_text
+import orjson
+
+from lexkeep.core.jsonnumbers import counterparts, exact_text, holds_float
 from lexkeep.core.model import Format, Record, Skipped
 
 
@@ -32,6 +34,9 @@ class JsonLine:
     value: Any
     # Not part of the value's identity: a document and its scanned pieces read alike.
     raw: bytes | str = field(default=b"", compare=False, repr=False)
+    # The line decoded again keeping numbers' text, once: a request log holds a whole
+    # conversation, and each of its tool calls with a float would decode it again.
+    _parts: dict[int, Any] | None = field(default=None, init=False, compare=False, repr=False)
 
     def json_text(self, part: Any) -> str:
         """`part` (the value, or a value inside it) as compact JSON text, numbers as written.
@@ -39,7 +44,11 @@ class JsonLine:
         orjson decoded the line: an integer beyond 64 bits or a long decimal became a float,
         which it would write back changed. Such a number is written as the line has it.
         """
-        return exact_text(part, self.value, self.raw)
+        if not self.raw or not holds_float(part):
+            return orjson.dumps(part).decode()
+        if self._parts is None:
+            object.__setattr__(self, "_parts", counterparts(self.value, self.raw))
+        return exact_text(part, self.value, self.raw, parts=self._parts)
 
 
 class Reader(Protocol):
