@@ -33,7 +33,7 @@ import duckdb
 import orjson
 
 from lexkeep.core.errors import ReusedIdError
-from lexkeep.core.jsonnumbers import exact_text, holds_float
+from lexkeep.core.jsonnumbers import compact_text, exact_text, holds_float
 from lexkeep.core.model import (
     ArgumentsKind,
     BoundaryKind,
@@ -295,7 +295,7 @@ def object_arguments(as_json: str, line: str | None) -> tuple[str, Any] | None:
         return None
     if holds_float(value):
         return None  # a number the pattern missed: only the line has its text
-    return orjson.dumps(value).decode(), value
+    return compact_text(value), value
 
 
 # What each staged line keeps (see stage_sql): only expressions over the line's own fields.

@@ -12,6 +12,7 @@ a float (nearly all tool arguments) never get there: they keep orjson's speed an
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import orjson
@@ -56,6 +57,24 @@ def loads_exact(text: str | bytes) -> Any:
     if isinstance(text, bytes):
         text = text.decode("utf-8")
     return json.loads(text, parse_int=Number, parse_float=Number)
+
+
+def compact_text(value: Any) -> str:
+    """orjson's compact JSON text of a decoded value, also when it nests deeper than orjson
+    writes (254 levels; orjson reads up to 1024): then the standard library's, same form."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        pass
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * _MAX_DEPTH))  # the encoder recurses once per level
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+_MAX_DEPTH = 1024  # orjson refuses to read JSON nested deeper than this
 
 
 def _fragment(value: Any) -> orjson.Fragment:
@@ -115,5 +134,8 @@ def exact_text(
             parts = counterparts(root, source)
         exact = parts.get(id(part), _MISSING)
         if exact is not _MISSING:
-            return dumps_exact(exact)
-    return orjson.dumps(part).decode()
+            try:
+                return dumps_exact(exact)
+            except orjson.JSONEncodeError:
+                pass  # nested deeper than orjson writes: its numbers as orjson read them
+    return compact_text(part)

@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from lexkeep.core.jsonnumbers import compact_text
 from lexkeep.core.model import (
     ArgumentsKind,
     Boundary,
@@ -141,7 +142,7 @@ def block_text(content: Any) -> str:
 def _json_text(value: Any, line: JsonLine | None) -> str:
     try:
         # Numbers as the line writes them: orjson read a big integer as a float (JsonLine).
-        return line.json_text(value) if line is not None else orjson.dumps(value).decode()
+        return line.json_text(value) if line is not None else compact_text(value)
     except TypeError:  # integers beyond 64 bits and the like
         return str(value)
 

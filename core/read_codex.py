@@ -28,8 +28,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import PurePath
 from typing import Any
 
-import orjson
-
+from lexkeep.core.jsonnumbers import compact_text
 from lexkeep.core.model import (
     ArgumentsKind,
     Boundary,
@@ -192,17 +191,17 @@ def _output_text(output: Any) -> tuple[str, bool]:
         inner = output.get("content", output.get("output"))
         if isinstance(inner, (str, list)):
             return _output_text(inner)[0], is_error
-        return orjson.dumps(output).decode(), is_error
+        return compact_text(output), is_error
     if output is None:
         return "", False
-    return orjson.dumps(output).decode(), False
+    return compact_text(output), False
 
 
 def _json_text(value: Any, line: JsonLine | None) -> str:
     """Compact JSON text of a decoded value (how object/array arguments are kept raw), its
     numbers as the line writes them (orjson read a big integer as a float: JsonLine)."""
     try:
-        return line.json_text(value) if line is not None else orjson.dumps(value).decode()
+        return line.json_text(value) if line is not None else compact_text(value)
     except TypeError:  # e.g. integers beyond 64 bits
         return str(value)
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import orjson
-
+from lexkeep.core.jsonnumbers import compact_text
 from lexkeep.core.model import (
     ArgumentsKind,
     Boundary,
@@ -134,7 +133,7 @@ def _record(line: JsonLine, src: Source) -> Record:
     if kind == "tool_result":
         text = value.get("text", "")
         if not isinstance(text, str):
-            text = orjson.dumps(text).decode()
+            text = compact_text(text)
         return ToolResult(
             call_id=_req(value, "call_id"),
             conversation_id=_req(value, "conversation_id"),

@@ -18,8 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import PurePath
 from typing import Any
 
-import orjson
-
+from lexkeep.core.jsonnumbers import compact_text
 from lexkeep.core.model import (
     ArgumentsKind,
     Boundary,
@@ -77,7 +76,7 @@ def content_text(content: Any) -> str:
                 if isinstance(text, str):
                     parts.append(text)
         return "\n".join(parts)
-    return orjson.dumps(content).decode()
+    return compact_text(content)
 
 
 def user_kind(text: str) -> MessageKind:
@@ -95,7 +94,7 @@ def _arguments(raw: Any, line: JsonLine | None) -> tuple[str, ArgumentsKind]:
     if raw is None:
         return "", ArgumentsKind.JSON_STRING
     # An object is kept as its JSON text, numbers as the line writes them (JsonLine.json_text).
-    text = line.json_text(raw) if line is not None else orjson.dumps(raw).decode()
+    text = line.json_text(raw) if line is not None else compact_text(raw)
     return text, ArgumentsKind.OBJECT
 
 

@@ -20,9 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import orjson
-
-from lexkeep.core.jsonnumbers import counterparts, exact_text, holds_float
+from lexkeep.core.jsonnumbers import compact_text, counterparts, exact_text, holds_float
 from lexkeep.core.model import Format, Record, Skipped
 
 
@@ -45,7 +43,7 @@ class JsonLine:
         which it would write back changed. Such a number is written as the line has it.
         """
         if not self.raw or not holds_float(part):
-            return orjson.dumps(part).decode()
+            return compact_text(part)
         if self._parts is None:
             object.__setattr__(self, "_parts", counterparts(self.value, self.raw))
         return exact_text(part, self.value, self.raw, parts=self._parts)

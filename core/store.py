@@ -17,6 +17,7 @@ import duckdb
 import orjson
 
 from lexkeep.core.errors import ConfigError, StoreError
+from lexkeep.core.jsonnumbers import compact_text
 
 DEFAULT_DB = "lexkeep.duckdb"
 DEFAULT_MEMORY_LIMIT = "1GB"
@@ -363,7 +364,10 @@ def bulk_insert(
                     raise ValueError(f"{table}: a row of {len(row)} values for {width} columns")
                 if nested and not as_json:
                     as_json = any(row[i] is not None for i in nested)
-                line = dumps(row, option=newline)
+                try:
+                    line = dumps(row, option=newline)
+                except orjson.JSONEncodeError:  # a value nested deeper than orjson writes
+                    line = compact_text(row).encode() + b"\n"
                 write(line)
                 if len(line) > longest:
                     longest = len(line)

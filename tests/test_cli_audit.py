@@ -589,3 +589,20 @@ def test_a_20_digit_number_in_object_arguments_is_kept(cli, tmp_path, trace, how
         result = cli("audit", "--db", db, "--format", "json")
     ok(result, 0)
     assert findings(result.stdout) == {ACCOUNT: "kept"}
+
+
+def test_arguments_nested_deeper_than_orjson_writes_are_audited(cli, tmp_path):
+    deep: object = "ORD_88412"
+    for _ in range(300):
+        deep = [deep]
+    trace = tmp_path / "deep.jsonl"
+    records = (
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user",
+         "text": "check ORD_88412"},
+        {"type": "compaction", "id": "b1", "conversation_id": "c1"},
+        {"type": "tool_call", "id": "t1", "conversation_id": "c1", "name": "q",
+         "arguments": {"a": deep}},
+    )  # fmt: skip
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    report = json.loads(ok(cli("audit", trace, "--format", "json"), 0).stdout)
+    assert report["totals"]["kept"] == 1

@@ -501,3 +501,31 @@ def test_a_float_only_duckdb_text_shows_is_left_to_the_general_path():
     assert fastload.object_arguments('{"n":15}', None) == ('{"n":15}', {"n": 15})
     line = '{"type":"tool_call","arguments":{"n":1.50}}'
     assert fastload.object_arguments('{"n":1.5}', line) == ('{"n":1.50}', {"n": 1.5})
+
+
+def test_arguments_nested_deeper_than_orjson_writes_are_kept_both_ways(tmp_path):
+    """orjson reads JSON nested up to 1024 levels but writes only 254: arguments nested in
+    between crashed every ingest (and the audit) with an internal error."""
+    deep: object = "ORD_88412"
+    for _ in range(300):
+        deep = [deep]
+    path = tmp_path / "deep.jsonl"
+    path.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text="check ORD_88412")
+        + _line("compaction", id="b1", conversation_id="c1")
+        + json.dumps(  # orjson itself cannot write it
+            {
+                "type": "tool_call",
+                "id": "t1",
+                "conversation_id": "c1",
+                "name": "q",
+                "arguments": {"a": deep, "n": 1.5},
+            }
+        ).encode()
+        + b"\n"
+    )
+    fast, slow = _ingest_both(tmp_path / "stores", [[str(path)]])
+    _assert_same(fast, slow)
+    (call,) = fast["tool_calls"]
+    raw = next(v for v in call if isinstance(v, str) and v.startswith('{"a":'))
+    assert raw == json.dumps({"a": deep, "n": 1.5}, separators=(",", ":"))
