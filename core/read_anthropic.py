@@ -91,7 +91,7 @@ def _message(msg: Any, mid: str, conv: str, src: Source, line: JsonLine) -> Iter
                     ToolResult(
                         call_id,
                         conv,
-                        content_text(block.get("content")),
+                        content_text(block.get("content"), line),
                         src,
                         is_error=bool(block.get("is_error", False)),
                     )

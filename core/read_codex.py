@@ -180,7 +180,7 @@ def content_text(content: Any) -> str:
     return ""
 
 
-def _output_text(output: Any) -> tuple[str, bool]:
+def _output_text(output: Any, line: JsonLine | None = None) -> tuple[str, bool]:
     """Text and error flag of a tool output (string, content-item list, or object)."""
     if isinstance(output, str):
         return output, False
@@ -190,11 +190,11 @@ def _output_text(output: Any) -> tuple[str, bool]:
         is_error = output.get("success") is False
         inner = output.get("content", output.get("output"))
         if isinstance(inner, (str, list)):
-            return _output_text(inner)[0], is_error
-        return compact_text(output), is_error
+            return _output_text(inner, line)[0], is_error
+        return _json_text(output, line), is_error
     if output is None:
         return "", False
-    return compact_text(output), False
+    return _json_text(output, line), False
 
 
 def _json_text(value: Any, line: JsonLine | None) -> str:
@@ -414,7 +414,7 @@ class CodexReader:
                 yield Skipped(src, "duplicate", f"second output for {call_id}")
                 return
             st.result_ids.add(call_id)
-            text, is_error = _output_text(p.get("output"))
+            text, is_error = _output_text(p.get("output"), st.line)
             yield ToolResult(call_id, cid, text, src, is_error=is_error)
         elif kind in RESPONSE_ITEM_TYPES:
             # ghost snapshots, opaque compaction items, image generation, control items

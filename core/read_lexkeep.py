@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from lexkeep.core.jsonnumbers import compact_text
 from lexkeep.core.model import (
     ArgumentsKind,
     Boundary,
@@ -133,7 +132,7 @@ def _record(line: JsonLine, src: Source) -> Record:
     if kind == "tool_result":
         text = value.get("text", "")
         if not isinstance(text, str):
-            text = compact_text(text)
+            text = line.json_text(text)  # its numbers as the line writes them
         return ToolResult(
             call_id=_req(value, "call_id"),
             conversation_id=_req(value, "conversation_id"),

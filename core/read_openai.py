@@ -60,8 +60,9 @@ def conversation_key(value: dict[str, Any]) -> str | None:
     return None
 
 
-def content_text(content: Any) -> str:
-    """Text of a message `content`: a string, or the text of a list of parts."""
+def content_text(content: Any, line: JsonLine | None = None) -> str:
+    """Text of a message `content`: a string, or the text of a list of parts; any other value
+    as its JSON text (its numbers as `line` writes them, when given: JsonLine.json_text)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -76,7 +77,7 @@ def content_text(content: Any) -> str:
                 if isinstance(text, str):
                     parts.append(text)
         return "\n".join(parts)
-    return compact_text(content)
+    return line.json_text(content) if line is not None else compact_text(content)
 
 
 def user_kind(text: str) -> MessageKind:
@@ -136,7 +137,7 @@ def _message(
         yield Boundary(id=mid, conversation_id=conv, kind=BoundaryKind.REMOTE, source=src)
         return
     role = msg.get("role")
-    text = content_text(msg.get("content"))
+    text = content_text(msg.get("content"), line)
     if role == "user":
         yield Message(mid, conv, Role.USER, user_kind(text), text, src)
     elif role in ("system", "developer"):

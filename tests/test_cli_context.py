@@ -141,6 +141,34 @@ def test_guard_scans_numbers_as_the_arguments_write_them(cli, tmp_path, argument
     assert (doc["checked"], doc["unsupplied"]) == (checked, [])
 
 
+def test_guard_counts_a_big_number_a_tool_returned_inside_a_json_object(cli, tmp_path):
+    """A tool result recorded as a JSON object kept its numbers as orjson's floats, so a
+    20-digit id the tool returned read as 9.876543210987654e+19 and a call using it was
+    blocked as never supplied."""
+    account = "98765432109876543210"
+    db = tmp_path / "t.duckdb"
+    records = [
+        {"type": "message", "id": "t-u0", "conversation_id": "t", "role": "user",
+         "text": "Which account is on file for me?"},
+        {"type": "tool_call", "id": "call-1", "conversation_id": "t", "name": "lookup",
+         "arguments": "{}"},
+    ]  # fmt: skip
+    with Store.open(db) as store:
+        path = tmp_path / "t.jsonl"
+        lines = [orjson.dumps(r).decode() for r in records]
+        lines.append(
+            '{"type": "tool_result", "call_id": "call-1", "conversation_id": "t",'
+            f' "text": {{"account": {account}, "balance": 12.50}}}}'
+        )
+        path.write_text("\n".join(lines) + "\n")
+        from lexkeep.core.ingest import ingest_paths
+
+        ingest_paths(store, [str(path)])
+    result = cli("guard", "t", f'{{"account": "{account}"}}', "--format", "json", "--db", db)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert orjson.loads(result.stdout)["unsupplied"] == []
+
+
 RULES = """
 [[kinds]]
 id = "acme_badge"

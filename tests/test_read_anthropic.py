@@ -125,3 +125,18 @@ def test_tool_use_input_keeps_numbers_as_the_log_writes_them(tmp_path):
         calls = [r for r in read_records(path, Format.ANTHROPIC) if isinstance(r, ToolCall)]
         assert [c.arguments_raw for c in calls] == want, name
         assert {c.arguments_kind for c in calls} == {ArgumentsKind.OBJECT}
+
+
+def test_tool_result_content_given_as_an_object_keeps_its_numbers_as_written(tmp_path):
+    big = "98765432109876543210"
+    request = (
+        '{"id": "req-1", "messages": ['
+        '{"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "q",'
+        ' "input": {}}]},'
+        '{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",'
+        f' "content": {{"account": {big}}}}}]}}]}}'
+    )
+    path = tmp_path / "requests.jsonl"
+    path.write_text(request + "\n")
+    (result,) = [r for r in read_records(path, Format.ANTHROPIC) if isinstance(r, ToolResult)]
+    assert result.text == f'{{"account":{big}}}'

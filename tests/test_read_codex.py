@@ -427,3 +427,20 @@ def test_object_and_array_arguments_keep_numbers_as_the_rollout_writes_them(tmp_
     path.write_text("".join(json.dumps(v) + "\n" for v in lines))
     calls = {c.call_id: c.arguments_raw for c in of(read(path), ToolCall)}
     assert calls == {"c1": f'{{"n":{big}}}', "c2": f'["echo",{big}]'}
+
+
+def test_tool_output_given_as_an_object_keeps_its_numbers_as_written(tmp_path):
+    big = 98765432109876543210
+    meta = {"id": "0190f00d-0000-7000-8000-0000000000b2", "timestamp": "2026-05-01T09:00:00Z"}
+    items = [
+        {"type": "function_call", "name": "lookup", "call_id": "c1", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": {"account": big, "x": 1.50}},
+    ]
+    lines = [{"timestamp": "2026-05-01T09:00:00Z", "type": "session_meta", "payload": meta}]
+    lines += [{"timestamp": "2026-05-01T09:00:01Z", "type": "response_item", "payload": p}
+              for p in items]  # fmt: skip
+    path = tmp_path / "rollout.jsonl"
+    text = "".join(json.dumps(v) + "\n" for v in lines).replace('"x": 1.5}', '"x": 1.50}')
+    path.write_text(text)
+    (result,) = of(read(path), ToolResult)
+    assert result.text == f'{{"account":{big},"x":1.50}}'
