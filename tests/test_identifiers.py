@@ -65,6 +65,7 @@ POSITIVES = [
     ("on branch feature/new-renderer.", [("branch_name", "feature/new-renderer")]),
     # tier C: only after a context word
     ("my zip is 19122.", [("short_number", "19122")]),
+    ("zip 19122-1234", [("zip_plus4", "19122-1234")]),
     ("card ending in 7447", [("short_number", "7447")]),
     ("the API returned HTTP 503", [("http_status", "503")]),
     ("departing on May 20", [("date_text", "May 20")]),
@@ -156,6 +157,25 @@ def test_identifiers_glued_to_letters_are_not_cut_out(text: str) -> None:
     assert found(text) == []
 
 
+# A match is never cut to a partial span: a longer token gives the whole of it, or nothing.
+WHOLE_OR_NOTHING = [
+    # a tier C number followed by '-' and more: a ZIP+4, a code, a range
+    ("zip 19122-1234", [("zip_plus4", "19122-1234")]),
+    ("postal code: 19122-1234.", [("zip_plus4", "19122-1234")]),
+    ("zip 19122-12345", []),
+    ("order 12345-6789", []),
+    ("room 101-B", []),
+    ("ad set 101-105", []),
+    ("status 200-299", []),
+    ("product 1656367028-2", []),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), WHOLE_OR_NOTHING)
+def test_a_longer_token_is_never_cut_to_a_piece(text: str, expected: list[tuple[str, str]]) -> None:
+    assert found(text) == expected
+
+
 def test_non_ascii_digits_are_not_digits() -> None:
     # Arabic-Indic and fullwidth digits would never match the ASCII an agent types.
     assert found("order ١٦٥٦٣٦٧٠٢٨ and １６５６３６７０２８") == []
@@ -172,6 +192,7 @@ def test_no_global_ignore_case() -> None:
 def test_tier_c_needs_the_context_word_before() -> None:
     assert found("19122 is my zip") == []
     assert found("zip code 19122") == [("short_number", "19122")]
+    assert found("19122-1234 is my zip") == []
 
 
 def test_every_builtin_kind_is_exercised_here() -> None:
