@@ -59,6 +59,7 @@ POSITIVES = [
     ("cc @octocat.", [("handle", "@octocat")]),
     ("call +1 415-555-0132 today", [("phone", "+1 415-555-0132")]),
     ("call (415) 555-0199.", [("phone", "(415) 555-0199")]),
+    ("card 4111 1111 1111 1111", [("card_number", "4111 1111 1111 1111")]),
     ("product 1656367028 please", [("digit_run", "1656367028")]),
     ("flight HAT136 and code 8JX2QD", [("alnum_code", "HAT136"), ("alnum_code", "8JX2QD")]),
     ("labelled 'needs-review'.", [("quoted_token", "needs-review")]),
@@ -168,6 +169,12 @@ WHOLE_OR_NOTHING = [
     ("ad set 101-105", []),
     ("status 200-299", []),
     ("product 1656367028-2", []),
+    # a card number in groups: one identifier, never a phone and a short number
+    ("card 4111 1111 1111 1111", [("card_number", "4111 1111 1111 1111")]),
+    ("card number: 4111-1111-1111-1111.", [("card_number", "4111-1111-1111-1111")]),
+    ("amex 3782 822463 10005, exp 12/26", [("card_number", "3782 822463 10005")]),
+    ("card 4111 1111 1111 1111 12/26", [("card_number", "4111 1111 1111 1111")]),
+    ("call 415 555 0132", [("phone", "415 555 0132")]),
 ]
 
 
