@@ -30,6 +30,7 @@ POSITIVES = [
     ("(at https://x.io/a)", [("url", "https://x.io/a")]),
     ("[label](https://x.io/b), then", [("url", "https://x.io/b")]),
     ("mail ann.lee+x@example.co.uk.", [("email", "ann.lee+x@example.co.uk")]),
+    ("clone git@github.com:org/repo.git now", [("scp_remote", "git@github.com:org/repo.git")]),
     (
         "id 123e4567-e89b-12d3-a456-426614174000;",
         [("uuid", "123e4567-e89b-12d3-a456-426614174000")],
@@ -175,6 +176,20 @@ WHOLE_OR_NOTHING = [
     ("amex 3782 822463 10005, exp 12/26", [("card_number", "3782 822463 10005")]),
     ("card 4111 1111 1111 1111 12/26", [("card_number", "4111 1111 1111 1111")]),
     ("call 415 555 0132", [("phone", "415 555 0132")]),
+    # an scp-style remote (git, scp, rsync): the whole remote, never the email inside it
+    ("git@github.com:org/repo.git", [("scp_remote", "git@github.com:org/repo.git")]),
+    (
+        "clone 'git@gitlab.com:group/sub/repo.git'.",
+        [("scp_remote", "git@gitlab.com:group/sub/repo.git")],
+    ),
+    ("scp a.tgz deploy@10.0.0.5:/var/www/app", [("scp_remote", "deploy@10.0.0.5:/var/www/app")]),
+    (
+        "rsync -a x/ ubuntu@ec2.example.com:~/backups/",
+        [("scp_remote", "ubuntu@ec2.example.com:~/backups/")],
+    ),
+    ("git@github.com:org/repo.git#main", []),
+    ("the git@github.com: prefix", [("email", "git@github.com")]),
+    ("mail ann@example.org: done", [("email", "ann@example.org")]),
 ]
 
 
