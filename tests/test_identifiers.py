@@ -198,6 +198,18 @@ def test_a_longer_token_is_never_cut_to_a_piece(text: str, expected: list[tuple[
     assert found(text) == expected
 
 
+def test_a_long_path_is_whole_or_nothing() -> None:
+    # A name over 255 characters is no path segment (NAME_MAX): nothing, not its first 255.
+    assert found(f"tail /tmp/{'a' * 300}/app.log") == []
+    assert found(f"tail /tmp/{'a' * 255}/app.log") == [("path_posix", f"/tmp/{'a' * 255}/app.log")]
+    # Deeper than 65 segments: the whole path, not its first 65 segments.
+    deep = "/" + "/".join(["ab"] * 70) + "/app.log"
+    assert found(f"see {deep}.") == [("path_posix", deep)]
+    # Longer than PATH_MAX allows (2,048 segments): nothing.
+    assert found("/ab" * 2100) == []
+    assert found("ls /var/log//app.log") == []
+
+
 def test_non_ascii_digits_are_not_digits() -> None:
     # Arabic-Indic and fullwidth digits would never match the ASCII an agent types.
     assert found("order ١٦٥٦٣٦٧٠٢٨ and １６５６３６７０２８") == []
