@@ -210,6 +210,14 @@ def test_a_long_path_is_whole_or_nothing() -> None:
     assert found("ls /var/log//app.log") == []
 
 
+def test_a_long_windows_path_is_whole_or_nothing() -> None:
+    assert found(f"open C:\\x\\{'a' * 300}\\app.log") == []
+    deep = "C:\\" + "\\".join(["ab"] * 70) + "\\app.log"
+    assert found(f"open {deep}.") == [("path_win", deep)]
+    assert found("C:" + "\\ab" * 2100) == []
+    assert found("open C:\\logs\\\\app.log") == []
+
+
 def test_non_ascii_digits_are_not_digits() -> None:
     # Arabic-Indic and fullwidth digits would never match the ASCII an agent types.
     assert found("order ١٦٥٦٣٦٧٠٢٨ and １６５６３６７０２８") == []
