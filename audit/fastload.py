@@ -42,11 +42,13 @@ import orjson
 
 from lexkeep.core.errors import InputError
 from lexkeep.core.fastload import (
+    ARGUMENTS_LINE_SQL,
     DEFAULT_KIND_SQL,
     READER_CHECKS,
     READER_FIELDS,
     drop_stage,
     duplicates_sql,
+    object_arguments,
     ok_sql,
     one_of_each_key,
     run_stage,
@@ -89,6 +91,7 @@ _STAGE_COLUMNS = f"""type, {_OK} AS ok,
        CASE WHEN arguments IS NULL THEN ''
             WHEN starts_with(arguments, '"') THEN arguments ->> '$' END AS x_args,
        CASE WHEN NOT starts_with(arguments, '"') THEN arguments::VARCHAR END AS x_args_json,
+       {ARGUMENTS_LINE_SQL} AS x_args_line,
        arguments_kind ->> '$' AS x_args_kind,
        summary ->> '$' AS x_summary, trigger ->> '$' AS x_trigger,
        CASE WHEN json_type(kept_verbatim) = 'ARRAY'
@@ -277,25 +280,26 @@ def _drop_staging(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _object_arguments(con: duckdb.DuckDBPyConnection) -> list[list[str]] | None:
-    """Arguments recorded as JSON values, not strings: orjson's text, as the reader keeps them.
+    """Arguments recorded as JSON values, not strings: their JSON text, as the reader keeps them
+    (core.fastload.object_arguments: numbers as the line writes them).
 
     Returns the UPDATE parameters (conversations, call ids, raw texts, kinds), or None.
     """
     rows = con.execute(
-        "SELECT x_conv, x_id, x_args_json, x_args_kind FROM lexkeep_fast_lines"
+        "SELECT x_conv, x_id, x_args_json, x_args_line, x_args_kind FROM lexkeep_fast_lines"
         " WHERE type = 'tool_call' AND x_args_json IS NOT NULL"
     ).fetchall()
     if not rows:
         return None
     convs, ids, raws, kinds = [], [], [], []
-    for conv, call_id, text, explicit in rows:
-        try:
-            value = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:  # e.g. an integer beyond 64 bits
-            raise _GiveUp("arguments orjson cannot read") from exc
+    for conv, call_id, text, line, explicit in rows:
+        got = object_arguments(text, line)
+        if got is None:
+            raise _GiveUp("arguments this path cannot write as the reader does")
+        raw, value = got
         convs.append(conv)
         ids.append(call_id)
-        raws.append(orjson.dumps(value).decode())
+        raws.append(raw)
         default = ArgumentsKind.ARRAY if isinstance(value, list) else ArgumentsKind.OBJECT
         kinds.append(explicit or default.value)
     return [convs, ids, raws, kinds]

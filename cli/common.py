@@ -4,6 +4,7 @@ import functools
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from lexkeep.core.errors import LexkeepError
+from lexkeep.core.errors import LexkeepError, SettingsWarning
 from lexkeep.core.store import default_db_path
 
 if TYPE_CHECKING:
@@ -84,7 +85,11 @@ def handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            with warnings.catch_warnings():
+                # Shown once each, as one line: Python's own format adds the source line.
+                warnings.simplefilter("default", SettingsWarning)
+                warnings.showwarning = _show_warning
+                return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
         except LexkeepError as err:
@@ -107,6 +112,23 @@ def handle_errors(fn: F) -> F:
             raise typer.Exit(EXIT_ERROR) from err
 
     return wrapper  # type: ignore[return-value]
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """`Warning: text` on stderr for lexkeep's warnings; Python's format for any other."""
+    stream = file or sys.stderr
+    if issubclass(category, SettingsWarning):
+        stream.write(f"Warning: {message}\n")
+    else:
+        stream.write(warnings.formatwarning(message, category, filename, lineno, line))
+    stream.flush()
 
 
 def _interrupted(err: Exception) -> bool:

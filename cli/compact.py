@@ -64,7 +64,10 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[
             float,
             typer.Option(
-                "--timeout", min=0.1, help="Seconds per summariser call.", metavar="SECONDS"
+                "--timeout",
+                min=0.1,
+                help="Deadline in seconds for each summariser call, start to finish.",
+                metavar="SECONDS",
             ),
         ] = 120.0,
         lease_seconds: Annotated[

@@ -33,8 +33,8 @@ from lexkeep.compaction.summarizers import (
     create,
     prompt_text,
 )
-from lexkeep.core.errors import ConfigError, NotFoundError, RuleError
-from lexkeep.core.inspect import unknown_conversation_hint
+from lexkeep.core.errors import ConfigError, RuleError
+from lexkeep.core.inspect import require_conversations
 from lexkeep.core.model import Extraction
 from lexkeep.core.store import Store
 
@@ -216,6 +216,7 @@ def _run_tasks(
         work.put(task)
     lock = threading.Lock()
     errors: list[BaseException] = []
+    stopping = threading.Event()  # the run was interrupted: claim nothing more
     wait_limit = lease_seconds if admission_wait is None else admission_wait
     batch_size = max(1, getattr(summarizer, "batch_size", 1))
 
@@ -234,11 +235,11 @@ def _run_tasks(
         if on_progress:
             on_progress(out)
 
-    def worker() -> None:
+    def worker(finished: threading.Event) -> None:
         cursor = con.cursor()
         owner = jobs.new_owner()
         try:
-            while True:
+            while not stopping.is_set():
                 batch = []
                 while len(batch) < batch_size:
                     try:
@@ -260,20 +261,40 @@ def _run_tasks(
                     report,
                     lock,
                     record,
+                    stopping,
                 )
         except BaseException as exc:  # surfaced to the caller after the other slots stop
             errors.append(exc)
         finally:
             cursor.close()
+            finished.set()
 
     if workers == 1:
-        worker()  # one slot: no thread needed
+        worker(threading.Event())  # one slot: no thread needed
     else:
-        threads = [threading.Thread(target=worker, name=f"compact-{i}") for i in range(workers)]
+        finished = [threading.Event() for _ in range(workers)]
+        threads = [
+            threading.Thread(target=worker, args=(done,), name=f"compact-{i}")
+            for i, done in enumerate(finished)
+        ]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        except BaseException:
+            # Ctrl-C reaches this thread only; the slots would go on claiming. And CPython 3.11
+            # can take a slot whose join() was interrupted for finished, so it would not wait
+            # for it at exit, and that slot's summariser (a `command:` program runs in a
+            # session of its own) would outlive the run. So: stop claiming, cancel the calls
+            # in progress, wait for every slot (on events, not join()), then leave.
+            stopping.set()
+            cancel = getattr(summarizer, "cancel", None)
+            if cancel is not None:
+                cancel()
+            for done in finished:
+                done.wait()
+            raise
     if errors:
         raise errors[0]
 
@@ -291,12 +312,13 @@ def _run_batch(
     report: CompactionReport,
     lock: threading.Lock,
     record: Callable[[SegmentOutcome], None],
+    stopping: threading.Event,
 ) -> None:
     """Claim a batch in one transaction, summarise each granted segment, write outcomes."""
     deadline = time.monotonic() + wait_limit
     pause = 0.005
     pending = batch
-    while pending:
+    while pending and not stopping.is_set():  # no waiting for admission once interrupted
         results = jobs.claim_many_with_retry(
             cursor,
             [t.ident for t in pending],
@@ -449,20 +471,7 @@ def _known_jobs(con, conversation_ids: Sequence[str]) -> dict[tuple[str, int], l
 def _conversations(con, wanted: Sequence[str] | None) -> list[str]:
     if not wanted:
         return [r[0] for r in con.execute("SELECT id FROM conversations ORDER BY id").fetchall()]
-    wanted = list(dict.fromkeys(wanted))
-    found = {
-        r[0]
-        for r in con.execute(
-            "SELECT id FROM conversations WHERE id IN (SELECT unnest(?::VARCHAR[]))", [wanted]
-        ).fetchall()
-    }
-    missing = [c for c in wanted if c not in found]
-    if missing:
-        raise NotFoundError(
-            f"no conversation {', '.join(missing)} in the store",
-            hint=unknown_conversation_hint(con),
-        )
-    return wanted
+    return require_conversations(con, wanted)
 
 
 def _sha(text: str) -> str:

@@ -8,6 +8,7 @@ supplied verbatim is reported, with the nearest known value and how it differs.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ import orjson
 from lexkeep.core.errors import InputError, NotFoundError
 from lexkeep.core.identifiers import extract
 from lexkeep.core.inspect import unknown_conversation_hint
+from lexkeep.core.jsonnumbers import Number, holds_float, loads_exact
 from lexkeep.core.nearmiss import Difference, NearMiss, classify, is_kept
 from lexkeep.core.rules import RuleSet
 from lexkeep.core.store import Store
@@ -74,7 +76,11 @@ class GuardReport:
 
 
 def decode_arguments(arguments: str | bytes | Any, *, path: str = "ARGUMENTS_JSON") -> list[Leaf]:
-    """String leaves of the arguments, and numbers as their JSON text (keys are not values)."""
+    """String leaves of the arguments, and numbers as their JSON text (keys are not values).
+
+    A number's text is the one `arguments` holds when it is JSON text (`98765432109876543210`,
+    `1.50`); an already decoded value only has Python's numbers, written as JSON.
+    """
     if isinstance(arguments, str | bytes):
         try:
             value = orjson.loads(arguments)
@@ -87,6 +93,13 @@ def decode_arguments(arguments: str | bytes | Any, *, path: str = "ARGUMENTS_JSO
                 col=getattr(exc, "colno", None),
                 hint='pass a JSON object, e.g. \'{"invoice_id": "INV-2025-08-44719"}\'',
             ) from exc
+        if holds_float(value):
+            # orjson read a big integer or a long decimal as a float, whose text is not the
+            # proposed one (12345678901234567890123 would be scanned as 1.2345678901234568e+22).
+            # Text orjson read but the standard library does not (deeper than its recursion
+            # limit) keeps orjson's reading.
+            with contextlib.suppress(ValueError, RecursionError):
+                value = loads_exact(arguments)
     else:
         value = arguments
     leaves: list[Leaf] = []
@@ -95,7 +108,9 @@ def decode_arguments(arguments: str | bytes | Any, *, path: str = "ARGUMENTS_JSO
 
 
 def _walk(value: Any, path: str, out: list[Leaf]) -> None:
-    if isinstance(value, str):
+    if type(value) is Number:
+        out.append(Leaf(path, str(value)))  # a number as its JSON text, a plain str
+    elif isinstance(value, str):
         out.append(Leaf(path, value))
     elif isinstance(value, bool) or value is None:
         return  # true/false/null are never identifiers

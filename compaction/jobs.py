@@ -24,6 +24,7 @@ from lexkeep.compaction.binding import JobIdentity, source_digest
 from lexkeep.compaction.pairs import Pair
 from lexkeep.compaction.planning import is_segment
 from lexkeep.core.errors import RuleError
+from lexkeep.core.inspect import require_conversations
 
 PROMPT_VERSION = "conversation-compaction@3"  # every new job
 CONSUMABLE_VERSIONS = ("conversation-compaction@3", "conversation-compaction@2")
@@ -727,7 +728,10 @@ def valid_summary(
 def list_jobs(
     con: duckdb.DuckDBPyConnection, conversation_ids: Sequence[str] | None = None
 ) -> list[JobRow]:
-    """All jobs (optionally of some conversations), ordered by conversation and range."""
+    """All jobs (optionally of some conversations), ordered by conversation and range.
+
+    Raises NotFoundError for a named conversation that is not in the store (and has no jobs).
+    """
     sql = (
         "SELECT id, conversation_id, scope, from_pair, to_pair, source_digest, model_id, "
         "prompt_version, status, attempts, lease_owner, lease_expires_at, length(summary), "
@@ -739,4 +743,10 @@ def list_jobs(
         sql += " WHERE conversation_id IN (SELECT unnest(?::VARCHAR[]))"
         params.append(list(conversation_ids))
     sql += " ORDER BY conversation_id, from_pair, created_at"
-    return [JobRow(*row) for row in con.execute(sql, params).fetchall()]
+    rows = [JobRow(*row) for row in con.execute(sql, params).fetchall()]
+    if conversation_ids:
+        # A mistyped id must not read as "no jobs". Only ids without jobs are looked up: the
+        # schema has no foreign key, and a job is listed even without its conversation row.
+        listed = {r.conversation_id for r in rows}
+        require_conversations(con, [c for c in conversation_ids if c not in listed])
+    return rows

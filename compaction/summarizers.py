@@ -12,12 +12,19 @@ declare an entry point in the group `lexkeep.summarizers` whose object is a fact
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
+import http.client
+import io
 import json
 import os
 import shlex
+import signal
 import socket
 import subprocess
+import threading
+import time
 import urllib.error
 import urllib.request
 from abc import ABC, abstractmethod
@@ -25,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.metadata import entry_points
+from typing import Any
 
 from lexkeep.compaction.jobs import MAX_SUMMARY_CHARS, PROMPT_VERSION
 from lexkeep.core.errors import ConfigError
@@ -130,6 +138,12 @@ class Summarizer(ABC):
     @abstractmethod
     def summarize(self, request: SummaryRequest) -> Generation:
         """Summarise the request's assistant answers; report failures in the Generation."""
+
+    def cancel(self) -> None:  # noqa: B027 (optional: a backend without calls to stop)
+        """Stop the calls in progress and refuse new ones: the run was interrupted.
+
+        Called from another thread than the calls'; by default it does nothing.
+        """
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,31 +308,87 @@ class CommandSummarizer(Summarizer):
         self.argv = argv
         self.timeout = timeout
         self.model_id = "command:" + shlex.join(argv)
+        # The programs running now (one per worker slot), for cancel().
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._cancelled = False
 
     def summarize(self, request: SummaryRequest) -> Generation:
         """Run the program once with the prompt on stdin."""
+        with self._lock:  # so that cancel() either sees this program or it never starts
+            if self._cancelled:
+                return _CANCELLED
+            try:
+                # A session (and so a process group) of its own: a wrapper script's children
+                # are stopped with it, not only the program we started.
+                proc = subprocess.Popen(
+                    self.argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                return Generation("", "error", error=f"cannot run {self.argv[0]}: {exc}")
+            self._running.add(proc)
         try:
-            done = subprocess.run(
-                self.argv,
-                input=request.render().encode("utf-8"),
-                capture_output=True,
-                timeout=self.timeout,
-                check=False,
-            )
+            stdout, stderr = proc.communicate(request.render().encode("utf-8"), self.timeout)
         except subprocess.TimeoutExpired:
+            _stop_group(proc)
             return Generation("", "timeout", error=f"no answer within {self.timeout:g} s")
-        except OSError as exc:
-            return Generation("", "error", error=f"cannot run {self.argv[0]}: {exc}")
-        if done.returncode != 0:
-            tail = done.stderr.decode("utf-8", "replace").strip()[-300:]
+        except BaseException:  # Ctrl-C while waiting, or any other way out: leave nothing behind
+            _stop_group(proc)
+            raise
+        finally:
+            with self._lock:
+                self._running.discard(proc)
+        if self._cancelled:  # killed by cancel(): whatever it printed is not an answer
+            return _CANCELLED
+        if proc.returncode != 0:
+            tail = stderr.decode("utf-8", "replace").strip()[-300:]
             return Generation(
-                "", "error", error=f"exit status {done.returncode}" + (f": {tail}" if tail else "")
+                "", "error", error=f"exit status {proc.returncode}" + (f": {tail}" if tail else "")
             )
         try:
-            text = done.stdout.decode("utf-8")
+            text = stdout.decode("utf-8")
         except UnicodeDecodeError as exc:
             return Generation("", "error", error=f"output is not UTF-8: {exc}")
         return Generation(text.strip("\n"))
+
+    def cancel(self) -> None:
+        """Kill the running programs with their process groups; later calls fail at once."""
+        with self._lock:
+            self._cancelled = True
+            running = list(self._running)
+        # The calls' own threads are waiting on them: they see them end and reap them.
+        for proc in running:
+            if proc.returncode is None:  # not finished meanwhile
+                _kill_group(proc)
+
+
+_CANCELLED = Generation("", "cancelled", error="the run was interrupted")
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to `proc` and every process of its group (to `proc` alone without groups)."""
+    # The group has the leader's id, which no new process gets while the leader is unreaped
+    # or any member of the group is left.
+    if hasattr(os, "killpg"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    else:  # Windows
+        proc.kill()
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill `proc` and every process of its group, then reap it and close its pipes."""
+    _kill_group(proc)
+    proc.wait()
+    # Not communicate(): a process that left the group could hold the pipes open for ever.
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 def _command_factory(argument: str, options: SummarizerOptions) -> Summarizer:
@@ -330,6 +400,119 @@ def _command_factory(argument: str, options: SummarizerOptions) -> Summarizer:
 
 
 # -- openai-compatible chat completions --------------------------------------------------------
+
+# A socket timeout bounds one operation, not a call: a server that sends a byte every half
+# second never trips it and can hold a call for minutes, past the job's lease. So every call
+# has a deadline, and each read of the response (status line, headers and body alike) may
+# wait only for the time left before it.
+
+
+def _time_left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the call's deadline passed")
+    return left
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A response stream whose every read ends by the call's deadline."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        super().__init__()
+        self._sock = sock
+        # The socket's own stream holds a reference that keeps the connection open after
+        # urllib closes its end, as a plain response's stream does.
+        self._raw = sock.makefile("rb", buffering=0)
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        """True: this is a read stream."""
+        return True
+
+    def readinto(self, buffer: memoryview) -> int | None:  # type: ignore[override]
+        """Read what has arrived, waiting at most until the deadline."""
+        self._sock.settimeout(_time_left(self._deadline))
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        """Release the connection's socket."""
+        self._raw.close()
+        super().close()
+
+
+class _DeadlineSocket:
+    """The one thing `http.client.HTTPResponse` asks of a socket: a read stream."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self._sock = sock
+        self._deadline = deadline
+
+    def makefile(self, mode: str = "rb") -> io.BufferedReader:
+        """A buffered stream over `_DeadlineReader`."""
+        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline))
+
+
+class _DeadlineResponse(http.client.HTTPResponse):
+    """A response read through `_DeadlineReader`."""
+
+    def __init__(self, sock: socket.socket, *args: Any, deadline: float, **kwargs: Any) -> None:
+        super().__init__(_DeadlineSocket(sock, deadline), *args, **kwargs)  # type: ignore[arg-type]
+
+
+class _DeadlineConnection(http.client.HTTPConnection):
+    """An HTTP connection whose sending and response reading end by `deadline`."""
+
+    def __init__(self, host: str, *, deadline: float, **kwargs: Any) -> None:
+        super().__init__(host, **kwargs)
+        self.deadline = deadline
+        self.response_class = functools.partial(_DeadlineResponse, deadline=deadline)  # type: ignore[assignment]
+
+    def connect(self) -> None:
+        """Connect within the timeout, then leave sending only the time left."""
+        super().connect()
+        self.sock.settimeout(_time_left(self.deadline))
+
+
+class _DeadlineHTTPSConnection(_DeadlineConnection, http.client.HTTPSConnection):
+    """`_DeadlineConnection` over TLS."""
+
+
+class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
+    """urllib's `http:` handler with `_DeadlineConnection`."""
+
+    def __init__(self, deadline: float) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_DeadlineConnection, deadline=self.deadline), req)
+
+
+class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
+    """urllib's `https:` handler with `_DeadlineHTTPSConnection` (default TLS context)."""
+
+    def __init__(self, deadline: float) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        connection = functools.partial(_DeadlineHTTPSConnection, deadline=self.deadline)
+        return self.do_open(connection, req)
+
+
+def _post_within(req: urllib.request.Request, timeout: float) -> bytes:
+    """The body of the response to `req`, all of it within `timeout` seconds.
+
+    Raises `TimeoutError` when the deadline passes, and what `urlopen` raises otherwise
+    (proxies from the environment and redirects still apply). Not counted: the name lookup,
+    and each further address tried when connecting gets the whole timeout again.
+    """
+    deadline = time.monotonic() + timeout
+    opener = urllib.request.build_opener(
+        _DeadlineHTTPHandler(deadline), _DeadlineHTTPSHandler(deadline)
+    )
+    with opener.open(req, timeout=timeout) as resp:
+        return resp.read()
 
 
 class OpenAISummarizer(Summarizer):
@@ -360,17 +543,21 @@ class OpenAISummarizer(Summarizer):
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        # The deadline covers connecting, sending and reading the whole response.
+        late = f"no complete answer within {self.timeout:g} s"
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                payload = json.loads(resp.read().decode("utf-8"))
+            payload = json.loads(_post_within(req, self.timeout).decode("utf-8"))
         except urllib.error.HTTPError as exc:
-            detail = exc.read().decode("utf-8", "replace")[:300]
+            try:
+                detail = exc.read().decode("utf-8", "replace")[:300]
+            except OSError:  # the error body, too, must arrive before the deadline
+                detail = ""
             return Generation("", "error", error=f"HTTP {exc.code} from {self.url}: {detail}")
         except TimeoutError:
-            return Generation("", "timeout", error=f"no answer within {self.timeout:g} s")
+            return Generation("", "timeout", error=late)
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, TimeoutError | socket.timeout):
-                return Generation("", "timeout", error=f"no answer within {self.timeout:g} s")
+                return Generation("", "timeout", error=late)
             return Generation("", "error", error=f"cannot reach {self.url}: {exc.reason}")
         except (ValueError, UnicodeDecodeError) as exc:
             return Generation("", "error", error=f"response is not JSON: {exc}")

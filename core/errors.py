@@ -38,6 +38,10 @@ class LexkeepError(Exception):
         return f"{loc}: {self.message}" if loc else self.message
 
 
+class SettingsWarning(UserWarning):
+    """Settings that are read around, not refused: the CLI shows it as one `Warning:` line."""
+
+
 class InputError(LexkeepError):
     """A trace file (or standard input) could not be read as the format it claims to be."""
 

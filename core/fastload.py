@@ -11,9 +11,11 @@ Anything this path does not reproduce exactly makes it give up *before* writing 
 the caller runs the general ingest, which reports a bad line's exact file:line:col: a line DuckDB
 cannot parse or orjson refuses (NaN, trailing commas...), blank-but-not-empty lines, carriage
 returns, ids given as numbers, run records or messages with a run_id, duplicate ids in the file,
-a tool result whose text is not a string. (audit/fastload.py is the audit's own variant of
-this loader: it stages lines through the same `stage_sql` but keeps only what the audit
-reads, with its own checks and inserts.)
+a tool result whose text is not a string. Arguments given as a JSON value are written as the
+reader writes them: from the line itself when they may hold a number orjson reads as a float
+(ARGUMENTS_LINE_SQL), since DuckDB's text of the value has such numbers changed.
+(audit/fastload.py is the audit's own variant of this loader: it stages lines through the
+same `stage_sql` but keeps only what the audit reads, with its own checks and inserts.)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import duckdb
 import orjson
 
 from lexkeep.core.errors import ReusedIdError
+from lexkeep.core.jsonnumbers import exact_text, holds_float
 from lexkeep.core.model import (
     ArgumentsKind,
     BoundaryKind,
@@ -262,6 +265,39 @@ def drop_stage(con: duckdb.DuckDBPyConnection, table: str) -> None:
     con.execute(f"DROP TABLE IF EXISTS {table}_rows")
 
 
+# A tool call's whole line, kept when its arguments are a JSON value that may hold a number
+# orjson reads as a float: a fraction or an exponent (a digit, then `.`, `e` or `E`) or an
+# integer of 19 digits or more (beyond a signed 64-bit one). The reader writes such a value
+# with its numbers as the line has them (JsonLine.json_text), and DuckDB's text of the value
+# has them changed (`1.50` becomes `1.5`), so `object_arguments` takes them from the line.
+# Strings may match too: that only keeps a line for nothing. A nested CASE, so the pattern
+# runs on those calls' lines only.
+ARGUMENTS_LINE_SQL = """CASE WHEN type = 'tool_call' AND NOT starts_with(arguments, '"')
+            THEN CASE WHEN regexp_matches(l, '[0-9][.eE]|[0-9]{19}') THEN l END END"""
+
+
+def object_arguments(as_json: str, line: str | None) -> tuple[str, Any] | None:
+    """(raw text, value) of a tool call's arguments recorded as a JSON value, as the lexkeep
+    reader keeps them; None when that cannot be reproduced here (the general path must run).
+
+    `as_json` is DuckDB's text of the value, `line` the call's line when ARGUMENTS_LINE_SQL
+    kept it.
+    """
+    try:
+        if line is not None:
+            record = orjson.loads(line)  # the reader's own reading of the line
+            if type(record) is not dict:
+                return None
+            value = record.get("arguments")
+            return exact_text(value, record, line), value
+        value = orjson.loads(as_json)
+    except orjson.JSONDecodeError:  # NaN, 1e999...: the general path reports the line
+        return None
+    if holds_float(value):
+        return None  # a number the pattern missed: only the line has its text
+    return orjson.dumps(value).decode(), value
+
+
 # What each staged line keeps (see stage_sql): only expressions over the line's own fields.
 _STAGE_COLUMNS = f"""type,
        {_OK} AS ok,
@@ -275,6 +311,7 @@ _STAGE_COLUMNS = f"""type,
        CASE WHEN arguments IS NULL THEN ''
             WHEN starts_with(arguments, '"') THEN arguments ->> '$' END AS x_args,
        CASE WHEN NOT starts_with(arguments, '"') THEN arguments::VARCHAR END AS x_args_json,
+       {ARGUMENTS_LINE_SQL} AS x_args_line,
        arguments_kind ->> '$' AS x_args_kind,
        coalesce(is_error::BOOLEAN, false) AS x_is_error,
        summary ->> '$' AS x_summary, trigger ->> '$' AS x_trigger,
@@ -644,7 +681,7 @@ def _tool_call_rows(con: duckdb.DuckDBPyConnection, path: str) -> Iterator[tuple
         # A complete query per chunk: nothing is left open while the caller writes.
         rows = con.execute(
             "SELECT t.conv, l.x_id, l.x_message_id, t.position, l.x_name, l.x_args,"
-            " l.x_args_json, l.x_args_kind, l.x_time, l.line"
+            " l.x_args_json, l.x_args_line, l.x_args_kind, l.x_time, l.line"
             " FROM lexkeep_ingest_lines l JOIN lexkeep_ingest_timeline t USING (line)"
             " WHERE l.type = 'tool_call' AND l.line > ? ORDER BY l.line LIMIT ?",
             [last, TOOL_CALL_CHUNK],
@@ -652,15 +689,13 @@ def _tool_call_rows(con: duckdb.DuckDBPyConnection, path: str) -> Iterator[tuple
         if not rows:
             return
         last = rows[-1][-1]
-        for conv, call_id, message_id, pos, name, raw, as_json, explicit, time, line in rows:
+        for conv, call_id, message_id, pos, name, raw, as_json, whole, explicit, time, line in rows:
             if raw is None:
-                # Arguments recorded as a JSON value: kept as orjson's text of it, as the
-                # reader does.
-                try:
-                    value = loads(as_json)
-                except orjson.JSONDecodeError as exc:  # e.g. an integer beyond 64 bits
-                    raise _GiveUp("arguments orjson cannot read") from exc
-                raw = orjson.dumps(value).decode()
+                # Arguments recorded as a JSON value: kept as its JSON text, as the reader does.
+                got = object_arguments(as_json, whole)
+                if got is None:
+                    raise _GiveUp("arguments this path cannot write as the reader does")
+                raw, value = got
                 default = ArgumentsKind.ARRAY if isinstance(value, list) else ArgumentsKind.OBJECT
                 kind = explicit or default.value
             else:

@@ -184,7 +184,7 @@ class JsonSource:
                 update(raw)
                 consumed += len(raw)
                 if value is not None or raw.strip():
-                    yield _value_or_skip(value, display, number)
+                    yield _value_or_skip(value, display, number, raw)
                 break
             update(raw)
             consumed += len(raw)
@@ -199,7 +199,7 @@ class JsonSource:
                     continue
                 yield _decode_skip(exc, raw, display, number)
                 continue
-            yield _value_or_skip(value, display, number)
+            yield _value_or_skip(value, display, number, raw)
         self.lines_consumed = number
         self.bytes_consumed = consumed
 
@@ -220,7 +220,8 @@ class JsonSource:
                 self.bytes_consumed = len(data)
                 newlines = data.count(b"\n")
                 self.lines_consumed = newlines if data.endswith(b"\n") else newlines + 1
-                yield _value_or_skip(value, self.display, 1 + data.count(b"\n", 0, data.find(b"{")))
+                line = 1 + data.count(b"\n", 0, data.find(b"{"))
+                yield _value_or_skip(value, self.display, line, data)
                 return
         for start_line, raw in _scan_document(body, self):
             if isinstance(raw, Skipped):
@@ -231,7 +232,7 @@ class JsonSource:
             except orjson.JSONDecodeError as exc:
                 yield _decode_skip(exc, raw, self.display, start_line, multiline=True)
                 continue
-            yield _value_or_skip(value, self.display, start_line)
+            yield _value_or_skip(value, self.display, start_line, raw)
 
 
 def _read_head(stream: IO[bytes]) -> bytes:
@@ -258,9 +259,9 @@ def _looks_like_document(head: bytes) -> bool:
     return not first.rstrip().endswith(b"}")
 
 
-def _value_or_skip(value: Any, display: str, line: int) -> JsonLine | Skipped:
+def _value_or_skip(value: Any, display: str, line: int, raw: bytes) -> JsonLine | Skipped:
     if isinstance(value, dict):
-        return JsonLine(line, value)
+        return JsonLine(line, value, raw)
     return Skipped(
         Source(display, line),
         "not_an_object",

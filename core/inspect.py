@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -149,6 +150,30 @@ def resolve_conversation(store: Store, conversation: str) -> str:
     raise NotFoundError(
         f"no conversation {conversation!r} in the store", hint=unknown_conversation_hint(con)
     )
+
+
+def require_conversations(con: Any, wanted: Sequence[str]) -> list[str]:
+    """`wanted` without repeats, in order; NotFoundError naming those not in the store.
+
+    `con` is a store's connection. Ids are taken whole (no prefixes): these are the ids a
+    command was told to work on, and a typo must not read as "nothing to do".
+    """
+    wanted = list(dict.fromkeys(wanted))
+    if not wanted:
+        return wanted
+    found = {
+        r[0]
+        for r in con.execute(
+            "SELECT id FROM conversations WHERE id IN (SELECT unnest(?::VARCHAR[]))", [wanted]
+        ).fetchall()
+    }
+    missing = [c for c in wanted if c not in found]
+    if missing:
+        raise NotFoundError(
+            f"no conversation {', '.join(missing)} in the store",
+            hint=unknown_conversation_hint(con),
+        )
+    return wanted
 
 
 def unknown_conversation_hint(con: Any) -> str:

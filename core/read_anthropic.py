@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import orjson
-
 from lexkeep.core.model import (
     ArgumentsKind,
     Boundary,
@@ -55,13 +53,15 @@ def _blocks(content: Any) -> list[Any]:
     return content if isinstance(content, list) else []
 
 
-def _input(raw: Any) -> tuple[str, ArgumentsKind]:
+def _input(raw: Any, line: JsonLine) -> tuple[str, ArgumentsKind]:
     if isinstance(raw, str):  # a streamed input_json_delta concatenation
         return raw, ArgumentsKind.JSON_STRING
-    return orjson.dumps(raw if raw is not None else {}).decode(), ArgumentsKind.OBJECT
+    if raw is None:
+        return "{}", ArgumentsKind.OBJECT
+    return line.json_text(raw), ArgumentsKind.OBJECT
 
 
-def _message(msg: Any, mid: str, conv: str, src: Source) -> Iterator[Record]:
+def _message(msg: Any, mid: str, conv: str, src: Source, line: JsonLine) -> Iterator[Record]:
     if not isinstance(msg, dict):
         yield Skipped(src, "invalid_message", f"message {mid} is not an object")
         return
@@ -80,7 +80,7 @@ def _message(msg: Any, mid: str, conv: str, src: Source) -> Iterator[Record]:
             if isinstance(text, str):
                 texts.append(text)
         elif btype in ("tool_use", "server_tool_use"):
-            raw, kind = _input(block.get("input"))
+            raw, kind = _input(block.get("input"), line)
             call_id = block.get("id") if isinstance(block.get("id"), str) else f"{mid}/call{j}"
             name = block.get("name") if isinstance(block.get("name"), str) else ""
             after.append(ToolCall(call_id, conv, name, raw, kind, src, message_id=mid))
@@ -178,17 +178,17 @@ class AnthropicReader:
                 yield Conversation(conv, Format.ANTHROPIC, src)
                 yield from _system(value.get("system"), f"{conv}/system", conv, src)
                 for k, msg in enumerate(msgs):
-                    yield from _message(msg, f"{conv}/{k}", conv, src)
+                    yield from _message(msg, f"{conv}/{k}", conv, src, item)
                 response = value.get("response")
                 if isinstance(response, dict):
-                    yield from _message(response, f"{conv}/{len(msgs)}", conv, src)
+                    yield from _message(response, f"{conv}/{len(msgs)}", conv, src, item)
             elif value.get("role") in ("user", "assistant"):
                 index += 1
                 if not file_conv_started:
                     file_conv_started = True
                     yield Conversation(stem, Format.ANTHROPIC, src)
                 mid = value.get("id") if isinstance(value.get("id"), str) else None
-                yield from _message(value, mid or f"{stem}/L{item.line}", stem, src)
+                yield from _message(value, mid or f"{stem}/L{item.line}", stem, src, item)
             else:
                 index += 1
                 yield Skipped(src, "unknown_type", "no `messages` or `role`")

@@ -138,9 +138,10 @@ def block_text(content: Any) -> str:
     return ""
 
 
-def _json_text(value: Any) -> str:
+def _json_text(value: Any, line: JsonLine | None) -> str:
     try:
-        return orjson.dumps(value).decode()
+        # Numbers as the line writes them: orjson read a big integer as a float (JsonLine).
+        return line.json_text(value) if line is not None else orjson.dumps(value).decode()
     except TypeError:  # integers beyond 64 bits and the like
         return str(value)
 
@@ -184,6 +185,7 @@ class _State:
         self.user_text: dict[tuple[str, str], str] = {}  # (conv, uuid) → real user text
         self.assistant: _Pending | None = None
         self.boundary: _PendingBoundary | None = None
+        self.line: JsonLine | None = None  # the line being read
 
 
 class ClaudeReader:
@@ -215,6 +217,7 @@ class ClaudeReader:
                 yield item
                 continue
             src = Source(path, item.line)
+            st.line = item
             try:
                 yield from self._line(st, item.value, src)
             except Exception as exc:  # never crash on odd data
@@ -440,7 +443,7 @@ class ClaudeReader:
         if isinstance(args, str):
             raw, kind = args, ArgumentsKind.JSON_STRING
         else:
-            raw, kind = _json_text(args if args is not None else {}), ArgumentsKind.OBJECT
+            raw, kind = _json_text(args if args is not None else {}, st.line), ArgumentsKind.OBJECT
         return ToolCall(call_id, cid, name, raw, kind, src, message_id=message_id, time=time)
 
     def _summary(

@@ -198,10 +198,11 @@ def _output_text(output: Any) -> tuple[str, bool]:
     return orjson.dumps(output).decode(), False
 
 
-def _json_text(value: Any) -> str:
-    """Compact JSON text of a decoded value (how object/array arguments are kept raw)."""
+def _json_text(value: Any, line: JsonLine | None) -> str:
+    """Compact JSON text of a decoded value (how object/array arguments are kept raw), its
+    numbers as the line writes them (orjson read a big integer as a float: JsonLine)."""
     try:
-        return orjson.dumps(value).decode()
+        return line.json_text(value) if line is not None else orjson.dumps(value).decode()
     except TypeError:  # e.g. integers beyond 64 bits
         return str(value)
 
@@ -222,6 +223,7 @@ class _State:
         }
         self.call_ids: set[str] = set()
         self.result_ids: set[str] = set()
+        self.line: JsonLine | None = None  # the line being read
 
     def fallback_id(self) -> str:
         """Conversation id when no session_meta was seen: the uuid in the file name, or stem."""
@@ -274,6 +276,7 @@ class CodexReader:
                 yield item
                 continue
             src = Source(path, item.line)
+            st.line = item
             try:
                 yield from self._line(st, item.value, src)
             except Exception as exc:  # never crash on odd data
@@ -470,23 +473,24 @@ class CodexReader:
             if isinstance(args, str):
                 raw, akind = args, ArgumentsKind.JSON_STRING
             else:
-                raw, akind = _json_text(args), ArgumentsKind.OBJECT
+                raw, akind = _json_text(args, st.line), ArgumentsKind.OBJECT
         elif kind == "custom_tool_call":
             args = p.get("input")
             if isinstance(args, str):
                 raw, akind = args, ArgumentsKind.FREEFORM
             else:
-                raw, akind = _json_text(args), ArgumentsKind.OBJECT
+                raw, akind = _json_text(args, st.line), ArgumentsKind.OBJECT
         elif kind == "local_shell_call":
             action = p.get("action")
             command = action.get("command") if isinstance(action, dict) else None
-            raw, akind = _json_text(command if command is not None else []), ArgumentsKind.ARRAY
+            argv = command if command is not None else []
+            raw, akind = _json_text(argv, st.line), ArgumentsKind.ARRAY
             name = name or "local_shell"
         elif kind == "tool_search_call":
-            raw, akind = _json_text(p.get("arguments")), ArgumentsKind.OBJECT
+            raw, akind = _json_text(p.get("arguments"), st.line), ArgumentsKind.OBJECT
             name = name or "tool_search"
         else:  # web_search_call: the query lives in action
-            raw, akind = _json_text(p.get("action")), ArgumentsKind.OBJECT
+            raw, akind = _json_text(p.get("action"), st.line), ArgumentsKind.OBJECT
             name = name or "web_search"
         if name is None:
             yield Skipped(src, "malformed", f"{kind} without name", fatal=True)

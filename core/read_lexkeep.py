@@ -82,20 +82,22 @@ def _enum(table: dict[str, Any], value: dict[str, Any], key: str, default: Any) 
         raise _Bad("invalid_field", f"{key!r}: unknown value {got!r}") from None
 
 
-def _arguments(value: dict[str, Any]) -> tuple[str, ArgumentsKind]:
+def _arguments(value: dict[str, Any], line: JsonLine) -> tuple[str, ArgumentsKind]:
     raw = value.get("arguments")
     if isinstance(raw, str):
         kind = ArgumentsKind.JSON_STRING
     elif raw is None:
         raw, kind = "", ArgumentsKind.JSON_STRING
     else:
-        # An object (or array) is kept as its JSON text: the recorded value, serialised once.
+        # An object (or array) is kept as its JSON text: the recorded value, serialised once,
+        # with its numbers as the line writes them.
         kind = ArgumentsKind.ARRAY if isinstance(raw, list) else ArgumentsKind.OBJECT
-        raw = orjson.dumps(raw).decode()
+        raw = line.json_text(raw)
     return raw, _enum(_ARG_KINDS, value, "arguments_kind", kind)
 
 
-def _record(value: dict[str, Any], src: Source) -> Record:
+def _record(line: JsonLine, src: Source) -> Record:
+    value = line.value
     kind = value.get("type")
     if kind == "message":
         role = _enum(_ROLES, value, "role", None)
@@ -118,7 +120,7 @@ def _record(value: dict[str, Any], src: Source) -> Record:
             time=_opt_str(value, "time"),
         )
     if kind == "tool_call":
-        raw, arg_kind = _arguments(value)
+        raw, arg_kind = _arguments(value, line)
         return ToolCall(
             call_id=_req(value, "id"),
             conversation_id=_req(value, "conversation_id"),
@@ -202,7 +204,7 @@ class LexkeepReader:
                 continue
             src = Source(path, item.line)
             try:
-                yield _record(item.value, src)
+                yield _record(item, src)
             except _Bad as bad:
                 yield Skipped(src, bad.reason, bad.detail, fatal=True)
 

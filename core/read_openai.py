@@ -89,12 +89,14 @@ def user_kind(text: str) -> MessageKind:
     )
 
 
-def _arguments(raw: Any) -> tuple[str, ArgumentsKind]:
+def _arguments(raw: Any, line: JsonLine | None) -> tuple[str, ArgumentsKind]:
     if isinstance(raw, str):
         return raw, ArgumentsKind.JSON_STRING
     if raw is None:
         return "", ArgumentsKind.JSON_STRING
-    return orjson.dumps(raw).decode(), ArgumentsKind.OBJECT
+    # An object is kept as its JSON text, numbers as the line writes them (JsonLine.json_text).
+    text = line.json_text(raw) if line is not None else orjson.dumps(raw).decode()
+    return text, ArgumentsKind.OBJECT
 
 
 def _is_message(value: Any) -> bool:
@@ -110,15 +112,22 @@ def _messages_of(value: dict[str, Any]) -> list[Any] | None:
 
 
 def read_messages(
-    messages: list[Any], conv: str, src: Source, id_of: Any = None
+    messages: list[Any],
+    conv: str,
+    src: Source,
+    id_of: Any = None,
+    line: JsonLine | None = None,
 ) -> Iterator[Record]:
-    """Records of one OpenAI chat message list (ids from `id_of(index)` or conv/index)."""
+    """Records of one OpenAI chat message list (ids from `id_of(index)` or conv/index);
+    `line` is the line they were decoded from."""
     for index, msg in enumerate(messages):
         mid = id_of(index) if id_of else f"{conv}/{index}"
-        yield from _message(msg, mid, conv, src)
+        yield from _message(msg, mid, conv, src, line)
 
 
-def _message(msg: Any, mid: str, conv: str, src: Source) -> Iterator[Record]:
+def _message(
+    msg: Any, mid: str, conv: str, src: Source, line: JsonLine | None = None
+) -> Iterator[Record]:
     if not isinstance(msg, dict):
         yield Skipped(src, "invalid_message", f"message {mid} is not an object")
         return
@@ -146,12 +155,12 @@ def _message(msg: Any, mid: str, conv: str, src: Source) -> Iterator[Record]:
                     raw, akind = content_text(fn.get("input")), ArgumentsKind.FREEFORM
                 else:
                     fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-                    raw, akind = _arguments(fn.get("arguments"))
+                    raw, akind = _arguments(fn.get("arguments"), line)
                 name = fn.get("name") if isinstance(fn.get("name"), str) else ""
                 yield ToolCall(call_id, conv, name, raw, akind, src, message_id=mid)
         legacy = msg.get("function_call")
         if isinstance(legacy, dict):  # deprecated single function_call of old logs
-            raw, akind = _arguments(legacy.get("arguments"))
+            raw, akind = _arguments(legacy.get("arguments"), line)
             name = legacy.get("name") if isinstance(legacy.get("name"), str) else ""
             yield ToolCall(f"{mid}/function_call", conv, name, raw, akind, src, message_id=mid)
     elif role in ("tool", "function"):
@@ -209,14 +218,14 @@ class OpenAIReader:
                 if title is None and "task_id" in value:
                     title = f"task {value['task_id']} trial {value.get('trial', 0)}"
                 yield Conversation(conv, Format.OPENAI, src, title=title)
-                yield from read_messages(messages, conv, src)
+                yield from read_messages(messages, conv, src, line=item)
             elif _is_message(value) or value.get("type") in ("compaction", "compaction_summary"):
                 # A bare message per line: one conversation for the whole file.
                 index += 1
                 if not file_conv_started:
                     file_conv_started = True
                     yield Conversation(stem, Format.OPENAI, src)
-                yield from _message(value, f"{stem}/L{item.line}", stem, src)
+                yield from _message(value, f"{stem}/L{item.line}", stem, src, item)
             else:
                 index += 1
                 yield Skipped(src, "unknown_type", "no `messages`, `traj` or `role`")

@@ -4,7 +4,9 @@ The ingest (`lexkeep.core.ingest`) opens files (plain, .gz, standard input), spl
 decodes JSON with orjson and hands each reader a stream of `JsonLine` (or `Skipped` for a
 line that could not be decoded). A reader never opens files, never touches the store, and
 never raises on bad data: it yields `Skipped(reason=...)` and goes on. It yields records in
-timeline order; the ingest gives them positions in that order.
+timeline order; the ingest gives them positions in that order. A value a reader keeps as JSON
+text (a tool call's object arguments) is written with `JsonLine.json_text`, which keeps every
+number as the line writes it.
 
 Re-reading a grown file: the ingest runs the reader over the whole file again (readers keep
 state such as the session id from line 1) and keeps only records from new lines, so record
@@ -15,18 +17,38 @@ source line, never from counters that depend on where reading started.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
+
+from lexkeep.core.jsonnumbers import counterparts, exact_text, holds_float
 from lexkeep.core.model import Format, Record, Skipped
 
 
 @dataclass(frozen=True, slots=True)
 class JsonLine:
-    """One decoded JSON value and the 1-based line it starts on."""
+    """One decoded JSON value, the 1-based line it starts on and the JSON text it came from."""
 
     line: int
     value: Any
+    # Not part of the value's identity: a document and its scanned pieces read alike.
+    raw: bytes | str = field(default=b"", compare=False, repr=False)
+    # The line decoded again keeping numbers' text, once: a request log holds a whole
+    # conversation, and each of its tool calls with a float would decode it again.
+    _parts: dict[int, Any] | None = field(default=None, init=False, compare=False, repr=False)
+
+    def json_text(self, part: Any) -> str:
+        """`part` (the value, or a value inside it) as compact JSON text, numbers as written.
+
+        orjson decoded the line: an integer beyond 64 bits or a long decimal became a float,
+        which it would write back changed. Such a number is written as the line has it.
+        """
+        if not self.raw or not holds_float(part):
+            return orjson.dumps(part).decode()
+        if self._parts is None:
+            object.__setattr__(self, "_parts", counterparts(self.value, self.raw))
+        return exact_text(part, self.value, self.raw, parts=self._parts)
 
 
 class Reader(Protocol):

@@ -310,6 +310,47 @@ def test_repeated_keys_give_the_readers_report(tmp_path, name):
     assert fast == slow
 
 
+def test_numbers_in_object_arguments_are_kept_on_both_paths(tmp_path):
+    """A 20-digit number the user typed, sent as a JSON number in object arguments: kept on
+    both paths (DuckDB and orjson alone would write it back as 9.876543210987654e+19)."""
+    big = "98765432109876543210"
+    user = {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user",
+            "text": f"refund account {big} and order 88412345"}  # fmt: skip
+    call = (
+        '{"type": "tool_call", "id": "k1", "conversation_id": "c1", "name": "refund",'
+        f' "arguments": {{"account": {big}, "order": 88412345, "amount": 12.50}}}}'
+    )
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        _lines(user, {"type": "compaction", "id": "b1", "conversation_id": "c1"}, call),
+        encoding="utf-8",
+    )
+    assert _took_fast_path(path)
+    fast, slow = _both(path)
+    assert fast == slow
+    assert (fast.totals.audited, fast.totals.kept) == (2, 2)
+
+
+def test_float_arguments_on_a_line_orjson_refuses_keep_the_exact_error(tmp_path):
+    """Such arguments are read from their line with orjson: a line it refuses (NaN beside
+    them) leaves the file to the normal ingest, which names the line."""
+    bad = (
+        '{"type": "tool_call", "id": "k9", "conversation_id": "c1", "name": "f",'
+        ' "arguments": {"n": 1.5}, "score": NaN}'
+    )
+    lines = _conversation()
+    path = tmp_path / "t.jsonl"
+    path.write_text(_lines(*lines[:4], bad, *lines[4:]), encoding="utf-8")
+    errors = []
+    for fast in (True, False):
+        with pytest.raises(InputError) as caught:
+            run_audit(paths=[str(path)], fast=fast)
+        exc = caught.value
+        errors.append((str(exc), exc.path, exc.line, exc.col))
+    assert errors[0] == errors[1]
+    assert errors[0][1:3] == (str(path), 5)
+
+
 def test_line_check_passes_what_the_reader_reads_alike(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text("\n" + _lines(*_conversation()).replace("\n", "\r\n", 1), encoding="utf-8")

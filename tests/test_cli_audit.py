@@ -247,6 +247,22 @@ def test_pyproject_settings_and_unknown_key(tmp_path):
     assert "pyproject.toml" in result.stderr
 
 
+def test_lexkeep_toml_beside_pyproject_wins_with_one_warning_line(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        "[project]\nname = 'x'\n[tool.lexkeep.audit]\nmin_ratio = 0.5\n", encoding="utf-8"
+    )
+    (tmp_path / "lexkeep.toml").write_text("[audit]\nformat = 'json'\n", encoding="utf-8")
+    result = _run(["audit", str(SAMPLE_TRACES)], tmp_path)
+    assert result.returncode == 1, result.stderr  # min_ratio 1.0: pyproject's 0.5 is not read
+    assert json.loads(result.stdout)["gate"]["min_ratio"] == 1.0
+    # The audit reads two tables ([audit], [identifiers]): the warning still comes once.
+    warnings = [line for line in result.stderr.splitlines() if "Warning" in line]
+    assert warnings == [
+        f"Warning: {tmp_path.resolve() / 'pyproject.toml'}: [tool.lexkeep] is ignored: "
+        "lexkeep.toml beside it takes precedence (keep the settings in one of the two)"
+    ], result.stderr
+
+
 def test_db_mode_reads_the_store_without_changing_it(cli, db_file):
     with Store.open(db_file) as store:
         ingest_paths(store, [str(SAMPLE_TRACES)])
@@ -498,3 +514,78 @@ def test_notes_reach_the_junit_and_github_reports(cli):
     assert ET.fromstring(junit).find("testsuite/system-out").text == note
     github = ok(cli("audit", SAMPLE_TRACES / "openai_no_boundary.json", "-f", "github"), 0)
     assert f"::notice title=lexkeep audit note::{note}\n" in github.stdout
+
+
+# A 20-digit account number is a digit_run identifier; orjson alone reads it as a float and
+# writes it back as 9.876543210987654e+19, which once made it "missing".
+ACCOUNT = "98765432109876543210"
+
+
+def _claude_line(kind: str, uuid: str, **fields: object) -> str:
+    """A Claude Code session line (json.dumps writes Python's big integers digit for digit)."""
+    envelope = {
+        "type": kind,
+        "uuid": uuid,
+        "parentUuid": None,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": "/r",
+        "sessionId": "cccc0000-0000-4000-8000-000000000003",
+        "version": "2.0.1",
+        "timestamp": "2025-11-20T10:00:00.000Z",
+    }
+    return json.dumps({**envelope, **fields}) + "\n"
+
+
+_REFUND_USE = {"type": "tool_use", "id": "toolu_1", "name": "refund",
+               "input": {"account": int(ACCOUNT), "amount": 12.5}}  # fmt: skip
+
+# The user types the account number, the history is compacted, then the agent sends the number
+# exactly, as a JSON number inside the tool call's object arguments.
+ACCOUNT_TRACES = {
+    "claude": "".join(
+        [
+            _claude_line("user", "u1", message={"role": "user", "content": f"refund {ACCOUNT}"}),
+            _claude_line("system", "b1", subtype="compact_boundary", content="Compacted"),
+            _claude_line(
+                "user",
+                "s1",
+                isCompactSummary=True,
+                message={"role": "user", "content": "A refund was requested."},
+            ),
+            _claude_line(
+                "assistant",
+                "a1",
+                message={"id": "msg_1", "role": "assistant", "content": [_REFUND_USE]},
+            ),
+        ]
+    ),
+    "lexkeep": (
+        '{"type":"message","id":"m1","conversation_id":"c1","role":"user",'
+        f'"text":"refund account {ACCOUNT} please"}}\n'
+        '{"type":"compaction","id":"b1","conversation_id":"c1","summary":"A refund."}\n'
+        '{"type":"tool_call","id":"k1","conversation_id":"c1","name":"refund",'
+        f'"arguments":{{"account":{ACCOUNT},"amount":12.50}}}}\n'
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("trace", "how"),
+    [
+        ("claude", "audit FILE"),
+        ("lexkeep", "audit FILE"),  # the audit's DuckDB load path (audit/fastload.py)
+        ("lexkeep", "ingest, then audit --db"),
+    ],
+)
+def test_a_20_digit_number_in_object_arguments_is_kept(cli, tmp_path, trace, how):
+    path = tmp_path / f"{trace}.jsonl"
+    path.write_text(ACCOUNT_TRACES[trace], encoding="utf-8")
+    if how == "audit FILE":
+        result = cli("audit", path, "--format", "json")
+    else:
+        db = tmp_path / "store.duckdb"
+        ok(cli("ingest", path, "--db", db), 0)
+        result = cli("audit", "--db", db, "--format", "json")
+    ok(result, 0)
+    assert findings(result.stdout) == {ACCOUNT: "kept"}

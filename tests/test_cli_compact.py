@@ -193,6 +193,29 @@ def test_compactions_lists_identity_status_attempts(cli, db_file):
     assert job["id"][:12] in r.stdout and "completed" in r.stdout
 
 
+def test_compactions_of_an_unknown_conversation_is_an_error_as_for_compact(cli, db_file):
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30, "c2": 5})
+    assert cli("compact", "--db", db_file).exit_code == 0
+    for args in (["compact"], ["compactions"], ["compactions", "--format", "json"]):
+        r = cli(*args, "--db", db_file, "-c", "ghost")
+        assert r.exit_code == 2, r.stderr
+        assert r.stderr == (
+            "Error: no conversation ghost in the store\n"
+            "Hint: the store holds 2 conversation(s), e.g. c1, c2\n"
+        )
+        assert r.stdout == ""
+    r = cli("compactions", "--db", db_file, "-c", "c1", "-c", "ghost")
+    assert r.exit_code == 2 and "no conversation ghost" in r.stderr
+    # a known conversation without jobs is not an error
+    r = cli("compactions", "--db", db_file, "-c", "c2")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "No compaction jobs.\n"
+    r = cli("compactions", "--db", db_file, "-c", "c2", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["jobs"] == []
+
+
 def test_compactions_table_in_a_pipe_is_140_columns(cli, db_file, monkeypatch):
     """Piped (a log, a file) the table is 140 columns wide unless $COLUMNS says otherwise."""
     long_id = "support-2025-08-14-ORD_884213"

@@ -114,6 +114,33 @@ def test_guard_bad_json_and_unknown_conversation_exit_2(cli, db):
     assert "no conversation 'nope'" in result.stderr
 
 
+# A number the user typed that orjson alone reads as a float (1.2345678901234568e+22).
+ACCOUNT = "12345678901234567890123"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "checked"),
+    [
+        # once scanned as 1.2345678901234568e+22: '2345678901234568e' [hex], not supplied
+        (f'{{"account": {ACCOUNT}}}', [ACCOUNT]),
+        # a long decimal, once 9.876543210987654e+19: a hex value that is not in the arguments
+        (f'{{"account": "{ACCOUNT}", "rate": 98765432109876543210.25}}', [ACCOUNT]),
+    ],
+)
+def test_guard_scans_numbers_as_the_arguments_write_them(cli, tmp_path, arguments, checked):
+    db = tmp_path / "g.duckdb"
+    records = [
+        {"type": "message", "id": "g-u0", "conversation_id": "g", "role": "user",
+         "text": f"My account number is {ACCOUNT}, please look it up"},
+    ]  # fmt: skip
+    with Store.open(db) as store:
+        load(store, tmp_path, records, name="g")
+    result = cli("guard", "g", arguments, "--format", "json", "--db", db)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    doc = orjson.loads(result.stdout)
+    assert (doc["checked"], doc["unsupplied"]) == (checked, [])
+
+
 RULES = """
 [[kinds]]
 id = "acme_badge"

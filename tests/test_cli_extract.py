@@ -51,12 +51,49 @@ def test_bad_rules_file_exits_2_naming_the_rule(cli, tmp_path: Path) -> None:
     )
 
 
+def test_invalid_toml_rules_file_names_file_line_and_column(cli, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('disabled = ["alnum_code"]\n\n[settings]\ntimeout_ms = 50\nmax_chars = \n')
+    result = cli("extract", "--rules", rules, "x")
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr == (
+        f"Error: {rules}:5:13: invalid TOML: Invalid value\n"
+        "Hint: a rules file holds the rules at its top level (disabled, allowlist, [[kinds]], ...);"
+        " fix the TOML syntax at that position\n"
+    )
+
+
 def test_user_rules_file_is_applied(cli, tmp_path: Path) -> None:
     rules = tmp_path / "rules.toml"
     rules.write_text('disabled = ["email"]\n')
     result = cli("extract", "-f", "json", "--rules", rules, "ann@example.org")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["identifiers"] == []
+
+
+def test_kind_allowlist_of_a_builtin_example_value_hides_only_that_value(
+    cli, tmp_path: Path
+) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[kinds]]\nid = "digit_run"\nallowlist = ["1656367028"]\n')
+    result = cli("extract", "-f", "json", "--rules", rules, "ts 1656367028 and 1656367029")
+    assert result.exit_code == 0, result.stderr
+    assert [i["value"] for i in json.loads(result.stdout)["identifiers"]] == ["1656367029"]
+
+
+def test_misspelled_settings_table_exits_2_instead_of_using_the_defaults(
+    cli, tmp_path: Path, monkeypatch
+) -> None:
+    settings = tmp_path / "lexkeep.toml"
+    settings.write_text('[identifier]\ndisabled = ["digit_run"]\n')
+    monkeypatch.chdir(tmp_path)
+    result = cli("extract", "-f", "json", "ts 1656367028")
+    assert result.exit_code == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"Error: {settings.resolve()}: unknown key 'identifier' in lexkeep.toml\n"
+        "Hint: did you mean 'identifiers'? known keys: audit, identifiers\n"
+    )
 
 
 def _store_with_messages(db_file: Path) -> None:

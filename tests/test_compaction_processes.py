@@ -1,9 +1,11 @@
 """Points 5 and 7 with real processes: a second `lexkeep compact` on the same DuckDB file stops
 with a clear message; a worker killed with SIGKILL mid-summary leaves a lease that expires and
-counts as a failed attempt, and the store is otherwise unchanged."""
+counts as a failed attempt, and the store is otherwise unchanged; Ctrl-C during a `command:`
+summary leaves none of the summariser's processes running."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_compaction_support import build
+from test_compaction_support import build, gone
 
 from lexkeep.core.store import Store
 
@@ -60,7 +62,8 @@ def test_second_process_stops_and_killed_worker_lease_expires(tmp_path):
     spec = f'command:"{sys.executable} {script} {marker} {fast}"'
     common = ["--db", str(db), "--summarizer", spec, "--lease-seconds", "3", "--timeout", "60"]
 
-    # a new session, so the kill reaches the worker and its summariser child together
+    # a new session, so the kill reaches the worker and nothing else of the test's; the
+    # summariser runs in a session of its own and is killed by the pid it recorded
     worker = lexkeep("compact", *common, start_new_session=True)
     try:
         wait_for(marker, 60)
@@ -74,6 +77,9 @@ def test_second_process_stops_and_killed_worker_lease_expires(tmp_path):
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.communicate()
+        if marker.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(marker.read_text()), signal.SIGKILL)
     assert worker.returncode == -signal.SIGKILL
 
     with Store.open(db) as store:
@@ -104,3 +110,53 @@ def test_second_process_stops_and_killed_worker_lease_expires(tmp_path):
             "summary after a restart",
         )
         assert store.con.execute("SELECT * FROM messages ORDER BY id").fetchall() == before
+
+
+WRAPPER = """\
+cat >/dev/null
+sleep 60 &
+echo "$$ $!" > "$1/.$$" && mv "$1/.$$" "$1/$$"
+wait
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT and process groups are POSIX")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_during_command_summaries_stops_the_summarisers_whole_groups(tmp_path, workers):
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 40})  # two segments: with two slots, both are summarised at once
+    script = tmp_path / "wrapper.sh"
+    script.write_text(WRAPPER, encoding="utf-8")
+    pids_dir = tmp_path / "pids"
+    pids_dir.mkdir()
+    spec = f'command:"sh {script} {pids_dir}"'
+    args = ["--db", str(db), "--summarizer", spec, "--workers", str(workers), "--timeout", "60"]
+    # lexkeep leads its own group, as a shell's foreground job does
+    worker = lexkeep("compact", *args, start_new_session=True)
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(started := [f for f in pids_dir.iterdir() if f.name[0] != "."]) < workers:
+            assert time.monotonic() < deadline, "the summarisers did not start"
+            time.sleep(0.05)
+        for f in started:
+            pids += map(int, f.read_text(encoding="utf-8").split())  # the shell, its child
+        os.killpg(worker.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        out, err = worker.communicate(timeout=30)
+        assert worker.returncode == 130, err
+        assert err.endswith("Interrupted.\n"), err
+        for pid in pids:
+            assert gone(pid, 5), f"summariser process {pid} outlived the interrupted run"
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.communicate()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    with Store.open(db) as store:
+        # nothing claimed after the interruption, nothing completed
+        statuses = store.con.execute("SELECT status, last_error FROM compactions").fetchall()
+    assert len(statuses) == workers
+    assert all(status != "completed" for status, _ in statuses)

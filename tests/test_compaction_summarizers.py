@@ -1,15 +1,20 @@
 """Point 10: summarisers — the registry, `command:` with real subprocesses, `openai` against a
-real HTTP server on 127.0.0.1 (stop, length, tool_calls, HTTP 500, a stalled response)."""
+real HTTP server on 127.0.0.1 (stop, length, tool_calls, HTTP 500, a stalled or dripping
+response)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from test_compaction_support import gone
 
 from lexkeep.compaction import summarizers
 from lexkeep.compaction.summarizers import (
@@ -104,6 +109,28 @@ def test_command_timeout_is_a_failure(tmp_path):
     assert gen.finish_reason == "timeout" and check_generation(gen) is not None
 
 
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+def test_command_timeout_stops_the_programs_children_too(tmp_path):
+    # A wrapper script whose real work runs in a child process, as many model CLIs do.
+    pids = tmp_path / "pids"
+    wrapper = tmp_path / "wrapper.sh"
+    wrapper.write_text(
+        'cat >/dev/null\nsleep 30 &\necho "$$ $!" > "$1.tmp" && mv "$1.tmp" "$1"\nwait\n',
+        encoding="utf-8",
+    )
+    started = time.monotonic()
+    gen = CommandSummarizer(f"sh {wrapper} {pids}", 1).summarize(request())
+    assert time.monotonic() - started < 10
+    shell, child = map(int, pids.read_text(encoding="utf-8").split())
+    try:
+        assert gen.finish_reason == "timeout" and gen.error == "no answer within 1 s"
+        assert gone(shell, 5)
+        assert gone(child, 5), "the wrapper's child outlived the timeout"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
 def test_command_missing_program_is_a_failure_not_a_crash(tmp_path):
     gen = CommandSummarizer(str(tmp_path / "no-such-program"), 5).summarize(request())
     assert gen.finish_reason == "error" and "cannot run" in gen.error
@@ -147,6 +174,9 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         payload = json.dumps(
             {"choices": [{"index": 0, "message": message, "finish_reason": finish}]}
         ).encode()
+        if mode.startswith("drip"):
+            self._drip(payload, headers_too=mode == "drip-all")
+            return
         try:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -155,6 +185,24 @@ class FakeOpenAI(BaseHTTPRequestHandler):
             self.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the stalled client gave up
+
+    def _drip(self, payload: bytes, *, headers_too: bool) -> None:
+        """Send the answer a byte every 0.25 s: the socket is never idle for a second."""
+        head = (
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+        ).encode()
+        if not headers_too:
+            self.wfile.write(head)
+            self.wfile.flush()
+        try:
+            for byte in (head if headers_too else b"") + payload:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(0.25)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up at its deadline
+        self.close_connection = True
 
 
 @pytest.fixture
@@ -200,6 +248,19 @@ def test_openai_stalled_response_times_out(openai_url):
     gen = _openai(openai_url, "stall", timeout=0.5).summarize(request())
     assert time.monotonic() - started < 2.5
     assert gen.finish_reason == "timeout" and check_generation(gen) is not None
+
+
+@pytest.mark.parametrize("model", ["drip-body", "drip-all"])
+def test_openai_timeout_is_a_deadline_for_the_whole_call(openai_url, model):
+    # Each byte arrives well within the 1 s timeout, the whole answer only after about 30 s
+    # (headers and body, or the body alone): the call must end at 1 s, as a failed attempt.
+    started = time.monotonic()
+    gen = _openai(openai_url, model, timeout=1).summarize(request())
+    elapsed = time.monotonic() - started
+    assert gen.finish_reason == "timeout", gen
+    assert gen.error == "no complete answer within 1 s"
+    assert check_generation(gen) == "timeout: no complete answer within 1 s"
+    assert 0.9 < elapsed < 2.5, elapsed
 
 
 def test_openai_unreachable_is_a_failure():

@@ -1,9 +1,13 @@
-"""Test helper (no tests): build conversations straight into a store with Store.bulk_insert."""
+"""Test helper (no tests): build conversations straight into a store with Store.bulk_insert,
+and tell whether a summariser's process is gone."""
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from lexkeep.core.store import Store
 
@@ -151,3 +155,20 @@ def build(store: Store, conversations: dict[str, int]) -> None:
     for cid, n in conversations.items():
         b.pairs(cid, n)
     b.write(store)
+
+
+def gone(pid: int, seconds: float) -> bool:
+    """True once no process `pid` runs, waiting up to `seconds` (a zombie counts as gone)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            os.kill(pid, 0)
+            stat = Path(f"/proc/{pid}/stat")
+            # A killed orphan stays a zombie until its new parent reaps it: it runs no more.
+            if stat.exists() and stat.read_text().rpartition(")")[2].split()[0] == "Z":
+                return True
+        except (ProcessLookupError, FileNotFoundError):  # gone (perhaps between the looks)
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)

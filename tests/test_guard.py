@@ -130,6 +130,21 @@ def test_keys_booleans_and_nulls_are_not_values():
     assert [(leaf.path, leaf.text) for leaf in leaves] == [("$.a[1]", "1.5"), ("$.a[2]", "x")]
 
 
+def test_numbers_keep_the_text_the_arguments_write():
+    """orjson reads a big integer or a long decimal as a float; the guard scans the text."""
+    leaves = decode_arguments(
+        '{"rate": 0.10000000000000000555, "n": [1.50, 98765432109876543210, 7], "s": "1.50"}'
+    )
+    assert [(leaf.path, leaf.text) for leaf in leaves] == [
+        ("$.rate", "0.10000000000000000555"),
+        ("$.n[0]", "1.50"),
+        ("$.n[1]", "98765432109876543210"),
+        ("$.n[2]", "7"),
+        ("$.s", "1.50"),
+    ]
+    assert all(type(leaf.text) is str for leaf in leaves)
+
+
 def test_bad_json_and_unknown_conversation(support):
     with pytest.raises(InputError) as err:
         guard_arguments(support, "c1", '{"invoice_id": ')

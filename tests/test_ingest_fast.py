@@ -461,3 +461,43 @@ def test_an_id_another_conversation_holds_is_refused_both_ways(tmp_path, type_, 
         ingest_paths(store, [str(second)], fast_min_bytes=0)
     assert (info.value.path, info.value.line) == (str(second), 2)
     assert f"{type_} id '{taken}' is already used by conversation 'c1' ({first}:" in str(info.value)
+
+
+BIG = "98765432109876543210"  # beyond 64 bits: orjson reads it as a float
+
+
+def test_numbers_in_object_arguments_are_written_as_the_file_has_them_both_ways(tmp_path):
+    """DuckDB writes a decimal back changed (`1.50` as `1.5`) and orjson reads a 20-digit
+    integer as a float: the fast path takes such arguments from the line, as the reader does."""
+    head = '{"type":"tool_call","conversation_id":"c1","name":"f",'
+    path = tmp_path / "numbers.jsonl"
+    path.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text=f"account {BIG}")
+        + f'{head}"id":"k1","arguments":{{"account": {BIG}, "rate": 0.10000000000000000555}}}}\n'
+        f'{head}"id":"k2","arguments":[1.50, 1E5, -0, "x"]}}\n'
+        f'{head}"id":"k3","arguments":{{"z": 1.5, "a": {BIG}, "z": 2.50}}}}\n'
+        # a line the pattern picks out without a float in the arguments: orjson's text
+        f'{head}"id":"k4","score":1.5,"arguments":{{"v": "1.2e3", "n": 1234567890123456789}}}}\n'
+        f'{head}"id":"k5","arguments":{{"plain": "ORD_88412"}}}}\n'.encode()
+    )
+    assert _took_fast_path(path, tmp_path)
+    fast, slow = _ingest_both(tmp_path, [[str(path)]])
+    _assert_same(fast, slow)
+    with Store.open(tmp_path / "fast.duckdb", read_only=True) as store:
+        raws = store.con.execute("SELECT arguments_raw FROM tool_calls ORDER BY call_id").fetchall()
+    assert [r[0] for r in raws] == [
+        f'{{"account":{BIG},"rate":0.10000000000000000555}}',
+        '[1.50,1E5,-0,"x"]',
+        f'{{"z":2.50,"a":{BIG}}}',
+        '{"v":"1.2e3","n":1234567890123456789}',
+        '{"plain":"ORD_88412"}',
+    ]
+
+
+def test_a_float_only_duckdb_text_shows_is_left_to_the_general_path():
+    """Without the line (the pattern did not keep it) a float in the arguments cannot be
+    written as the file has it: None, and the file goes to the general ingest."""
+    assert fastload.object_arguments('{"n":1.5}', None) is None
+    assert fastload.object_arguments('{"n":15}', None) == ('{"n":15}', {"n": 15})
+    line = '{"type":"tool_call","arguments":{"n":1.50}}'
+    assert fastload.object_arguments('{"n":1.5}', line) == ('{"n":1.50}', {"n": 1.5})

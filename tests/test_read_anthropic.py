@@ -93,3 +93,35 @@ def test_streamed_input_string_is_kept_raw():
     )
     [_, _, call] = list(READER.read([line], "s.jsonl"))
     assert (call.arguments_raw, call.arguments_kind) == ('{"a": 1', ArgumentsKind.JSON_STRING)
+
+
+def test_tool_use_input_keeps_numbers_as_the_log_writes_them(tmp_path):
+    """A request log (several calls in one value) and a message per line: 20-digit numbers
+    stay as written (orjson alone would write 9.876543210987654e+19)."""
+    big = "98765432109876543210"
+
+    def use(n: int) -> str:
+        return (
+            f'{{"type": "tool_use", "id": "toolu_{n}", "name": "refund",'
+            f' "input": {{"account": {big}{n}, "amount": 12.50}}}}'
+        )
+
+    def raw(n: int) -> str:
+        return f'{{"account":{big}{n},"amount":12.50}}'
+
+    request = (
+        f'{{"id": "req-9", "messages": [{{"role": "user", "content": "refund {big}"}},'
+        f' {{"role": "assistant", "content": [{use(1)}, {use(2)}]}},'
+        f' {{"role": "user", "content": "and the other"}}],'
+        f' "response": {{"role": "assistant", "content": [{use(3)}]}}}}'
+    )
+    per_line = f'{{"role": "assistant", "content": [{use(4)}]}}'
+    for name, text, want in (
+        ("requests.jsonl", request, [raw(1), raw(2), raw(3)]),
+        ("messages.jsonl", per_line, [raw(4)]),
+    ):
+        path = tmp_path / name
+        path.write_text(text + "\n")
+        calls = [r for r in read_records(path, Format.ANTHROPIC) if isinstance(r, ToolCall)]
+        assert [c.arguments_raw for c in calls] == want, name
+        assert {c.arguments_kind for c in calls} == {ArgumentsKind.OBJECT}

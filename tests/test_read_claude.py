@@ -434,3 +434,31 @@ def test_ingested_store_takes_identifiers_from_user_text_only(store):
     assert kinds["summary"] == 3 and kinds["user_text"] == 9
     (n,) = con.execute("SELECT count(*) FROM boundaries WHERE summary_text IS NOT NULL").fetchone()
     assert n == 3
+
+
+def test_tool_use_input_keeps_numbers_as_the_session_writes_them(tmp_path):
+    """orjson reads a 20-digit number as a float; the input keeps the digits the line has."""
+    big = 98765432109876543210
+    message = {
+        "id": "msg_1",
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Refunding."},
+            {
+                "type": "tool_use",
+                "id": "toolu_1",
+                "name": "refund",
+                "input": {"account": big, "items": [{"qty": 2, "ref": big}]},
+            },
+        ],
+    }
+    path = tmp_path / "session.jsonl"
+    path.write_text(
+        json.dumps(line("u1", message={"role": "user", "content": f"refund account {big}"}))
+        + "\n"
+        + json.dumps(line("a1", "assistant", message=message))
+        + "\n"
+    )
+    [call] = of(read(path), ToolCall)
+    assert call.arguments_raw == f'{{"account":{big},"items":[{{"qty":2,"ref":{big}}}]}}'
+    assert call.arguments_kind is ArgumentsKind.OBJECT

@@ -409,3 +409,21 @@ def test_ingested_store_takes_identifiers_from_user_text_only(store):
         " FROM messages"
     ).fetchone()
     assert rows == (5, 2)
+
+
+def test_object_and_array_arguments_keep_numbers_as_the_rollout_writes_them(tmp_path):
+    """A function_call with object arguments and a local_shell_call argv: 20-digit numbers stay
+    as written (orjson alone would write 9.876543210987654e+19)."""
+    big = 98765432109876543210
+    meta = {"id": "0190f00d-0000-7000-8000-0000000000b1", "timestamp": "2026-05-01T09:00:00Z"}
+    items = [
+        {"type": "function_call", "name": "refund", "call_id": "c1", "arguments": {"n": big}},
+        {"type": "local_shell_call", "call_id": "c2", "action": {"command": ["echo", big]}},
+    ]
+    lines = [{"timestamp": "2026-05-01T09:00:00Z", "type": "session_meta", "payload": meta}]
+    lines += [{"timestamp": "2026-05-01T09:00:01Z", "type": "response_item", "payload": p}
+              for p in items]  # fmt: skip
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("".join(json.dumps(v) + "\n" for v in lines))
+    calls = {c.call_id: c.arguments_raw for c in of(read(path), ToolCall)}
+    assert calls == {"c1": f'{{"n":{big}}}', "c2": f'["echo",{big}]'}

@@ -224,3 +224,28 @@ def test_schema_ships_and_agrees_with_the_reader():
         assert list(validator.iter_errors(value))
         [record] = read(value)
         assert isinstance(record, Skipped) and record.fatal
+
+
+BIG = "98765432109876543210"  # beyond 64 bits: orjson reads it as 9.876543210987654e+19
+
+
+def test_object_and_array_arguments_keep_numbers_as_the_file_writes_them(tmp_path):
+    """A 20-digit account number or a long decimal is kept as typed, not as orjson's float."""
+    head = '{"type":"tool_call","conversation_id":"c","name":"f",'
+    path = tmp_path / "numbers.jsonl"
+    path.write_text(
+        f'{head}"id":"k1","arguments":{{"account": {BIG}, "rate": 0.10000000000000000555}}}}\n'
+        f'{head}"id":"k2","arguments":[1.50, "x", {BIG}, 7]}}\n'
+        # a repeated key keeps its first place and its last value, as orjson reads it
+        f'{head}"id":"k3","arguments":{{"z": 1.5, "a": {BIG}, "z": 2.50}}}}\n'
+        # without a float: orjson's text, as before (escapes written out, spaces dropped)
+        f'{head}"id":"k4","arguments":{{"p": "\\u00e9", "n": 18446744073709551615}}}}\n',
+        encoding="utf-8",
+    )
+    calls = [r for r in read_records(path) if isinstance(r, ToolCall)]
+    assert [(c.arguments_raw, c.arguments_kind) for c in calls] == [
+        (f'{{"account":{BIG},"rate":0.10000000000000000555}}', ArgumentsKind.OBJECT),
+        (f'[1.50,"x",{BIG},7]', ArgumentsKind.ARRAY),
+        (f'{{"z":2.50,"a":{BIG}}}', ArgumentsKind.OBJECT),
+        ('{"p":"é","n":18446744073709551615}', ArgumentsKind.OBJECT),
+    ]

@@ -171,3 +171,22 @@ def test_gorilla_bfcl_is_not_a_trace():
         with pytest.raises(UnrecognisedFormat) as info:
             detect_format(JsonSource(path))
         assert info.value.path == str(path)
+
+
+def test_object_arguments_keep_numbers_as_the_file_writes_them(tmp_path):
+    """`function.arguments` given as an object: a 20-digit number stays as written."""
+    big = 98765432109876543210
+    call = {"id": "call_1", "type": "function", "function": {"name": "refund"}}
+    call["function"]["arguments"] = {"account": big}
+    path = tmp_path / "chat.jsonl"
+    path.write_text(
+        json.dumps({"role": "user", "content": f"refund {big}"})
+        + "\n"
+        + json.dumps({"role": "assistant", "content": None, "tool_calls": [call]})
+        + "\n"
+    )
+    [got] = [r for r in read_records(path, Format.OPENAI) if isinstance(r, ToolCall)]
+    assert (got.arguments_raw, got.arguments_kind) == (
+        f'{{"account":{big}}}',
+        ArgumentsKind.OBJECT,
+    )

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import regex
 
-from lexkeep.core.errors import RuleError
+from lexkeep.core.errors import ConfigError, RuleError
 from lexkeep.core.identifiers import extract
 from lexkeep.core.rules import build_rules, default_rules, load_rules, plain_source
 
@@ -178,9 +178,53 @@ def test_refusals_name_the_rule(tmp_path: Path, body: str, message: str) -> None
     assert refusal(tmp_path, body) == message
 
 
-def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
-    message = refusal(tmp_path, "[[kinds]\n")
-    assert message.startswith("FILE: invalid TOML: ")
+def test_invalid_toml_names_file_line_and_column_like_a_settings_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = 'disabled = ["alnum_code"]\n\n[settings]\ntimeout_ms = 50\nmax_chars = \n'
+    path = write(tmp_path, body)
+    with pytest.raises(RuleError) as info:
+        load_rules(path)
+    assert str(info.value) == f"{path}:5:13: invalid TOML: Invalid value"
+    assert (info.value.line, info.value.col) == (5, 13)
+    assert info.value.hint == (
+        "a rules file holds the rules at its top level (disabled, allowlist, [[kinds]], ...); "
+        "fix the TOML syntax at that position"
+    )
+    # The same mistake in a settings file reads the same way, with its own hint.
+    settings = write(tmp_path, "[identifiers]\n" + body, "lexkeep.toml")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        load_rules()
+    assert str(info.value) == f"{settings.resolve()}:6:13: invalid TOML: Invalid value"
+    assert "fix the TOML syntax at that position" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    "body",
+    ['[[kinds]]\nid = "digit_run"\nallowlist = ["1656367028"]\n', 'allowlist = ["1656367028"]\n'],
+    ids=["kind-allowlist", "global-allowlist"],
+)
+def test_allowlisting_a_builtin_example_value_keeps_the_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str
+) -> None:
+    # digit_run's own positive example: the allowlist hides it from reports, and the kind's
+    # examples (which the user never wrote) must still pass. No cache: every check runs.
+    assert "1656367028" in [e.value for e in default_rules().kind("digit_run").positive]
+    monkeypatch.setenv("LEXKEEP_CACHE_DIR", "")
+    rules = load_rules(write(tmp_path, body))
+    found = extract("ts 1656367028 and 1656367029", rules).identifiers
+    assert [(i.kind, i.value) for i in found] == [("digit_run", "1656367029")]
+
+
+def test_a_deny_listed_example_value_still_fails_the_examples(tmp_path: Path) -> None:
+    body = '[lists]\nacme_words = ["ACME-123456"]\n' + ACME.replace(
+        'keywords = ["acme-"]', 'keywords = ["acme-"]\ndeny_list = "acme_words"'
+    )
+    assert refusal(tmp_path, body) == (
+        "FILE: kind 'acme_invoice': positive example 'ACME-123456': expected 'ACME-123456', "
+        "found nothing"
+    )
 
 
 def test_scoped_ignore_case_is_allowed() -> None:
