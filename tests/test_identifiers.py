@@ -30,6 +30,7 @@ POSITIVES = [
     ("(at https://x.io/a)", [("url", "https://x.io/a")]),
     ("[label](https://x.io/b), then", [("url", "https://x.io/b")]),
     ("mail ann.lee+x@example.co.uk.", [("email", "ann.lee+x@example.co.uk")]),
+    ("clone git@github.com:org/repo.git now", [("scp_remote", "git@github.com:org/repo.git")]),
     (
         "id 123e4567-e89b-12d3-a456-426614174000;",
         [("uuid", "123e4567-e89b-12d3-a456-426614174000")],
@@ -59,12 +60,14 @@ POSITIVES = [
     ("cc @octocat.", [("handle", "@octocat")]),
     ("call +1 415-555-0132 today", [("phone", "+1 415-555-0132")]),
     ("call (415) 555-0199.", [("phone", "(415) 555-0199")]),
+    ("card 4111 1111 1111 1111", [("card_number", "4111 1111 1111 1111")]),
     ("product 1656367028 please", [("digit_run", "1656367028")]),
     ("flight HAT136 and code 8JX2QD", [("alnum_code", "HAT136"), ("alnum_code", "8JX2QD")]),
     ("labelled 'needs-review'.", [("quoted_token", "needs-review")]),
     ("on branch feature/new-renderer.", [("branch_name", "feature/new-renderer")]),
     # tier C: only after a context word
     ("my zip is 19122.", [("short_number", "19122")]),
+    ("zip 19122-1234", [("zip_plus4", "19122-1234")]),
     ("card ending in 7447", [("short_number", "7447")]),
     ("the API returned HTTP 503", [("http_status", "503")]),
     ("departing on May 20", [("date_text", "May 20")]),
@@ -156,6 +159,65 @@ def test_identifiers_glued_to_letters_are_not_cut_out(text: str) -> None:
     assert found(text) == []
 
 
+# A match is never cut to a partial span: a longer token gives the whole of it, or nothing.
+WHOLE_OR_NOTHING = [
+    # a tier C number followed by '-' and more: a ZIP+4, a code, a range
+    ("zip 19122-1234", [("zip_plus4", "19122-1234")]),
+    ("postal code: 19122-1234.", [("zip_plus4", "19122-1234")]),
+    ("zip 19122-12345", []),
+    ("order 12345-6789", []),
+    ("room 101-B", []),
+    ("ad set 101-105", []),
+    ("status 200-299", []),
+    ("product 1656367028-2", []),
+    # a card number in groups: one identifier, never a phone and a short number
+    ("card 4111 1111 1111 1111", [("card_number", "4111 1111 1111 1111")]),
+    ("card number: 4111-1111-1111-1111.", [("card_number", "4111-1111-1111-1111")]),
+    ("amex 3782 822463 10005, exp 12/26", [("card_number", "3782 822463 10005")]),
+    ("card 4111 1111 1111 1111 12/26", [("card_number", "4111 1111 1111 1111")]),
+    ("call 415 555 0132", [("phone", "415 555 0132")]),
+    # an scp-style remote (git, scp, rsync): the whole remote, never the email inside it
+    ("git@github.com:org/repo.git", [("scp_remote", "git@github.com:org/repo.git")]),
+    (
+        "clone 'git@gitlab.com:group/sub/repo.git'.",
+        [("scp_remote", "git@gitlab.com:group/sub/repo.git")],
+    ),
+    ("scp a.tgz deploy@10.0.0.5:/var/www/app", [("scp_remote", "deploy@10.0.0.5:/var/www/app")]),
+    (
+        "rsync -a x/ ubuntu@ec2.example.com:~/backups/",
+        [("scp_remote", "ubuntu@ec2.example.com:~/backups/")],
+    ),
+    ("git@github.com:org/repo.git#main", []),
+    ("the git@github.com: prefix", [("email", "git@github.com")]),
+    ("mail ann@example.org: done", [("email", "ann@example.org")]),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), WHOLE_OR_NOTHING)
+def test_a_longer_token_is_never_cut_to_a_piece(text: str, expected: list[tuple[str, str]]) -> None:
+    assert found(text) == expected
+
+
+def test_a_long_path_is_whole_or_nothing() -> None:
+    # A name over 255 characters is no path segment (NAME_MAX): nothing, not its first 255.
+    assert found(f"tail /tmp/{'a' * 300}/app.log") == []
+    assert found(f"tail /tmp/{'a' * 255}/app.log") == [("path_posix", f"/tmp/{'a' * 255}/app.log")]
+    # Deeper than 65 segments: the whole path, not its first 65 segments.
+    deep = "/" + "/".join(["ab"] * 70) + "/app.log"
+    assert found(f"see {deep}.") == [("path_posix", deep)]
+    # Longer than PATH_MAX allows (2,048 segments): nothing.
+    assert found("/ab" * 2100) == []
+    assert found("ls /var/log//app.log") == []
+
+
+def test_a_long_windows_path_is_whole_or_nothing() -> None:
+    assert found(f"open C:\\x\\{'a' * 300}\\app.log") == []
+    deep = "C:\\" + "\\".join(["ab"] * 70) + "\\app.log"
+    assert found(f"open {deep}.") == [("path_win", deep)]
+    assert found("C:" + "\\ab" * 2100) == []
+    assert found("open C:\\logs\\\\app.log") == []
+
+
 def test_non_ascii_digits_are_not_digits() -> None:
     # Arabic-Indic and fullwidth digits would never match the ASCII an agent types.
     assert found("order ١٦٥٦٣٦٧٠٢٨ and １６５６３６７０２８") == []
@@ -172,6 +234,7 @@ def test_no_global_ignore_case() -> None:
 def test_tier_c_needs_the_context_word_before() -> None:
     assert found("19122 is my zip") == []
     assert found("zip code 19122") == [("short_number", "19122")]
+    assert found("19122-1234 is my zip") == []
 
 
 def test_every_builtin_kind_is_exercised_here() -> None:
