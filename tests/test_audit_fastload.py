@@ -214,17 +214,23 @@ def test_files_the_fast_path_refuses_fall_back(tmp_path, name):
     assert fast == slow
 
 
-@pytest.mark.parametrize("name", sorted(ERROR_CASES))
-def test_bad_lines_keep_the_exact_error(tmp_path, name):
-    path = tmp_path / "t.jsonl"
-    path.write_text(ERROR_CASES[name], encoding="utf-8")
-    assert not _took_fast_path(path)
+def _errors_both_ways(path) -> list[tuple]:
+    """(message, path, line, col) of the InputError the fast path and the general path raise."""
     errors = []
     for fast in (True, False):
         with pytest.raises(InputError) as caught:
             run_audit(paths=[str(path)], fast=fast)
         exc = caught.value
         errors.append((str(exc), exc.path, exc.line, exc.col))
+    return errors
+
+
+@pytest.mark.parametrize("name", sorted(ERROR_CASES))
+def test_bad_lines_keep_the_exact_error(tmp_path, name):
+    path = tmp_path / "t.jsonl"
+    path.write_text(ERROR_CASES[name], encoding="utf-8")
+    assert not _took_fast_path(path)
+    errors = _errors_both_ways(path)
     assert errors[0] == errors[1]
     assert errors[0][1] == str(path) and errors[0][2] is not None
 
@@ -341,12 +347,7 @@ def test_float_arguments_on_a_line_orjson_refuses_keep_the_exact_error(tmp_path)
     lines = _conversation()
     path = tmp_path / "t.jsonl"
     path.write_text(_lines(*lines[:4], bad, *lines[4:]), encoding="utf-8")
-    errors = []
-    for fast in (True, False):
-        with pytest.raises(InputError) as caught:
-            run_audit(paths=[str(path)], fast=fast)
-        exc = caught.value
-        errors.append((str(exc), exc.path, exc.line, exc.col))
+    errors = _errors_both_ways(path)
     assert errors[0] == errors[1]
     assert errors[0][1:3] == (str(path), 5)
 
