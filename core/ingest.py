@@ -827,16 +827,16 @@ class _Batch:
         # not return.
         left_out: dict[str, list[tuple[Any, ...]]] = {}
         if seen is not None:
-            for table, key in (("messages", itemgetter(0)), ("boundaries", itemgetter(0))):
-                rows = messages if table == "messages" else boundaries
-                fresh = seen.fresh(table, rows, key)
+            fresh_messages = seen.fresh("messages", messages, itemgetter(0))
+            fresh_boundaries = seen.fresh("boundaries", boundaries, itemgetter(0))
+            for table, rows, fresh in (
+                ("messages", messages, fresh_messages),
+                ("boundaries", boundaries, fresh_boundaries),
+            ):
                 if len(fresh) < len(rows):
                     written = {id(row) for row in fresh}
                     left_out[table] = [row for row in rows if id(row) not in written]
-                if table == "messages":
-                    messages = fresh
-                else:
-                    boundaries = fresh
+            messages, boundaries = fresh_messages, fresh_boundaries
             calls = seen.fresh("tool_calls", calls, itemgetter(0, 1))
         conflict = "DO NOTHING" if seen is None else ""
         # Written rows per file: counted by the insert in a keyed store, here in a keyless one
