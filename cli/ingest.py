@@ -32,7 +32,8 @@ def summary_line(c: FileCounts) -> str:
         f"{c.path}: {c.status} ({c.format}) {c.conversations} conversations, "
         f"{c.messages} messages{_copies(c.messages, c.messages_added)}, "
         f"{c.tool_calls} tool calls{_copies(c.tool_calls, c.tool_calls_added)}, "
-        f"{c.boundaries} boundaries, {c.identifiers} identifiers"
+        f"{c.boundaries} boundaries{_copies(c.boundaries, c.boundaries_added)}, "
+        f"{c.identifiers} identifiers"
     )
     if c.skipped:
         line += "; skipped " + ", ".join(f"{k}={v}" for k, v in sorted(c.skipped.items()))

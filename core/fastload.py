@@ -445,6 +445,7 @@ class FastCounts:
     skipped: dict[str, int] = field(default_factory=dict)
     messages_added: int | None = None  # written: fewer when the store held some already
     tool_calls_added: int | None = None
+    boundaries_added: int | None = None
 
 
 class _GiveUp(Exception):
@@ -631,7 +632,10 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
                 other_line=file_line,
             )
     return replace(
-        staged.counts, messages_added=after[0] - before[0], tool_calls_added=after[1] - before[1]
+        staged.counts,
+        messages_added=after[0] - before[0],
+        tool_calls_added=after[1] - before[1],
+        boundaries_added=after[2] - before[2],
     )
 
 

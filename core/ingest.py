@@ -660,9 +660,13 @@ class _Batch:
         self.keys: dict[str, str] = {}  # path as given -> its ingest_runs key
         # message id -> (text, extraction) made by read-ahead workers (see _extract_users)
         self.extracted: dict[str, tuple[str, Extraction]] = {}
-        # Messages and tool calls written per source file: fewer than were read when the store
-        # held some already (a resumed Claude Code session copies its earlier lines).
-        self.added: dict[str, Counter[str]] = {"messages": Counter(), "tool_calls": Counter()}
+        # Messages, tool calls and boundaries written per source file: fewer than were read when
+        # the store held some already (a resumed Claude Code session copies its earlier lines).
+        self.added: dict[str, Counter[str]] = {
+            "messages": Counter(),
+            "tool_calls": Counter(),
+            "boundaries": Counter(),
+        }
         # Run ids a record gave (a run record, or a message naming its run), not derived ones:
         # id -> (conversation, file, line) of the first record that named it.
         self.named_runs: dict[str, tuple[str, str, int]] = {}
@@ -845,6 +849,7 @@ class _Batch:
         if seen is not None and added:
             added["messages"].update(row[9] for row in messages)
             added["tool_calls"].update(row[9] for row in calls)
+            added["boundaries"].update(row[8] for row in boundaries)
         for table, rows in (
             ("messages", messages),
             ("tool_calls", calls),
@@ -1534,6 +1539,7 @@ def _fast_write(
         status="ingested",
         messages_added=got.messages_added,
         tool_calls_added=got.tool_calls_added,
+        boundaries_added=got.boundaries_added,
     )
 
 
@@ -1621,6 +1627,7 @@ def _ingest_group(
             identifiers=per_file.get(c.path, 0),
             messages_added=batch.added["messages"][c.path],
             tool_calls_added=batch.added["tool_calls"][c.path],
+            boundaries_added=batch.added["boundaries"][c.path],
         )
         for c, _ in done
     ]

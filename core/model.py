@@ -232,10 +232,11 @@ class FileCounts:
     skipped: dict[str, int] = field(default_factory=dict)
     status: str = "ingested"  # ingested | unchanged | appended | rejected
     truncated_last_line: bool = False
-    # Of `messages` and `tool_calls` (records read), how many were written: fewer when the
-    # store held some already. None when not counted (a file loaded by DuckDB directly).
+    # Of `messages`, `tool_calls` and `boundaries` (records read), how many were written:
+    # fewer when the store held some already. None when not counted (a lean audit store).
     messages_added: int | None = None
     tool_calls_added: int | None = None
+    boundaries_added: int | None = None
 
 
 for _cls in (

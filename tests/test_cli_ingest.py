@@ -198,3 +198,14 @@ def test_copied_lines_of_a_resumed_session_are_counted_as_already_stored(cli, db
     assert f"({read - stored} messages" in total and "already stored)" in total  # ... and said
     again = cli("ingest", session, "--db", db_file)  # nothing new: nothing to explain
     assert "already stored" not in again.stderr
+
+
+def test_a_copy_under_another_name_says_what_was_already_stored(cli, db_file, tmp_path):
+    copy = tmp_path / "copy.jsonl"
+    copy.write_text(INVOICE.read_text())
+    ok(cli("ingest", INVOICE, "--db", db_file))
+    again = ok(cli("ingest", copy, "--db", db_file))
+    assert (
+        "7 messages (7 already stored), 3 tool calls (3 already stored), "
+        "1 boundaries (1 already stored)"
+    ) in again.stderr

@@ -660,3 +660,15 @@ def test_records_read_again_under_their_own_conversation_are_not_refused(store, 
     [got] = ingest_paths(store, [str(b)])
     assert (got.messages, got.messages_added) == (2, 1)
     assert count(store, "messages") == 2
+
+
+@pytest.mark.parametrize("fast_min", [0, None])
+def test_a_copy_under_another_name_counts_its_boundaries_as_already_stored(
+    store, tmp_path, fast_min
+):
+    copy = tmp_path / "copy.jsonl"
+    shutil.copy(INVOICE, copy)
+    ingest_paths(store, [str(INVOICE)], fast_min_bytes=fast_min)
+    [got] = ingest_paths(store, [str(copy)], fast_min_bytes=fast_min)
+    assert (got.boundaries, got.boundaries_added) == (1, 0)
+    assert (got.messages, got.messages_added) == (7, 0)
