@@ -73,7 +73,11 @@ def stats(store: Store) -> Stats:
         "all",
         *(sum(getattr(f, name) for f in per) for name in FormatStats.__slots__[1:]),
     )
-    files = con.execute("SELECT count(DISTINCT path) FROM ingest_runs").fetchone()[0]
+    # A file is its path; standard input ('-') is a new input each time other bytes came in.
+    files = con.execute(
+        "SELECT count(DISTINCT CASE WHEN path = '-' THEN '-' || sha256 ELSE path END)"
+        " FROM ingest_runs"
+    ).fetchone()[0]
     by_reason = dict(
         con.execute("SELECT reason, count(*) FROM ingest_errors GROUP BY 1 ORDER BY 1").fetchall()
     )

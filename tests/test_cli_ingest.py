@@ -102,6 +102,11 @@ def test_stdin_twice_adds_nothing(cli, db_file):
     assert "-: unchanged" in second.stderr
     report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
     assert report["totals"]["messages"] == 7
+    assert report["files_ingested"] == 1
+    other = data.replace('"c-inv"', '"c-other"').replace('"id":"', '"id":"o-')
+    ok(cli("ingest", "-", "--db", db_file, input=other))  # other bytes: another input
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["files_ingested"] == 2
 
 
 def test_gzip_on_stdin_is_decompressed(cli, db_file):
