@@ -161,6 +161,19 @@ def test_identifiers_glued_to_letters_are_not_cut_out(text: str) -> None:
 
 # A match is never cut to a partial span: a longer token gives the whole of it, or nothing.
 WHOLE_OR_NOTHING = [
+    # Claude Code's file mentions: the agent opens the path, never "@src/app/main.py"
+    ("open @src/app/main.py please", [("path_rel", "src/app/main.py")]),
+    ("(@public/tokenizer.css)", [("path_rel", "public/tokenizer.css")]),
+    (
+        "in node_modules/@types/node/index.d.ts",
+        [("path_rel", "node_modules/@types/node/index.d.ts")],
+    ),
+    ("Please add these in @README.md too", []),
+    ("move it to @vercel.json and @next.config.js", []),
+    ("cc @octocat and @ann.lee", [("handle", "@octocat"), ("handle", "@ann.lee")]),
+    # quotes escaped inside pasted JSON open and close no quoted token
+    ('{"v": "<svg stroke-linecap=\\"round\\" id=\\"shareBtn\\">"}', []),
+    ('{"v": "<link rel=\\"icon\\" type=\\"image/svg+xml\\">"}', []),
     # a tier C number followed by '-' and more: a ZIP+4, a code, a range
     ("zip 19122-1234", [("zip_plus4", "19122-1234")]),
     ("postal code: 19122-1234.", [("zip_plus4", "19122-1234")]),
