@@ -147,23 +147,31 @@ def _supplied_texts(store: Store, conversation_id: str) -> tuple[list[str], list
             [conversation_id],
         ).fetchall()
     ]
-    return user, [*tool, *_json_leaves(tool)]
+    return user, _supplied_by_tools(tool)
 
 
-def _json_leaves(texts: list[str]) -> list[str]:
-    """String leaves of the texts that are JSON documents.
+def _supplied_by_tools(texts: list[str]) -> list[str]:
+    """The tool result texts as the values they supplied: a JSON document holding escapes is
+    its decoded leaves.
 
-    A tool that returns JSON escapes what it returns ("C:\\Users", "\\u00e9", "\\/"); the
-    value it supplied is the decoded string, so that is checked too.
+    A tool that returns JSON escapes what it returns ("C:\\\\Users", "\\u00e9", "\\/"); the
+    value it supplied is the decoded string. Its escaped text is left out, or the nearest known
+    value of a near miss could be `https:\\/\\/x.io`, which the agent must not be told to send.
     """
-    leaves: list[Leaf] = []
+    out: list[str] = []
     for text in texts:
         if text.lstrip()[:1] in ("{", "[") and "\\" in text:
             try:
-                _walk(orjson.loads(text), "$", leaves)
+                value = orjson.loads(text)
             except orjson.JSONDecodeError:
+                pass
+            else:
+                leaves: list[Leaf] = []
+                _walk(value, "$", leaves)
+                out.extend(leaf.text for leaf in leaves)
                 continue
-    return [leaf.text for leaf in leaves]
+        out.append(text)
+    return out
 
 
 def _known_values(

@@ -223,3 +223,12 @@ def test_values_escaped_in_a_json_tool_result_count_as_supplied(store, tmp_path)
     )
     assert report.ok, report.unsupplied
     assert len(report.checked) == 2
+    # A near miss is pointed at the value the tool supplied, never at its escaped text: the
+    # agent is told what to send instead.
+    near = guard_arguments(
+        store, "c3", {"path": "C:\\Users\\ana\\report-2025.tx", "url": "https://x.io/r/777"}
+    )
+    assert {(u.nearest, u.difference) for u in near.unsupplied} == {
+        ("C:\\Users\\ana\\report-2025.txt", "truncated"),
+        ("https://x.io/r/77", "extended"),
+    }
