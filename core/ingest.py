@@ -517,7 +517,13 @@ CHUNK_ROWS = 50_000
 # Files a folder walk picks up (each may also end in .gz).
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
-_RUN_UPSERT = "(id) DO UPDATE SET status = excluded.status"
+# A run row another conversation holds is left as it is: a message naming that run has no
+# valid run link (docs/compaction.md), and a run record reusing its id is refused
+# (_check_ids).
+_RUN_UPSERT = (
+    "(id) DO UPDATE SET status = excluded.status"
+    " WHERE runs.conversation_id = excluded.conversation_id"
+)
 _INGEST_RUN_COLUMNS = (
     ("id", "BIGINT"),
     ("path", "VARCHAR"),
@@ -667,8 +673,7 @@ class _Batch:
             "tool_calls": Counter(),
             "boundaries": Counter(),
         }
-        # Run ids a record gave (a run record, or a message naming its run), not derived ones:
-        # id -> (conversation, file, line) of the first record that named it.
+        # Run ids run records gave: id -> (conversation, file, line) of the first record.
         self.named_runs: dict[str, tuple[str, str, int]] = {}
 
     def key(self, path: str) -> str:
@@ -1121,12 +1126,16 @@ class _FileIngest:
             else:
                 run_id = self.open_turn.get(conv)
         elif run_id is not None and run_id not in self.turns:
-            self._name_run(run_id, conv, msg.source)
+            named = self.batch.named_runs.get(run_id)
+            if named is not None and named[0] != conv:
+                return run_id, None  # another conversation's run: no valid run link
             self.turns[run_id] = [conv, False, None, msg.source.file, msg.source.line]
             self.last_turn = run_id
         if run_id is None:
             return None, None
         turn = self.turns[run_id]
+        if turn[0] != conv:
+            return run_id, None  # a run another conversation's message opened: no valid link
         if (
             msg.role == Role.ASSISTANT
             and msg.kind == MessageKind.ASSISTANT_TEXT
@@ -1151,7 +1160,7 @@ class _FileIngest:
             batch.runs[run_id] = (turn, status.value)
         for run in self.explicit_runs.values():
             turn = self.turns.get(run.id)
-            if turn is None:
+            if turn is None or turn[0] != run.conversation_id:  # opened by another's message
                 src = run.source
                 turn = [run.conversation_id, False, None, src.file, src.line]
             batch.runs[run.id] = (turn, run.status.value)

@@ -672,3 +672,28 @@ def test_a_copy_under_another_name_counts_its_boundaries_as_already_stored(
     [got] = ingest_paths(store, [str(copy)], fast_min_bytes=fast_min)
     assert (got.boundaries, got.boundaries_added) == (1, 0)
     assert (got.messages, got.messages_added) == (7, 0)
+
+
+@pytest.mark.parametrize("order", ["run first", "message first", "run in the store"])
+def test_a_message_naming_another_conversations_run_has_no_run_link(store, tmp_path, order):
+    """docs/compaction.md: such a message has no valid run link. It was refused as a reused
+    run id, or (before that) its derived status overwrote the other conversation's run."""
+    run = lexkeep_line("run", id="other/r8", conversation_id="other", status="completed")
+    other = lexkeep_line("message", id="o/u1", conversation_id="other", role="user", text="hi")
+    message = lexkeep_line(
+        "message", id="pt/u8", conversation_id="pt", role="user", text="q8", run_id="other/r8"
+    )
+    path = tmp_path / "t.jsonl"
+    if order == "run in the store":
+        first = tmp_path / "first.jsonl"
+        first.write_text(run + other)
+        ingest_paths(store, [str(first)])
+        path.write_text(message)
+    else:
+        path.write_text(run + other + message if order == "run first" else message + run + other)
+    ingest_paths(store, [str(path)])
+    runs = store.con.execute("SELECT id, conversation_id, status FROM runs").fetchall()
+    assert runs == [("other/r8", "other", "completed")]
+    assert store.con.execute("SELECT run_id FROM messages WHERE id = 'pt/u8'").fetchone() == (
+        "other/r8",
+    )
