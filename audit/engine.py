@@ -122,6 +122,8 @@ WITH ids AS (
     JOIN messages m
       ON m.id = i.message_id AND m.conversation_id = i.conversation_id AND m.kind = 'user_text'
     LEFT JOIN identifier_scans s ON s.message_id = i.message_id
+    -- A value typed twice in one message is one identifier, audited once (its first span).
+    QUALIFY row_number() OVER (PARTITION BY i.message_id, i.value ORDER BY i.span_start) = 1
 )
 SELECT row_number() OVER (ORDER BY ids.conversation_id, ids.mpos, ids.span_start) - 1 AS rid,
        ids.*,

@@ -522,3 +522,22 @@ def test_audit_tells_its_phases_for_a_progress_bar(tmp_path):
     phases.clear()
     run_audit(db=db, on_phase=phases.append)
     assert phases == ["auditing identifiers"]
+
+
+def test_a_value_typed_twice_in_one_message_is_audited_once(store):
+    """Every identifier of a message is audited once: a repeated value weighed twice in the
+    ratio. Typed again in a later message, it is that message's identifier too."""
+    t = Timeline(store)
+    t.user("m1", ("code", "ORD_88412"), ("path", "public/a.html"), ("code", "ORD_88412"))
+    t.user("m2", ("code", "ORD_88412"))
+    t.boundary("b1")
+    t.call("k1", {"q": "ORD_88412"})
+    t.save()
+    report = run(store)
+    first, second = sorted({f.message.line for f in report.findings})
+    assert sorted((f.message.line, f.value, f.verdict.value) for f in report.findings) == [
+        (first, "ORD_88412", "kept"),
+        (first, "public/a.html", "missing"),
+        (second, "ORD_88412", "kept"),
+    ]
+    assert (report.totals.audited, report.totals.kept) == (3, 2)
