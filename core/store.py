@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,6 +22,11 @@ from lexkeep.core.jsonnumbers import compact_text
 
 DEFAULT_DB = "lexkeep.duckdb"
 DEFAULT_MEMORY_LIMIT = "1GB"
+# Seconds a reading open waits for a writing process (DuckDB allows one writer, or any number
+# of readers) before it gives up: an ingest of one session from a hook takes well under this,
+# and a `context` or `guard` call beside it should not fail. $LEXKEEP_LOCK_WAIT overrides it;
+# a writing open never waits (a second writer is refused at once).
+DEFAULT_LOCK_WAIT = 2.0
 _MIGRATIONS_PACKAGE = "lexkeep.core"
 
 
@@ -85,24 +91,7 @@ class Store:
                 hint="ingest some traces first: lexkeep ingest TRACES... --db " + target,
             )
         _refuse_other_file(target)
-        try:
-            con = duckdb.connect(target, read_only=read_only)
-        except duckdb.IOException as exc:
-            if "lock" in str(exc).lower():
-                holder = re.search(r"\(PID (\d+)\)", str(exc))
-                raise StoreError(
-                    f"{target} is in use by another lexkeep process (DuckDB file lock held"
-                    + (f" by PID {holder.group(1)})" if holder else ")"),
-                    hint="wait for the other process to finish, or use another --db file",
-                ) from exc
-            folder = Path(target).parent
-            hint = None if folder.is_dir() else f"the folder {folder} does not exist: create it"
-            raise StoreError(f"cannot open {target}: {exc}", hint=hint) from exc
-        except duckdb.Error as exc:
-            raise StoreError(
-                f"{target} is not a DuckDB database ({exc})",
-                hint="pass --db with a new file name, or a store made by lexkeep",
-            ) from exc
+        con = _connect(target, read_only)
         store = cls(con, target)
         try:
             store._limit_memory(memory_limit)
@@ -280,6 +269,51 @@ class Store:
             added_per_file=added_per_file,
             added_ids=added_ids,
         )
+
+
+def _lock_wait() -> float:
+    """Seconds a reading open waits for a writer: $LEXKEEP_LOCK_WAIT, else DEFAULT_LOCK_WAIT."""
+    raw = os.environ.get("LEXKEEP_LOCK_WAIT")
+    if raw is None or raw == "":
+        return DEFAULT_LOCK_WAIT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        raise ConfigError(
+            f"LEXKEEP_LOCK_WAIT: not a number of seconds from 0 to 3600: {raw!r}",
+            hint="e.g. LEXKEEP_LOCK_WAIT=5, or 0 to fail at once",
+        )
+    return value
+
+
+def _connect(target: str, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection to the file `target`; a reading one waits for a writer a while."""
+    deadline = time.monotonic() + _lock_wait() if read_only else 0.0
+    while True:
+        try:
+            return duckdb.connect(target, read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                folder = Path(target).parent
+                hint = None if folder.is_dir() else f"the folder {folder} does not exist: create it"
+                raise StoreError(f"cannot open {target}: {exc}", hint=hint) from exc
+            if time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            holder = re.search(r"\(PID (\d+)\)", str(exc))
+            raise StoreError(
+                f"{target} is in use by another lexkeep process (DuckDB file lock held"
+                + (f" by PID {holder.group(1)})" if holder else ")")
+                + (f"; waited {_lock_wait():g} s" if read_only else ""),
+                hint="wait for the other process to finish, or use another --db file",
+            ) from exc
+        except duckdb.Error as exc:
+            raise StoreError(
+                f"{target} is not a DuckDB database ({exc})",
+                hint="pass --db with a new file name, or a store made by lexkeep",
+            ) from exc
 
 
 def is_duckdb_file(path: str) -> bool:

@@ -270,3 +270,59 @@ def test_in_memory_store_spills_to_a_private_temp_folder_removed_on_close(
         assert any(folder.iterdir()), "nothing was spilled"
     assert not folder.exists()
     assert not (tmp_path / ".tmp").exists()
+
+
+def _hold_write_lock(db_file, seconds: float):
+    """A process that holds the store open for writing for `seconds`, once it says so."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, time, duckdb\n"
+        f"con = duckdb.connect({str(db_file)!r})\n"
+        "print('held', flush=True)\n"
+        f"time.sleep({seconds})\n"
+        "con.close()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_reading_open_waits_for_a_short_writer(db_file, monkeypatch):
+    """`lexkeep context` beside an ingest of one session (a hook) waits for it, not exit 2."""
+    import time
+
+    Store.open(db_file).close()
+    monkeypatch.setenv("LEXKEEP_LOCK_WAIT", "20")
+    holder = _hold_write_lock(db_file, 1.0)
+    try:
+        started = time.monotonic()
+        with Store.open(db_file, read_only=True) as store:
+            assert store.schema_version() == len(migrations())
+        assert time.monotonic() - started > 0.3  # it did wait for the writer
+    finally:
+        holder.wait(timeout=60)
+
+
+def test_a_reading_open_gives_up_after_its_wait_and_a_writer_never_waits(db_file, monkeypatch):
+    import time
+
+    Store.open(db_file).close()
+    holder = _hold_write_lock(db_file, 30.0)
+    try:
+        monkeypatch.setenv("LEXKEEP_LOCK_WAIT", "0.5")
+        started = time.monotonic()
+        with pytest.raises(StoreError, match=r"in use by another lexkeep process .*; waited 0.5 s"):
+            Store.open(db_file, read_only=True)
+        assert 0.4 < time.monotonic() - started < 10
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="in use by another lexkeep process") as info:
+            Store.open(db_file)  # a second writer is refused at once
+        assert "waited" not in str(info.value) and time.monotonic() - started < 0.4
+        monkeypatch.setenv("LEXKEEP_LOCK_WAIT", "soon")
+        with pytest.raises(ConfigError, match="LEXKEEP_LOCK_WAIT"):
+            Store.open(db_file, read_only=True)
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)
