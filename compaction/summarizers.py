@@ -559,6 +559,9 @@ class OpenAISummarizer(Summarizer):
             if isinstance(exc.reason, TimeoutError | socket.timeout):
                 return Generation("", "timeout", error=late)
             return Generation("", "error", error=f"cannot reach {self.url}: {exc.reason}")
+        except (http.client.IncompleteRead, ConnectionError) as exc:
+            # The server closed the connection before its whole answer arrived.
+            return Generation("", "error", error=f"connection to {self.url} broke: {exc!r}")
         except (ValueError, UnicodeDecodeError) as exc:
             return Generation("", "error", error=f"response is not JSON: {exc}")
         try:

@@ -177,6 +177,14 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         if mode.startswith("drip"):
             self._drip(payload, headers_too=mode == "drip-all")
             return
+        if mode == "cut":  # promises the whole answer, sends a tenth of it and hangs up
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload[: len(payload) // 10])
+            self.wfile.flush()
+            self.close_connection = True
+            return
         try:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -235,7 +243,12 @@ def test_openai_stop_is_a_success_and_no_tools_are_offered(openai_url, monkeypat
 
 @pytest.mark.parametrize(
     ("model", "fragment"),
-    [("length", "not a normal stop"), ("tools", "tool call"), ("http500", "HTTP 500")],
+    [
+        ("length", "not a normal stop"),
+        ("tools", "tool call"),
+        ("http500", "HTTP 500"),
+        ("cut", "connection to http://127.0.0.1"),  # was "summarizer crashed: IncompleteRead"
+    ],
 )
 def test_openai_abnormal_ends_are_failures(openai_url, model, fragment):
     gen = _openai(openai_url, model).summarize(request())
