@@ -110,7 +110,7 @@ def register(app: typer.Typer) -> None:
         from lexkeep.compaction.guard import guard_arguments, guard_to_json, guard_to_text
         from lexkeep.core.rules import load_rules
 
-        source = "<stdin>" if arguments_json == "-" else "ARGUMENTS_JSON"
+        source = "-" if arguments_json == "-" else "ARGUMENTS_JSON"  # "-" as ingest names stdin
         raw = sys.stdin.read() if arguments_json == "-" else arguments_json
         with Store.open(db_path(db), read_only=True) as store:
             report = guard_arguments(

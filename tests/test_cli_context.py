@@ -108,7 +108,7 @@ def test_guard_bad_json_and_unknown_conversation_exit_2(cli, db):
     assert "not valid JSON" in result.stderr
     result = cli("guard", "s1", "-", "--db", db, input="[1,")
     assert result.exit_code == 2
-    assert result.stderr.startswith("Error: <stdin>")
+    assert result.stderr.startswith("Error: -:")
     result = cli("guard", "nope", "{}", "--db", db)
     assert result.exit_code == 2
     assert "no conversation 'nope'" in result.stderr

@@ -150,7 +150,7 @@ def test_guard_bad_json_states_the_position_once(cli, tmp_path: Path):
     result = cli("guard", "support-4471", "-", "--db", db, input='{"invoice_id": \n')
     assert result.exit_code == 2
     first = result.stderr.splitlines()[0]
-    assert first.startswith("Error: <stdin>:2:1: proposed arguments are not valid JSON (")
+    assert first.startswith("Error: -:2:1: proposed arguments are not valid JSON (")
     assert "line 2 column 1" not in first and "char " not in first, first
 
 
