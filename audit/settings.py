@@ -49,7 +49,10 @@ def resolve(
     """Merge flags (None = not given) over the environment over the settings file."""
     env = os.environ if env is None else env
     file_values, path = load_section("audit", settings_file)
-    check_keys(file_values, set(ENV), "[tool.lexkeep.audit]", path)
+    table = (
+        "[audit]" if path is not None and path.name == "lexkeep.toml" else "[tool.lexkeep.audit]"
+    )
+    check_keys(file_values, set(ENV), table, path)
     where_file = str(path) if path else None
     values: dict[str, Any] = {}
     for name, var in ENV.items():

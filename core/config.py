@@ -124,8 +124,8 @@ def unknown_key_hint(key: str, allowed: Iterable[str]) -> str:
 
 
 SETTINGS_HINT = (
-    "the lexkeep settings live in [tool.lexkeep.audit] and [tool.lexkeep.identifiers]; "
-    "fix the TOML syntax at that position"
+    "the lexkeep settings live in [tool.lexkeep.audit] and [tool.lexkeep.identifiers]"
+    " (in lexkeep.toml: [audit] and [identifiers]); fix the TOML syntax at that position"
 )
 
 

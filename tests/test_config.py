@@ -169,3 +169,12 @@ def test_a_pyproject_whose_tool_is_not_a_table_holds_no_lexkeep_settings(tmp_pat
 
     (tmp_path / "pyproject.toml").write_text('tool = "lexkeep"\n', encoding="utf-8")
     assert find_settings_file(tmp_path) is None
+
+
+def test_an_unknown_audit_key_in_lexkeep_toml_names_the_table_as_that_file_writes_it(
+    tmp_path: Path,
+) -> None:
+    own = tmp_path / "lexkeep.toml"
+    own.write_text("[audit]\nmin_ration = 0.5\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"unknown key 'min_ration' in \[audit\]$"):
+        resolve({}, env={}, settings_file=own)
