@@ -316,6 +316,9 @@ def _connect(target: str, read_only: bool) -> duckdb.DuckDBPyConnection:
             ) from exc
 
 
+_LEADING = b"\xef\xbb\xbf \t\r\n"  # a BOM and whitespace before a JSON value
+
+
 def is_duckdb_file(path: str) -> bool:
     """True when `path` starts like a DuckDB database file ('DUCK' at byte 8)."""
     try:
@@ -332,15 +335,14 @@ def _refuse_other_file(target: str) -> None:
     keeps the writes in memory: an ingest into `--db trace.jsonl` reported success and
     stored nothing. An empty file is a new store, as a missing one is.
     """
-    file = Path(target)
     try:
-        if not file.is_file() or file.stat().st_size == 0 or is_duckdb_file(target):
-            return
-        with open(file, "rb") as fh:
-            head = fh.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+        with open(target, "rb") as fh:  # one read of the head, on every store open
+            head = fh.read(64)
     except OSError:
-        return  # DuckDB's own error says what is wrong with it
-    looks = " (it looks like a trace file)" if head[:1] in (b"{", b"[") else ""
+        return  # missing (a new store), a folder...: DuckDB's own error says what is wrong
+    if not head or head[8:12] == b"DUCK":
+        return
+    looks = " (it looks like a trace file)" if head.lstrip(_LEADING)[:1] in (b"{", b"[") else ""
     raise StoreError(
         f"{target} is not a DuckDB database{looks}",
         hint="--db names the store (e.g. --db lexkeep.duckdb); trace files are arguments",
