@@ -97,7 +97,6 @@ def register(app: typer.Typer) -> None:
         from lexkeep.compaction.engine import run_compaction
         from lexkeep.compaction.summarizers import SummarizerOptions
         from lexkeep.core.errors import ConfigError, StoreError
-        from lexkeep.core.store import Store
 
         if fmt not in ("text", "json"):
             raise ConfigError(f"unknown --format {fmt!r}", hint="use text or json")
@@ -108,9 +107,11 @@ def register(app: typer.Typer) -> None:
                 f"no lexkeep store at {path}",
                 hint=f"ingest some traces first: lexkeep ingest TRACES... --db {path}",
             )
-        with Store.open(path) as store, progress("compacting", None, unit="items") as tick:
+        # Given the path, the run opens the store only to read, claim and write: a model or a
+        # program summarising leaves it free for `context`, `ingest` or another `compact`.
+        with progress("compacting", None, unit="items") as tick:
             report = run_compaction(
-                store,
+                path,
                 conversation_ids=conversation or None,
                 summarizer=summarizer,
                 summarizer_options=options,

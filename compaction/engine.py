@@ -4,6 +4,10 @@ Reads pairs for many conversations at once, skips ranges already completed or ex
 claiming (one query per batch), then runs the claims through `--workers` in-process slots, each
 slot with its own DuckDB connection (a cursor of the store's database). Each segment is claimed
 at most once per run; a failed attempt is retried by a later run, up to 2 attempts in all.
+
+Given a store path, a run opens the store only to read, claim and write: while a summariser
+that waits (a model, a program) works, the file is closed, and `lexkeep context`, `ingest` or
+another `compact` process can use it (claims and leases keep their work apart).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import os
 import queue
 import threading
 import time
@@ -36,7 +41,7 @@ from lexkeep.compaction.summarizers import (
 from lexkeep.core.errors import ConfigError, RuleError
 from lexkeep.core.inspect import require_conversations
 from lexkeep.core.model import Extraction
-from lexkeep.core.store import Store
+from lexkeep.core.store import Store, StoreOnDemand
 
 BATCH_CONVERSATIONS = 500
 
@@ -89,7 +94,7 @@ class _Task:
 
 
 def run_compaction(
-    store: Store,
+    store: Store | str | os.PathLike[str],
     *,
     conversation_ids: Sequence[str] | None = None,
     summarizer: Summarizer | str | None = None,
@@ -104,6 +109,10 @@ def run_compaction(
 ) -> CompactionReport:
     """Compact every candidate segment of the given (default: all) conversations.
 
+    `store` is an open `Store`, used throughout, or the path of one: then the store is open
+    only while the run reads, claims and writes, and closed while a summariser that is not
+    `quick` works, so other processes can use it meanwhile; each reopening waits up to
+    `lease_seconds` for them (the first one $LEXKEEP_LOCK_WAIT seconds).
     Conversations are planned and compacted BATCH_CONVERSATIONS at a time; `on_planned` gets
     the number of segments planned so far after each batch.
     """
@@ -116,64 +125,87 @@ def run_compaction(
     elif isinstance(summarizer, str):
         summarizer = create(summarizer, summarizer_options)
     started = time.perf_counter()
-    con = store.con
-    ids = _conversations(con, conversation_ids)
-    report = CompactionReport(dry_run=dry_run, conversations=len(ids))
-    instructions = prompt_text(jobs.PROMPT_VERSION)
-    prompt_sha = _sha(instructions)
-    if not dry_run:
-        jobs.expire_leases(con)
+    if isinstance(store, Store):
+        access: Store | StoreOnDemand = store
+    else:
+        access = StoreOnDemand(store, hold=dry_run or summarizer.quick, wait=lease_seconds)
+    try:
+        with _use(access) as con:
+            ids = _conversations(con, conversation_ids)
+            if not dry_run:
+                jobs.expire_leases(con)
+        report = CompactionReport(dry_run=dry_run, conversations=len(ids))
+        instructions = prompt_text(jobs.PROMPT_VERSION)
+        prompt_sha = _sha(instructions)
 
-    # Planned and worked on one batch of conversations at a time, so memory holds one
-    # batch's pairs, not the whole store's.
-    for start in range(0, len(ids), BATCH_CONVERSATIONS):
-        batch = ids[start : start + BATCH_CONVERSATIONS]
-        tasks: list[_Task] = []
-        by_conv = eligible_pairs_many(con, batch)
-        known = _known_jobs(con, batch)
-        for cid in batch:
-            pairs = by_conv[cid]
-            for from_pair, to_pair in plan_segments(len(pairs)):
-                seg = pairs[from_pair : to_pair + 1]
-                ident = identity(
-                    cid,
-                    from_pair,
-                    to_pair,
-                    seg,
-                    model_id=summarizer.model_id,
-                    prompt_version=jobs.PROMPT_VERSION,
-                )
-                report.planned += 1
-                key = ident.key()
-                reason = _already(known.get((cid, from_pair), ()), ident, key)
-                if reason:
-                    _skip(report, ident, key, reason, on_progress)
-                elif dry_run:
-                    out = SegmentOutcome(cid, from_pair, to_pair, "planned", key)
-                    report.segments.append(out)
-                    if on_progress:
-                        on_progress(out)
-                else:
-                    tasks.append(_Task(ident, key, tuple(seg)))
-        if on_planned:
-            on_planned(report.planned)
-        if tasks:
-            with _planned_objects_frozen():
-                _run_tasks(
-                    con,
-                    tasks,
-                    summarizer,
-                    instructions,
-                    prompt_sha,
-                    workers,
-                    max_running,
-                    lease_seconds,
-                    admission_wait,
-                    report,
-                    on_progress,
-                )
-    report.seconds = time.perf_counter() - started
-    return report
+        # Planned and worked on one batch of conversations at a time, so memory holds one
+        # batch's pairs, not the whole store's.
+        for start in range(0, len(ids), BATCH_CONVERSATIONS):
+            batch = ids[start : start + BATCH_CONVERSATIONS]
+            tasks: list[_Task] = []
+            with _use(access) as con:
+                by_conv = eligible_pairs_many(con, batch)
+                known = _known_jobs(con, batch)
+            for cid in batch:
+                pairs = by_conv[cid]
+                for from_pair, to_pair in plan_segments(len(pairs)):
+                    seg = pairs[from_pair : to_pair + 1]
+                    ident = identity(
+                        cid,
+                        from_pair,
+                        to_pair,
+                        seg,
+                        model_id=summarizer.model_id,
+                        prompt_version=jobs.PROMPT_VERSION,
+                    )
+                    report.planned += 1
+                    key = ident.key()
+                    reason = _already(known.get((cid, from_pair), ()), ident, key)
+                    if reason:
+                        _skip(report, ident, key, reason, on_progress)
+                    elif dry_run:
+                        out = SegmentOutcome(cid, from_pair, to_pair, "planned", key)
+                        report.segments.append(out)
+                        if on_progress:
+                            on_progress(out)
+                    else:
+                        tasks.append(_Task(ident, key, tuple(seg)))
+            if on_planned:
+                on_planned(report.planned)
+            if tasks:
+                with _planned_objects_frozen():
+                    _run_tasks(
+                        access,
+                        tasks,
+                        summarizer,
+                        instructions,
+                        prompt_sha,
+                        workers,
+                        max_running,
+                        lease_seconds,
+                        admission_wait,
+                        report,
+                        on_progress,
+                    )
+        report.seconds = time.perf_counter() - started
+        return report
+    finally:
+        if isinstance(access, StoreOnDemand):
+            access.close()
+
+
+@contextlib.contextmanager
+def _use(access: Store | StoreOnDemand) -> Iterator:
+    """A cursor for one step: of the caller's open store, or of `access` (open for the step)."""
+    if isinstance(access, StoreOnDemand):
+        with access.use() as cursor:
+            yield cursor
+        return
+    cursor = access.con.cursor()
+    try:
+        yield cursor
+    finally:
+        cursor.close()
 
 
 @contextlib.contextmanager
@@ -198,7 +230,7 @@ def _planned_objects_frozen() -> Iterator[None]:
 
 
 def _run_tasks(
-    con,
+    access: Store | StoreOnDemand,
     tasks: list[_Task],
     summarizer: Summarizer,
     instructions: str,
@@ -236,7 +268,6 @@ def _run_tasks(
             on_progress(out)
 
     def worker(finished: threading.Event) -> None:
-        cursor = con.cursor()
         owner = jobs.new_owner()
         try:
             while not stopping.is_set():
@@ -249,7 +280,7 @@ def _run_tasks(
                 if not batch:
                     return
                 _run_batch(
-                    cursor,
+                    access,
                     batch,
                     summarizer,
                     instructions,
@@ -266,7 +297,6 @@ def _run_tasks(
         except BaseException as exc:  # surfaced to the caller after the other slots stop
             errors.append(exc)
         finally:
-            cursor.close()
             finished.set()
 
     if workers == 1:
@@ -289,6 +319,8 @@ def _run_tasks(
             # session of its own) would outlive the run. So: stop claiming, cancel the calls
             # in progress, wait for every slot (on events, not join()), then leave.
             stopping.set()
+            if isinstance(access, StoreOnDemand):
+                access.interrupt()  # a slot waiting for the file stops waiting
             cancel = getattr(summarizer, "cancel", None)
             if cancel is not None:
                 cancel()
@@ -300,7 +332,7 @@ def _run_tasks(
 
 
 def _run_batch(
-    cursor,
+    access: Store | StoreOnDemand,
     batch: list[_Task],
     summarizer: Summarizer,
     instructions: str,
@@ -319,14 +351,15 @@ def _run_batch(
     pause = 0.005
     pending = batch
     while pending and not stopping.is_set():  # no waiting for admission once interrupted
-        results = jobs.claim_many_with_retry(
-            cursor,
-            [t.ident for t in pending],
-            owner=owner,
-            lease_seconds=lease_seconds,
-            max_running=max_running,
-            prompt_sha256=prompt_sha,
-        )
+        with _use(access) as cursor:
+            results = jobs.claim_many_with_retry(
+                cursor,
+                [t.ident for t in pending],
+                owner=owner,
+                lease_seconds=lease_seconds,
+                max_running=max_running,
+                prompt_sha256=prompt_sha,
+            )
         granted: list[tuple[_Task, jobs.Claim]] = []
         waiting: list[_Task] = []
         for task, result in zip(pending, results, strict=True):
@@ -350,7 +383,7 @@ def _run_batch(
         if granted:
             with lock:
                 report.claimed += len(granted)
-            _summarise_granted(cursor, granted, summarizer, instructions, record)
+            _summarise_granted(access, granted, summarizer, instructions, record)
         pending = waiting
         if pending:
             time.sleep(pause)
@@ -358,7 +391,7 @@ def _run_batch(
 
 
 def _summarise_granted(
-    cursor,
+    access: Store | StoreOnDemand,
     granted: list[tuple[_Task, jobs.Claim]],
     summarizer: Summarizer,
     instructions: str,
@@ -400,20 +433,21 @@ def _summarise_granted(
         else:
             out = SegmentOutcome(cid, a, b, "failed", c.job_id, c.attempt, problem or "failed")
             failed.append((c, problem or "unknown failure", out))
-    if done:
-        results = jobs.complete_many(cursor, [(c, comp) for c, comp, _ in done])
-        for (_, _, out), result in zip(done, results, strict=True):
-            if isinstance(result, RuleError):  # lease lost meanwhile: nothing was written
-                out = dataclasses.replace(out, outcome="failed", detail=str(result))
-            record(out)
-    if failed:
-        results = jobs.fail_many(cursor, [(c, problem) for c, problem, _ in failed])
-        for (_, _, out), result in zip(failed, results, strict=True):
-            if isinstance(result, RuleError):
-                out = dataclasses.replace(out, detail=f"{out.detail} ({result})")
-            else:
-                out = dataclasses.replace(out, detail=f"{result}: {out.detail}")
-            record(out)
+    if not (done or failed):
+        return
+    with _use(access) as cursor:  # the summaries above ran with the store closed
+        completed = jobs.complete_many(cursor, [(c, g) for c, g, _ in done]) if done else []
+        failures = jobs.fail_many(cursor, [(c, p) for c, p, _ in failed]) if failed else []
+    for (_, _, out), result in zip(done, completed, strict=True):
+        if isinstance(result, RuleError):  # lease lost meanwhile: nothing was written
+            out = dataclasses.replace(out, outcome="failed", detail=str(result))
+        record(out)
+    for (_, _, out), result in zip(failed, failures, strict=True):
+        if isinstance(result, RuleError):
+            out = dataclasses.replace(out, detail=f"{out.detail} ({result})")
+        else:
+            out = dataclasses.replace(out, detail=f"{result}: {out.detail}")
+        record(out)
 
 
 @functools.lru_cache(maxsize=65536)

@@ -134,6 +134,10 @@ class Summarizer(ABC):
     # How many segments one worker slot claims per transaction: in-process summarisers are
     # fast, so batching commits pays; remote ones keep 1 so a lease covers one call.
     batch_size: int = 1
+    # True for a backend that answers at once in-process: a run keeps the store open across
+    # its calls. A backend that waits (a model, a program) leaves it False, and a run given a
+    # store path closes the store while it waits, so other lexkeep processes can use it.
+    quick: bool = False
 
     @abstractmethod
     def summarize(self, request: SummaryRequest) -> Generation:
@@ -214,6 +218,7 @@ class ExtractiveSummarizer(Summarizer):
     # the jobs: 512 per transaction cut compact's CPU by about a quarter against 64; a batch
     # takes a few seconds, far inside the 300 s lease.
     batch_size = 512
+    quick = True
     HEADER = "Earlier assistant answers (extractive summary):\n"
 
     def summarize(self, request: SummaryRequest) -> Generation:

@@ -90,6 +90,10 @@ class StoreError(LexkeepError):
     """The DuckDB store is missing, locked, or from an incompatible version."""
 
 
+class StoreLockedError(StoreError):
+    """Another process holds the DuckDB file (one writing process, or any number of readers)."""
+
+
 class NotFoundError(LexkeepError):
     """A conversation, job or other named thing does not exist in the store."""
 

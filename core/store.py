@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -17,7 +18,7 @@ from typing import Any
 import duckdb
 import orjson
 
-from lexkeep.core.errors import ConfigError, StoreError
+from lexkeep.core.errors import ConfigError, StoreError, StoreLockedError
 from lexkeep.core.jsonnumbers import compact_text
 
 DEFAULT_DB = "lexkeep.duckdb"
@@ -65,11 +66,14 @@ class Store:
         *,
         read_only: bool = False,
         memory_limit: str = DEFAULT_MEMORY_LIMIT,
+        lock_wait: float | None = None,
     ) -> Store:
         """Open (and migrate) the store at `path`; `None` or ':memory:' gives an in-memory one.
 
         DuckDB's working memory is bounded by `memory_limit` (beyond it, it spills to disk);
-        $LEXKEEP_MEMORY_LIMIT overrides it.
+        $LEXKEEP_MEMORY_LIMIT overrides it. When another process holds the file, a reading
+        open waits up to $LEXKEEP_LOCK_WAIT seconds for it and a writing one fails at once;
+        `lock_wait` sets the wait for either.
         """
         if path is None or str(path) == ":memory:":
             store = cls(duckdb.connect(":memory:"), None)
@@ -91,7 +95,7 @@ class Store:
                 hint="ingest some traces first: lexkeep ingest TRACES... --db " + target,
             )
         _refuse_other_file(target)
-        con = _connect(target, read_only)
+        con = _connect(target, read_only, lock_wait)
         store = cls(con, target)
         try:
             store._limit_memory(memory_limit)
@@ -271,6 +275,88 @@ class Store:
         )
 
 
+class StoreOnDemand:
+    """A store at a path that is open only while some thread reads or writes it.
+
+    DuckDB lets one process write a file, or any number read it. A long job that mostly waits
+    (a model call, another program) reads and writes inside `use()` and leaves the file closed
+    in between, so `lexkeep context`, `ingest` or another job get it meanwhile. With
+    `hold=True` the first `use()` opens it and it stays open until `close()`: for jobs that
+    never wait, where reopening would cost more than the work.
+
+    The first open waits up to `first_wait` seconds for another process to let go of the file,
+    every later one up to `wait` (`None`: $LEXKEEP_LOCK_WAIT); `interrupt()` ends a wait at
+    once. Threads share the open store, each through its own cursor.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        hold: bool = False,
+        wait: float | None = None,
+        first_wait: float | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.hold = hold
+        self._wait = _lock_wait() if wait is None else wait
+        self._first_wait = _lock_wait() if first_wait is None else first_wait
+        self._lock = threading.Lock()
+        self._store: Store | None = None
+        self._users = 0
+        self._opened = 0  # times the file was opened, for tests and progress
+        self._interrupted = threading.Event()
+
+    @property
+    def opened(self) -> int:
+        """How many times the file was opened so far."""
+        return self._opened
+
+    @contextmanager
+    def use(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor on the store, opened (or reused) for the block and released after it."""
+        with self._lock:
+            if self._store is None:
+                self._store = self._open(self._first_wait if not self._opened else self._wait)
+                self._opened += 1
+            self._users += 1
+            cursor = self._store.con.cursor()
+        try:
+            yield cursor
+        finally:
+            cursor.close()
+            with self._lock:
+                self._users -= 1
+                if not self._users and not self.hold and self._store is not None:
+                    self._store.close()
+                    self._store = None
+
+    def _open(self, wait: float) -> Store:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                return Store.open(self.path, lock_wait=0)
+            except StoreLockedError as exc:
+                if self._interrupted.is_set() or time.monotonic() >= deadline:
+                    if not wait:
+                        raise
+                    message = f"{exc.message}; waited {wait:g} s"
+                    raise StoreLockedError(message, hint=exc.hint) from exc
+            if self._interrupted.wait(0.05):
+                raise StoreError(f"{self.path}: interrupted while waiting for the store")
+
+    def interrupt(self) -> None:
+        """End every wait for the file at once (the job was interrupted)."""
+        self._interrupted.set()
+
+    def close(self) -> None:
+        """Close the store if it is open (with `hold`, it stays open until this)."""
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+
 def _lock_wait() -> float:
     """Seconds a reading open waits for a writer: $LEXKEEP_LOCK_WAIT, else DEFAULT_LOCK_WAIT."""
     raw = os.environ.get("LEXKEEP_LOCK_WAIT")
@@ -288,9 +374,14 @@ def _lock_wait() -> float:
     return value
 
 
-def _connect(target: str, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection to the file `target`; a reading one waits for a writer a while."""
-    deadline = time.monotonic() + _lock_wait() if read_only else 0.0
+def _connect(target: str, read_only: bool, wait: float | None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection to the file `target`, waiting `wait` seconds for another process.
+
+    `None`: a reading connection waits $LEXKEEP_LOCK_WAIT seconds, a writing one not at all.
+    """
+    if wait is None:
+        wait = _lock_wait() if read_only else 0.0
+    deadline = time.monotonic() + wait
     while True:
         try:
             return duckdb.connect(target, read_only=read_only)
@@ -303,10 +394,10 @@ def _connect(target: str, read_only: bool) -> duckdb.DuckDBPyConnection:
                 time.sleep(0.05)
                 continue
             holder = re.search(r"\(PID (\d+)\)", str(exc))
-            raise StoreError(
+            raise StoreLockedError(
                 f"{target} is in use by another lexkeep process (DuckDB file lock held"
                 + (f" by PID {holder.group(1)})" if holder else ")")
-                + (f"; waited {_lock_wait():g} s" if read_only else ""),
+                + (f"; waited {wait:g} s" if wait else ""),
                 hint="wait for the other process to finish, or use another --db file",
             ) from exc
         except duckdb.Error as exc:

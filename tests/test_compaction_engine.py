@@ -399,3 +399,58 @@ def test_conversations_are_planned_and_compacted_batch_by_batch(store, monkeypat
         "SELECT count(*) FROM compactions WHERE status = 'completed'"
     ).fetchone()[0]
     assert done == 5
+
+
+class ReadsBeside(Summarizer):
+    """While it summarises, another process reads the store without waiting for a lock."""
+
+    name = "reads-beside"
+    model_id = "test/reads-beside"
+    READER = (
+        "import sys, duckdb\n"
+        "con = duckdb.connect(sys.argv[1], read_only=True)\n"
+        "print(con.execute(\"SELECT count(*) FROM compactions WHERE status = 'running'\")"
+        ".fetchone()[0])\n"
+    )
+
+    def __init__(self, path, patience: float) -> None:
+        self.path = path
+        self.patience = patience  # other slots may be claiming or writing a moment
+        self.seen: list[int] = []
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        import subprocess
+        import sys
+
+        deadline = time.monotonic() + self.patience
+        while True:
+            reader = subprocess.run(
+                [sys.executable, "-c", self.READER, str(self.path)], capture_output=True, text=True
+            )
+            if reader.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        if reader.returncode:
+            return Generation("", finish_reason="error", error=reader.stderr[-300:])
+        self.seen.append(int(reader.stdout))
+        return Generation("summary of " + ", ".join(a.message_id for a in request.answers))
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_given_a_path_the_store_is_closed_while_a_summariser_works(tmp_path, workers):
+    from lexkeep.core.store import Store
+
+    path = tmp_path / "store.duckdb"
+    with Store.open(path) as store:
+        build(store, {f"c{i}": 40 for i in range(4)})  # 2 segments each
+    summarizer = ReadsBeside(path, patience=0 if workers == 1 else 20)
+    report = run_compaction(str(path), summarizer=summarizer, workers=workers)
+    assert (report.planned, report.completed, report.failed) == (8, 8, 0), report.segments
+    assert len(summarizer.seen) == 8 and min(summarizer.seen) >= 1  # its own claim, seen
+    with Store.open(path) as store:
+        assert store.con.execute("SELECT count(*) FROM boundaries").fetchone() == (8,)
+        # and given an open store, the run uses it throughout: the reader is refused
+        build(store, {"late": 30})
+        report = run_compaction(store, summarizer=ReadsBeside(path, patience=0))
+    assert (report.completed, report.failed) == (0, 1)
+    assert "lock" in report.segments[-1].detail, report.segments[-1]

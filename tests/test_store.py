@@ -326,3 +326,68 @@ def test_a_reading_open_gives_up_after_its_wait_and_a_writer_never_waits(db_file
     finally:
         holder.kill()
         holder.wait(timeout=60)
+
+
+def _readable_by_another_process(path) -> bool:
+    import subprocess
+    import sys
+
+    code = "import sys, duckdb; duckdb.connect(sys.argv[1], read_only=True).close()"
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True)
+    return done.returncode == 0
+
+
+def test_store_on_demand_is_open_only_while_used_unless_held(db_file):
+    from lexkeep.core.store import StoreOnDemand
+
+    Store.open(db_file).close()
+    access = StoreOnDemand(db_file, wait=0, first_wait=0)
+    with access.use() as outer:
+        with access.use() as inner:  # a second user (another slot) shares the open store
+            assert inner.execute("SELECT 1").fetchone() == (1,)
+        assert not _readable_by_another_process(db_file)
+        outer.execute("CREATE TABLE scratch AS SELECT 42 AS n")
+    assert access.opened == 1
+    assert _readable_by_another_process(db_file)  # closed between uses
+    with access.use() as con:
+        assert con.execute("SELECT n FROM scratch").fetchone() == (42,)
+    assert access.opened == 2
+
+    held = StoreOnDemand(db_file, hold=True)
+    for _ in range(3):
+        with held.use() as con:
+            con.execute("SELECT 1")
+    assert held.opened == 1 and not _readable_by_another_process(db_file)
+    held.close()
+    assert _readable_by_another_process(db_file)
+
+
+def test_store_on_demand_waits_for_another_process_and_an_interrupt_ends_the_wait(db_file):
+    import threading
+    import time
+
+    from lexkeep.core.errors import StoreLockedError
+    from lexkeep.core.store import StoreOnDemand
+
+    Store.open(db_file).close()
+    holder = _hold_write_lock(db_file, 30.0)
+    try:
+        locked = pytest.raises(StoreLockedError, match=r"in use by .*; waited 0.3 s")
+        with locked, StoreOnDemand(db_file, first_wait=0.3).use():
+            pass
+        access = StoreOnDemand(db_file, first_wait=30)
+        threading.Timer(0.3, access.interrupt).start()
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="interrupted while waiting"), access.use():
+            pass
+        assert time.monotonic() - started < 5
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)
+    # once the other process lets go, a waiting open gets the store
+    holder = _hold_write_lock(db_file, 0.5)
+    try:
+        with StoreOnDemand(db_file, first_wait=20).use() as con:
+            assert con.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        holder.wait(timeout=60)
