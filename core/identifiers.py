@@ -1159,6 +1159,17 @@ def _is_degenerate(value: str) -> bool:
     return any(value in seq for seq in _SEQUENCES)
 
 
+def _is_iban(value: str) -> bool:
+    """At least 8 digits after the check digits; run together, the mod-97 check holds too."""
+    compact = value.replace(" ", "")
+    if sum(c.isdigit() for c in compact[4:]) < 8:
+        return False
+    if " " in value:
+        return True  # written in groups: the shape says enough (a typo is still typed)
+    digits = "".join(str(int(c, 36)) for c in compact[4:] + compact[:4])
+    return int(digits) % 97 == 1
+
+
 # Each validator: True when the value passes (rules.VALIDATORS names them).
 _VALIDATE: dict[str, Any] = {
     "ipv6": _is_ipv6,
@@ -1167,6 +1178,10 @@ _VALIDATE: dict[str, Any] = {
     "not_repeated": lambda value: not _is_degenerate(value),
     "file_stem": lambda value: _FILE_STEM.search(value.split(".", 1)[0]) is not None,
     "quoted_token": _is_quoted_token,
+    "iban": _is_iban,
+    "not_years": lambda value: (
+        not all(len(g) == 4 and "1900" <= g <= "2099" for g in value.split(" "))
+    ),
 }
 
 

@@ -38,7 +38,16 @@ WALL_SLACK = 10.0
 ENGINE_VERSION = "2"
 TIERS = ("A", "B", "C", "suppressor")
 REQUIRE = ("digit", "letter", "upper", "lower", "hexletter")
-VALIDATORS = ("ipv6", "path", "not_css_colour", "not_repeated", "file_stem", "quoted_token")
+VALIDATORS = (
+    "ipv6",
+    "path",
+    "not_css_colour",
+    "not_repeated",
+    "file_stem",
+    "quoted_token",
+    "iban",
+    "not_years",
+)
 CONTEXT_MODES = ("require", "veto")
 KIND_KEYS = {
     "id", "tier", "priority", "regex", "group", "keywords", "prefilter_digit", "trim", "require",

@@ -61,6 +61,8 @@ POSITIVES = [
     ("call +1 415-555-0132 today", [("phone", "+1 415-555-0132")]),
     ("call (415) 555-0199.", [("phone", "(415) 555-0199")]),
     ("card 4111 1111 1111 1111", [("card_number", "4111 1111 1111 1111")]),
+    ("pay to DE89 3704 0044 0532 0130 00", [("iban", "DE89 3704 0044 0532 0130 00")]),
+    ("tracking 9400 1112 0200 1234 5678 90", [("digit_groups", "9400 1112 0200 1234 5678 90")]),
     ("product 1656367028 please", [("digit_run", "1656367028")]),
     ("flight HAT136 and code 8JX2QD", [("alnum_code", "HAT136"), ("alnum_code", "8JX2QD")]),
     ("labelled 'needs-review'.", [("quoted_token", "needs-review")]),
@@ -189,6 +191,25 @@ WHOLE_OR_NOTHING = [
     ("amex 3782 822463 10005, exp 12/26", [("card_number", "3782 822463 10005")]),
     ("card 4111 1111 1111 1111 12/26", [("card_number", "4111 1111 1111 1111")]),
     ("call 415 555 0132", [("phone", "415 555 0132")]),
+    # an IBAN in groups: one identifier, not a code, a card and a phone
+    (
+        "IBAN: GB29 NWBK 6016 1331 9268 19, BIC NWBKGB2L.",
+        [("iban", "GB29 NWBK 6016 1331 9268 19"), ("alnum_code", "NWBKGB2L")],
+    ),
+    (
+        "refund to FR14 2004 1010 0505 0001 3M02 606",
+        [("iban", "FR14 2004 1010 0505 0001 3M02 606")],
+    ),
+    ("iban GB29NWBK60161331926819 ok", [("iban", "GB29NWBK60161331926819")]),
+    ("code GB29NWBK60161331926818 ok", [("alnum_code", "GB29NWBK60161331926818")]),  # mod 97
+    ("AB12 CODE WORD TEXT", [("alnum_code", "AB12")]),  # no IBAN: too few digits
+    # a tracking number in groups of four: one identifier, not a phone piece
+    (
+        "USPS 9400 1112 0200 1234 5678 90 arrives",
+        [("digit_groups", "9400 1112 0200 1234 5678 90")],
+    ),
+    ("ref 4111 1111 1111 1111 1111", [("digit_groups", "4111 1111 1111 1111 1111")]),
+    ("in 2021 2022 2023 2024 2025 sales grew", [("phone", "2021 2022 2023")]),  # a known limit
     # an scp-style remote (git, scp, rsync): the whole remote, never the email inside it
     ("git@github.com:org/repo.git", [("scp_remote", "git@github.com:org/repo.git")]),
     (
