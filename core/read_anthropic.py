@@ -142,8 +142,10 @@ class AnthropicReader:
             sample = msgs[:50] if isinstance(msgs, list) else [value]
             if isinstance(value.get("response"), dict):
                 sample = [*sample, value["response"]]
-            if "conversation_id" in value or "content" not in value and msgs is None:
-                continue  # lexkeep records carry conversation_id and `text`, never `content`
+            if msgs is None and ("conversation_id" in value or "content" not in value):
+                # lexkeep records carry conversation_id and `text`, never `content`; a request
+                # log may carry conversation_id too, as its id (docs/formats.md)
+                continue
             if value.get("type") == "message" and value.get("role") == "assistant":
                 score += 6
                 continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from lexkeep.core.ingest import read_records
@@ -140,3 +141,38 @@ def test_tool_result_content_given_as_an_object_keeps_its_numbers_as_written(tmp
     path.write_text(request + "\n")
     (result,) = [r for r in read_records(path, Format.ANTHROPIC) if isinstance(r, ToolResult)]
     assert result.text == f'{{"account":{big}}}'
+
+
+def test_request_log_keyed_by_conversation_id_is_detected_as_anthropic(tmp_path):
+    """docs/formats.md: request logs take their id from `id`, `conversation_id` or
+    `session_id`. One keyed by `conversation_id` was taken for OpenAI chat, which reads no
+    tool_use, tool_result or compaction block: the audit then saw no boundary at all."""
+    request = {
+        "conversation_id": "s1",
+        "model": "claude-x",
+        "messages": [
+            {"role": "user", "content": "refund order ORD-77812 please"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "compaction", "content": "User wants a refund."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "refund", "input": {"o": 1}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}],
+            },
+        ],
+    }
+    path = tmp_path / "requests.jsonl"
+    path.write_text(json.dumps(request) + "\n")
+    records = list(read_records(path))
+    assert records[0] == Conversation("s1", Format.ANTHROPIC, records[0].source)
+    assert [type(r).__name__ for r in records[1:]] == [
+        "Message",
+        "Boundary",
+        "Message",
+        "ToolCall",
+        "ToolResult",
+    ]
