@@ -176,3 +176,22 @@ def test_request_log_keyed_by_conversation_id_is_detected_as_anthropic(tmp_path)
         "ToolCall",
         "ToolResult",
     ]
+
+
+def test_tool_use_ids_repeated_in_one_conversation_are_kept_apart(tmp_path):
+    """As in OpenAI logs (test_read_openai): a compatible server that numbers tool_use ids per
+    turn must not lose the later call and its result as already stored."""
+
+    def turn(args: dict) -> list[dict]:
+        use = {"type": "tool_use", "id": "t0", "name": "f", "input": args}
+        result = {"type": "tool_result", "tool_use_id": "t0", "content": str(args)}
+        return [{"role": "assistant", "content": [use]}, {"role": "user", "content": [result]}]
+
+    lines = [{"role": "user", "content": "order ORD-77812"}, *turn({"q": 1}), *turn({"q": 2})]
+    path = tmp_path / "messages.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    records = list(read_records(path, Format.ANTHROPIC))
+    calls = [(r.call_id, r.arguments_raw) for r in records if isinstance(r, ToolCall)]
+    assert calls == [("t0", '{"q":1}'), ("t0#2", '{"q":2}')]
+    results = [(r.call_id, r.text) for r in records if isinstance(r, ToolResult)]
+    assert results == [("t0", "{'q': 1}"), ("t0#2", "{'q': 2}")]
