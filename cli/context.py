@@ -8,7 +8,12 @@ import orjson
 import typer
 
 from lexkeep.cli.common import EXIT_OK, DbOption, db_path
-from lexkeep.compaction.context import DEFAULT_ANSWER_BYTES, ContextFormat, build_context
+from lexkeep.compaction.context import (
+    DEFAULT_ANSWER_BYTES,
+    MAX_BYTES,
+    ContextFormat,
+    build_context,
+)
 from lexkeep.core.store import Store
 
 
@@ -25,6 +30,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--budget-bytes",
                 min=1,
+                max=MAX_BYTES,
                 help="Hard limit on the UTF-8 bytes printed (the whole output, newline included).",
                 metavar="BYTES",
             ),
@@ -40,6 +46,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--answer-bytes",
                 min=0,
+                max=MAX_BYTES,
                 help="Bound on each assistant answer in a bounded projection of raw pairs.",
                 metavar="BYTES",
             ),

@@ -63,6 +63,25 @@ def test_context_unknown_conversation_and_missing_store(cli, db, tmp_path):
     assert "no lexkeep store at" in result.stderr
 
 
+@pytest.mark.parametrize("option", ["--budget-bytes", "--answer-bytes"])
+def test_context_number_beyond_64_bits_is_a_usage_error_not_a_crash(cli, db, option):
+    """ "Any budget, as large as you like" crashed: the output names the budget (and each
+    projection its answer bytes) in JSON, which orjson cannot write beyond 64 bits."""
+    args = {"--budget-bytes": "5000", "--answer-bytes": "240"}
+    args[option] = str(2**64)
+    flat = [x for pair in args.items() for x in pair]
+    result = cli("context", "c1", *flat, "--db", db)
+    assert result.exit_code == 2, result.stdout
+    assert "internal error" not in result.stderr
+    assert f"Invalid value for '{option}'" in result.stderr
+    largest = str(2**63 - 1)
+    args[option] = largest
+    flat = [x for pair in args.items() for x in pair]
+    result = cli("context", "c1", *flat, "--db", db)
+    assert result.exit_code == 0, result.stderr
+    assert orjson.loads(result.stdout_bytes)["conversation_id"] == "c1"
+
+
 def test_context_prints_exactly_the_counted_bytes_in_a_real_process(db):
     env = {**os.environ, "LEXKEEP_DB": str(db)}
     done = subprocess.run(
