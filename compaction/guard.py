@@ -277,6 +277,14 @@ def guard_to_json(report: GuardReport) -> dict[str, Any]:
     }
 
 
+def _shown(value: str) -> str:
+    """A value between single quotes as it is (a repr would double every backslash of a
+    Windows path); one with a quote or an unprintable character as a JSON string."""
+    if value.isprintable() and "'" not in value:
+        return f"'{value}'"
+    return orjson.dumps(value).decode()
+
+
 def guard_to_text(report: GuardReport) -> str:
     """A short human-readable verdict, one line per unsupplied value."""
     lines = []
@@ -294,8 +302,10 @@ def guard_to_text(report: GuardReport) -> str:
             if u.nearest is None:
                 near = "no known value is close"
             else:
-                near = f"nearest known {u.nearest!r} ({u.difference}, from {u.nearest_source})"
-            lines.append(f"  {u.path}: {u.value!r} [{u.kind}] — {near}")
+                near = (
+                    f"nearest known {_shown(u.nearest)} ({u.difference}, from {u.nearest_source})"
+                )
+            lines.append(f"  {u.path}: {_shown(u.value)} [{u.kind}] — {near}")
     if not report.complete:
         lines.append("note: identifier extraction ran out of time on some argument values")
     return "\n".join(lines) + "\n"

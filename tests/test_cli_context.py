@@ -104,6 +104,15 @@ def test_guard_seed_invoice_exits_1_and_names_the_nearest_value(cli, db):
     assert f"nearest known '{INVOICE}' (truncated, from user)" in result.stdout
 
 
+def test_guard_text_shows_values_as_they_are_not_as_python_reprs(cli, db):
+    """A Windows path was shown as Python's repr, every backslash doubled: not the value, and
+    copying it gives a wrong path. Plain values are shown between quotes as they are."""
+    path = r"C:\Users\bob\report.txt"
+    result = cli("guard", "s1", orjson.dumps({"p": path}).decode(), "--db", db)
+    assert result.exit_code == 1, result.stderr
+    assert f"  $.p: '{path}' [path_win] — no known value is close" in result.stdout.splitlines()
+
+
 def test_guard_json_format_and_stdin(cli, db):
     result = cli(
         "guard", "s1", "-", "--format", "json", "--db", db, input='{"id": "inv-2025-08-44719"}'
