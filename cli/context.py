@@ -118,7 +118,9 @@ def register(app: typer.Typer) -> None:
         from lexkeep.core.rules import load_rules
 
         source = "-" if arguments_json == "-" else "ARGUMENTS_JSON"  # "-" as ingest names stdin
-        raw = sys.stdin.read() if arguments_json == "-" else arguments_json
+        # Standard input as bytes: the guard skips a byte-order mark and names bad UTF-8's place.
+        stdin = getattr(sys.stdin, "buffer", sys.stdin)
+        raw = stdin.read() if arguments_json == "-" else arguments_json
         with Store.open(db_path(db), read_only=True) as store:
             report = guard_arguments(
                 store, conversation, raw, rules=load_rules(rules), arguments_path=source

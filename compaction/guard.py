@@ -82,15 +82,25 @@ def decode_arguments(arguments: str | bytes | Any, *, path: str = "ARGUMENTS_JSO
     `1.50`); an already decoded value only has Python's numbers, written as JSON.
     """
     if isinstance(arguments, str | bytes):
+        # A byte-order mark is skipped, as ingest skips it (orjson refuses it).
+        if isinstance(arguments, bytes):
+            arguments = arguments.removeprefix(b"\xef\xbb\xbf")
+        else:
+            arguments = arguments.removeprefix("\ufeff")
         try:
             value = orjson.loads(arguments)
         except orjson.JSONDecodeError as exc:
+            # exc.msg: the position is already in path:line:col, not repeated in the text
+            reason, line, col = _bad_utf8(arguments) or (
+                getattr(exc, "msg", str(exc)),
+                getattr(exc, "lineno", None),
+                getattr(exc, "colno", None),
+            )
             raise InputError(
-                # exc.msg: the position is already in path:line:col, not repeated in the text
-                f"proposed arguments are not valid JSON ({getattr(exc, 'msg', exc)})",
+                f"proposed arguments are not valid JSON ({reason})",
                 path=path,
-                line=getattr(exc, "lineno", None),
-                col=getattr(exc, "colno", None),
+                line=line,
+                col=col,
                 hint='pass a JSON object, e.g. \'{"invoice_id": "INV-2025-08-44719"}\'',
             ) from exc
         if holds_float(value):
@@ -105,6 +115,25 @@ def decode_arguments(arguments: str | bytes | Any, *, path: str = "ARGUMENTS_JSO
     leaves: list[Leaf] = []
     _walk(value, "$", leaves)
     return leaves
+
+
+def _bad_utf8(text: str | bytes) -> tuple[str, int, int] | None:
+    """(reason, line, column) of the first byte that is not UTF-8, or None.
+
+    orjson says "str is not valid UTF-8: surrogates not allowed" at column 1; a str holds such
+    a byte as a surrogate when it came from the command line or standard input.
+    """
+    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        head = raw[: exc.start]
+        start = head.rfind(b"\n") + 1
+        col = len(head[start:].decode("utf-8")) + 1  # in characters, as JSON errors are
+        return f"invalid UTF-8, byte 0x{raw[exc.start]:02x}", head.count(b"\n") + 1, col
+    except UnicodeEncodeError:
+        return None  # a lone surrogate of another origin: orjson's own message says it
+    return None
 
 
 def _walk(value: Any, path: str, out: list[Leaf]) -> None:

@@ -123,6 +123,26 @@ def test_guard_json_format_and_stdin(cli, db):
     assert doc["unsupplied"][0]["nearest"] == INVOICE
 
 
+def _guard_stdin(db: Path, data: bytes) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "LEXKEEP_DB": str(db)}
+    command = [sys.executable, "-m", "lexkeep.cli.main", "guard", "s1", "-"]
+    return subprocess.run(command, input=data, capture_output=True, env=env, timeout=60)
+
+
+def test_guard_stdin_bom_is_skipped_and_bad_utf8_is_named_where_it_is(db):
+    """As ingest reads standard input: a UTF-8 byte-order mark (PowerShell's Out-File writes
+    one) is skipped, and invalid UTF-8 is reported at its byte, not as "surrogates not allowed"
+    at column 1."""
+    done = _guard_stdin(db, b'\xef\xbb\xbf{"invoice_id": "INV-2025-08-4471"}')
+    assert done.returncode == 1, done.stderr
+    assert b"nearest known 'INV-2025-08-44719'" in done.stdout
+    done = _guard_stdin(db, b'{"invoice_id":\n "INV-\xff"}')
+    assert done.returncode == 2, done.stdout
+    assert done.stderr.decode().splitlines()[0] == (
+        "Error: -:2:7: proposed arguments are not valid JSON (invalid UTF-8, byte 0xff)"
+    )
+
+
 def test_guard_passes_verbatim_arguments(cli, db):
     result = cli("guard", "s1", f'{{"invoice_id": "{INVOICE}"}}', "--db", db)
     assert result.exit_code == 0, result.stderr
