@@ -9,6 +9,7 @@ supplied verbatim is reported, with the nearest known value and how it differs.
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +137,18 @@ def _bad_utf8(text: str | bytes) -> tuple[str, int, int] | None:
     return None
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _member(key: object) -> str:
+    """`.key` for a plain name, else `["key"]` (a dot, space or control character in `.key`
+    would make two places one path, or drive the terminal the report is printed on)."""
+    key = key if isinstance(key, str) else str(key)  # a decoded value passed in may have any
+    if _PLAIN_KEY.fullmatch(key):
+        return f".{key}"
+    return f"[{orjson.dumps(key).decode()}]"
+
+
 def _walk(value: Any, path: str, out: list[Leaf]) -> None:
     if type(value) is Number:
         out.append(Leaf(path, str(value)))  # a number as its JSON text, a plain str
@@ -147,7 +160,7 @@ def _walk(value: Any, path: str, out: list[Leaf]) -> None:
         out.append(Leaf(path, orjson.dumps(value).decode()))
     elif isinstance(value, dict):
         for key, item in value.items():
-            _walk(item, f"{path}.{key}", out)
+            _walk(item, path + _member(key), out)
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
             _walk(item, f"{path}[{i}]", out)

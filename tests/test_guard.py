@@ -130,6 +130,20 @@ def test_keys_booleans_and_nulls_are_not_values():
     assert [(leaf.path, leaf.text) for leaf in leaves] == [("$.a[1]", "1.5"), ("$.a[2]", "x")]
 
 
+def test_paths_name_one_place_each_and_quote_keys_that_are_not_plain_names():
+    """`{"a.b": {"c": …}}` and `{"a": {"b.c": …}}` were both `$.a.b.c`, and a key holding ESC
+    went to the terminal in the text report. Keys that are not plain names are quoted JSON in
+    brackets (`$["a.b"].c`), as JSONPath writes them."""
+    arguments = '{"a.b": {"c": "x"}, "a": {"b.c": "y"}, "x y": ["z"], "\\u001b[2J": "w"}'
+    leaves = decode_arguments(arguments)
+    assert [leaf.path for leaf in leaves] == [
+        '$["a.b"].c',
+        '$.a["b.c"]',
+        '$["x y"][0]',
+        '$["\\u001b[2J"]',
+    ]
+
+
 def test_numbers_keep_the_text_the_arguments_write():
     """orjson reads a big integer or a long decimal as a float; the guard scans the text."""
     leaves = decode_arguments(
