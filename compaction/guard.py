@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,6 +167,35 @@ def _walk(value: Any, path: str, out: list[Leaf]) -> None:
             _walk(item, f"{path}[{i}]", out)
 
 
+# Characters per extraction of a long argument (a file a write_file call writes). One text is
+# scanned to at most 200,000 characters within 50 ms of CPU (docs/identifiers.md), and text
+# dense with identifiers scans at about 1 ms per KB: the rest of a longer value went unchecked,
+# and the guard passed it.
+PIECE_CHARS = 16_384
+# Where a piece may end, best first: no identifier spans a line break or white space, and
+# few hold one of the separators of minified JSON or code.
+_CUTS = ("\n", " \t\r\f\v", ",;\"'<>()[]{}")
+
+
+def _pieces(text: str) -> Iterator[str]:
+    """`text` in pieces of at most PIECE_CHARS characters, each cut after a line break, else
+    white space, else a separator, so that no identifier is cut in two."""
+    start = 0
+    while len(text) - start > PIECE_CHARS:
+        end = start + PIECE_CHARS
+        cut = -1
+        for chars in _CUTS:
+            cut = max(text.rfind(c, start, end) for c in chars)
+            if cut > start:
+                break
+        # No separator in a whole piece (a base64 blob): cut it anyway, it holds no identifier
+        # a rule takes whole.
+        stop = cut + 1 if cut > start else end
+        yield text[start:stop]
+        start = stop
+    yield text[start:]
+
+
 def _supplied_texts(store: Store, conversation_id: str) -> tuple[list[str], list[str]]:
     """(real user message texts, tool result texts) of one conversation, in timeline order."""
     con = store.con
@@ -270,12 +300,13 @@ def guard_arguments(
     pending: list[tuple[Leaf, str, str]] = []
     complete = True
     for leaf in leaves:
-        extraction = extract(leaf.text, rules)
-        complete = complete and extraction.complete
-        for ident in extraction.identifiers:
-            checked.append(ident.value)
-            if not any(is_kept(ident.value, text) for text in supplied):
-                pending.append((leaf, ident.kind, ident.value))
+        for piece in _pieces(leaf.text):
+            extraction = extract(piece, rules)
+            complete = complete and extraction.complete
+            for ident in extraction.identifiers:
+                checked.append(ident.value)
+                if not any(is_kept(ident.value, text) for text in supplied):
+                    pending.append((leaf, ident.kind, ident.value))
     unsupplied: list[Unsupplied] = []
     if pending:
         # Only now pay for extracting the tool results: most calls pass the guard.
