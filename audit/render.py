@@ -503,7 +503,7 @@ def render_junit(report: AuditReport, stream: TextIO, color: bool = False) -> No
         ET.SubElement(suite, "system-out").text = "\n".join(report.notes)
     ET.indent(suites)
     stream.write('<?xml version="1.0" encoding="utf-8"?>\n')
-    stream.write(_visible(ET.tostring(suites, encoding="unicode")))
+    stream.write(visible(ET.tostring(suites, encoding="unicode")))
     stream.write("\n")
 
 
@@ -513,7 +513,7 @@ def render_junit(report: AuditReport, stream: TextIO, color: bool = False) -> No
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
 
 
-def _visible(text: str) -> str:
+def visible(text: str) -> str:
     """`text` with its control characters (not tab, newline, carriage return) as \\uXXXX."""
     return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
@@ -522,7 +522,7 @@ def _visible(text: str) -> str:
 
 
 def _gh_data(text: str) -> str:
-    return _visible(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return visible(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _gh_prop(text: str) -> str:
@@ -553,7 +553,7 @@ def render_github(report: AuditReport, stream: TextIO, color: bool = False) -> N
 
 
 def _md(text: object) -> str:
-    text = _visible(str(text))
+    text = visible(str(text))
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("`", "'")
 
 

@@ -160,6 +160,8 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(EXIT_OK)
         from rich.table import Table
 
+        from lexkeep.audit.render import visible
+
         table = Table(title=None, show_lines=False, box=None)
         # Short columns keep their full width; the long ones fold, never "…": a cut status
         # misleads, and the detail column (the failure reason) used to vanish at 80 columns.
@@ -178,13 +180,13 @@ def register(app: typer.Typer) -> None:
                 detail = r.last_error or ""
             table.add_row(
                 r.id[:12],
-                r.conversation_id,
+                visible(r.conversation_id),
                 f"{r.from_pair}–{r.to_pair}",
                 r.status,
                 str(r.attempts),
                 "@" + r.prompt_version.rpartition("@")[2],
-                r.model_id,
-                detail,
+                visible(r.model_id),
+                visible(detail),  # a summariser's stderr: often coloured with ESC codes
             )
         console = stdout_console()
         if rows:

@@ -8,7 +8,12 @@ import orjson
 import typer
 
 from lexkeep.cli.common import EXIT_OK, DbOption, db_path
-from lexkeep.compaction.context import DEFAULT_ANSWER_BYTES, ContextFormat, build_context
+from lexkeep.compaction.context import (
+    DEFAULT_ANSWER_BYTES,
+    MAX_BYTES,
+    ContextFormat,
+    build_context,
+)
 from lexkeep.core.store import Store
 
 
@@ -25,6 +30,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--budget-bytes",
                 min=1,
+                max=MAX_BYTES,
                 help="Hard limit on the UTF-8 bytes printed (the whole output, newline included).",
                 metavar="BYTES",
             ),
@@ -40,6 +46,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--answer-bytes",
                 min=0,
+                max=MAX_BYTES,
                 help="Bound on each assistant answer in a bounded projection of raw pairs.",
                 metavar="BYTES",
             ),
@@ -111,7 +118,9 @@ def register(app: typer.Typer) -> None:
         from lexkeep.core.rules import load_rules
 
         source = "-" if arguments_json == "-" else "ARGUMENTS_JSON"  # "-" as ingest names stdin
-        raw = sys.stdin.read() if arguments_json == "-" else arguments_json
+        # Standard input as bytes: the guard skips a byte-order mark and names bad UTF-8's place.
+        stdin = getattr(sys.stdin, "buffer", sys.stdin)
+        raw = stdin.read() if arguments_json == "-" else arguments_json
         with Store.open(db_path(db), read_only=True) as store:
             report = guard_arguments(
                 store, conversation, raw, rules=load_rules(rules), arguments_path=source

@@ -96,12 +96,16 @@ def render_timeline(t: Timeline) -> None:
     """A conversation's timeline, readable on a terminal."""
     from rich.text import Text
 
+    from lexkeep.audit.render import visible
+
     console = stdout_console()
 
-    def out_print(item: object) -> None:
-        console.print(item, soft_wrap=True)  # keep the trace's own lines; the terminal wraps
+    def out_print(text: str, style: str = "") -> None:
+        # A trace holds what an agent read: its ESC sequences must not drive the terminal.
+        # soft_wrap: keep the trace's own lines; the terminal wraps.
+        console.print(Text(visible(text), style=style), soft_wrap=True)
 
-    out_print(Text(f"conversation {t.id}  ({t.format})", style="bold"))
+    out_print(f"conversation {t.id}  ({t.format})", "bold")
     if t.title:
         out_print(f"title: {t.title}")
     if t.parent_id:
@@ -116,35 +120,30 @@ def render_timeline(t: Timeline) -> None:
             if e.status != "completed":
                 label += f" [{e.status}]"
             run = f" run={t.runs.get(e.run_id, '?')}" if e.run_id else ""
-            out_print(Text(f"[{e.position}] {label}{run}  {where}", style="bold cyan"))
+            out_print(f"[{e.position}] {label}{run}  {where}", "bold cyan")
             if e.text:
-                out_print(Text(_indent(e.text)))
+                out_print(_indent(e.text))
         elif e.type == "tool_call":
-            out_print(
-                Text(f"[{e.position}] tool call {e.name} ({e.id})  {where}", style="bold yellow")
-            )
-            out_print(Text(_indent(e.arguments_raw or "")))
+            out_print(f"[{e.position}] tool call {e.name} ({e.id})  {where}", "bold yellow")
+            out_print(_indent(e.arguments_raw or ""))
         elif e.type == "tool_result":
             err = " error" if e.is_error else ""
-            out_print(Text(f"[{e.position}] tool result{err} ({e.id})  {where}", style="yellow"))
-            out_print(Text(_indent(_clip(e.text or ""))))
+            out_print(f"[{e.position}] tool result{err} ({e.id})  {where}", "yellow")
+            out_print(_indent(_clip(e.text or "")))
         else:
             trig = f", {e.trigger}" if e.trigger else ""
             out_print(
-                Text(
-                    f"[{e.position}] ── compaction boundary ({e.kind}{trig})  {where}",
-                    style="bold magenta",
-                )
+                f"[{e.position}] ── compaction boundary ({e.kind}{trig})  {where}", "bold magenta"
             )
             summary = (
                 e.summary_text if e.summary_text is not None else "(opaque: no readable summary)"
             )
-            out_print(Text(_indent("summary: " + summary)))
+            out_print(_indent("summary: " + summary))
             for kept in e.kept_verbatim or []:
-                out_print(Text(_indent("kept verbatim: " + kept)))
+                out_print(_indent("kept verbatim: " + kept))
     if t.identifiers:
         values = ", ".join(f"{i['value']} ({i['kind']})" for i in t.identifiers)
-        out_print(Text(f"identifiers from user messages: {values}"))
+        out_print(f"identifiers from user messages: {values}")
 
 
 def _clip(text: str, limit: int = 2000) -> str:

@@ -45,6 +45,7 @@ from lexkeep.core.store import Store
 
 CONTEXT_SCHEMA_VERSION = 1
 DEFAULT_ANSWER_BYTES = 240
+MAX_BYTES = 2**63 - 1  # the largest --budget-bytes and --answer-bytes (64-bit signed)
 
 
 class ContextFormat(StrEnum):
@@ -633,6 +634,15 @@ def _summaries(
     return valid, stale
 
 
+def _check_bytes(name: str, value: object, least: int) -> None:
+    # The output names both numbers in JSON: beyond 64 bits no JSON writer (nor most readers)
+    # takes them, and no output is that large anyway.
+    if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= MAX_BYTES:
+        raise ConfigError(
+            f"{name} must be a whole number of bytes from {least} to {MAX_BYTES}, got {value!r}"
+        )
+
+
 def build_context(
     store: Store,
     conversation_id: str,
@@ -649,10 +659,8 @@ def build_context(
         fmt = ContextFormat(format)
     except ValueError as exc:
         raise ConfigError(f"unknown context format {format!r} (json or text)") from exc
-    if budget_bytes <= 0:
-        raise ConfigError(f"--budget-bytes must be a positive number of bytes, got {budget_bytes}")
-    if answer_bytes < 0:
-        raise ConfigError(f"answer bytes must be >= 0, got {answer_bytes}")
+    _check_bytes("--budget-bytes", budget_bytes, 1)
+    _check_bytes("--answer-bytes", answer_bytes, 0)
     ser = _SERIALISERS[fmt]
 
     pairs, positions = pairs_and_user_positions(store.con, conversation_id)

@@ -9,6 +9,8 @@ supplied verbatim is reported, with the nearest known value and how it differs.
 from __future__ import annotations
 
 import contextlib
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,15 +84,25 @@ def decode_arguments(arguments: str | bytes | Any, *, path: str = "ARGUMENTS_JSO
     `1.50`); an already decoded value only has Python's numbers, written as JSON.
     """
     if isinstance(arguments, str | bytes):
+        # A byte-order mark is skipped, as ingest skips it (orjson refuses it).
+        if isinstance(arguments, bytes):
+            arguments = arguments.removeprefix(b"\xef\xbb\xbf")
+        else:
+            arguments = arguments.removeprefix("\ufeff")
         try:
             value = orjson.loads(arguments)
         except orjson.JSONDecodeError as exc:
+            # exc.msg: the position is already in path:line:col, not repeated in the text
+            reason, line, col = _bad_utf8(arguments) or (
+                getattr(exc, "msg", str(exc)),
+                getattr(exc, "lineno", None),
+                getattr(exc, "colno", None),
+            )
             raise InputError(
-                # exc.msg: the position is already in path:line:col, not repeated in the text
-                f"proposed arguments are not valid JSON ({getattr(exc, 'msg', exc)})",
+                f"proposed arguments are not valid JSON ({reason})",
                 path=path,
-                line=getattr(exc, "lineno", None),
-                col=getattr(exc, "colno", None),
+                line=line,
+                col=col,
                 hint='pass a JSON object, e.g. \'{"invoice_id": "INV-2025-08-44719"}\'',
             ) from exc
         if holds_float(value):
@@ -107,6 +119,37 @@ def decode_arguments(arguments: str | bytes | Any, *, path: str = "ARGUMENTS_JSO
     return leaves
 
 
+def _bad_utf8(text: str | bytes) -> tuple[str, int, int] | None:
+    """(reason, line, column) of the first byte that is not UTF-8, or None.
+
+    orjson says "str is not valid UTF-8: surrogates not allowed" at column 1; a str holds such
+    a byte as a surrogate when it came from the command line or standard input.
+    """
+    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        head = raw[: exc.start]
+        start = head.rfind(b"\n") + 1
+        col = len(head[start:].decode("utf-8")) + 1  # in characters, as JSON errors are
+        return f"invalid UTF-8, byte 0x{raw[exc.start]:02x}", head.count(b"\n") + 1, col
+    except UnicodeEncodeError:
+        return None  # a lone surrogate of another origin: orjson's own message says it
+    return None
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _member(key: object) -> str:
+    """`.key` for a plain name, else `["key"]` (a dot, space or control character in `.key`
+    would make two places one path, or drive the terminal the report is printed on)."""
+    key = key if isinstance(key, str) else str(key)  # a decoded value passed in may have any
+    if _PLAIN_KEY.fullmatch(key):
+        return f".{key}"
+    return f"[{orjson.dumps(key).decode()}]"
+
+
 def _walk(value: Any, path: str, out: list[Leaf]) -> None:
     if type(value) is Number:
         out.append(Leaf(path, str(value)))  # a number as its JSON text, a plain str
@@ -118,10 +161,39 @@ def _walk(value: Any, path: str, out: list[Leaf]) -> None:
         out.append(Leaf(path, orjson.dumps(value).decode()))
     elif isinstance(value, dict):
         for key, item in value.items():
-            _walk(item, f"{path}.{key}", out)
+            _walk(item, path + _member(key), out)
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
             _walk(item, f"{path}[{i}]", out)
+
+
+# Characters per extraction of a long argument (a file a write_file call writes). One text is
+# scanned to at most 200,000 characters within 50 ms of CPU (docs/identifiers.md), and text
+# dense with identifiers scans at about 1 ms per KB: the rest of a longer value went unchecked,
+# and the guard passed it.
+PIECE_CHARS = 16_384
+# Where a piece may end, best first: no identifier spans a line break or white space, and
+# few hold one of the separators of minified JSON or code.
+_CUTS = ("\n", " \t\r\f\v", ",;\"'<>()[]{}")
+
+
+def _pieces(text: str) -> Iterator[str]:
+    """`text` in pieces of at most PIECE_CHARS characters, each cut after a line break, else
+    white space, else a separator, so that no identifier is cut in two."""
+    start = 0
+    while len(text) - start > PIECE_CHARS:
+        end = start + PIECE_CHARS
+        cut = -1
+        for chars in _CUTS:
+            cut = max(text.rfind(c, start, end) for c in chars)
+            if cut > start:
+                break
+        # No separator in a whole piece (a base64 blob): cut it anyway, it holds no identifier
+        # a rule takes whole.
+        stop = cut + 1 if cut > start else end
+        yield text[start:stop]
+        start = stop
+    yield text[start:]
 
 
 def _supplied_texts(store: Store, conversation_id: str) -> tuple[list[str], list[str]]:
@@ -228,12 +300,13 @@ def guard_arguments(
     pending: list[tuple[Leaf, str, str]] = []
     complete = True
     for leaf in leaves:
-        extraction = extract(leaf.text, rules)
-        complete = complete and extraction.complete
-        for ident in extraction.identifiers:
-            checked.append(ident.value)
-            if not any(is_kept(ident.value, text) for text in supplied):
-                pending.append((leaf, ident.kind, ident.value))
+        for piece in _pieces(leaf.text):
+            extraction = extract(piece, rules)
+            complete = complete and extraction.complete
+            for ident in extraction.identifiers:
+                checked.append(ident.value)
+                if not any(is_kept(ident.value, text) for text in supplied):
+                    pending.append((leaf, ident.kind, ident.value))
     unsupplied: list[Unsupplied] = []
     if pending:
         # Only now pay for extracting the tool results: most calls pass the guard.
@@ -277,6 +350,14 @@ def guard_to_json(report: GuardReport) -> dict[str, Any]:
     }
 
 
+def _shown(value: str) -> str:
+    """A value between single quotes as it is (a repr would double every backslash of a
+    Windows path); one with a quote or an unprintable character as a JSON string."""
+    if value.isprintable() and "'" not in value:
+        return f"'{value}'"
+    return orjson.dumps(value).decode()
+
+
 def guard_to_text(report: GuardReport) -> str:
     """A short human-readable verdict, one line per unsupplied value."""
     lines = []
@@ -294,8 +375,10 @@ def guard_to_text(report: GuardReport) -> str:
             if u.nearest is None:
                 near = "no known value is close"
             else:
-                near = f"nearest known {u.nearest!r} ({u.difference}, from {u.nearest_source})"
-            lines.append(f"  {u.path}: {u.value!r} [{u.kind}] — {near}")
+                near = (
+                    f"nearest known {_shown(u.nearest)} ({u.difference}, from {u.nearest_source})"
+                )
+            lines.append(f"  {u.path}: {_shown(u.value)} [{u.kind}] — {near}")
     if not report.complete:
         lines.append("note: identifier extraction ran out of time on some argument values")
     return "\n".join(lines) + "\n"

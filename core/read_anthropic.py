@@ -28,7 +28,13 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
-from lexkeep.core.read_openai import content_text, conversation_key, file_stem, user_kind
+from lexkeep.core.read_openai import (
+    CallIds,
+    content_text,
+    conversation_key,
+    file_stem,
+    user_kind,
+)
 from lexkeep.core.readers import JsonLine
 
 # Block types only Anthropic content uses (OpenAI parts are text/image_url/input_audio…).
@@ -61,7 +67,9 @@ def _input(raw: Any, line: JsonLine) -> tuple[str, ArgumentsKind]:
     return line.json_text(raw), ArgumentsKind.OBJECT
 
 
-def _message(msg: Any, mid: str, conv: str, src: Source, line: JsonLine) -> Iterator[Record]:
+def _message(
+    msg: Any, mid: str, conv: str, src: Source, ids: CallIds, line: JsonLine
+) -> Iterator[Record]:
     if not isinstance(msg, dict):
         yield Skipped(src, "invalid_message", f"message {mid} is not an object")
         return
@@ -81,7 +89,8 @@ def _message(msg: Any, mid: str, conv: str, src: Source, line: JsonLine) -> Iter
                 texts.append(text)
         elif btype in ("tool_use", "server_tool_use"):
             raw, kind = _input(block.get("input"), line)
-            call_id = block.get("id") if isinstance(block.get("id"), str) else f"{mid}/call{j}"
+            given = block.get("id")
+            call_id = ids.call(given) if isinstance(given, str) and given else f"{mid}/call{j}"
             name = block.get("name") if isinstance(block.get("name"), str) else ""
             after.append(ToolCall(call_id, conv, name, raw, kind, src, message_id=mid))
         elif btype == "tool_result" or (isinstance(btype, str) and btype.endswith("_tool_result")):
@@ -89,7 +98,7 @@ def _message(msg: Any, mid: str, conv: str, src: Source, line: JsonLine) -> Iter
             if isinstance(call_id, str) and call_id:
                 after.append(
                     ToolResult(
-                        call_id,
+                        ids.result(call_id),
                         conv,
                         content_text(block.get("content"), line),
                         src,
@@ -142,8 +151,10 @@ class AnthropicReader:
             sample = msgs[:50] if isinstance(msgs, list) else [value]
             if isinstance(value.get("response"), dict):
                 sample = [*sample, value["response"]]
-            if "conversation_id" in value or "content" not in value and msgs is None:
-                continue  # lexkeep records carry conversation_id and `text`, never `content`
+            if msgs is None and ("conversation_id" in value or "content" not in value):
+                # lexkeep records carry conversation_id and `text`, never `content`; a request
+                # log may carry conversation_id too, as its id (docs/formats.md)
+                continue
             if value.get("type") == "message" and value.get("role") == "assistant":
                 score += 6
                 continue
@@ -165,6 +176,7 @@ class AnthropicReader:
         stem = file_stem(path)
         index = 0
         file_conv_started = False
+        file_ids = CallIds()  # messages per line: the whole file is one conversation
         for item in lines:
             if isinstance(item, Skipped):
                 yield item
@@ -177,18 +189,19 @@ class AnthropicReader:
                 index += 1
                 yield Conversation(conv, Format.ANTHROPIC, src)
                 yield from _system(value.get("system"), f"{conv}/system", conv, src)
+                ids = CallIds()
                 for k, msg in enumerate(msgs):
-                    yield from _message(msg, f"{conv}/{k}", conv, src, item)
+                    yield from _message(msg, f"{conv}/{k}", conv, src, ids, item)
                 response = value.get("response")
                 if isinstance(response, dict):
-                    yield from _message(response, f"{conv}/{len(msgs)}", conv, src, item)
+                    yield from _message(response, f"{conv}/{len(msgs)}", conv, src, ids, item)
             elif value.get("role") in ("user", "assistant"):
                 index += 1
                 if not file_conv_started:
                     file_conv_started = True
                     yield Conversation(stem, Format.ANTHROPIC, src)
                 mid = value.get("id") if isinstance(value.get("id"), str) else None
-                yield from _message(value, mid or f"{stem}/L{item.line}", stem, src, item)
+                yield from _message(value, mid or f"{stem}/L{item.line}", stem, src, file_ids, item)
             else:
                 index += 1
                 yield Skipped(src, "unknown_type", "no `messages` or `role`")

@@ -111,6 +111,34 @@ def _messages_of(value: dict[str, Any]) -> list[Any] | None:
     return None
 
 
+class CallIds:
+    """The tool call ids of one conversation, each made unique, and the call a result answers.
+
+    OpenAI-compatible servers often number calls per turn (`call_0` in every turn): the store
+    keeps one call per id and conversation, so a later `call_0` and its result were left out
+    as already stored. The n-th call with one id is `ID#n` (n >= 2); a result answers the latest
+    call with its id. Counting from the start of the message list (or of the file, for bare
+    messages) keeps the ids the same on every read, and a request log that repeats the history
+    so far gives its calls the same ids each time.
+    """
+
+    def __init__(self) -> None:
+        self._count: dict[str, int] = {}
+        self._latest: dict[str, str] = {}
+
+    def call(self, call_id: str) -> str:
+        """The stored id of the next call that carries `call_id`."""
+        n = self._count.get(call_id, 0) + 1
+        self._count[call_id] = n
+        stored = call_id if n == 1 else f"{call_id}#{n}"
+        self._latest[call_id] = stored
+        return stored
+
+    def result(self, call_id: str) -> str:
+        """The stored id of the call a result with `call_id` answers."""
+        return self._latest.get(call_id, call_id)
+
+
 def read_messages(
     messages: list[Any],
     conv: str,
@@ -120,13 +148,14 @@ def read_messages(
 ) -> Iterator[Record]:
     """Records of one OpenAI chat message list (ids from `id_of(index)` or conv/index);
     `line` is the line they were decoded from."""
+    ids = CallIds()
     for index, msg in enumerate(messages):
         mid = id_of(index) if id_of else f"{conv}/{index}"
-        yield from _message(msg, mid, conv, src, line)
+        yield from _message(msg, mid, conv, src, ids, line)
 
 
 def _message(
-    msg: Any, mid: str, conv: str, src: Source, line: JsonLine | None = None
+    msg: Any, mid: str, conv: str, src: Source, ids: CallIds, line: JsonLine | None = None
 ) -> Iterator[Record]:
     if not isinstance(msg, dict):
         yield Skipped(src, "invalid_message", f"message {mid} is not an object")
@@ -149,7 +178,9 @@ def _message(
             for j, call in enumerate(calls):
                 if not isinstance(call, dict):
                     continue
-                call_id = call.get("id") if isinstance(call.get("id"), str) else f"{mid}/call{j}"
+                given = call.get("id")
+                # an empty id is no id: several of them would be one call in the store
+                call_id = ids.call(given) if isinstance(given, str) and given else f"{mid}/call{j}"
                 if call.get("type") == "custom" and isinstance(call.get("custom"), dict):
                     fn = call["custom"]
                     raw, akind = content_text(fn.get("input")), ArgumentsKind.FREEFORM
@@ -166,7 +197,7 @@ def _message(
     elif role in ("tool", "function"):
         call_id = msg.get("tool_call_id")
         if isinstance(call_id, str) and call_id:
-            yield ToolResult(call_id, conv, text, src)
+            yield ToolResult(ids.result(call_id), conv, text, src)
         else:
             yield Message(mid, conv, Role.TOOL, MessageKind.TOOL_RESULT, text, src)
     else:
@@ -204,6 +235,7 @@ class OpenAIReader:
         stem = file_stem(path)
         index = 0
         file_conv_started = False
+        file_ids = CallIds()  # bare messages: the whole file is one conversation
         for item in lines:
             if isinstance(item, Skipped):
                 yield item
@@ -225,7 +257,7 @@ class OpenAIReader:
                 if not file_conv_started:
                     file_conv_started = True
                     yield Conversation(stem, Format.OPENAI, src)
-                yield from _message(value, f"{stem}/L{item.line}", stem, src, item)
+                yield from _message(value, f"{stem}/L{item.line}", stem, src, file_ids, item)
             else:
                 index += 1
                 yield Skipped(src, "unknown_type", "no `messages`, `traj` or `role`")

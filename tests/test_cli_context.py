@@ -63,6 +63,25 @@ def test_context_unknown_conversation_and_missing_store(cli, db, tmp_path):
     assert "no lexkeep store at" in result.stderr
 
 
+@pytest.mark.parametrize("option", ["--budget-bytes", "--answer-bytes"])
+def test_context_number_beyond_64_bits_is_a_usage_error_not_a_crash(cli, db, option):
+    """ "Any budget, as large as you like" crashed: the output names the budget (and each
+    projection its answer bytes) in JSON, which orjson cannot write beyond 64 bits."""
+    args = {"--budget-bytes": "5000", "--answer-bytes": "240"}
+    args[option] = str(2**64)
+    flat = [x for pair in args.items() for x in pair]
+    result = cli("context", "c1", *flat, "--db", db)
+    assert result.exit_code == 2, result.stdout
+    assert "internal error" not in result.stderr
+    assert f"Invalid value for '{option}'" in result.stderr
+    largest = str(2**63 - 1)
+    args[option] = largest
+    flat = [x for pair in args.items() for x in pair]
+    result = cli("context", "c1", *flat, "--db", db)
+    assert result.exit_code == 0, result.stderr
+    assert orjson.loads(result.stdout_bytes)["conversation_id"] == "c1"
+
+
 def test_context_prints_exactly_the_counted_bytes_in_a_real_process(db):
     env = {**os.environ, "LEXKEEP_DB": str(db)}
     done = subprocess.run(
@@ -85,6 +104,15 @@ def test_guard_seed_invoice_exits_1_and_names_the_nearest_value(cli, db):
     assert f"nearest known '{INVOICE}' (truncated, from user)" in result.stdout
 
 
+def test_guard_text_shows_values_as_they_are_not_as_python_reprs(cli, db):
+    """A Windows path was shown as Python's repr, every backslash doubled: not the value, and
+    copying it gives a wrong path. Plain values are shown between quotes as they are."""
+    path = r"C:\Users\bob\report.txt"
+    result = cli("guard", "s1", orjson.dumps({"p": path}).decode(), "--db", db)
+    assert result.exit_code == 1, result.stderr
+    assert f"  $.p: '{path}' [path_win] — no known value is close" in result.stdout.splitlines()
+
+
 def test_guard_json_format_and_stdin(cli, db):
     result = cli(
         "guard", "s1", "-", "--format", "json", "--db", db, input='{"id": "inv-2025-08-44719"}'
@@ -93,6 +121,26 @@ def test_guard_json_format_and_stdin(cli, db):
     doc = orjson.loads(result.stdout)
     assert doc["unsupplied"][0]["difference"] == "case"
     assert doc["unsupplied"][0]["nearest"] == INVOICE
+
+
+def _guard_stdin(db: Path, data: bytes) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "LEXKEEP_DB": str(db)}
+    command = [sys.executable, "-m", "lexkeep.cli.main", "guard", "s1", "-"]
+    return subprocess.run(command, input=data, capture_output=True, env=env, timeout=60)
+
+
+def test_guard_stdin_bom_is_skipped_and_bad_utf8_is_named_where_it_is(db):
+    """As ingest reads standard input: a UTF-8 byte-order mark (PowerShell's Out-File writes
+    one) is skipped, and invalid UTF-8 is reported at its byte, not as "surrogates not allowed"
+    at column 1."""
+    done = _guard_stdin(db, b'\xef\xbb\xbf{"invoice_id": "INV-2025-08-4471"}')
+    assert done.returncode == 1, done.stderr
+    assert b"nearest known 'INV-2025-08-44719'" in done.stdout
+    done = _guard_stdin(db, b'{"invoice_id":\n "INV-\xff"}')
+    assert done.returncode == 2, done.stdout
+    assert done.stderr.decode().splitlines()[0] == (
+        "Error: -:2:7: proposed arguments are not valid JSON (invalid UTF-8, byte 0xff)"
+    )
 
 
 def test_guard_passes_verbatim_arguments(cli, db):

@@ -144,6 +144,43 @@ def test_show_unknown_conversation(cli, db_file):
     assert "Error: no conversation 'nope' in the store" in result.stderr
 
 
+def test_show_text_never_writes_a_trace_s_control_characters_to_the_terminal(
+    cli, db_file, tmp_path
+):
+    """A trace holds whatever an agent read (a web page, a file): ESC sequences in a title or
+    a message set the terminal's title, colours or worse when `show` printed them as they are.
+    They are written as \\uXXXX, as the audit's reports write them; lines stay."""
+    records = [
+        {"type": "conversation", "id": "c\x1b[2J", "title": "\x1b[31mred\x1b[0m"},
+        {
+            "type": "message",
+            "id": "m1",
+            "conversation_id": "c\x1b[2J",
+            "role": "user",
+            "text": "see \x1b]0;pwned\x07 a\tb\nnext line",
+        },
+        {
+            "type": "tool_call",
+            "id": "k1",
+            "conversation_id": "c\x1b[2J",
+            "name": "f\x9b",
+            "arguments": '{"a": "\\u001b[1m"}',
+        },
+    ]
+    trace = tmp_path / "esc.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    ok(cli("ingest", trace, "--db", db_file))
+    out = ok(cli("show", "c", "--db", db_file)).stdout
+    assert "\x1b" not in out and "\x9b" not in out and "\x07" not in out
+    assert "conversation c\\u001b[2J" in out
+    assert "title: \\u001b[31mred\\u001b[0m" in out
+    assert "    see \\u001b]0;pwned\\u0007 a" in out and "b\n    next line" in out
+    assert "tool call f\\u009b (k1)" in out
+    # the JSON format is for programs: the values as stored
+    doc = json.loads(ok(cli("show", "c", "--db", db_file, "--format", "json")).stdout)
+    assert doc["title"] == "\x1b[31mred\x1b[0m"
+
+
 def test_unknown_output_and_input_formats(cli, db_file):
     assert cli("stats", "--db", db_file, "--format", "xml").exit_code == 2
     result = cli("ingest", INVOICE, "--db", db_file, "--input-format", "yaml")

@@ -244,6 +244,29 @@ def test_compactions_table_on_an_80_column_terminal_shows_the_failure_reason(cli
     assert max(len(line) for line in out.splitlines()) <= 80
 
 
+def test_compactions_table_never_sends_a_summariser_s_escape_codes_to_the_terminal(cli, tmp_path):
+    """The failure reason holds the summariser's stderr, often coloured (ESC[31m): printed as
+    it is, it drove the terminal. Control characters are written as \\uXXXX, as `show` does."""
+    import sys
+
+    rows = []
+    for i in range(30):
+        rows.append({"type": "message", "id": f"u{i}", "conversation_id": "c1", "role": "user"})
+        rows[-1]["text"] = f"question {i}"
+        rows.append({"type": "message", "id": f"a{i}", "conversation_id": "c1"})
+        rows[-1].update(role="assistant", text=f"answer {i}")
+    traces = tmp_path / "long.jsonl"
+    traces.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    db = tmp_path / "t.duckdb"
+    assert cli("ingest", traces, "--db", db).exit_code == 0
+    code = "import sys; sys.stderr.write(chr(27) + '[31mquota' + chr(27) + '[0m'); sys.exit(3)"
+    failing = f'command:{sys.executable} -c "{code}"'
+    assert cli("compact", "--db", db, "--summarizer", failing).exit_code == 1
+    out = cli("compactions", "--db", db).stdout
+    assert "\x1b" not in out, out
+    assert "\\u001b[31mquota" in out, out
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -224,6 +224,21 @@ def test_unknown_conversation_and_bad_arguments(conv30):
         build_context(conv30, "c1", 10_000, format="yaml")
 
 
+@pytest.mark.parametrize(
+    ("budget", "answer_bytes"),
+    [("8000", 240), (8000.0, 240), (True, 240), (None, 240), (2**63, 240)]
+    + [(8000, "240"), (8000, 2.5), (8000, None), (8000, 2**63), (8000, -1)],
+)
+def test_budget_and_answer_bytes_of_the_wrong_type_or_size_are_config_errors(
+    conv30, budget, answer_bytes
+):
+    """The library's arguments are checked as the CLI's are: a string, float, bool or a number
+    beyond 64 bits was a TypeError from deep inside (or, for True, a budget of 1 byte)."""
+    with pytest.raises(ConfigError) as err:
+        build_context(conv30, "c1", budget, answer_bytes=answer_bytes)
+    assert "bytes" in err.value.message
+
+
 def test_fewer_than_30_pairs_has_no_segments(store, tmp_path):
     load(store, tmp_path, pair_records("c4", 12))
     ctx = build_context(store, "c4", 100_000, format="text")

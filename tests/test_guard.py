@@ -6,9 +6,17 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_context_support import load
 
-from lexkeep.compaction.guard import decode_arguments, guard_arguments, guard_to_json
+from lexkeep.compaction.guard import (
+    PIECE_CHARS,
+    _pieces,
+    decode_arguments,
+    guard_arguments,
+    guard_to_json,
+)
 from lexkeep.core.errors import InputError, NotFoundError
 from lexkeep.core.nearmiss import Difference
 from lexkeep.core.store import Store
@@ -119,6 +127,30 @@ def test_nested_leaves_and_values_with_no_near_miss(support):
     assert doc["unsupplied"][0]["nearest"] is None
 
 
+def test_a_long_argument_is_checked_to_its_end(support):
+    """An argument longer than the extractor's 200,000 characters per text (a file a
+    write_file call writes) was scanned only to there: an identifier nobody supplied after it
+    passed the guard, exit 0. Long values are scanned in pieces cut at whitespace."""
+    line = f"see invoice {INVOICE} again\n"
+    content = line * (250_000 // len(line)) + "then INV-2025-08-4471 at the end"
+    report = guard_arguments(support, "c1", {"path": "notes.txt", "content": content})
+    assert report.complete
+    [finding] = report.unsupplied
+    assert (finding.path, finding.value) == ("$.content", "INV-2025-08-4471")
+    assert report.checked.count(INVOICE) == 250_000 // len(line)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet="ab \n,-", max_size=3 * PIECE_CHARS), st.integers(0, PIECE_CHARS))
+def test_pieces_rejoin_to_the_text_and_cut_only_after_a_separator(text, pad):
+    text = "x" * pad + text
+    pieces = list(_pieces(text))
+    assert "".join(pieces) == text
+    assert all(len(p) <= PIECE_CHARS for p in pieces)
+    for piece in pieces[:-1]:
+        assert piece[-1] in " \n," or " " not in piece and "\n" not in piece and "," not in piece
+
+
 def test_a_value_inside_a_longer_user_token_is_not_supplied(support):
     # 'INV-2025-08-4471' occurs inside 'INV-2025-08-44719' but not at a digit boundary.
     report = guard_arguments(support, "c1", ["INV-2025-08-4471"])
@@ -128,6 +160,20 @@ def test_a_value_inside_a_longer_user_token_is_not_supplied(support):
 def test_keys_booleans_and_nulls_are_not_values():
     leaves = decode_arguments('{"INV-2025-08-99999": null, "a": [true, 1.5, "x"]}')
     assert [(leaf.path, leaf.text) for leaf in leaves] == [("$.a[1]", "1.5"), ("$.a[2]", "x")]
+
+
+def test_paths_name_one_place_each_and_quote_keys_that_are_not_plain_names():
+    """`{"a.b": {"c": …}}` and `{"a": {"b.c": …}}` were both `$.a.b.c`, and a key holding ESC
+    went to the terminal in the text report. Keys that are not plain names are quoted JSON in
+    brackets (`$["a.b"].c`), as JSONPath writes them."""
+    arguments = '{"a.b": {"c": "x"}, "a": {"b.c": "y"}, "x y": ["z"], "\\u001b[2J": "w"}'
+    leaves = decode_arguments(arguments)
+    assert [leaf.path for leaf in leaves] == [
+        '$["a.b"].c',
+        '$.a["b.c"]',
+        '$["x y"][0]',
+        '$["\\u001b[2J"]',
+    ]
 
 
 def test_numbers_keep_the_text_the_arguments_write():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from lexkeep.core.ingest import read_records
@@ -140,3 +141,57 @@ def test_tool_result_content_given_as_an_object_keeps_its_numbers_as_written(tmp
     path.write_text(request + "\n")
     (result,) = [r for r in read_records(path, Format.ANTHROPIC) if isinstance(r, ToolResult)]
     assert result.text == f'{{"account":{big}}}'
+
+
+def test_request_log_keyed_by_conversation_id_is_detected_as_anthropic(tmp_path):
+    """docs/formats.md: request logs take their id from `id`, `conversation_id` or
+    `session_id`. One keyed by `conversation_id` was taken for OpenAI chat, which reads no
+    tool_use, tool_result or compaction block: the audit then saw no boundary at all."""
+    request = {
+        "conversation_id": "s1",
+        "model": "claude-x",
+        "messages": [
+            {"role": "user", "content": "refund order ORD-77812 please"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "compaction", "content": "User wants a refund."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "refund", "input": {"o": 1}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}],
+            },
+        ],
+    }
+    path = tmp_path / "requests.jsonl"
+    path.write_text(json.dumps(request) + "\n")
+    records = list(read_records(path))
+    assert records[0] == Conversation("s1", Format.ANTHROPIC, records[0].source)
+    assert [type(r).__name__ for r in records[1:]] == [
+        "Message",
+        "Boundary",
+        "Message",
+        "ToolCall",
+        "ToolResult",
+    ]
+
+
+def test_tool_use_ids_repeated_in_one_conversation_are_kept_apart(tmp_path):
+    """As in OpenAI logs (test_read_openai): a compatible server that numbers tool_use ids per
+    turn must not lose the later call and its result as already stored."""
+
+    def turn(args: dict) -> list[dict]:
+        use = {"type": "tool_use", "id": "t0", "name": "f", "input": args}
+        result = {"type": "tool_result", "tool_use_id": "t0", "content": str(args)}
+        return [{"role": "assistant", "content": [use]}, {"role": "user", "content": [result]}]
+
+    lines = [{"role": "user", "content": "order ORD-77812"}, *turn({"q": 1}), *turn({"q": 2})]
+    path = tmp_path / "messages.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    records = list(read_records(path, Format.ANTHROPIC))
+    calls = [(r.call_id, r.arguments_raw) for r in records if isinstance(r, ToolCall)]
+    assert calls == [("t0", '{"q":1}'), ("t0#2", '{"q":2}')]
+    results = [(r.call_id, r.text) for r in records if isinstance(r, ToolResult)]
+    assert results == [("t0", "{'q': 1}"), ("t0#2", "{'q': 2}")]

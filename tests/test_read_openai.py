@@ -190,3 +190,43 @@ def test_object_arguments_keep_numbers_as_the_file_writes_them(tmp_path):
         f'{{"account":{big}}}',
         ArgumentsKind.OBJECT,
     )
+
+
+def _call(call_id: str, args: str) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": args}}
+
+
+def test_call_ids_repeated_per_turn_are_kept_apart(tmp_path, cli):
+    """OpenAI-compatible servers often number calls per turn (`call_0` in every turn) or give
+    an empty id. The later call and its result were left out as already stored: the audit saw
+    no use of ORD-77812 after the boundary and reported it missing."""
+    messages = [
+        {"role": "user", "content": "look up order ORD-77812 please"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("call_0", '{"q": "x"}')]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "none"},
+        {"type": "compaction", "id": "cmp_1"},
+        {"role": "assistant", "tool_calls": [_call("call_0", '{"q": "ORD-77812"}')]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "found"},
+        {"role": "assistant", "tool_calls": [_call("", "{}"), _call("", '{"n": 2}')]},
+        {"role": "assistant", "content": "done"},
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps({"id": "dup", "messages": messages}) + "\n")
+    records = list(read_records(path, Format.OPENAI))
+    calls = [(r.call_id, r.arguments_raw) for r in records if isinstance(r, ToolCall)]
+    assert calls == [
+        ("call_0", '{"q": "x"}'),
+        ("call_0#2", '{"q": "ORD-77812"}'),
+        ("dup/6/call0", "{}"),
+        ("dup/6/call1", '{"n": 2}'),
+    ]
+    results = [(r.call_id, r.text) for r in records if isinstance(r, ToolResult)]
+    assert results == [("call_0", "none"), ("call_0#2", "found")]
+
+    db = tmp_path / "s.duckdb"
+    ingested = cli("ingest", path, "--input-format", "openai", "--db", db)
+    assert ingested.exit_code == 0, ingested.stderr
+    audited = cli("audit", "--db", db, "--format", "json")
+    assert audited.exit_code == 0, audited.stderr
+    [finding] = json.loads(audited.stdout)["findings"]
+    assert (finding["value"], finding["verdict"]) == ("ORD-77812", "kept")
