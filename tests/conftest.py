@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ from lexkeep.cli.main import app
 from lexkeep.core.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+# The shared corpus sits beside the repo; a git worktree elsewhere names it in the environment.
+SHARED_DATA = Path(os.environ.get("LEXKEEP_SHARED_DATA") or REPO.parent / "shared" / "data")
 SAMPLE_TRACES = REPO / "sample_traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -70,7 +72,8 @@ def ingest_rows(store: Store) -> dict[str, list[tuple]]:
 
 
 def shared_data() -> Path:
-    """The shared corpus; tests that need it skip with a reason when it is not beside the repo."""
+    """The shared corpus; tests that need it skip with a reason when it is not beside the repo
+    (or where $LEXKEEP_SHARED_DATA says)."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared corpus not found at {SHARED_DATA}")
+        pytest.skip(f"shared corpus not found at {SHARED_DATA} (set LEXKEEP_SHARED_DATA)")
     return SHARED_DATA
