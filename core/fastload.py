@@ -42,7 +42,7 @@ from lexkeep.core.model import (
     Role,
     RunStatus,
 )
-from lexkeep.core.store import Store
+from lexkeep.core.store import Store, close_position_holes
 
 # Lines longer than this make DuckDB fail, and the general ingest takes over.
 MAX_LINE_BYTES = 16 << 20
@@ -631,6 +631,10 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
                 other_path=file,
                 other_line=file_line,
             )
+    if sum(after) - sum(before) < con.execute(_STAGED_RECORDS_SQL).fetchone()[0]:
+        # Records the store held already were left out, and had positions all the same.
+        bases = dict(con.execute(_BASES_SQL).fetchall())
+        close_position_holes(con, bases)
     return replace(
         staged.counts,
         messages_added=after[0] - before[0],
@@ -643,8 +647,11 @@ _NOTHING = "ON CONFLICT DO NOTHING"
 # The file is written alone in its transaction: what the tables grew by is what it added.
 _ADDED_SQL = (
     "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM tool_calls),"
-    " (SELECT count(*) FROM boundaries)"
+    " (SELECT count(*) FROM boundaries), (SELECT count(*) FROM tool_results)"
 )
+# What the timeline gave positions to, and each conversation's max_position before the file.
+_STAGED_RECORDS_SQL = "SELECT count(*) FROM lexkeep_ingest_timeline"
+_BASES_SQL = "SELECT conv, min(position) - 1 FROM lexkeep_ingest_timeline GROUP BY conv"
 # The first staged message or compaction whose id the store holds for another conversation.
 _REUSED_SQL = """
 SELECT * FROM (

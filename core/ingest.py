@@ -53,7 +53,7 @@ from lexkeep.core.parallel import ReadAhead, read_workers
 from lexkeep.core.readers import JsonLine
 from lexkeep.core.rules import load_rules
 from lexkeep.core.sidecar import Known, index_pending
-from lexkeep.core.store import Store, drop_keys, is_duckdb_file
+from lexkeep.core.store import Store, close_position_holes, drop_keys, is_duckdb_file
 
 # How many decoded values the format sniffers see, and how many lines (values or not) are read
 # to find them: a binary file (a DuckDB store given as a trace) is all bad "lines".
@@ -653,6 +653,10 @@ class _Batch:
         # only take their positions.
         self.lean = lean
         self.max_pos: dict[str, int] = {}
+        # max_position before this batch, and whether a write left out records the store
+        # held already (their positions are then holes: close_position_holes in finish()).
+        self.base: dict[str, int] = {}
+        self.holes = False
         self.convs: dict[str, list[Any]] = {}  # id -> conversation row (updated in place)
         self.touched: set[str] = set()
         self.buffer: list[Any] = []
@@ -672,6 +676,7 @@ class _Batch:
             "messages": Counter(),
             "tool_calls": Counter(),
             "boundaries": Counter(),
+            "tool_results": Counter(),
         }
         # Run ids run records gave: id -> (conversation, file, line) of the first record.
         self.named_runs: dict[str, tuple[str, str, int]] = {}
@@ -721,13 +726,13 @@ class _Batch:
         if not missing:
             return
         for conv in missing:
-            self.max_pos[conv] = -1
+            self.max_pos[conv] = self.base[conv] = -1
         rows = self.con.execute(
             "SELECT id, max_position FROM conversations WHERE id IN (SELECT unnest(?))",
             [missing],
         ).fetchall()
         for conv, pos in rows:
-            self.max_pos[conv] = pos
+            self.max_pos[conv] = self.base[conv] = pos
 
     def flush(self) -> None:
         """Give buffered records positions and bulk-write them (one write per table)."""
@@ -863,14 +868,18 @@ class _Batch:
         ):
             if rows:
                 ids: set[Any] | None = set() if seen is None and table in _OWN_IDS else None
+                counter = None if seen is not None else added.get(table)
+                before = sum(counter.values()) if counter is not None else 0
                 store.bulk_insert(
                     table,
                     None,
                     rows,
                     on_conflict=conflict,
-                    added_per_file=None if seen is not None else added.get(table),
+                    added_per_file=counter,
                     added_ids=ids,
                 )
+                if counter is not None and sum(counter.values()) - before < len(rows):
+                    self.holes = True  # rows left out as already stored took positions
                 if ids is not None and len(ids) < len(rows):
                     left_out[table] = _not_inserted(rows, ids)
         for table, rows in left_out.items():
@@ -891,6 +900,10 @@ class _Batch:
             if named:
                 _check_ids(self.con, "runs", named)
         self._load_positions(self.touched)
+        if self.holes:
+            given = {conv: self.max_pos[conv] for conv in self.touched}
+            bases = {conv: self.base[conv] for conv in self.touched}
+            self.max_pos.update(close_position_holes(self.con, bases, given))
         conv_rows = []
         for conv in self.touched:
             row = self.convs[conv]

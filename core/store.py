@@ -440,6 +440,68 @@ def bulk_insert(
         os.unlink(tmp)
 
 
+# The tables whose rows take a conversation's positions (one ordering shared by all four).
+TIMELINE_TABLES = ("messages", "tool_calls", "tool_results", "boundaries")
+
+
+def close_position_holes(
+    con: duckdb.DuckDBPyConnection, bases: dict[str, int], given: dict[str, int] | None = None
+) -> dict[str, int]:
+    """Renumber what a write added to each conversation of `bases` as base + 1, base + 2, ...
+    in the order it was given; its new max_position by conversation.
+
+    `bases` holds each conversation's max_position before the write. Positions are given
+    before the insert, which leaves out records the store holds already (a copy read again):
+    theirs were holes. Runs at an added record move with it; a run placed after everything
+    (`given` max_position + 1: no message of its own in the write) moves to the new end.
+    conversations.max_position is set for the rows that exist. Only for a write that left
+    records out: it reads every timeline table.
+    """
+    if not bases:
+        return {}
+    convs, base_list = list(bases), [bases[c] for c in bases]
+    union = " UNION ALL ".join(
+        f"SELECT conversation_id AS c, position FROM {table}" for table in TIMELINE_TABLES
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE lexkeep_renumber AS
+        WITH b AS (SELECT unnest($convs) AS c, unnest($bases) AS base)
+        SELECT p.c, p.position AS old,
+               b.base + row_number() OVER (PARTITION BY p.c ORDER BY p.position) AS new
+        FROM ({union}) p JOIN b ON p.c = b.c AND p.position > b.base
+        """,
+        {"convs": convs, "bases": base_list},
+    )
+    for table in (*TIMELINE_TABLES, "runs"):
+        con.execute(
+            f"UPDATE {table} SET position = r.new FROM lexkeep_renumber r"
+            f" WHERE {table}.conversation_id = r.c AND {table}.position = r.old"
+            " AND r.new <> r.old"
+        )
+    counts = dict(con.execute("SELECT c, count(*) FROM lexkeep_renumber GROUP BY c").fetchall())
+    con.execute("DROP TABLE lexkeep_renumber")
+    new_max = {c: base + counts.get(c, 0) for c, base in bases.items()}
+    moved = [c for c in new_max if given and c in given and given[c] != new_max[c]]
+    if moved:
+        con.execute(
+            "UPDATE runs SET position = m.new FROM"
+            " (SELECT unnest($c) AS c, unnest($old) AS old, unnest($new) AS new) m"
+            " WHERE runs.conversation_id = m.c AND runs.position = m.old",
+            {
+                "c": moved,
+                "old": [given[c] + 1 for c in moved],  # type: ignore[index]
+                "new": [new_max[c] + 1 for c in moved],
+            },
+        )
+    con.execute(
+        "UPDATE conversations SET max_position = m.new FROM"
+        " (SELECT unnest($c) AS c, unnest($new) AS new) m WHERE conversations.id = m.c",
+        {"c": list(new_max), "new": list(new_max.values())},
+    )
+    return new_max
+
+
 def drop_keys(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> None:
     """Replace each of `tables` (empty) by a copy without constraints or indexes.
 

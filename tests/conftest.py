@@ -71,6 +71,30 @@ def ingest_rows(store: Store) -> dict[str, list[tuple]]:
     return out
 
 
+def position_holes(store: Store) -> list[tuple]:
+    """Conversations whose timeline is not numbered 0..max_position without holes or repeats
+    (docs/formats.md, "Positions"), with what they hold; [] when every one is."""
+    return store.con.execute(
+        """
+        WITH p AS (
+            SELECT conversation_id AS c, position FROM messages
+            UNION ALL SELECT conversation_id, position FROM tool_calls
+            UNION ALL SELECT conversation_id, position FROM tool_results
+            UNION ALL SELECT conversation_id, position FROM boundaries
+        )
+        SELECT c.id, c.max_position, count(p.position), count(DISTINCT p.position),
+               min(p.position), max(p.position)
+        FROM conversations c LEFT JOIN p ON p.c = c.id
+        GROUP BY c.id, c.max_position
+        HAVING count(p.position) <> c.max_position + 1
+            OR count(DISTINCT p.position) <> count(p.position)
+            OR coalesce(min(p.position), 0) <> 0
+            OR coalesce(max(p.position), -1) <> c.max_position
+        ORDER BY c.id
+        """
+    ).fetchall()
+
+
 def shared_data() -> Path:
     """The shared corpus; tests that need it skip with a reason when it is not beside the repo
     (or where $LEXKEEP_SHARED_DATA says)."""

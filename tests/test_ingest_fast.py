@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import INGEST_TABLES, ingest_rows
+from conftest import INGEST_TABLES, ingest_rows, position_holes
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -273,6 +273,38 @@ def test_a_second_file_repeating_ids_keeps_the_conflict_check(tmp_path):
     fast, slow = _ingest_both(tmp_path / "dbs", [[str(first)], [str(second)]])
     assert [row[0] for row in fast["messages"]].count("m1") == 1
     _assert_same(fast, slow)
+
+
+def test_records_the_store_holds_already_take_no_positions_both_ways(tmp_path):
+    """A file repeating stored records (a copy, a resumed session): the new ones continue
+    right after the conversation's last position, with no hole where the copies were."""
+    first = tmp_path / "a.jsonl"
+    first.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text="order #W2378156")
+        + _line("tool_call", id="t1", conversation_id="c1", name="f", arguments={"n": 1})
+        + _line("tool_result", call_id="t1", conversation_id="c1", text="ok")
+        + _line("compaction", id="b1", conversation_id="c1", summary="s")
+    )
+    second = tmp_path / "b.jsonl"
+    second.write_bytes(
+        first.read_bytes()
+        + _line("message", id="m2", conversation_id="c1", role="user", text="more")
+        + _line("tool_call", id="t2", conversation_id="c1", name="f", arguments={"n": 2})
+        + _line("message", id="m3", conversation_id="c2", role="user", text="elsewhere")
+    )
+    assert _took_fast_path(second, tmp_path)
+    fast, slow = _ingest_both(tmp_path / "dbs", [[str(first)], [str(second)]])
+    _assert_same(fast, slow)
+    assert sorted((r[0], r[3]) for r in fast["messages"]) == [("m1", 0), ("m2", 4), ("m3", 0)]
+    assert sorted((r[1], r[3]) for r in fast["tool_calls"]) == [("t1", 1), ("t2", 5)]
+    assert sorted((r[0], r[3]) for r in fast["runs"]) == [
+        ("m1/run", 0),
+        ("m2/run", 4),
+        ("m3/run", 0),
+    ]
+    for name in ("fast", "slow"):
+        with Store.open(tmp_path / "dbs" / f"{name}.duckdb", read_only=True) as store:
+            assert position_holes(store) == [], name
 
 
 def test_staged_line_numbers_are_physical_lines_when_duckdb_reads_in_parallel(

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, shared_data
+from conftest import FIXTURES, position_holes, shared_data
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -464,6 +464,15 @@ def test_ingested_store_takes_identifiers_from_user_text_only(store):
     assert kinds["summary"] == 3 and kinds["user_text"] == 9
     (n,) = con.execute("SELECT count(*) FROM boundaries WHERE summary_text IS NOT NULL").fetchone()
     assert n == 3
+
+
+def test_real_sessions_sharing_a_session_id_keep_positions_without_holes(tmp_path):
+    """Files of the corpus that share a sessionId repeat some of each other's lines: those are
+    stored once, and took positions all the same (holes in s1, s2, todowrite_session)."""
+    root = shared_data() / "claude-code-log" / "test" / "test_data"
+    with Store.open(tmp_path / "all.duckdb") as s:
+        ingest_paths(s, [str(root)], skip_invalid=True)
+        assert position_holes(s) == []
 
 
 def test_tool_use_input_keeps_numbers_as_the_session_writes_them(tmp_path):
