@@ -1379,12 +1379,14 @@ def _ingest_one(
     on_progress: Callable[[int], None] | None,
     staged: Staged | None = None,
     ahead: ReadAhead[str, _Read] | None = None,
+    told: int = 0,
 ) -> tuple[FileCounts, int]:
     """Stage one file into `batch`; returns its counts (identifiers still 0) and skip_lines.
 
     A file `staged` for the fast path (alone in its transaction, never ingested before) is
     written from DuckDB's staging tables (core/fastload.py) instead of being read here; a
-    file never ingested before may have been read by a worker of `ahead`.
+    file never ingested before may have been read by a worker of `ahead`. `told`: bytes of
+    this file `on_progress` heard already (from staging it), not told again.
     """
     con = batch.con
     key = batch.key(path)
@@ -1410,7 +1412,7 @@ def _ingest_one(
         if same:
             skip_lines, status = prev[1], "appended"
     if staged is not None and prev is None and path == staged.path:
-        done = _fast_write(batch, staged, path, key, on_progress)
+        done = _fast_write(batch, staged, path, key, on_progress, told)
         if done is not None:
             return done, 0
     read = ahead.take(path) if ahead is not None and prev is None else None
@@ -1430,21 +1432,22 @@ def _ingest_one(
             raise
         records = get_reader(fmt).read(items, path)
     state = _FileIngest(batch, path, fmt, skip_lines, skip_invalid)
-    reported = 0
+    reported = told
     add = state.add
     for n, record in enumerate(records):
         add(record)
         if on_progress is not None and not n & 0x3FFF and read is None:
             done = source.bytes_consumed
-            on_progress(done - reported)
-            reported = done
+            if done > reported:
+                on_progress(done - reported)
+                reported = done
     if read is not None:
         for reason, count in read.counted.items():
             state.skipped[reason] = state.skipped.get(reason, 0) + count
         for message_id, got in read.extracted.items():
             batch.extracted.setdefault(message_id, got)
     state.finish()
-    if on_progress is not None:
+    if on_progress is not None and source.bytes_consumed > reported:
         on_progress(source.bytes_consumed - reported)
     if (
         format is not None
@@ -1501,8 +1504,14 @@ def _ingest_one(
     return counts, skip_lines
 
 
-def _fast_stage(store: Store, path: str, format: Format | str | None) -> Staged | None:
-    """Stage `path` for the fast path when it is plain lexkeep JSONL never ingested before."""
+def _fast_stage(
+    store: Store,
+    path: str,
+    format: Format | str | None,
+    on_progress: Callable[[int], None] | None = None,
+) -> Staged | None:
+    """Stage `path` for the fast path when it is plain lexkeep JSONL never ingested before;
+    `on_progress` hears the bytes staged as DuckDB loads them (see fastload.stage)."""
     if not is_plain_file(path):
         return None
     if format is not None and Format(format) != Format.LEXKEEP:
@@ -1521,13 +1530,19 @@ def _fast_stage(store: Store, path: str, format: Format | str | None) -> Staged 
         items.close()  # type: ignore[attr-defined]
     if fmt != Format.LEXKEEP or source.document:
         return None
-    return stage(store, path)
+    return stage(store, path, on_progress)
 
 
 def _fast_write(
-    batch: _Batch, staged: Staged, path: str, key: str, on_progress: Callable[[int], None] | None
+    batch: _Batch,
+    staged: Staged,
+    path: str,
+    key: str,
+    on_progress: Callable[[int], None] | None,
+    told: int = 0,
 ) -> FileCounts | None:
-    """Write a staged file and its ingest_runs row; None when the general path must run."""
+    """Write a staged file and its ingest_runs row; None when the general path must run.
+    `told`: its bytes that on_progress heard while it was staged."""
     got = write(batch.store, staged)
     if got is None:
         return None
@@ -1548,8 +1563,8 @@ def _fast_write(
             sum(got.skipped.values()),
         ],
     )
-    if on_progress is not None:
-        on_progress(got.bytes_consumed)
+    if on_progress is not None and got.bytes_consumed > told:
+        on_progress(got.bytes_consumed - told)
     return FileCounts(
         path=path,
         format=Format.LEXKEEP.value,
@@ -1578,8 +1593,9 @@ def _ingest_group(
 ) -> list[FileCounts]:
     """Ingest `group` in one transaction; on failure, keep the files before the failing one.
 
-    `on_phase(text)` hears the phases of a file loaded by DuckDB, whose bytes are all read
-    at once: loading, extracting identifiers, writing the store, then "ingesting" again.
+    `on_phase(text)` hears the phases of a file loaded by DuckDB: loading (its bytes go to
+    `on_progress` as they are staged, from the staging's reading thread), extracting
+    identifiers, writing the store, then "ingesting" again.
     """
     done: list[tuple[FileCounts, int]] = []
     reading = True
@@ -1589,8 +1605,18 @@ def _ingest_group(
             fast = Path(group[0][0]).stat().st_size >= fast_min_bytes  # type: ignore[operator]
     phase = on_phase if fast and on_phase is not None else lambda text: None
     phase("loading the file (DuckDB)")
-    # Staged before the transaction: a line DuckDB refuses would abort it.
-    staged = _fast_stage(store, group[0][0], options["format"]) if fast else None
+    told = 0  # bytes the staging told on_progress: the reading after it does not repeat them
+    tell = options["on_progress"]
+
+    def counted(n: int) -> None:
+        nonlocal told
+        told += n
+        tell(n)
+
+    staged = None
+    if fast:
+        # Staged before the transaction: a line DuckDB refuses would abort it.
+        staged = _fast_stage(store, group[0][0], options["format"], counted if tell else None)
     if staged is None:
         phase("ingesting")
     try:
@@ -1598,7 +1624,11 @@ def _ingest_group(
             batch = _Batch(store, lean=lean, seen=keys)
             batch.load_previous([path for path, _ in group])
             for path, from_walk in group:
-                done.append(_ingest_one(batch, path, from_walk=from_walk, staged=staged, **options))
+                done.append(
+                    _ingest_one(
+                        batch, path, from_walk=from_walk, staged=staged, told=told, **options
+                    )
+                )
             reading = False
             batch.finish()
             if staged is not None:
@@ -1733,7 +1763,8 @@ def ingest_paths(
     A file with an invalid line raises InputError and writes nothing (unless `skip_invalid`,
     which records each skipped line in ingest_errors); files before it stay ingested.
     Re-ingesting an unchanged file adds nothing; a grown file adds only its new lines.
-    `on_file` gets each file's counts once they are committed; `on_progress(n)` bytes read.
+    `on_file` gets each file's counts once they are committed; `on_progress(n)` bytes read
+    (while DuckDB loads a file, from the thread that reads it beside DuckDB).
     A plain file of at least `fast_min_bytes` bytes (None: never) is ingested alone in its
     transaction, so that a lexkeep JSONL file read for the first time can be loaded by DuckDB.
     `lean` (for a throw-away audit store) writes only what the audit reads: conversations, the

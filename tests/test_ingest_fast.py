@@ -441,6 +441,56 @@ def test_a_file_loaded_by_duckdb_tells_its_phases(tmp_path: Path) -> None:
     assert phases == []
 
 
+def test_a_file_loaded_by_duckdb_moves_the_bar_while_it_is_staged(tmp_path, monkeypatch):
+    """The bar sat at 0 for the whole DuckDB load, then jumped to the end: it now hears the
+    bytes as the staging reads them, each byte once, all before identifiers are extracted."""
+    monkeypatch.setattr(fastload, "PROGRESS_BYTES", 16 << 10)
+    path = tmp_path / "mixed.jsonl"
+    _mixed_records(path, 2_000)
+    size = path.stat().st_size
+    assert size > 6 * fastload.PROGRESS_BYTES
+    events: list[tuple[str, object]] = []
+    with Store.open(tmp_path / "fast.duckdb") as store:
+        ingest_paths(
+            store,
+            [str(path)],
+            fast_min_bytes=0,
+            on_phase=lambda text: events.append(("phase", text)),
+            on_progress=lambda n: events.append(("bytes", n)),
+        )
+    loading = events.index(("phase", "loading the file (DuckDB)"))
+    extracting = events.index(("phase", "extracting identifiers"))
+    told = [n for kind, n in events if kind == "bytes"]
+    assert sum(told) == size  # type: ignore[arg-type]
+    assert [n for _, n in events[loading + 1 : extracting]] == told
+    assert len(told) >= size // fastload.PROGRESS_BYTES
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        _line("message", id="u5", conversation_id="c0", role="user", text="dup"),  # in DuckDB
+        b'{"type":"message","id":"mx","conversation_id":"c1","role":"user","n":NaN}\n',
+        _line("tool_result", call_id="k", conversation_id="c1", text={"a": [1]}),
+    ],
+)
+def test_a_file_the_fast_path_gives_up_on_is_counted_once(tmp_path, monkeypatch, bad):
+    """Bytes the staging told the bar before the file went to the general path (found by
+    DuckDB's checks, or by the reading thread, which stops there) are not told again."""
+    monkeypatch.setattr(fastload, "PROGRESS_BYTES", 16 << 10)
+    path = tmp_path / "mixed.jsonl"
+    _mixed_records(path, 2_000)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:1000] + [bad] + lines[1000:]))
+    assert not _took_fast_path(path, tmp_path)
+    told: list[int] = []
+    with Store.open(tmp_path / "s.duckdb") as store:
+        ingest_paths(
+            store, [str(path)], fast_min_bytes=0, skip_invalid=True, on_progress=told.append
+        )
+    assert sum(told) == path.stat().st_size
+
+
 # Keys of a line: the reader's, others, and ones only an escape or a quote can write.
 _KEYS = st.sampled_from(["type", "id", "text", "name", "arguments", "kind", "x", "é", 'q"'])
 _VALUES = st.recursive(
