@@ -641,16 +641,8 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
         # conversation holds their id (then the caller's transaction rolls back).
         reused = con.execute(_REUSED_SQL).fetchone()
         if reused is not None:
-            what, key, line, conv, file, file_line = reused
-            raise ReusedIdError(
-                what,
-                key,
-                path=staged.path,
-                line=line,
-                other_conversation=conv,
-                other_path=file,
-                other_line=file_line,
-            )
+            what, key, line, *held = reused
+            raise ReusedIdError(what, key, tuple(held), path=staged.path, line=line)
     if sum(after) - sum(before) < con.execute(_STAGED_RECORDS_SQL).fetchone()[0]:
         # Records the store held already were left out, and had positions all the same.
         bases = dict(con.execute(_BASES_SQL).fetchall())

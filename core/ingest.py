@@ -972,15 +972,7 @@ def _check_ids(con: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
     for row in rows:
         held = stored.get(row[0])
         if held is not None and held[0] != row[1]:
-            raise ReusedIdError(
-                what,
-                row[0],
-                path=row[at],
-                line=row[at + 1],
-                other_conversation=held[0],
-                other_path=held[1],
-                other_line=held[2],
-            )
+            raise ReusedIdError(what, row[0], held, path=row[at], line=row[at + 1])
 
 
 def _conversation_of(item: Any) -> str:
@@ -1116,15 +1108,7 @@ class _FileIngest:
         """Note a run a record names; refuse it when another conversation named it first."""
         first = self.batch.named_runs.setdefault(run_id, (conv, src.file, src.line))
         if first[0] != conv:
-            raise ReusedIdError(
-                "run",
-                run_id,
-                path=src.file,
-                line=src.line,
-                other_conversation=first[0],
-                other_path=first[1],
-                other_line=first[2],
-            )
+            raise ReusedIdError("run", run_id, first, path=src.file, line=src.line)
 
     def _turn(self, msg: Message) -> tuple[str | None, list[Any] | None]:
         conv = msg.conversation_id
