@@ -42,6 +42,7 @@ from lexkeep.core.model import (
     Role,
     RunStatus,
 )
+from lexkeep.core.readers import BOM
 from lexkeep.core.store import Store, close_position_holes
 
 # Lines longer than this make DuckDB fail, and the general ingest takes over.
@@ -747,4 +748,4 @@ def is_plain_file(path: str) -> bool:
         return False
     with open(path, "rb") as head:
         start = head.read(3)
-    return start[:2] != b"\x1f\x8b" and start != b"\xef\xbb\xbf"
+    return start[:2] != b"\x1f\x8b" and start != BOM

@@ -50,7 +50,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.parallel import ReadAhead, read_workers
-from lexkeep.core.readers import JsonLine
+from lexkeep.core.readers import BOM, LEADING, JsonLine
 from lexkeep.core.rules import load_rules
 from lexkeep.core.sidecar import Known, index_pending
 from lexkeep.core.store import Store, close_position_holes, drop_keys, is_duckdb_file
@@ -141,13 +141,13 @@ class JsonSource:
             body = io.BufferedReader(_Prefixed(head, stream), buffer_size=_CHUNK)
             if _looks_like_document(head):
                 self.document = True
-                yield from self._document(body, head.lstrip(_LEADING).startswith(b"{"))
-            elif head.startswith(_BOM):
+                yield from self._document(body, head.lstrip(LEADING).startswith(b"{"))
+            elif head.startswith(BOM):
                 # A byte-order mark (Windows tools write one) is not part of the first line's
                 # JSON (RFC 8259 lets a reader ignore it); its bytes still count as consumed.
-                body.read(len(_BOM))
-                self.digest.update(_BOM)
-                yield from self._lines(body, len(_BOM))
+                body.read(len(BOM))
+                self.digest.update(BOM)
+                yield from self._lines(body, len(BOM))
             else:
                 yield from self._lines(body)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -241,13 +241,9 @@ def _read_head(stream: IO[bytes]) -> bytes:
     return head or b""
 
 
-_BOM = b"\xef\xbb\xbf"
-_LEADING = _BOM + b" \t\r\n"  # a BOM and whitespace before a document's first value
-
-
 def _looks_like_document(head: bytes) -> bool:
     """True for a JSON array or a pretty-printed object; False for JSONL (and empty input)."""
-    text = head.lstrip(_LEADING)
+    text = head.lstrip(LEADING)
     if text.startswith(b"["):
         return True
     if not text.startswith(b"{"):
@@ -355,7 +351,7 @@ def _scan_document(body: IO[bytes], source: JsonSource) -> Iterator[tuple[int, A
         source.digest.update(buf)
         source.bytes_consumed = base
         if top_array is None:
-            text = buf.lstrip(b"\xef\xbb\xbf \t\r\n")
+            text = buf.lstrip(LEADING)
             if text:
                 top_array = text.startswith(b"[")
         at = counted = 0  # line counts the breaks of buf[:counted]

@@ -23,6 +23,9 @@ from typing import Any, Protocol
 from lexkeep.core.jsonnumbers import compact_text, counterparts, float_text, holds_float
 from lexkeep.core.model import Format, Record, Skipped
 
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, skipped before a file's first line or value
+LEADING = BOM + b" \t\r\n"  # what may come before a JSON value at the start of a file
+
 
 @dataclass(frozen=True, slots=True)
 class JsonLine:

@@ -19,6 +19,7 @@ import orjson
 
 from lexkeep.core.errors import ConfigError, StoreError
 from lexkeep.core.jsonnumbers import compact_text
+from lexkeep.core.readers import LEADING
 
 DEFAULT_DB = "lexkeep.duckdb"
 DEFAULT_MEMORY_LIMIT = "1GB"
@@ -316,9 +317,6 @@ def _connect(target: str, read_only: bool) -> duckdb.DuckDBPyConnection:
             ) from exc
 
 
-_LEADING = b"\xef\xbb\xbf \t\r\n"  # a BOM and whitespace before a JSON value
-
-
 def is_duckdb_file(path: str) -> bool:
     """True when `path` starts like a DuckDB database file ('DUCK' at byte 8)."""
     try:
@@ -342,7 +340,7 @@ def _refuse_other_file(target: str) -> None:
         return  # missing (a new store), a folder...: DuckDB's own error says what is wrong
     if not head or head[8:12] == b"DUCK":
         return
-    looks = " (it looks like a trace file)" if head.lstrip(_LEADING)[:1] in (b"{", b"[") else ""
+    looks = " (it looks like a trace file)" if head.lstrip(LEADING)[:1] in (b"{", b"[") else ""
     raise StoreError(
         f"{target} is not a DuckDB database{looks}",
         hint="--db names the store (e.g. --db lexkeep.duckdb); trace files are arguments",
