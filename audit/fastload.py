@@ -57,6 +57,7 @@ from lexkeep.core.fastload import (
 from lexkeep.core.ingest import JsonSource, detect_format
 from lexkeep.core.model import ArgumentsKind, Format
 from lexkeep.core.parallel import ignore_interrupts, read_workers
+from lexkeep.core.readers import BOM
 from lexkeep.core.rules import RuleSet, load_rules
 from lexkeep.core.sidecar import PARALLEL_MIN_CHARS, scan_query
 from lexkeep.core.store import Store, drop_keys
@@ -180,7 +181,7 @@ def is_candidate(path: str) -> bool:
         return False
     with open(path, "rb") as head:
         start = head.read(3)
-    if start[:2] == b"\x1f\x8b" or start == b"\xef\xbb\xbf" or path.endswith(".gz"):
+    if start[:2] == b"\x1f\x8b" or start == BOM or path.endswith(".gz"):
         return False
     source = JsonSource(path)
     items = iter(source)

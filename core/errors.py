@@ -58,13 +58,14 @@ class ReusedIdError(InputError):
         self,
         what: str,
         value: str,
+        held: tuple[str, str | None, int | None],
         *,
         path: str,
         line: int,
-        other_conversation: str,
-        other_path: str | None = None,
-        other_line: int | None = None,
     ) -> None:
+        """`what` record `value` at `path`:`line`; `held`: (conversation, file, line) of the
+        record that has the id (file and line None when unknown)."""
+        other_conversation, other_path, other_line = held
         where = f" ({other_path}:{other_line})" if other_path is not None else ""
         super().__init__(
             f"{what} id {value!r} is already used by conversation {other_conversation!r}{where}",

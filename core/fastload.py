@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,11 +42,14 @@ from lexkeep.core.model import (
     Role,
     RunStatus,
 )
-from lexkeep.core.store import Store
+from lexkeep.core.readers import BOM
+from lexkeep.core.store import Store, close_position_holes
 
 # Lines longer than this make DuckDB fail, and the general ingest takes over.
 MAX_LINE_BYTES = 16 << 20
 _CHUNK = 1 << 20
+# How often, in bytes read, the staging tells a progress bar (stage's on_progress).
+PROGRESS_BYTES = 4 << 20
 
 # Every key of every record type the lexkeep reader looks at (core/read_lexkeep.py).
 READER_FIELDS = (
@@ -504,11 +507,15 @@ class _Scan(threading.Thread):
     while DuckDB works (DuckDB releases the GIL), and any line orjson refuses, that is not an
     object, holds a carriage return, a `text` the reader would convert or a repeated key
     (`one_of_each_key`) sends the file to the general ingest.
+
+    `on_progress(n)` hears the bytes read, about every PROGRESS_BYTES, from this thread: the
+    only measure of the load's progress there is while DuckDB's statement runs.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, on_progress: Callable[[int], None] | None = None) -> None:
         super().__init__(daemon=True)
         self.path = path
+        self.on_progress = on_progress
         self.digest = hashlib.sha256()
         self.size = self.lines = 0
         self.ok = True
@@ -517,12 +524,20 @@ class _Scan(threading.Thread):
     def run(self) -> None:
         loads = orjson.loads
         update = self.digest.update
+        told = 0
+        tell = self.on_progress
+        # One comparison a line; never true without a listener.
+        step = PROGRESS_BYTES if tell is not None else 1 << 62
+        next_at = step
         try:
             with open(self.path, "rb", buffering=_CHUNK) as stream:
                 for raw in stream:
                     update(raw)
                     self.size += len(raw)
                     self.lines += 1
+                    if self.size >= next_at:
+                        tell(self.size - told)  # type: ignore[misc]
+                        told, next_at = self.size, self.size + step
                     if raw == b"\n":
                         continue
                     value = loads(raw)
@@ -533,7 +548,9 @@ class _Scan(threading.Thread):
                         or not one_of_each_key(raw, value)
                     ):
                         self.ok = False
-                        return
+                        break
+            if tell is not None and self.size > told:
+                tell(self.size - told)
         except orjson.JSONDecodeError:
             self.ok = False
         except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread
@@ -548,15 +565,19 @@ class Staged:
     counts: FastCounts
 
 
-def stage(store: Store, path: str) -> Staged | None:
+def stage(
+    store: Store, path: str, on_progress: Callable[[int], None] | None = None
+) -> Staged | None:
     """Stage and check the plain lexkeep JSONL file `path`; None when the general path must run.
 
     Call it outside any transaction: a line DuckDB refuses raises an error that would abort
     the caller's transaction. Only temporary tables are written; `drop_staging` frees them.
+    `on_progress(n)` hears the bytes read while DuckDB stages them, from another thread (see
+    _Scan); it may hear fewer than the file's size when the file goes to the general path.
     """
     con = store.con
     size = os.stat(path).st_size
-    scan = _Scan(path)
+    scan = _Scan(path, on_progress)
     scan.start()
     try:
         counts = _stage(con, path)
@@ -621,16 +642,12 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
         # conversation holds their id (then the caller's transaction rolls back).
         reused = con.execute(_REUSED_SQL).fetchone()
         if reused is not None:
-            what, key, line, conv, file, file_line = reused
-            raise ReusedIdError(
-                what,
-                key,
-                path=staged.path,
-                line=line,
-                other_conversation=conv,
-                other_path=file,
-                other_line=file_line,
-            )
+            what, key, line, *held = reused
+            raise ReusedIdError(what, key, tuple(held), path=staged.path, line=line)
+    if sum(after) - sum(before) < con.execute(_STAGED_RECORDS_SQL).fetchone()[0]:
+        # Records the store held already were left out, and had positions all the same.
+        bases = dict(con.execute(_BASES_SQL).fetchall())
+        close_position_holes(con, bases)
     return replace(
         staged.counts,
         messages_added=after[0] - before[0],
@@ -643,8 +660,11 @@ _NOTHING = "ON CONFLICT DO NOTHING"
 # The file is written alone in its transaction: what the tables grew by is what it added.
 _ADDED_SQL = (
     "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM tool_calls),"
-    " (SELECT count(*) FROM boundaries)"
+    " (SELECT count(*) FROM boundaries), (SELECT count(*) FROM tool_results)"
 )
+# What the timeline gave positions to, and each conversation's max_position before the file.
+_STAGED_RECORDS_SQL = "SELECT count(*) FROM lexkeep_ingest_timeline"
+_BASES_SQL = "SELECT conv, min(position) - 1 FROM lexkeep_ingest_timeline GROUP BY conv"
 # The first staged message or compaction whose id the store holds for another conversation.
 _REUSED_SQL = """
 SELECT * FROM (
@@ -728,4 +748,4 @@ def is_plain_file(path: str) -> bool:
         return False
     with open(path, "rb") as head:
         start = head.read(3)
-    return start[:2] != b"\x1f\x8b" and start != b"\xef\xbb\xbf"
+    return start[:2] != b"\x1f\x8b" and start != BOM

@@ -50,10 +50,10 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.parallel import ReadAhead, read_workers
-from lexkeep.core.readers import JsonLine
+from lexkeep.core.readers import BOM, LEADING, JsonLine
 from lexkeep.core.rules import load_rules
 from lexkeep.core.sidecar import Known, index_pending
-from lexkeep.core.store import Store, drop_keys, is_duckdb_file
+from lexkeep.core.store import Store, close_position_holes, drop_keys, is_duckdb_file
 
 # How many decoded values the format sniffers see, and how many lines (values or not) are read
 # to find them: a binary file (a DuckDB store given as a trace) is all bad "lines".
@@ -141,13 +141,13 @@ class JsonSource:
             body = io.BufferedReader(_Prefixed(head, stream), buffer_size=_CHUNK)
             if _looks_like_document(head):
                 self.document = True
-                yield from self._document(body, head.lstrip(_LEADING).startswith(b"{"))
-            elif head.startswith(_BOM):
+                yield from self._document(body, head.lstrip(LEADING).startswith(b"{"))
+            elif head.startswith(BOM):
                 # A byte-order mark (Windows tools write one) is not part of the first line's
                 # JSON (RFC 8259 lets a reader ignore it); its bytes still count as consumed.
-                body.read(len(_BOM))
-                self.digest.update(_BOM)
-                yield from self._lines(body, len(_BOM))
+                body.read(len(BOM))
+                self.digest.update(BOM)
+                yield from self._lines(body, len(BOM))
             else:
                 yield from self._lines(body)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -241,13 +241,9 @@ def _read_head(stream: IO[bytes]) -> bytes:
     return head or b""
 
 
-_BOM = b"\xef\xbb\xbf"
-_LEADING = _BOM + b" \t\r\n"  # a BOM and whitespace before a document's first value
-
-
 def _looks_like_document(head: bytes) -> bool:
     """True for a JSON array or a pretty-printed object; False for JSONL (and empty input)."""
-    text = head.lstrip(_LEADING)
+    text = head.lstrip(LEADING)
     if text.startswith(b"["):
         return True
     if not text.startswith(b"{"):
@@ -355,7 +351,7 @@ def _scan_document(body: IO[bytes], source: JsonSource) -> Iterator[tuple[int, A
         source.digest.update(buf)
         source.bytes_consumed = base
         if top_array is None:
-            text = buf.lstrip(b"\xef\xbb\xbf \t\r\n")
+            text = buf.lstrip(LEADING)
             if text:
                 top_array = text.startswith(b"[")
         at = counted = 0  # line counts the breaks of buf[:counted]
@@ -653,6 +649,10 @@ class _Batch:
         # only take their positions.
         self.lean = lean
         self.max_pos: dict[str, int] = {}
+        # max_position before this batch, and whether a write left out records the store
+        # held already (their positions are then holes: close_position_holes in finish()).
+        self.base: dict[str, int] = {}
+        self.holes = False
         self.convs: dict[str, list[Any]] = {}  # id -> conversation row (updated in place)
         self.touched: set[str] = set()
         self.buffer: list[Any] = []
@@ -672,6 +672,7 @@ class _Batch:
             "messages": Counter(),
             "tool_calls": Counter(),
             "boundaries": Counter(),
+            "tool_results": Counter(),
         }
         # Run ids run records gave: id -> (conversation, file, line) of the first record.
         self.named_runs: dict[str, tuple[str, str, int]] = {}
@@ -721,13 +722,13 @@ class _Batch:
         if not missing:
             return
         for conv in missing:
-            self.max_pos[conv] = -1
+            self.max_pos[conv] = self.base[conv] = -1
         rows = self.con.execute(
             "SELECT id, max_position FROM conversations WHERE id IN (SELECT unnest(?))",
             [missing],
         ).fetchall()
         for conv, pos in rows:
-            self.max_pos[conv] = pos
+            self.max_pos[conv] = self.base[conv] = pos
 
     def flush(self) -> None:
         """Give buffered records positions and bulk-write them (one write per table)."""
@@ -863,14 +864,18 @@ class _Batch:
         ):
             if rows:
                 ids: set[Any] | None = set() if seen is None and table in _OWN_IDS else None
+                counter = None if seen is not None else added.get(table)
+                before = sum(counter.values()) if counter is not None else 0
                 store.bulk_insert(
                     table,
                     None,
                     rows,
                     on_conflict=conflict,
-                    added_per_file=None if seen is not None else added.get(table),
+                    added_per_file=counter,
                     added_ids=ids,
                 )
+                if counter is not None and sum(counter.values()) - before < len(rows):
+                    self.holes = True  # rows left out as already stored took positions
                 if ids is not None and len(ids) < len(rows):
                     left_out[table] = _not_inserted(rows, ids)
         for table, rows in left_out.items():
@@ -891,6 +896,10 @@ class _Batch:
             if named:
                 _check_ids(self.con, "runs", named)
         self._load_positions(self.touched)
+        if self.holes:
+            given = {conv: self.max_pos[conv] for conv in self.touched}
+            bases = {conv: self.base[conv] for conv in self.touched}
+            self.max_pos.update(close_position_holes(self.con, bases, given))
         conv_rows = []
         for conv in self.touched:
             row = self.convs[conv]
@@ -959,15 +968,7 @@ def _check_ids(con: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
     for row in rows:
         held = stored.get(row[0])
         if held is not None and held[0] != row[1]:
-            raise ReusedIdError(
-                what,
-                row[0],
-                path=row[at],
-                line=row[at + 1],
-                other_conversation=held[0],
-                other_path=held[1],
-                other_line=held[2],
-            )
+            raise ReusedIdError(what, row[0], held, path=row[at], line=row[at + 1])
 
 
 def _conversation_of(item: Any) -> str:
@@ -1103,15 +1104,7 @@ class _FileIngest:
         """Note a run a record names; refuse it when another conversation named it first."""
         first = self.batch.named_runs.setdefault(run_id, (conv, src.file, src.line))
         if first[0] != conv:
-            raise ReusedIdError(
-                "run",
-                run_id,
-                path=src.file,
-                line=src.line,
-                other_conversation=first[0],
-                other_path=first[1],
-                other_line=first[2],
-            )
+            raise ReusedIdError("run", run_id, first, path=src.file, line=src.line)
 
     def _turn(self, msg: Message) -> tuple[str | None, list[Any] | None]:
         conv = msg.conversation_id
@@ -1366,12 +1359,14 @@ def _ingest_one(
     on_progress: Callable[[int], None] | None,
     staged: Staged | None = None,
     ahead: ReadAhead[str, _Read] | None = None,
+    told: int = 0,
 ) -> tuple[FileCounts, int]:
     """Stage one file into `batch`; returns its counts (identifiers still 0) and skip_lines.
 
     A file `staged` for the fast path (alone in its transaction, never ingested before) is
     written from DuckDB's staging tables (core/fastload.py) instead of being read here; a
-    file never ingested before may have been read by a worker of `ahead`.
+    file never ingested before may have been read by a worker of `ahead`. `told`: bytes of
+    this file `on_progress` heard already (from staging it), not told again.
     """
     con = batch.con
     key = batch.key(path)
@@ -1397,7 +1392,7 @@ def _ingest_one(
         if same:
             skip_lines, status = prev[1], "appended"
     if staged is not None and prev is None and path == staged.path:
-        done = _fast_write(batch, staged, path, key, on_progress)
+        done = _fast_write(batch, staged, path, key, on_progress, told)
         if done is not None:
             return done, 0
     read = ahead.take(path) if ahead is not None and prev is None else None
@@ -1417,21 +1412,22 @@ def _ingest_one(
             raise
         records = get_reader(fmt).read(items, path)
     state = _FileIngest(batch, path, fmt, skip_lines, skip_invalid)
-    reported = 0
+    reported = told
     add = state.add
     for n, record in enumerate(records):
         add(record)
         if on_progress is not None and not n & 0x3FFF and read is None:
             done = source.bytes_consumed
-            on_progress(done - reported)
-            reported = done
+            if done > reported:
+                on_progress(done - reported)
+                reported = done
     if read is not None:
         for reason, count in read.counted.items():
             state.skipped[reason] = state.skipped.get(reason, 0) + count
         for message_id, got in read.extracted.items():
             batch.extracted.setdefault(message_id, got)
     state.finish()
-    if on_progress is not None:
+    if on_progress is not None and source.bytes_consumed > reported:
         on_progress(source.bytes_consumed - reported)
     if (
         format is not None
@@ -1488,8 +1484,14 @@ def _ingest_one(
     return counts, skip_lines
 
 
-def _fast_stage(store: Store, path: str, format: Format | str | None) -> Staged | None:
-    """Stage `path` for the fast path when it is plain lexkeep JSONL never ingested before."""
+def _fast_stage(
+    store: Store,
+    path: str,
+    format: Format | str | None,
+    on_progress: Callable[[int], None] | None = None,
+) -> Staged | None:
+    """Stage `path` for the fast path when it is plain lexkeep JSONL never ingested before;
+    `on_progress` hears the bytes staged as DuckDB loads them (see fastload.stage)."""
     if not is_plain_file(path):
         return None
     if format is not None and Format(format) != Format.LEXKEEP:
@@ -1508,13 +1510,19 @@ def _fast_stage(store: Store, path: str, format: Format | str | None) -> Staged 
         items.close()  # type: ignore[attr-defined]
     if fmt != Format.LEXKEEP or source.document:
         return None
-    return stage(store, path)
+    return stage(store, path, on_progress)
 
 
 def _fast_write(
-    batch: _Batch, staged: Staged, path: str, key: str, on_progress: Callable[[int], None] | None
+    batch: _Batch,
+    staged: Staged,
+    path: str,
+    key: str,
+    on_progress: Callable[[int], None] | None,
+    told: int = 0,
 ) -> FileCounts | None:
-    """Write a staged file and its ingest_runs row; None when the general path must run."""
+    """Write a staged file and its ingest_runs row; None when the general path must run.
+    `told`: its bytes that on_progress heard while it was staged."""
     got = write(batch.store, staged)
     if got is None:
         return None
@@ -1535,8 +1543,8 @@ def _fast_write(
             sum(got.skipped.values()),
         ],
     )
-    if on_progress is not None:
-        on_progress(got.bytes_consumed)
+    if on_progress is not None and got.bytes_consumed > told:
+        on_progress(got.bytes_consumed - told)
     return FileCounts(
         path=path,
         format=Format.LEXKEEP.value,
@@ -1565,8 +1573,9 @@ def _ingest_group(
 ) -> list[FileCounts]:
     """Ingest `group` in one transaction; on failure, keep the files before the failing one.
 
-    `on_phase(text)` hears the phases of a file loaded by DuckDB, whose bytes are all read
-    at once: loading, extracting identifiers, writing the store, then "ingesting" again.
+    `on_phase(text)` hears the phases of a file loaded by DuckDB: loading (its bytes go to
+    `on_progress` as they are staged, from the staging's reading thread), extracting
+    identifiers, writing the store, then "ingesting" again.
     """
     done: list[tuple[FileCounts, int]] = []
     reading = True
@@ -1576,8 +1585,18 @@ def _ingest_group(
             fast = Path(group[0][0]).stat().st_size >= fast_min_bytes  # type: ignore[operator]
     phase = on_phase if fast and on_phase is not None else lambda text: None
     phase("loading the file (DuckDB)")
-    # Staged before the transaction: a line DuckDB refuses would abort it.
-    staged = _fast_stage(store, group[0][0], options["format"]) if fast else None
+    told = 0  # bytes the staging told on_progress: the reading after it does not repeat them
+    tell = options["on_progress"]
+
+    def counted(n: int) -> None:
+        nonlocal told
+        told += n
+        tell(n)
+
+    staged = None
+    if fast:
+        # Staged before the transaction: a line DuckDB refuses would abort it.
+        staged = _fast_stage(store, group[0][0], options["format"], counted if tell else None)
     if staged is None:
         phase("ingesting")
     try:
@@ -1585,7 +1604,11 @@ def _ingest_group(
             batch = _Batch(store, lean=lean, seen=keys)
             batch.load_previous([path for path, _ in group])
             for path, from_walk in group:
-                done.append(_ingest_one(batch, path, from_walk=from_walk, staged=staged, **options))
+                done.append(
+                    _ingest_one(
+                        batch, path, from_walk=from_walk, staged=staged, told=told, **options
+                    )
+                )
             reading = False
             batch.finish()
             if staged is not None:
@@ -1720,7 +1743,8 @@ def ingest_paths(
     A file with an invalid line raises InputError and writes nothing (unless `skip_invalid`,
     which records each skipped line in ingest_errors); files before it stay ingested.
     Re-ingesting an unchanged file adds nothing; a grown file adds only its new lines.
-    `on_file` gets each file's counts once they are committed; `on_progress(n)` bytes read.
+    `on_file` gets each file's counts once they are committed; `on_progress(n)` bytes read
+    (while DuckDB loads a file, from the thread that reads it beside DuckDB).
     A plain file of at least `fast_min_bytes` bytes (None: never) is ingested alone in its
     transaction, so that a lexkeep JSONL file read for the first time can be loaded by DuckDB.
     `lean` (for a throw-away audit store) writes only what the audit reads: conversations, the

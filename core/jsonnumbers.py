@@ -130,12 +130,17 @@ def exact_text(
     is `counterparts(root, source)` when the caller keeps it for several values of one source.
     """
     if source and holds_float(part):
-        if parts is None:
-            parts = counterparts(root, source)
-        exact = parts.get(id(part), _MISSING)
-        if exact is not _MISSING:
-            try:
-                return dumps_exact(exact)
-            except orjson.JSONEncodeError:
-                pass  # nested deeper than orjson writes: its numbers as orjson read them
+        return float_text(part, counterparts(root, source) if parts is None else parts)
+    return compact_text(part)
+
+
+def float_text(part: Any, parts: dict[int, Any]) -> str:
+    """`exact_text` of a `part` known to hold a float (`holds_float`), given `counterparts`
+    of its source: for a caller that made that test already."""
+    exact = parts.get(id(part), _MISSING)
+    if exact is not _MISSING:
+        try:
+            return dumps_exact(exact)
+        except orjson.JSONEncodeError:
+            pass  # nested deeper than orjson writes: its numbers as orjson read them
     return compact_text(part)

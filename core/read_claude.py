@@ -3,7 +3,8 @@
 Mapping, in short (details in docs/agent-formats.md):
 - conversation = the line's `sessionId`; sub-agent lines (`isSidechain` with `agentId`, or an
   `agent-*.jsonl` file) go to `<sessionId>/agent-<agentId>` with the session as parent; inline
-  sidechains without agentId go to `<sessionId>/sidechain-<root uuid>`.
+  sidechains without agentId go to `<sessionId>/sidechain-<root uuid>`. Workflow agents write
+  `sessionId: "<session>#agent-<agentId>"`: they go to `<session>/agent-<agentId>` likewise.
 - `system` `compact_boundary` → Boundary (trigger from compactMetadata); the following `user` line
   with `isCompactSummary` is its summary text (MessageKind.SUMMARY, never the user speaking).
 - `user` lines: tool_result blocks → ToolResult; text that the harness injects (isMeta,
@@ -95,6 +96,8 @@ INJECTED_PREFIXES = (
 # Fallback when an old build wrote a compaction summary without the isCompactSummary flag.
 SUMMARY_PREFIX = "This session is being continued from a previous conversation"
 _AGENT_FILE = re.compile(r"^agent-(.+?)\.jsonl(?:\.gz)?$")
+# sessionId on the lines of a workflow agent (`<session>/subagents/workflows/<runId>/agent-*`)
+_WORKFLOW_SESSION = re.compile(r"^([^#]+)#agent-(.+)$")
 
 
 def classify_user_text(text: str, *, meta: bool = False, sidechain: bool = False) -> MessageKind:
@@ -268,6 +271,13 @@ class ClaudeReader:
         agent = value.get("agentId")
         sidechain = value.get("isSidechain") is True
         new: list[Record] = []
+        workflow = _WORKFLOW_SESSION.match(session)
+        if workflow:
+            # A workflow agent's lines name `<parent session>#agent-<agentId>`: the session
+            # is the part before '#', the agent is a sub-agent of it like any other.
+            session, sidechain = workflow.group(1), True
+            if not (isinstance(agent, str) and agent):
+                agent = workflow.group(2)
         if sidechain and not (isinstance(agent, str) and agent):
             agent = st.file_agent
         if sidechain and isinstance(agent, str) and agent:

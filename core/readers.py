@@ -20,8 +20,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from lexkeep.core.jsonnumbers import compact_text, counterparts, exact_text, holds_float
+from lexkeep.core.jsonnumbers import compact_text, counterparts, float_text, holds_float
 from lexkeep.core.model import Format, Record, Skipped
+
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, skipped before a file's first line or value
+LEADING = BOM + b" \t\r\n"  # what may come before a JSON value at the start of a file
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +47,11 @@ class JsonLine:
         """
         if not self.raw or not holds_float(part):
             return compact_text(part)
-        if self._parts is None:
-            object.__setattr__(self, "_parts", counterparts(self.value, self.raw))
-        return exact_text(part, self.value, self.raw, parts=self._parts)
+        parts = self._parts
+        if parts is None:
+            parts = counterparts(self.value, self.raw)
+            object.__setattr__(self, "_parts", parts)
+        return float_text(part, parts)  # holds_float tested here already
 
 
 class Reader(Protocol):

@@ -20,6 +20,7 @@ import orjson
 
 from lexkeep.core.errors import ConfigError, StoreError, StoreLockedError
 from lexkeep.core.jsonnumbers import compact_text
+from lexkeep.core.readers import LEADING
 
 DEFAULT_DB = "lexkeep.duckdb"
 DEFAULT_MEMORY_LIMIT = "1GB"
@@ -407,9 +408,6 @@ def _connect(target: str, read_only: bool, wait: float | None) -> duckdb.DuckDBP
             ) from exc
 
 
-_LEADING = b"\xef\xbb\xbf \t\r\n"  # a BOM and whitespace before a JSON value
-
-
 def is_duckdb_file(path: str) -> bool:
     """True when `path` starts like a DuckDB database file ('DUCK' at byte 8)."""
     try:
@@ -433,7 +431,7 @@ def _refuse_other_file(target: str) -> None:
         return  # missing (a new store), a folder...: DuckDB's own error says what is wrong
     if not head or head[8:12] == b"DUCK":
         return
-    looks = " (it looks like a trace file)" if head.lstrip(_LEADING)[:1] in (b"{", b"[") else ""
+    looks = " (it looks like a trace file)" if head.lstrip(LEADING)[:1] in (b"{", b"[") else ""
     raise StoreError(
         f"{target} is not a DuckDB database{looks}",
         hint="--db names the store (e.g. --db lexkeep.duckdb); trace files are arguments",
@@ -529,6 +527,68 @@ def bulk_insert(
         return count
     finally:
         os.unlink(tmp)
+
+
+# The tables whose rows take a conversation's positions (one ordering shared by all four).
+TIMELINE_TABLES = ("messages", "tool_calls", "tool_results", "boundaries")
+
+
+def close_position_holes(
+    con: duckdb.DuckDBPyConnection, bases: dict[str, int], given: dict[str, int] | None = None
+) -> dict[str, int]:
+    """Renumber what a write added to each conversation of `bases` as base + 1, base + 2, ...
+    in the order it was given; its new max_position by conversation.
+
+    `bases` holds each conversation's max_position before the write. Positions are given
+    before the insert, which leaves out records the store holds already (a copy read again):
+    theirs were holes. Runs at an added record move with it; a run placed after everything
+    (`given` max_position + 1: no message of its own in the write) moves to the new end.
+    conversations.max_position is set for the rows that exist. Only for a write that left
+    records out: it reads every timeline table.
+    """
+    if not bases:
+        return {}
+    convs, base_list = list(bases), [bases[c] for c in bases]
+    union = " UNION ALL ".join(
+        f"SELECT conversation_id AS c, position FROM {table}" for table in TIMELINE_TABLES
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE lexkeep_renumber AS
+        WITH b AS (SELECT unnest($convs) AS c, unnest($bases) AS base)
+        SELECT p.c, p.position AS old,
+               b.base + row_number() OVER (PARTITION BY p.c ORDER BY p.position) AS new
+        FROM ({union}) p JOIN b ON p.c = b.c AND p.position > b.base
+        """,
+        {"convs": convs, "bases": base_list},
+    )
+    for table in (*TIMELINE_TABLES, "runs"):
+        con.execute(
+            f"UPDATE {table} SET position = r.new FROM lexkeep_renumber r"
+            f" WHERE {table}.conversation_id = r.c AND {table}.position = r.old"
+            " AND r.new <> r.old"
+        )
+    counts = dict(con.execute("SELECT c, count(*) FROM lexkeep_renumber GROUP BY c").fetchall())
+    con.execute("DROP TABLE lexkeep_renumber")
+    new_max = {c: base + counts.get(c, 0) for c, base in bases.items()}
+    moved = [c for c in new_max if given and c in given and given[c] != new_max[c]]
+    if moved:
+        con.execute(
+            "UPDATE runs SET position = m.new FROM"
+            " (SELECT unnest($c) AS c, unnest($old) AS old, unnest($new) AS new) m"
+            " WHERE runs.conversation_id = m.c AND runs.position = m.old",
+            {
+                "c": moved,
+                "old": [given[c] + 1 for c in moved],  # type: ignore[index]
+                "new": [new_max[c] + 1 for c in moved],
+            },
+        )
+    con.execute(
+        "UPDATE conversations SET max_position = m.new FROM"
+        " (SELECT unnest($c) AS c, unnest($new) AS new) m WHERE conversations.id = m.c",
+        {"c": list(new_max), "new": list(new_max.values())},
+    )
+    return new_max
 
 
 def drop_keys(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ from lexkeep.cli.main import app
 from lexkeep.core.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+# The shared corpus sits beside the repo; a git worktree elsewhere names it in the environment.
+SHARED_DATA = Path(os.environ.get("LEXKEEP_SHARED_DATA") or REPO.parent / "shared" / "data")
 SAMPLE_TRACES = REPO / "sample_traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -69,8 +71,33 @@ def ingest_rows(store: Store) -> dict[str, list[tuple]]:
     return out
 
 
+def position_holes(store: Store) -> list[tuple]:
+    """Conversations whose timeline is not numbered 0..max_position without holes or repeats
+    (docs/formats.md, "Positions"), with what they hold; [] when every one is."""
+    return store.con.execute(
+        """
+        WITH p AS (
+            SELECT conversation_id AS c, position FROM messages
+            UNION ALL SELECT conversation_id, position FROM tool_calls
+            UNION ALL SELECT conversation_id, position FROM tool_results
+            UNION ALL SELECT conversation_id, position FROM boundaries
+        )
+        SELECT c.id, c.max_position, count(p.position), count(DISTINCT p.position),
+               min(p.position), max(p.position)
+        FROM conversations c LEFT JOIN p ON p.c = c.id
+        GROUP BY c.id, c.max_position
+        HAVING count(p.position) <> c.max_position + 1
+            OR count(DISTINCT p.position) <> count(p.position)
+            OR coalesce(min(p.position), 0) <> 0
+            OR coalesce(max(p.position), -1) <> c.max_position
+        ORDER BY c.id
+        """
+    ).fetchall()
+
+
 def shared_data() -> Path:
-    """The shared corpus; tests that need it skip with a reason when it is not beside the repo."""
+    """The shared corpus; tests that need it skip with a reason when it is not beside the repo
+    (or where $LEXKEEP_SHARED_DATA says)."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared corpus not found at {SHARED_DATA}")
+        pytest.skip(f"shared corpus not found at {SHARED_DATA} (set LEXKEEP_SHARED_DATA)")
     return SHARED_DATA

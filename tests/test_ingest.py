@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import INGEST_TABLES
+from conftest import INGEST_TABLES, position_holes
 
 from lexkeep.core import store as store_module
 from lexkeep.core.errors import InputError
@@ -389,6 +389,55 @@ def test_position_continues_across_files_of_one_conversation(store, tmp_path):
     ]
 
 
+def test_a_file_cut_short_and_grown_again_keeps_positions_without_holes(store, tmp_path):
+    """docs/formats.md: new records get max_position + 1, ... Records read again that the
+    store holds already are skipped, and took positions all the same: after a file was cut
+    short and grew again, the new messages came after a hole as wide as the copies."""
+    path = tmp_path / "live.jsonl"
+
+    def msg(n: int) -> str:
+        role = "user" if n % 2 else "assistant"
+        return lexkeep_line("message", id=f"m{n}", conversation_id="c", role=role, text=f"t{n}")
+
+    path.write_text("".join(msg(n) for n in (1, 2, 3, 4)))
+    ingest_paths(store, [str(path)])
+    path.write_text("".join(msg(n) for n in (1, 2)))  # rewritten shorter: read again whole
+    ingest_paths(store, [str(path)])
+    with path.open("a") as out:  # then it grows: m3 and m4 again, and two new messages
+        out.write("".join(msg(n) for n in (3, 4, 5, 6)))
+    [got] = ingest_paths(store, [str(path)])
+    assert (got.status, got.messages, got.messages_added) == ("appended", 4, 2)
+    con = store.con
+    assert con.execute("SELECT id, position FROM messages ORDER BY position").fetchall() == [
+        (f"m{n}", n - 1) for n in range(1, 7)
+    ]
+    assert con.execute("SELECT id, position FROM runs ORDER BY position").fetchall() == [
+        ("m1/run", 0),
+        ("m3/run", 2),
+        ("m5/run", 4),
+    ]
+    assert position_holes(store) == []
+
+
+def test_a_run_without_messages_stays_after_the_last_position_when_copies_are_left_out(
+    store, tmp_path
+):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first = lexkeep_line("message", id="m1", conversation_id="c", role="user", text="hi")
+    first += lexkeep_line("message", id="m2", conversation_id="c", role="assistant", text="ok")
+    a.write_text(first)
+    b.write_text(
+        first
+        + lexkeep_line("message", id="m3", conversation_id="c", role="user", text="more")
+        + lexkeep_line("run", id="r9", conversation_id="c", status="completed")
+    )
+    ingest_paths(store, [str(a)])
+    ingest_paths(store, [str(b)])
+    runs = store.con.execute("SELECT id, position FROM runs ORDER BY id").fetchall()
+    assert runs == [("m1/run", 0), ("m3/run", 2), ("r9", 3)]
+    assert position_holes(store) == []
+
+
 def test_bad_file_after_good_ones_keeps_the_good_ones(store, tmp_path):
     bad = tmp_path / "z-bad.jsonl"
     bad.write_text('{"type": "message", "id": "q", oops\n')
@@ -561,6 +610,7 @@ def test_each_file_counts_what_it_added_beside_what_it_read(
     stored = count(store, "messages", f"source_file = '{resumed}'")
     assert stored == b.messages_added
     assert count(store, "tool_calls", f"source_file = '{resumed}'") == b.tool_calls_added
+    assert position_holes(store) == []  # the copies took no positions
 
 
 def test_format_detection_reads_a_bounded_head_of_a_file_of_bad_lines(tmp_path):

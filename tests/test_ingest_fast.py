@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import INGEST_TABLES, ingest_rows
+from conftest import INGEST_TABLES, ingest_rows, position_holes
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -275,6 +275,38 @@ def test_a_second_file_repeating_ids_keeps_the_conflict_check(tmp_path):
     _assert_same(fast, slow)
 
 
+def test_records_the_store_holds_already_take_no_positions_both_ways(tmp_path):
+    """A file repeating stored records (a copy, a resumed session): the new ones continue
+    right after the conversation's last position, with no hole where the copies were."""
+    first = tmp_path / "a.jsonl"
+    first.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text="order #W2378156")
+        + _line("tool_call", id="t1", conversation_id="c1", name="f", arguments={"n": 1})
+        + _line("tool_result", call_id="t1", conversation_id="c1", text="ok")
+        + _line("compaction", id="b1", conversation_id="c1", summary="s")
+    )
+    second = tmp_path / "b.jsonl"
+    second.write_bytes(
+        first.read_bytes()
+        + _line("message", id="m2", conversation_id="c1", role="user", text="more")
+        + _line("tool_call", id="t2", conversation_id="c1", name="f", arguments={"n": 2})
+        + _line("message", id="m3", conversation_id="c2", role="user", text="elsewhere")
+    )
+    assert _took_fast_path(second, tmp_path)
+    fast, slow = _ingest_both(tmp_path / "dbs", [[str(first)], [str(second)]])
+    _assert_same(fast, slow)
+    assert sorted((r[0], r[3]) for r in fast["messages"]) == [("m1", 0), ("m2", 4), ("m3", 0)]
+    assert sorted((r[1], r[3]) for r in fast["tool_calls"]) == [("t1", 1), ("t2", 5)]
+    assert sorted((r[0], r[3]) for r in fast["runs"]) == [
+        ("m1/run", 0),
+        ("m2/run", 4),
+        ("m3/run", 0),
+    ]
+    for name in ("fast", "slow"):
+        with Store.open(tmp_path / "dbs" / f"{name}.duckdb", read_only=True) as store:
+            assert position_holes(store) == [], name
+
+
 def test_staged_line_numbers_are_physical_lines_when_duckdb_reads_in_parallel(
     tmp_path: Path,
 ) -> None:
@@ -407,6 +439,56 @@ def test_a_file_loaded_by_duckdb_tells_its_phases(tmp_path: Path) -> None:
     with Store.open(tmp_path / "general.duckdb") as store:
         ingest_paths(store, [str(path)], fast_min_bytes=None, on_phase=phases.append)
     assert phases == []
+
+
+def test_a_file_loaded_by_duckdb_moves_the_bar_while_it_is_staged(tmp_path, monkeypatch):
+    """The bar sat at 0 for the whole DuckDB load, then jumped to the end: it now hears the
+    bytes as the staging reads them, each byte once, all before identifiers are extracted."""
+    monkeypatch.setattr(fastload, "PROGRESS_BYTES", 16 << 10)
+    path = tmp_path / "mixed.jsonl"
+    _mixed_records(path, 2_000)
+    size = path.stat().st_size
+    assert size > 6 * fastload.PROGRESS_BYTES
+    events: list[tuple[str, object]] = []
+    with Store.open(tmp_path / "fast.duckdb") as store:
+        ingest_paths(
+            store,
+            [str(path)],
+            fast_min_bytes=0,
+            on_phase=lambda text: events.append(("phase", text)),
+            on_progress=lambda n: events.append(("bytes", n)),
+        )
+    loading = events.index(("phase", "loading the file (DuckDB)"))
+    extracting = events.index(("phase", "extracting identifiers"))
+    told = [n for kind, n in events if kind == "bytes"]
+    assert sum(told) == size  # type: ignore[arg-type]
+    assert [n for _, n in events[loading + 1 : extracting]] == told
+    assert len(told) >= size // fastload.PROGRESS_BYTES
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        _line("message", id="u5", conversation_id="c0", role="user", text="dup"),  # in DuckDB
+        b'{"type":"message","id":"mx","conversation_id":"c1","role":"user","n":NaN}\n',
+        _line("tool_result", call_id="k", conversation_id="c1", text={"a": [1]}),
+    ],
+)
+def test_a_file_the_fast_path_gives_up_on_is_counted_once(tmp_path, monkeypatch, bad):
+    """Bytes the staging told the bar before the file went to the general path (found by
+    DuckDB's checks, or by the reading thread, which stops there) are not told again."""
+    monkeypatch.setattr(fastload, "PROGRESS_BYTES", 16 << 10)
+    path = tmp_path / "mixed.jsonl"
+    _mixed_records(path, 2_000)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:1000] + [bad] + lines[1000:]))
+    assert not _took_fast_path(path, tmp_path)
+    told: list[int] = []
+    with Store.open(tmp_path / "s.duckdb") as store:
+        ingest_paths(
+            store, [str(path)], fast_min_bytes=0, skip_invalid=True, on_progress=told.append
+        )
+    assert sum(told) == path.stat().st_size
 
 
 # Keys of a line: the reader's, others, and ones only an escape or a quote can write.

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, shared_data
+from conftest import FIXTURES, position_holes, shared_data
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lexkeep.core.errors import InputError
 from lexkeep.core.formats import detect
-from lexkeep.core.ingest import iter_json_lines, read_records
+from lexkeep.core.ingest import ingest_paths, iter_json_lines, read_records
 from lexkeep.core.model import (
     ArgumentsKind,
     Boundary,
@@ -31,6 +31,7 @@ from lexkeep.core.model import (
 from lexkeep.core.read_claude import READER
 from lexkeep.core.read_codex import READER as CODEX
 from lexkeep.core.readers import JsonLine
+from lexkeep.core.store import Store
 
 CLAUDE = FIXTURES / "claude"
 SESSION = "7d0c2b1a-5e4f-4a3b-9c8d-1e2f3a4b5c6d"
@@ -186,6 +187,35 @@ def test_old_layout_agent_file_without_agent_id_uses_the_file_name():
     (conv,) = of(recs, Conversation)
     parent = "3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f"
     assert (conv.id, conv.parent_id) == (f"{parent}/agent-9f8e7d6c", parent)
+
+
+def test_workflow_agents_are_sub_agents_of_the_session_that_ran_the_workflow(tmp_path):
+    """Workflow agents write `sessionId: "<session>#agent-<id>"`; their parent is <session>."""
+    root = shared_data() / "claude-code-log" / "test" / "test_data" / "workflow_basic"
+    main = "11110000-0000-4000-8000-000000000001"
+    with Store.open(tmp_path / "wf.duckdb") as s:
+        ingest_paths(s, [str(root)])
+        convs = s.con.execute("SELECT id, parent_id FROM conversations ORDER BY id").fetchall()
+        (dangling,) = s.con.execute(
+            "SELECT count(*) FROM conversations WHERE parent_id IS NOT NULL"
+            " AND parent_id NOT IN (SELECT id FROM conversations)"
+        ).fetchone()
+        prompts = s.con.execute(
+            "SELECT DISTINCT kind FROM messages WHERE conversation_id <> ? AND role = 'user'",
+            [main],
+        ).fetchall()
+    assert convs == [(main, None)] + [(f"{main}/agent-ag00000{i}", main) for i in (1, 2, 3)]
+    assert dangling == 0
+    assert prompts == [("injected",)]  # the workflow script's prompt, not a person
+
+
+def test_workflow_session_suffix_names_the_agent_when_the_line_has_no_agent_id():
+    recs = feed(
+        [{**line("w1", message={"role": "user", "content": "go"}), "sessionId": "s#agent-x"}]
+    )
+    (conv,) = of(recs, Conversation)
+    assert (conv.id, conv.parent_id) == ("s/agent-x", "s")
+    assert of(recs, Message)[0].kind is MessageKind.INJECTED
 
 
 def test_inline_sidechain_and_legacy_summary_without_boundary_line():
@@ -434,6 +464,15 @@ def test_ingested_store_takes_identifiers_from_user_text_only(store):
     assert kinds["summary"] == 3 and kinds["user_text"] == 9
     (n,) = con.execute("SELECT count(*) FROM boundaries WHERE summary_text IS NOT NULL").fetchone()
     assert n == 3
+
+
+def test_real_sessions_sharing_a_session_id_keep_positions_without_holes(tmp_path):
+    """Files of the corpus that share a sessionId repeat some of each other's lines: those are
+    stored once, and took positions all the same (holes in s1, s2, todowrite_session)."""
+    root = shared_data() / "claude-code-log" / "test" / "test_data"
+    with Store.open(tmp_path / "all.duckdb") as s:
+        ingest_paths(s, [str(root)], skip_invalid=True)
+        assert position_holes(s) == []
 
 
 def test_tool_use_input_keeps_numbers_as_the_session_writes_them(tmp_path):
