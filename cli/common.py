@@ -44,6 +44,32 @@ def db_path(value: str | None) -> str:
     return value or default_db_path()
 
 
+def stdin_text() -> str:
+    """Standard input as text: UTF-8 with a leading byte-order mark skipped (as ingest skips it).
+
+    Bytes that are not UTF-8 are an `InputError` naming `-` and the line and column (in
+    characters) where they start.
+    """
+    from lexkeep.core.errors import InputError
+
+    data = getattr(sys.stdin, "buffer", sys.stdin).read()
+    if isinstance(data, str):  # a text stream without a buffer (a test's StringIO)
+        return data.removeprefix("\ufeff")
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        head = data[: exc.start]
+        start = head.rfind(b"\n") + 1
+        raise InputError(
+            f"standard input is not UTF-8 text (byte 0x{data[exc.start]:02x})",
+            path="-",
+            line=head.count(b"\n") + 1,
+            col=len(head[start:].decode("utf-8")) + 1,
+            hint="convert it first, e.g. iconv -f latin1 -t utf-8",
+        ) from exc
+
+
 def stderr_console() -> "Console":
     """Console for progress and summaries: stderr, no markup or highlighting of user text."""
     from rich.console import Console

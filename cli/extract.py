@@ -8,7 +8,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from lexkeep.cli.common import stderr_console, stdout_console
+from lexkeep.cli.common import stderr_console, stdin_text, stdout_console
 from lexkeep.core.errors import InputError
 
 SCHEMA_VERSION = 1
@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
                 "nothing to scan",
                 hint="give TEXT, '-' to read standard input, or --db FILE to re-extract a store",
             )
-        source = sys.stdin.read() if text == "-" else text
+        source = stdin_text() if text == "-" else text
         result = extract_identifiers(source, ruleset)
         if output_format is OutputFormat.JSON:
             payload = {

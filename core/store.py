@@ -96,6 +96,15 @@ class Store:
                 hint="ingest some traces first: lexkeep ingest TRACES... --db " + target,
             )
         _refuse_other_file(target)
+        if _empty_file(target):
+            # An empty file (`mktemp --suffix .duckdb`) is a new store, as a missing one is;
+            # DuckDB refuses to open it, so it is replaced by a new database.
+            if read_only:
+                raise StoreError(
+                    f"no lexkeep store at {target} (the file is empty)",
+                    hint="ingest some traces first: lexkeep ingest TRACES... --db " + target,
+                )
+            os.remove(target)
         con = _connect(target, read_only, lock_wait)
         store = cls(con, target)
         try:
@@ -406,6 +415,13 @@ def _connect(target: str, read_only: bool, wait: float | None) -> duckdb.DuckDBP
                 f"{target} is not a DuckDB database ({exc})",
                 hint="pass --db with a new file name, or a store made by lexkeep",
             ) from exc
+
+
+def _empty_file(path: str) -> bool:
+    try:
+        return os.stat(path).st_size == 0 and Path(path).is_file()
+    except OSError:
+        return False
 
 
 def is_duckdb_file(path: str) -> bool:

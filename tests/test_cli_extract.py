@@ -34,6 +34,16 @@ def test_stdin(cli) -> None:
     assert [i["value"] for i in json.loads(result.stdout)["identifiers"]] == ["INV-2025-08-44719"]
 
 
+def test_stdin_skips_a_byte_order_mark_and_names_bad_utf8(cli) -> None:
+    result = cli("extract", "-f", "json", "-", input=b"\xef\xbb\xbfINV-2025-08-44719 x")
+    assert result.exit_code == 0, result.stderr
+    [found] = json.loads(result.stdout)["identifiers"]
+    assert (found["value"], found["start"], found["end"]) == ("INV-2025-08-44719", 0, 17)
+    result = cli("extract", "-", input=b"ok\nINV-1\xc3\xa9\xff x")
+    assert result.exit_code == 2
+    assert "-:2:7: standard input is not UTF-8 text (byte 0xff)" in result.stderr
+
+
 def test_nothing_to_scan_is_an_error(cli) -> None:
     result = cli("extract")
     assert result.exit_code == 2

@@ -391,3 +391,15 @@ def test_store_on_demand_waits_for_another_process_and_an_interrupt_ends_the_wai
             assert con.execute("SELECT 1").fetchone() == (1,)
     finally:
         holder.wait(timeout=60)
+
+
+def test_an_empty_file_is_a_new_store_and_no_store_to_read(tmp_path):
+    path = tmp_path / "made-by-mktemp.duckdb"
+    path.write_bytes(b"")
+    with pytest.raises(StoreError, match=r"no lexkeep store at .* \(the file is empty\)"):
+        Store.open(path, read_only=True)
+    assert path.stat().st_size == 0  # left as it was
+    with Store.open(path) as store:
+        assert store.schema_version() == len(migrations())
+    with Store.open(path, read_only=True) as store:
+        assert store.schema_version() == len(migrations())
