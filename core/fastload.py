@@ -589,11 +589,13 @@ def stage(store: Store, path: str) -> Staged | None:
     )
 
 
-def write(store: Store, staged: Staged) -> FastCounts | None:
+def write(store: Store, staged: Staged, name: str | None = None) -> FastCounts | None:
     """Write a staged file into the store tables (inside the caller's transaction).
 
+    `name` is the file's path as the rows record it (Store.stored_path; default: as staged).
     Returns None, having written no store table, when the general path must run after all.
     """
+    name = staged.path if name is None else name
     con = store.con
     before = con.execute(_ADDED_SQL).fetchone()
     con.execute(_TIMELINE_SQL)  # positions continue after what the store holds now
@@ -602,9 +604,7 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
         # First: the rows stream into its temporary file, and the insert runs only once all
         # of them were read, so giving up on one leaves every store table unwritten.
         conflict = "DO NOTHING" if _holds_rows(con, "tool_calls") else ""
-        store.bulk_insert(
-            "tool_calls", None, _tool_call_rows(con, staged.path), on_conflict=conflict
-        )
+        store.bulk_insert("tool_calls", None, _tool_call_rows(con, name), on_conflict=conflict)
     except _GiveUp:
         return None
     for sql in _INSERTS:
@@ -613,7 +613,7 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
             # Into an empty table the staged rows cannot conflict (_DUPLICATES_SQL refused
             # duplicates within the file), and the check costs a key lookup per row.
             sql = sql.replace(_NOTHING, "")
-        con.execute(sql, {"file": staged.path})
+        con.execute(sql, {"file": name})
     after = con.execute(_ADDED_SQL).fetchone()
     counts = staged.counts
     if after[0] - before[0] < counts.messages or after[2] - before[2] < counts.boundaries:
@@ -628,7 +628,7 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
                 path=staged.path,
                 line=line,
                 other_conversation=conv,
-                other_path=file,
+                other_path=store.shown_paths()[file],
                 other_line=file_line,
             )
     return replace(
