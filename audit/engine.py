@@ -416,8 +416,11 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
         _add_ascii_escapes(store)
         total_ids = con.execute("SELECT count(*) FROM lexkeep_audit_ids").fetchone()[0]
         findings = Findings()  # beyond KEEP_IN_MEMORY, on disk until rendered
+        # Source files as the report names them (relative to the current folder when a store
+        # on disk holds them under it: core.paths).
+        shown = store.shown_paths()
         for lo in range(0, total_ids, AUDIT_BATCH):
-            findings.extend_flat(_audit_batch(store, lo, min(lo + AUDIT_BATCH, total_ids)))
+            findings.extend_flat(_audit_batch(store, lo, min(lo + AUDIT_BATCH, total_ids), shown))
         conv_rows = con.execute(
             """
             SELECT c.id, c.source_file, c.source_line, count(b.id)
@@ -425,6 +428,7 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
             GROUP BY ALL ORDER BY c.id
             """
         ).fetchall()
+        conv_rows = [(cid, shown[file], line, n) for cid, file, line, n in conv_rows]
         total = con.execute("SELECT count(*) FROM conversations").fetchone()[0]
         # User messages before a boundary that the sidecar never scanned (e.g. a store
         # ingested before identifier extraction existed): their identifiers are unknown.
@@ -464,14 +468,14 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
     )
 
 
-def _audit_batch(store: Store, lo: int, hi: int) -> list[tuple[Any, ...]]:
+def _audit_batch(store: Store, lo: int, hi: int, shown: Mapping[str, str]) -> list[tuple[Any, ...]]:
     """The findings of identifiers lo <= rid < hi, flat (each identifier is judged on its
-    own)."""
+    own); `shown` maps a stored source file to the name the report gives it."""
     batch = _Batch(lo, _audit_rows(store, lo, hi))
     kept = _first_kept(store, ">", batch)
     near = _near_misses(store, batch, [r[0] for r in batch.rows if r[0] not in kept])
     before = _first_kept(store, "<", batch)
-    return _findings(batch.rows, kept, near, before, _boundary_texts(store, lo, hi))
+    return _findings(batch.rows, kept, near, before, _boundary_texts(store, lo, hi), shown)
 
 
 def build_report(
@@ -963,9 +967,11 @@ def _findings(
     near: dict[int, tuple[NearMiss, _Call]],
     before: dict[int, _Call],
     texts: dict[str, tuple[str | None, tuple[str, ...]]],
+    shown: Mapping[str, str],
 ) -> list[tuple[Any, ...]]:
     """The batch's findings, flat (audit.report.FLAT_FIELDS): the report keeps them so, and
-    the JSON report reads them so, without a Finding object each."""
+    the JSON report reads them so, without a Finding object each. `shown` gives each stored
+    source file its name in the report (one shared string per file)."""
     out = []
     # Every row brings its own copy of strings that repeat across findings (conversation,
     # kind, file and tool names): one shared copy each keeps 700,000 findings ~100 MB smaller.
@@ -979,7 +985,7 @@ def _findings(
         c = kept.get(rid)
         if c is not None:
             verdict = kept_value
-            evidence = (c[0], intern(c[1]), value, intern(c[2]), c[3], None, None)
+            evidence = (c[0], intern(c[1]), value, shown[c[2]], c[3], None, None)
         elif rid in near:
             miss, c = near[rid]
             verdict = altered_value
@@ -987,7 +993,7 @@ def _findings(
                 c[0],
                 intern(c[1]),
                 miss.found,
-                intern(c[2]),
+                shown[c[2]],
                 c[3],
                 miss.difference.value,
                 miss.distance,
@@ -1007,11 +1013,11 @@ def _findings(
                 intern(kind),
                 value,
                 verdict,
-                intern(m_file),
+                shown[m_file],
                 m_line,
                 intern(bid),
                 intern(bkind),
-                intern(b_file),
+                shown[b_file],
                 b_line,
                 evidence,
                 # `in` first: is_kept's own search, without a Python call when it fails.

@@ -610,11 +610,13 @@ def stage(
     )
 
 
-def write(store: Store, staged: Staged) -> FastCounts | None:
+def write(store: Store, staged: Staged, name: str | None = None) -> FastCounts | None:
     """Write a staged file into the store tables (inside the caller's transaction).
 
+    `name` is the file's path as the rows record it (Store.stored_path; default: as staged).
     Returns None, having written no store table, when the general path must run after all.
     """
+    name = staged.path if name is None else name
     con = store.con
     before = con.execute(_ADDED_SQL).fetchone()
     con.execute(_TIMELINE_SQL)  # positions continue after what the store holds now
@@ -623,9 +625,7 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
         # First: the rows stream into its temporary file, and the insert runs only once all
         # of them were read, so giving up on one leaves every store table unwritten.
         conflict = "DO NOTHING" if _holds_rows(con, "tool_calls") else ""
-        store.bulk_insert(
-            "tool_calls", None, _tool_call_rows(con, staged.path), on_conflict=conflict
-        )
+        store.bulk_insert("tool_calls", None, _tool_call_rows(con, name), on_conflict=conflict)
     except _GiveUp:
         return None
     for sql in _INSERTS:
@@ -634,7 +634,7 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
             # Into an empty table the staged rows cannot conflict (_DUPLICATES_SQL refused
             # duplicates within the file), and the check costs a key lookup per row.
             sql = sql.replace(_NOTHING, "")
-        con.execute(sql, {"file": staged.path})
+        con.execute(sql, {"file": name})
     after = con.execute(_ADDED_SQL).fetchone()
     counts = staged.counts
     if after[0] - before[0] < counts.messages or after[2] - before[2] < counts.boundaries:
@@ -642,8 +642,9 @@ def write(store: Store, staged: Staged) -> FastCounts | None:
         # conversation holds their id (then the caller's transaction rolls back).
         reused = con.execute(_REUSED_SQL).fetchone()
         if reused is not None:
-            what, key, line, *held = reused
-            raise ReusedIdError(what, key, tuple(held), path=staged.path, line=line)
+            what, key, line, conv, file, file_line = reused
+            held = (conv, store.shown_paths()[file], file_line)
+            raise ReusedIdError(what, key, held, path=staged.path, line=line)
     if sum(after) - sum(before) < con.execute(_STAGED_RECORDS_SQL).fetchone()[0]:
         # Records the store held already were left out, and had positions all the same.
         bases = dict(con.execute(_BASES_SQL).fetchall())

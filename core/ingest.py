@@ -664,6 +664,9 @@ class _Batch:
         # key -> (bytes, lines, sha256, format) of its latest ingest, read once per group
         self.previous: dict[str, tuple[Any, ...]] = {}
         self.keys: dict[str, str] = {}  # path as given -> its ingest_runs key
+        # path as given -> as the store records it in source_file and ingest_errors.path
+        # (absolute in a store on disk: core.paths), and back, for errors about stored rows.
+        self.names = _Names(store)
         # message id -> (text, extraction) made by read-ahead workers (see _extract_users)
         self.extracted: dict[str, tuple[str, Extraction]] = {}
         # Messages, tool calls and boundaries written per source file: fewer than were read when
@@ -678,11 +681,21 @@ class _Batch:
         self.named_runs: dict[str, tuple[str, str, int]] = {}
 
     def key(self, path: str) -> str:
-        """The ingest_runs key of `path`: absolute for files on disk, '-' for stdin."""
+        """The ingest_runs key of `path`: absolute for files on disk, '-' for stdin.
+
+        Symlinks resolved: the key is the file's identity (an unchanged or grown file is
+        recognised whichever folder or link names it), not how rows name it (core.paths).
+        """
         key = self.keys.get(path)
         if key is None:
             key = self.keys[path] = path if path == "-" else str(Path(path).resolve())
         return key
+
+    def shown(self, stored: str) -> str:
+        """A stored path as an error shows it: as given when this ingest was given it, else
+        as reports show it (relative to the current folder when under it)."""
+        given = self.names.given.get(stored)
+        return given if given is not None else self.store.shown_paths()[stored]
 
     def load_previous(self, paths: list[str]) -> None:
         """Read the latest ingest_runs row of each of `paths` (one query)."""
@@ -709,13 +722,13 @@ class _Batch:
         row = self.convs.get(conv)
         if row is None:
             # id, format, parent_id, title, first_time, last_time, max_position, file, line
-            row = [conv, fmt.value, None, None, None, None, -1, src.file, src.line]
+            row = [conv, fmt.value, None, None, None, None, -1, self.names[src.file], src.line]
             self.convs[conv] = row
         if record is not None:
             row[1] = record.format.value
             row[2] = record.parent_id or row[2]
             row[3] = record.title or row[3]
-            row[7], row[8] = src.file, src.line
+            row[7], row[8] = self.names[src.file], src.line
 
     def _load_positions(self, convs: Iterable[str]) -> None:
         missing = [c for c in convs if c not in self.max_pos]
@@ -738,6 +751,7 @@ class _Batch:
         max_pos = self.max_pos
         convs = self.convs
         lean = self.lean
+        names = self.names
         messages: list[tuple[Any, ...]] = []
         calls: list[tuple[Any, ...]] = []
         results: list[tuple[Any, ...]] = []
@@ -756,6 +770,7 @@ class _Batch:
                     _, conv, call_id, message_id, name, raw, kind, time, file, line = item
                     pos = max_pos[conv] + 1
                     max_pos[conv] = pos
+                    file = names[file]
                     calls.append(
                         (conv, call_id, message_id, pos, name, raw, None, kind, time, file, line)
                     )
@@ -770,6 +785,7 @@ class _Batch:
             pos = max_pos[conv] + 1
             max_pos[conv] = pos
             src = rec.source
+            file = names[src.file]
             time = getattr(rec, "time", None)
             if rtype is Message:
                 if turn is not None and turn[2] is None:
@@ -786,7 +802,7 @@ class _Batch:
                             rec.status,
                             rec.text,
                             time,
-                            src.file,
+                            file,
                             src.line,
                         )
                     )
@@ -803,15 +819,13 @@ class _Batch:
                         None if lean else _parsed_arguments(rec.arguments_raw, kind),
                         kind,
                         time,
-                        src.file,
+                        file,
                         src.line,
                     )
                 )
             elif rtype is ToolResult:
                 if not lean:
-                    results.append(
-                        (conv, rec.call_id, pos, rec.text, rec.is_error, src.file, src.line)
-                    )
+                    results.append((conv, rec.call_id, pos, rec.text, rec.is_error, file, src.line))
             else:
                 boundaries.append(
                     (
@@ -823,7 +837,7 @@ class _Batch:
                         rec.summary_text,
                         list(rec.kept_verbatim),
                         time,
-                        src.file,
+                        file,
                         src.line,
                     )
                 )
@@ -879,7 +893,7 @@ class _Batch:
                 if ids is not None and len(ids) < len(rows):
                     left_out[table] = _not_inserted(rows, ids)
         for table, rows in left_out.items():
-            _check_ids(self.con, table, rows)
+            _check_ids(self, table, rows)
 
     def finish(self) -> None:
         """Write everything staged: timeline rows, runs, conversations, ingest errors."""
@@ -889,12 +903,12 @@ class _Batch:
             conv, _, pos, file, line = turn
             if pos is None:
                 pos = self.max_pos.get(conv, -1) + 1
-            rows.append((run_id, conv, status, pos, file, line))
+            rows.append((run_id, conv, status, pos, self.names[file], line))
         if rows:
             self.store.bulk_insert("runs", None, rows, on_conflict=_RUN_UPSERT)
             named = [row for row in rows if row[0] in self.named_runs]
             if named:
-                _check_ids(self.con, "runs", named)
+                _check_ids(self, "runs", named)
         self._load_positions(self.touched)
         if self.holes:
             given = {conv: self.max_pos[conv] for conv in self.touched}
@@ -948,7 +962,22 @@ def _not_inserted(rows: list[tuple[Any, ...]], inserted: set[Any]) -> list[tuple
     return out
 
 
-def _check_ids(con: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
+class _Names(dict[str, str]):
+    """Trace path as given -> as `store` records it (Store.stored_path), each computed once;
+    `given` maps back."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.store = store
+        self.given: dict[str, str] = {}
+
+    def __missing__(self, path: str) -> str:
+        stored = self[path] = self.store.stored_path(path)
+        self.given.setdefault(stored, path)
+        return stored
+
+
+def _check_ids(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> None:
     """Refuse the first of `rows` whose id `table` holds for another conversation.
 
     A message or compaction left out as already stored must be the same record read again (a
@@ -959,7 +988,7 @@ def _check_ids(con: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
     what, at = _OWN_IDS[table]
     stored = {
         key: (conv, file, line)
-        for key, conv, file, line in con.execute(
+        for key, conv, file, line in batch.con.execute(
             f"SELECT id, conversation_id, source_file, source_line FROM {table}"
             " WHERE id IN (SELECT unnest(?))",
             [list({row[0] for row in rows})],
@@ -968,7 +997,8 @@ def _check_ids(con: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
     for row in rows:
         held = stored.get(row[0])
         if held is not None and held[0] != row[1]:
-            raise ReusedIdError(what, row[0], held, path=row[at], line=row[at + 1])
+            held = (held[0], batch.shown(held[1]), held[2])
+            raise ReusedIdError(what, row[0], held, path=batch.shown(row[at]), line=row[at + 1])
 
 
 def _conversation_of(item: Any) -> str:
@@ -1467,8 +1497,9 @@ def _ingest_one(
             sum(state.skipped.values()),
         ),
     )
+    stored = batch.names[path]
     batch.errors.extend(
-        (run_id, path, line, col, reason, detail) for line, col, reason, detail in state.errors
+        (run_id, stored, line, col, reason, detail) for line, col, reason, detail in state.errors
     )
     counts = FileCounts(
         path=path,
@@ -1523,7 +1554,7 @@ def _fast_write(
 ) -> FileCounts | None:
     """Write a staged file and its ingest_runs row; None when the general path must run.
     `told`: its bytes that on_progress heard while it was staged."""
-    got = write(batch.store, staged)
+    got = write(batch.store, staged, batch.names[path])
     if got is None:
         return None
     batch.con.execute(
@@ -1651,15 +1682,17 @@ def _ingest_group(
     if staged is not None:
         drop_staging(store.con)
         phase("ingesting")
+    # Counted per stored path (the rows' source_file), reported per path as given.
+    names = batch.names
     if staged is not None or lean:  # counted by the fast path; lean writes only some rows
-        return [replace(c, identifiers=per_file.get(c.path, 0)) for c, _ in done]
+        return [replace(c, identifiers=per_file.get(names[c.path], 0)) for c, _ in done]
     return [
         replace(
             c,
-            identifiers=per_file.get(c.path, 0),
-            messages_added=batch.added["messages"][c.path],
-            tool_calls_added=batch.added["tool_calls"][c.path],
-            boundaries_added=batch.added["boundaries"][c.path],
+            identifiers=per_file.get(names[c.path], 0),
+            messages_added=batch.added["messages"][names[c.path]],
+            tool_calls_added=batch.added["tool_calls"][names[c.path]],
+            boundaries_added=batch.added["boundaries"][names[c.path]],
         )
         for c, _ in done
     ]

@@ -228,6 +228,10 @@ def show(store: Store, conversation: str) -> Timeline:
             "SELECT id, status FROM runs WHERE conversation_id = ? ORDER BY position", [conv_id]
         ).fetchall()
     )
+    # Source files as reports name them (relative to the current folder when under it).
+    shown = store.shown_paths()
+    head = (*head[:4], shown[head[4]], head[5])
+    entries = [TimelineEntry(row[0], row[1], shown[row[2]], *row[3:]) for row in rows]
     idents = [
         {"message_id": m, "kind": k, "value": v, "start": s, "end": e}
         for m, k, v, s, e in con.execute(
@@ -236,4 +240,4 @@ def show(store: Store, conversation: str) -> Timeline:
             [conv_id],
         ).fetchall()
     ]
-    return Timeline(*head, runs, [TimelineEntry(*row) for row in rows], idents)
+    return Timeline(*head, runs, entries, idents)

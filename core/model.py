@@ -93,7 +93,12 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Where a record came from: file (as given on the command line) and 1-based line."""
+    """Where a record came from: file and 1-based line.
+
+    A reader names the file as it was given (on the command line, '-' for standard input); a
+    store on disk records it absolute, and reports show it from the current folder
+    (core.paths).
+    """
 
     file: str
     line: int

@@ -20,6 +20,7 @@ import orjson
 
 from lexkeep.core.errors import ConfigError, StoreError, StoreLockedError
 from lexkeep.core.jsonnumbers import compact_text
+from lexkeep.core.paths import ShownPaths, current_folder, stored_path
 from lexkeep.core.readers import LEADING
 
 DEFAULT_DB = "lexkeep.duckdb"
@@ -142,6 +143,20 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- trace paths ---------------------------------------------------------------------
+
+    def stored_path(self, path: str) -> str:
+        """How this store records the trace `path`: absolute on disk, as given in memory.
+
+        See core.paths: a store on disk is read from other folders than the one it was
+        written in; a store in memory lives in the process that was given the path.
+        """
+        return path if self.path is None else stored_path(path)
+
+    def shown_paths(self) -> ShownPaths:
+        """The mapping from this store's source paths to how reports show them (core.paths)."""
+        return ShownPaths(None if self.path is None else current_folder())
 
     # -- migrations ----------------------------------------------------------------------
 

@@ -1,0 +1,62 @@
+"""Trace paths in the store: how a store records them, and how reports show them.
+
+A store on disk outlives the folder an ingest ran in, so it records every trace path absolute
+(`os.path.abspath`: symlinks are kept as the user named them, only `.` and `..` go) and
+standard input as '-'. A report shows such a path relative to the current folder when the file
+lies under it, else absolute, so `file:line` opens from wherever the report was made. A store in
+memory (`lexkeep audit FILE...`) lives in one process: it records and shows each path exactly as
+it was given.
+
+Paths a store written before this rule holds relative stay as they are (relative to the folder
+that ingest ran in); pseudo paths such as `lexkeep:compactions/<id>` are never absolute and are
+shown unchanged too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+STDIN = "-"
+
+
+def stored_path(path: str) -> str:
+    """How a store on disk records the trace `path`: absolute, '-' (standard input) as is."""
+    return path if path == STDIN else os.path.abspath(path)
+
+
+def shown_path(path: str, cwd: str | None) -> str:
+    """`path` as a report shows it: relative to `cwd` when it lies under it, else unchanged.
+
+    `cwd` None shows every path unchanged (a store that records paths as given).
+    """
+    if cwd is None or not os.path.isabs(path):
+        return path
+    prefix = cwd if cwd.endswith(os.sep) else cwd + os.sep
+    if os.path.normcase(path).startswith(os.path.normcase(prefix)) and len(path) > len(prefix):
+        return path[len(prefix) :]
+    return path
+
+
+def current_folder() -> str | None:
+    """The current working folder, or None when it no longer exists (then paths stay absolute)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+class ShownPaths(dict[str, str]):
+    """Stored path -> shown path (`shown_path`), each computed once and interned.
+
+    Reports look up the same few file names for every finding: a dict lookup costs no more
+    than the `sys.intern` it replaces.
+    """
+
+    def __init__(self, cwd: str | None) -> None:
+        super().__init__()
+        self.cwd = cwd
+
+    def __missing__(self, path: str) -> str:
+        shown = self[path] = sys.intern(shown_path(path, self.cwd))
+        return shown
