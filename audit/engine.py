@@ -22,7 +22,6 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -323,9 +322,9 @@ def run_audit(
         if fast and len(files) == 1:
             with Store.open(None, memory_limit=AUDIT_MEMORY_LIMIT) as store:
                 phase("loading the file (DuckDB)")
-                if fast_load(store, files[0][0], loaded_rules, on_phase=phase):
-                    if on_progress is not None:
-                        on_progress(Path(files[0][0]).stat().st_size)
+                if fast_load(
+                    store, files[0][0], loaded_rules, on_phase=phase, on_progress=on_progress
+                ):
                     phase("auditing identifiers")
                     with LineCheck(files[0][0]) as check:
                         report = audit_store(store, settings, inputs=tuple(paths))

@@ -53,6 +53,7 @@ from lexkeep.core.fastload import (
     one_of_each_key,
     run_stage,
     stage_sql,
+    statement_progress,
 )
 from lexkeep.core.ingest import JsonSource, detect_format
 from lexkeep.core.model import ArgumentsKind, Format
@@ -201,12 +202,15 @@ def fast_load(
     *,
     parallel_min_chars: int = PARALLEL_MIN_CHARS,
     on_phase: Callable[[str], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> bool:
     """Load one lexkeep JSONL file into the (fresh, in-memory) `store` for the audit.
 
     Returns False when the file needs the normal ingest (run it on a fresh store). User text of
     at least `parallel_min_chars` characters is extracted in parallel (core.sidecar.scan_query).
-    `on_phase(text)` is told when extraction starts. True does not yet say that the reader
+    `on_phase(text)` is told when extraction starts; `on_progress(n)` the file's bytes as
+    DuckDB loads them (all of them once loaded; taken back with a negative `n` when the file
+    needs the normal ingest, which tells them again). True does not yet say that the reader
     reads every line alike: `LineCheck(path)` does (the caller runs it beside the audit).
     """
     if not is_candidate(path):
@@ -216,12 +220,18 @@ def fast_load(
     # No transaction: dropping the staging tables inside one would keep their memory until
     # the commit. Every check runs before the first write, so giving up leaves `store` as it
     # was; an error after that propagates (the caller's store is then unusable).
+    size = os.stat(path).st_size
     try:
-        _load(con, path)
+        with statement_progress(con, size, on_progress) as told:
+            _load(con, path)
     except _GiveUp:
+        if on_progress is not None and told():
+            on_progress(-told())  # the normal ingest reads the file again and tells it
         return False
     finally:
         _drop_staging(con)
+    if on_progress is not None and size > told():
+        on_progress(size - told())
     if on_phase is not None:
         on_phase("extracting identifiers")
     # As core.sidecar.index_pending: without rules, the settings file's, else the built-ins.

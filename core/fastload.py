@@ -25,6 +25,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -260,6 +261,51 @@ def run_stage(con: duckdb.DuckDBPyConnection, statements: tuple[str, str], path:
     con.execute(statements[0], [path])
     con.execute(statements[1])
     return True
+
+
+@contextmanager
+def statement_progress(
+    con: duckdb.DuckDBPyConnection,
+    size: int,
+    on_progress: Callable[[int], None] | None,
+    *,
+    every: float = 0.25,
+) -> Iterator[Callable[[], int]]:
+    """Tell `on_progress` how much of a `size`-byte file the block's DuckDB statements on `con`
+    have read, from DuckDB's own query progress polled on a thread every `every` seconds.
+
+    DuckDB holds the thread that runs a statement until it ends; its progress is the only
+    measure of a load there is meanwhile. What is told only grows (a later statement starts
+    again at 0%) and never passes `size`. Yields a function giving the bytes told so far.
+    """
+    told = 0
+    if on_progress is None:
+        yield lambda: told
+        return
+    con.execute("SET enable_progress_bar = true")
+    con.execute("SET enable_progress_bar_print = false")
+    stop = threading.Event()
+
+    def poll() -> None:
+        nonlocal told
+        while not stop.wait(every):
+            try:
+                percent = con.query_progress()
+            except duckdb.Error:
+                continue
+            reached = min(size, int(size * percent / 100)) if percent > 0 else 0
+            if reached > told:
+                on_progress(reached - told)
+                told = reached
+
+    poller = threading.Thread(target=poll, daemon=True, name="lexkeep-load-progress")
+    poller.start()
+    try:
+        yield lambda: told
+    finally:
+        stop.set()
+        poller.join()
+        con.execute("SET enable_progress_bar = false")
 
 
 def drop_stage(con: duckdb.DuckDBPyConnection, table: str) -> None:

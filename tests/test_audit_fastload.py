@@ -466,3 +466,34 @@ def test_json_report_has_the_stdlib_layout(tmp_path):
     render(report, "json", out)
     assert out.getvalue() == json.dumps(report_dict(report), ensure_ascii=False, indent=2) + "\n"
     assert report.findings and "/srv/données/rapport.log" in out.getvalue()
+
+
+def test_progress_moves_while_duckdb_loads_and_counts_each_byte_once(tmp_path):
+    from lexkeep.core.fastload import statement_progress
+
+    dump = _generate(tmp_path / "gen", seed=3, size="24MB")
+    size = dump.stat().st_size
+    # DuckDB's own query progress, polled often: heard before the statement ends
+    heard: list[int] = []
+    with (
+        Store.open(None) as store,
+        statement_progress(store.con, size, heard.append, every=0.002) as told,
+    ):
+        store.con.execute(
+            "CREATE TABLE t AS SELECT * FROM read_json(?, format = 'newline_delimited',"
+            " columns = {type: 'VARCHAR', text: 'VARCHAR'})",
+            [str(dump)],
+        )
+    assert heard and all(n > 0 for n in heard) and told() == sum(heard) <= size
+    # the audit's load tells the whole file once, in steps
+    steps: list[int] = []
+    with Store.open(None) as store:
+        assert fast_load(store, str(dump), on_progress=steps.append)
+    assert sum(steps) == size and all(n > 0 for n in steps)
+    # a file the normal ingest must read takes back what it was told
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(dump.read_bytes() + b'{"type": "message", "id": \n')
+    steps.clear()
+    with Store.open(None) as store:
+        assert not fast_load(store, str(bad), on_progress=steps.append)
+    assert sum(steps) == 0
