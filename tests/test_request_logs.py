@@ -210,6 +210,68 @@ def test_a_response_sent_back_without_thinking_or_with_a_cache_mark_is_the_same_
     assert ids == ["c/0", "c/1", "c/2"]
 
 
+def _call(call_id: str, name: str, args: dict) -> dict:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
+
+
+def test_openai_request_log_with_a_trimmed_history(tmp_path, cli):
+    """The same weakness in OpenAI chat request logs: a client that keeps the system prompt
+    and the latest turns (here after a Responses-style `compaction` item), with a server that
+    numbers tool calls per turn (`call_0` each time)."""
+    system = {"role": "system", "content": "You handle returns."}
+    u0 = _user("Refund order ORD-77812, invoice INV-2025-08-44719.")
+    a0 = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [_call("call_0", "lookup", {"order": "ORD-77812"})],
+    }
+    t0 = {"role": "tool", "tool_call_id": "call_0", "content": "delivered"}
+    a1 = {"role": "assistant", "content": "Delivered. Refund it?"}
+    u1 = _user("Yes, and email dana.kim@example.com.")
+    compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAB-opaque"}
+    a2 = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [_call("call_0", "refund", {"order": "ORD-77812"})],
+    }
+    t2 = {"role": "tool", "tool_call_id": "call_0", "content": "refunded"}
+    u2 = _user("Thanks, also ship to warehouse WH-4471-B.")
+    requests = [
+        {"conversation_id": "chat-9", "messages": [system, u0]},
+        {"conversation_id": "chat-9", "messages": [system, u0, a0, t0]},
+        {"conversation_id": "chat-9", "messages": [system, u0, a0, t0, a1, u1]},
+        {"conversation_id": "chat-9", "messages": [system, compaction, a2, t2]},
+        {"conversation_id": "chat-9", "messages": [system, compaction, a2, t2, u2]},
+    ]
+    path = _write(tmp_path / "chat.jsonl", requests)
+    assert _timeline(path, Format.OPENAI) == [
+        ("message", "chat-9/0"),
+        ("message", "chat-9/1"),
+        ("message", "chat-9/2"),
+        ("ToolCall", "call_0"),
+        ("ToolResult", "call_0"),
+        ("message", "chat-9/4"),
+        ("message", "chat-9/5"),
+        ("boundary", "chat-9/6"),
+        ("message", "chat-9/7"),
+        ("ToolCall", "call_0#2"),  # not the first call_0 again
+        ("ToolResult", "call_0#2"),
+        ("message", "chat-9/9"),  # the user turn after the compaction
+    ]
+    db = tmp_path / "chat.duckdb"
+    ingested = cli("ingest", path, "--db", db)
+    assert ingested.exit_code == 0, ingested.stderr
+    assert _verdicts(cli, "--db", db) == {
+        "ORD-77812": "kept",
+        "INV-2025-08-44719": "missing",
+        "dana.kim@example.com": "missing",
+    }
+
+
 def _prints(*names: str) -> list[bytes]:
     return [fingerprint(n) for n in names]
 
