@@ -3,7 +3,9 @@
 Accepted shapes (per file, mixed freely):
 - a request log with `messages` (and optional `system`, and an optional `response` message):
   one conversation per record, id from `id`/`conversation_id`/`session_id` else
-  `<file name>#<n>` (n = 0-based record index), as for OpenAI files;
+  `<file name>#<n>` (n = 0-based record index), as for OpenAI files. Records that share an id
+  repeat one conversation: only the messages no earlier record showed are read, numbered
+  `<conversation>/<n>` by their place in its timeline (`lexkeep.core.requestlog`);
 - one message per line (`{"role":..., "content":...}`, or an API response object with
   `"type":"message"`): one conversation per file, named after the file.
 """
@@ -36,6 +38,7 @@ from lexkeep.core.read_openai import (
     user_kind,
 )
 from lexkeep.core.readers import JsonLine
+from lexkeep.core.requestlog import RequestLog, fingerprint
 
 # Block types only Anthropic content uses (OpenAI parts are text/image_url/input_audio…).
 _ANTHROPIC_BLOCKS = frozenset(
@@ -57,6 +60,25 @@ def _blocks(content: Any) -> list[Any]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return content if isinstance(content, list) else []
+
+
+# Blocks a client may leave out when it sends a message again: the API ignores the thinking
+# of earlier turns.
+_UNSENT = frozenset({"thinking", "redacted_thinking"})
+
+
+def message_print(msg: Any) -> bytes:
+    """The fingerprint that tells a message sent again from a new one: its role and content
+    (as blocks), without thinking blocks; a response and its copy in the next request are the
+    same message."""
+    if not isinstance(msg, dict):
+        return fingerprint(msg)
+    blocks = [
+        b
+        for b in _blocks(msg.get("content"))
+        if not (isinstance(b, dict) and b.get("type") in _UNSENT)
+    ]
+    return fingerprint([msg.get("role"), blocks])
 
 
 def _input(raw: Any, line: JsonLine) -> tuple[str, ArgumentsKind]:
@@ -177,6 +199,9 @@ class AnthropicReader:
         index = 0
         file_conv_started = False
         file_ids = CallIds()  # messages per line: the whole file is one conversation
+        log = RequestLog()  # request records repeat their conversation so far
+        calls: dict[str, CallIds] = {}
+        systems: set[str] = set()  # conversations whose system prompt was read
         for item in lines:
             if isinstance(item, Skipped):
                 yield item
@@ -185,16 +210,24 @@ class AnthropicReader:
             src = Source(path, item.line)
             msgs = value.get("messages")
             if isinstance(msgs, list):
-                conv = conversation_key(value) or f"{stem}#{index}"
+                key = conversation_key(value)
+                conv = key or f"{stem}#{index}"
                 index += 1
                 yield Conversation(conv, Format.ANTHROPIC, src)
-                yield from _system(value.get("system"), f"{conv}/system", conv, src)
-                ids = CallIds()
-                for k, msg in enumerate(msgs):
-                    yield from _message(msg, f"{conv}/{k}", conv, src, ids, item)
+                if conv not in systems and value.get("system"):
+                    systems.add(conv)  # later requests repeat it (and would store it once)
+                    yield from _system(value["system"], f"{conv}/system", conv, src)
                 response = value.get("response")
                 if isinstance(response, dict):
-                    yield from _message(response, f"{conv}/{len(msgs)}", conv, src, ids, item)
+                    msgs = [*msgs, response]
+                start = first = 0
+                ids = CallIds()
+                if key is not None:  # other records may repeat the conversation so far:
+                    # only the messages none of them showed are new (requestlog)
+                    start, first = log.new_messages(conv, [message_print(m) for m in msgs])
+                    ids = calls.setdefault(conv, ids)
+                for k, msg in enumerate(msgs[start:], first):
+                    yield from _message(msg, f"{conv}/{k}", conv, src, ids, item)
             elif value.get("role") in ("user", "assistant"):
                 index += 1
                 if not file_conv_started:

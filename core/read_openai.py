@@ -9,7 +9,9 @@ Accepted shapes (per file, mixed freely):
 Conversation id: the record's `id`, `conversation_id` or `session_id`; otherwise
 `<file name>#<n>` with n the 0-based index of the record in the file (stable across re-reads
 and appends because the whole file is read again). Message ids are `<conversation>/<index in
-its messages list>` (`<conversation>/L<line>` for bare messages per line).
+its messages list>` (`<conversation>/L<line>` for bare messages per line). Records that share
+a conversation id (a request log) repeat it: only the messages no earlier record showed are
+read, numbered by their place in the conversation's timeline (`lexkeep.core.requestlog`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.readers import JsonLine
+from lexkeep.core.requestlog import RequestLog, fingerprint
 
 _ROLES = {"user", "assistant", "system", "developer", "tool", "function"}
 # Text a harness injects into a user turn; it must never be taken for the user speaking.
@@ -139,19 +142,31 @@ class CallIds:
         return self._latest.get(call_id, call_id)
 
 
+def message_print(msg: Any) -> bytes:
+    """The fingerprint that tells a message sent again from a new one: the whole message,
+    without keys whose value is null (a response's `refusal: null` may be left out)."""
+    if isinstance(msg, dict):
+        msg = {k: v for k, v in msg.items() if v is not None}
+    return fingerprint(msg)
+
+
 def read_messages(
     messages: list[Any],
     conv: str,
     src: Source,
-    id_of: Any = None,
     line: JsonLine | None = None,
+    log: RequestLog | None = None,
+    ids: CallIds | None = None,
 ) -> Iterator[Record]:
-    """Records of one OpenAI chat message list (ids from `id_of(index)` or conv/index);
-    `line` is the line they were decoded from."""
-    ids = CallIds()
-    for index, msg in enumerate(messages):
-        mid = id_of(index) if id_of else f"{conv}/{index}"
-        yield from _message(msg, mid, conv, src, ids, line)
+    """Records of one OpenAI chat message list, ids `<conv>/<index>`; `line` is the line they
+    were decoded from. With `log` (and `ids`, the conversation's call ids), only the messages
+    no earlier list of `conv` showed, numbered by their place in its timeline (requestlog)."""
+    start = first = 0
+    if log is not None:
+        start, first = log.new_messages(conv, [message_print(m) for m in messages])
+    ids = CallIds() if ids is None else ids
+    for index, msg in enumerate(messages[start:], first):
+        yield from _message(msg, f"{conv}/{index}", conv, src, ids, line)
 
 
 def _message(
@@ -236,6 +251,8 @@ class OpenAIReader:
         index = 0
         file_conv_started = False
         file_ids = CallIds()  # bare messages: the whole file is one conversation
+        log = RequestLog()  # records sharing a conversation id repeat it so far
+        calls: dict[str, CallIds] = {}
         for item in lines:
             if isinstance(item, Skipped):
                 yield item
@@ -244,13 +261,18 @@ class OpenAIReader:
             src = Source(path, item.line)
             messages = _messages_of(value)
             if messages is not None:
-                conv = conversation_key(value) or f"{stem}#{index}"
+                key = conversation_key(value)
+                conv = key or f"{stem}#{index}"
                 index += 1
                 title = value.get("title") if isinstance(value.get("title"), str) else None
                 if title is None and "task_id" in value:
                     title = f"task {value['task_id']} trial {value.get('trial', 0)}"
                 yield Conversation(conv, Format.OPENAI, src, title=title)
-                yield from read_messages(messages, conv, src, line=item)
+                if key is None:  # a conversation no other record can repeat
+                    yield from read_messages(messages, conv, src, item)
+                else:
+                    ids = calls.setdefault(conv, CallIds())
+                    yield from read_messages(messages, conv, src, item, log, ids)
             elif _is_message(value) or value.get("type") in ("compaction", "compaction_summary"):
                 # A bare message per line: one conversation for the whole file.
                 index += 1

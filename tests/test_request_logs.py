@@ -1,0 +1,315 @@
+"""Request logs: records that share a conversation id repeat it, and clients drop messages.
+
+Message ids were each message's index in its request's list. After an Anthropic compaction
+the client drops the messages before the compaction block, the indexes start again, and newer
+messages took the ids of older ones: the second user turn after the compaction was left out as
+already stored (its identifiers never audited), and the boundary was stored twice.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import FIXTURES, ingest_rows
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lexkeep.core.ingest import read_records
+from lexkeep.core.model import Boundary, Format, Message, MessageKind, ToolCall, ToolResult
+from lexkeep.core.requestlog import RequestLog, fingerprint
+from lexkeep.core.store import Store
+
+# Seven requests of one conversation (`sess-7f3a`): three user turns, two compactions; after
+# each compaction the next request starts with the response that holds the block.
+COMPACTED = FIXTURES / "request_logs" / "anthropic_compaction.jsonl"
+
+
+def _timeline(path: Path, fmt: Format | None = None) -> list[tuple[str, str]]:
+    """(type, id) of every timeline record the reader gives, in order."""
+    out = []
+    for r in read_records(path, fmt):
+        if isinstance(r, Message):
+            out.append(("message", r.id))
+        elif isinstance(r, Boundary):
+            out.append(("boundary", r.id))
+        elif isinstance(r, ToolCall | ToolResult):
+            out.append((type(r).__name__, r.call_id))
+    return out
+
+
+def test_compacted_request_log_reads_each_message_once_in_timeline_order():
+    records = list(read_records(COMPACTED))
+    users = [r.text for r in records if isinstance(r, Message) and r.kind == MessageKind.USER_TEXT]
+    assert [text.split()[0] for text in users] == ["Hi,", "Yes,", "Thanks."]
+    assert _timeline(COMPACTED) == [
+        ("message", "sess-7f3a/system"),
+        ("message", "sess-7f3a/0"),  # first user turn
+        ("message", "sess-7f3a/1"),
+        ("ToolCall", "toolu_01VbX"),
+        ("ToolResult", "toolu_01VbX"),
+        ("message", "sess-7f3a/3"),
+        ("message", "sess-7f3a/4"),  # second user turn
+        # first compaction: after what it summarised, before the response's own text
+        ("boundary", "sess-7f3a/5/compaction0"),
+        ("message", "sess-7f3a/5"),
+        ("ToolCall", "toolu_02Kd1"),
+        # the client dropped the messages before the compaction from here on
+        ("ToolResult", "toolu_02Kd1"),
+        ("message", "sess-7f3a/7"),
+        ("ToolCall", "toolu_03Hn4"),
+        ("ToolResult", "toolu_03Hn4"),
+        ("message", "sess-7f3a/9"),
+        ("message", "sess-7f3a/10"),  # third user turn, lost before
+        ("boundary", "sess-7f3a/11/compaction0"),
+        ("message", "sess-7f3a/11"),
+        ("ToolCall", "toolu_04Zp9"),
+        ("ToolResult", "toolu_04Zp9"),
+        ("message", "sess-7f3a/13"),
+    ]
+
+
+def _verdicts(cli, *args) -> dict[str, str]:
+    audited = cli("audit", *args, "--format", "json", "--exit-zero")
+    assert audited.exit_code == 0, audited.stderr
+    return {f["value"]: f["verdict"] for f in json.loads(audited.stdout)["findings"]}
+
+
+# What the agent's tool calls after each compaction kept of what the user typed.
+EXPECTED = {
+    "ORD-77812": "kept",
+    "cus_NffrFeUfNV2Hib": "missing",
+    "dana.kim@example.com": "missing",
+    "INV-2025-08-44719": "altered",  # sent as INV-2025-08-4471
+    "WH-4471-B": "kept",  # typed after the first compaction, audited at the second
+    "OPS-2291": "missing",
+}
+
+
+def test_compacted_request_log_ingest_audit_and_reingest(cli, tmp_path):
+    db = tmp_path / "store.duckdb"
+    ingested = cli("ingest", COMPACTED, "--db", db)
+    assert ingested.exit_code == 0, ingested.stderr
+    assert _verdicts(cli, "--db", db) == EXPECTED
+    assert _verdicts(cli, COMPACTED) == EXPECTED  # the audit of the file in memory agrees
+    with Store.open(db) as store:
+        con = store.con
+        boundaries = con.execute(
+            "SELECT id, left(summary_text, 21) FROM boundaries ORDER BY position"
+        ).fetchall()
+        assert boundaries == [
+            ("sess-7f3a/5/compaction0", "Summary: the customer"),
+            ("sess-7f3a/11/compaction0", "Summary: refund for O"),
+        ]
+        users = con.execute(
+            "SELECT id FROM messages WHERE kind = 'user_text' ORDER BY position"
+        ).fetchall()
+        assert users == [("sess-7f3a/0",), ("sess-7f3a/4",), ("sess-7f3a/10",)]
+        before = ingest_rows(store)
+
+    again = cli("ingest", COMPACTED, "--db", db)
+    assert again.exit_code == 0, again.stderr
+    assert "unchanged" in again.stderr
+    with Store.open(db) as store:
+        after = ingest_rows(store)
+    assert {t: rows for t, rows in after.items() if t != "ingest_runs"} == {
+        t: rows for t, rows in before.items() if t != "ingest_runs"
+    }
+
+
+def test_a_grown_request_log_adds_only_its_new_requests(cli, tmp_path):
+    """Lines 1-4 (up to the first request after the compaction), then the whole file: the
+    store is the one a single ingest of the whole file makes."""
+    lines = COMPACTED.read_text().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    live.write_text("".join(lines[:4]))
+    first = cli("ingest", live, "--db", tmp_path / "grown.duckdb")
+    assert first.exit_code == 0, first.stderr
+    live.write_text("".join(lines))
+    grown = cli("ingest", live, "--db", tmp_path / "grown.duckdb")
+    assert grown.exit_code == 0, grown.stderr
+    whole = cli("ingest", live, "--db", tmp_path / "whole.duckdb")
+    assert whole.exit_code == 0, whole.stderr
+
+    def timeline(db: Path) -> dict[str, list[tuple]]:
+        # (A conversation row keeps the file:line of its first ingest, so it is left out.)
+        with Store.open(db) as store:
+            rows = ingest_rows(store)
+        skip = ("conversations", "ingest_runs", "ingest_errors")
+        return {t: r for t, r in rows.items() if t not in skip}
+
+    assert timeline(tmp_path / "grown.duckdb") == timeline(tmp_path / "whole.duckdb")
+
+
+def _write(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def _user(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+def _said(text: str) -> dict:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
+def test_a_message_typed_again_is_new_and_a_request_sent_again_adds_nothing(tmp_path):
+    """The rule in docs/formats.md: equal messages are told apart by where the list puts
+    them, not by their text."""
+    convo = [_user("ok"), _said("Done."), _user("ok"), _said("Done.")]
+    requests = [
+        {"session_id": "s", "messages": convo[:1], "response": convo[1]},
+        {"session_id": "s", "messages": convo[:1], "response": convo[1]},  # a retry
+        {"session_id": "s", "messages": convo[:3], "response": convo[3]},
+        # trimmed to the last exchange, then "ok" once more: a third message, not the second
+        {"session_id": "s", "messages": [*convo[2:], _user("ok")], "response": _said("Sure.")},
+    ]
+    path = _write(tmp_path / "requests.jsonl", requests)
+    texts = [(r.id, r.text) for r in read_records(path, Format.ANTHROPIC) if isinstance(r, Message)]
+    assert texts == [
+        ("s/0", "ok"),
+        ("s/1", "Done."),
+        ("s/2", "ok"),
+        ("s/3", "Done."),
+        ("s/4", "ok"),
+        ("s/5", "Sure."),
+    ]
+
+
+def test_a_response_sent_back_without_thinking_or_with_a_cache_mark_is_the_same_message(
+    tmp_path,
+):
+    thinking = {"type": "thinking", "thinking": "Look it up.", "signature": "sig"}
+    text = {"type": "text", "text": "Order ORD-77812 is open."}
+    marked = {**text, "cache_control": {"type": "ephemeral"}}
+    requests = [
+        {
+            "id": "c",
+            "messages": [_user("status of ORD-77812?")],
+            "response": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "content": [thinking, text],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 9, "output_tokens": 7},
+            },
+        },
+        {
+            "id": "c",
+            "messages": [
+                _user("status of ORD-77812?"),
+                {"role": "assistant", "content": [marked]},
+                _user("thanks"),
+            ],
+        },
+    ]
+    path = _write(tmp_path / "requests.jsonl", requests)
+    ids = [r.id for r in read_records(path, Format.ANTHROPIC) if isinstance(r, Message)]
+    assert ids == ["c/0", "c/1", "c/2"]
+
+
+def _call(call_id: str, name: str, args: dict) -> dict:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
+
+
+def test_openai_request_log_with_a_trimmed_history(tmp_path, cli):
+    """The same weakness in OpenAI chat request logs: a client that keeps the system prompt
+    and the latest turns (here after a Responses-style `compaction` item), with a server that
+    numbers tool calls per turn (`call_0` each time)."""
+    system = {"role": "system", "content": "You handle returns."}
+    u0 = _user("Refund order ORD-77812, invoice INV-2025-08-44719.")
+    a0 = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [_call("call_0", "lookup", {"order": "ORD-77812"})],
+    }
+    t0 = {"role": "tool", "tool_call_id": "call_0", "content": "delivered"}
+    a1 = {"role": "assistant", "content": "Delivered. Refund it?"}
+    u1 = _user("Yes, and email dana.kim@example.com.")
+    compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAB-opaque"}
+    a2 = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [_call("call_0", "refund", {"order": "ORD-77812"})],
+    }
+    t2 = {"role": "tool", "tool_call_id": "call_0", "content": "refunded"}
+    u2 = _user("Thanks, also ship to warehouse WH-4471-B.")
+    requests = [
+        {"conversation_id": "chat-9", "messages": [system, u0]},
+        {"conversation_id": "chat-9", "messages": [system, u0, a0, t0]},
+        {"conversation_id": "chat-9", "messages": [system, u0, a0, t0, a1, u1]},
+        {"conversation_id": "chat-9", "messages": [system, compaction, a2, t2]},
+        {"conversation_id": "chat-9", "messages": [system, compaction, a2, t2, u2]},
+    ]
+    path = _write(tmp_path / "chat.jsonl", requests)
+    assert _timeline(path, Format.OPENAI) == [
+        ("message", "chat-9/0"),
+        ("message", "chat-9/1"),
+        ("message", "chat-9/2"),
+        ("ToolCall", "call_0"),
+        ("ToolResult", "call_0"),
+        ("message", "chat-9/4"),
+        ("message", "chat-9/5"),
+        ("boundary", "chat-9/6"),
+        ("message", "chat-9/7"),
+        ("ToolCall", "call_0#2"),  # not the first call_0 again
+        ("ToolResult", "call_0#2"),
+        ("message", "chat-9/9"),  # the user turn after the compaction
+    ]
+    db = tmp_path / "chat.duckdb"
+    ingested = cli("ingest", path, "--db", db)
+    assert ingested.exit_code == 0, ingested.stderr
+    assert _verdicts(cli, "--db", db) == {
+        "ORD-77812": "kept",
+        "INV-2025-08-44719": "missing",
+        "dana.kim@example.com": "missing",
+    }
+
+
+def _prints(*names: str) -> list[bytes]:
+    return [fingerprint(n) for n in names]
+
+
+def test_a_list_that_leaves_the_timeline_is_new_from_where_it_leaves():
+    log = RequestLog()
+    assert log.new_messages("c", _prints("s", "u1", "a1", "u2")) == (0, 0)
+    # an older state sent again (a retry before u2): nothing new
+    assert log.new_messages("c", _prints("s", "u1")) == (2, 4)
+    # an edit: u1 answered differently, then u2 typed again; both follow the timeline's end
+    assert log.new_messages("c", _prints("s", "u1", "a1'", "u2")) == (2, 4)
+    # a sliding window that keeps the system prompt: only the last message is new
+    assert log.new_messages("c", _prints("s", "a1'", "u2", "u3")) == (3, 6)
+
+
+@given(
+    size=st.integers(1, 30),
+    cuts=st.lists(st.tuples(st.integers(0, 30), st.integers(1, 30)), min_size=1, max_size=12),
+    keep_head=st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_distinct_messages_are_each_read_once_whatever_the_client_drops(size, cuts, keep_head):
+    """Requests show windows of a conversation (the end never moves back, the start never
+    moves back, optionally the first message kept as a system prompt): every message shown is
+    numbered once, in conversation order, and nothing shown is missed."""
+    conversation = [f"m{i}" for i in range(size)]
+    windows = []
+    start = end = 0
+    for a, b in cuts:
+        end = min(size, max(end, b))
+        start = min(max(start, a), end - 1)
+        head = [0] if keep_head and start > 0 else []
+        windows.append([*head, *range(start, end)])
+    log = RequestLog()
+    numbered: list[int] = []
+    for window in windows:
+        at, first = log.new_messages("c", _prints(*(conversation[i] for i in window)))
+        assert first == len(numbered)
+        numbered.extend(window[at:])
+    shown = sorted({i for window in windows for i in window})
+    assert numbered == shown
