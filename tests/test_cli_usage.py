@@ -223,11 +223,10 @@ def test_extract_table_on_a_narrow_terminal_never_cuts_a_value():
     assert "".join(cells) == url, out
 
 
-def test_compactions_table_on_an_80_column_terminal_shows_the_failure_reason(cli, tmp_path):
-    import sys
-
+def _thirty_pairs(cli, tmp_path):
+    """A store whose conversation c1 has 30 pairs: exactly one 10-pair segment is a candidate."""
     rows = []
-    for i in range(30):  # 30 pairs: exactly one 10-pair segment is a candidate
+    for i in range(30):
         rows.append({"type": "message", "id": f"u{i}", "conversation_id": "c1", "role": "user"})
         rows[-1]["text"] = f"question {i}"
         rows.append({"type": "message", "id": f"a{i}", "conversation_id": "c1"})
@@ -236,6 +235,13 @@ def test_compactions_table_on_an_80_column_terminal_shows_the_failure_reason(cli
     traces.write_text("".join(json.dumps(r) + "\n" for r in rows))
     db = tmp_path / "t.duckdb"
     assert cli("ingest", traces, "--db", db).exit_code == 0
+    return db
+
+
+def test_compactions_table_on_an_80_column_terminal_shows_the_failure_reason(cli, tmp_path):
+    import sys
+
+    db = _thirty_pairs(cli, tmp_path)
     failing = f"command:{sys.executable} -c 'import sys; sys.exit(3)'"
     assert cli("compact", "--db", db, "--summarizer", failing).exit_code == 1  # attempt failed
     out = _run_on_terminal(["compactions", "--db", str(db)], cols=80)
@@ -249,16 +255,7 @@ def test_compactions_table_never_sends_a_summariser_s_escape_codes_to_the_termin
     it is, it drove the terminal. Control characters are written as \\uXXXX, as `show` does."""
     import sys
 
-    rows = []
-    for i in range(30):
-        rows.append({"type": "message", "id": f"u{i}", "conversation_id": "c1", "role": "user"})
-        rows[-1]["text"] = f"question {i}"
-        rows.append({"type": "message", "id": f"a{i}", "conversation_id": "c1"})
-        rows[-1].update(role="assistant", text=f"answer {i}")
-    traces = tmp_path / "long.jsonl"
-    traces.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    db = tmp_path / "t.duckdb"
-    assert cli("ingest", traces, "--db", db).exit_code == 0
+    db = _thirty_pairs(cli, tmp_path)
     code = "import sys; sys.stderr.write(chr(27) + '[31mquota' + chr(27) + '[0m'); sys.exit(3)"
     failing = f'command:{sys.executable} -c "{code}"'
     assert cli("compact", "--db", db, "--summarizer", failing).exit_code == 1
