@@ -64,6 +64,8 @@ PART_TYPES = frozenset(
 MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
 # How many items of a list are looked at to recognise it.
 _SAMPLE = 50
+# Keys of a Responses request besides `input` (any one marks a value as a request).
+_REQUEST_KEYS = ("model", "previous_response_id", "instructions", "conversation")
 
 
 # -- item-level helpers (shared with read_codex) ---------------------------------------------
@@ -195,14 +197,18 @@ def is_request_log(value: Any) -> bool:
     out = response_output(value)
     if out is not None and not all(_is_input_item(i) for i in out[:_SAMPLE]):
         return False
+    # Datasets use `input` too ({"input": str, "output": str}; eval sets of role messages with
+    # an expected answer): a request names its model, its response or what it continues.
+    marked = out is not None or any(k in value for k in _REQUEST_KEYS)
     if isinstance(inp, list):
         sample = inp[:_SAMPLE] + (out or [])[:_SAMPLE]
-        return all(_is_input_item(i) for i in inp[:_SAMPLE]) and any(
-            _is_known_item(i) for i in sample
+        return (
+            all(_is_input_item(i) for i in inp[:_SAMPLE])
+            and any(_is_known_item(i) for i in sample)
+            and (marked or any(is_item(i) for i in sample))
         )
     if isinstance(inp, str):
-        # {"input": str, "output": str} is a common dataset shape, not a request: ask for more
-        return out is not None or "model" in value or "previous_response_id" in value
+        return marked
     return (
         out is not None
         and any(_is_known_item(i) for i in out[:_SAMPLE])

@@ -70,6 +70,8 @@ def test_detection_leaves_other_formats_alone():
     assert detect([codex_wrapped]) is Format.CODEX
     # A dataset of input/output strings is not a request log, nor a typed list of anything.
     assert detect([{"input": "2+2?", "output": "4"}] * 3) is None
+    eval_sample = {"input": [{"role": "user", "content": "2+2?"}], "ideal": "4"}
+    assert detect([eval_sample] * 3) is None
     assert detect([{"input": [{"type": "image", "url": "x"}], "label": 1}]) is None
     assert detect([{"type": "started", "key": "v2:hash0"}, {"type": "result"}]) is None
 
