@@ -28,9 +28,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import PurePath
 from typing import Any
 
-from lexkeep.core.jsonnumbers import compact_text
 from lexkeep.core.model import (
-    ArgumentsKind,
     Boundary,
     BoundaryKind,
     Conversation,
@@ -44,6 +42,7 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
+from lexkeep.core.read_responses import call_arguments, content_text, output_text
 from lexkeep.core.readers import JsonLine
 
 # codex-rs/core/templates/compact/summary_prefix.md is one line; the summary follows a "\n".
@@ -164,46 +163,6 @@ def _bridge_user_messages(message: str) -> tuple[str, ...]:
         return ()
     users = text[start + len(_BRIDGE_USERS_HEAD) : end].strip()
     return (users,) if users else ()
-
-
-def content_text(content: Any) -> str:
-    """Text of a Codex content value: a string, or a list of {type, text} items."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [
-            item["text"]
-            for item in content
-            if isinstance(item, dict) and isinstance(item.get("text"), str)
-        ]
-        return "\n".join(parts)
-    return ""
-
-
-def _output_text(output: Any, line: JsonLine | None = None) -> tuple[str, bool]:
-    """Text and error flag of a tool output (string, content-item list, or object)."""
-    if isinstance(output, str):
-        return output, False
-    if isinstance(output, list):
-        return content_text(output), False
-    if isinstance(output, dict):
-        is_error = output.get("success") is False
-        inner = output.get("content", output.get("output"))
-        if isinstance(inner, (str, list)):
-            return _output_text(inner, line)[0], is_error
-        return _json_text(output, line), is_error
-    if output is None:
-        return "", False
-    return _json_text(output, line), False
-
-
-def _json_text(value: Any, line: JsonLine | None) -> str:
-    """Compact JSON text of a decoded value (how object/array arguments are kept raw), its
-    numbers as the line writes them (orjson read a big integer as a float: JsonLine)."""
-    try:
-        return line.json_text(value) if line is not None else compact_text(value)
-    except TypeError:  # e.g. integers beyond 64 bits
-        return str(value)
 
 
 class _State:
@@ -414,7 +373,7 @@ class CodexReader:
                 yield Skipped(src, "duplicate", f"second output for {call_id}")
                 return
             st.result_ids.add(call_id)
-            text, is_error = _output_text(p.get("output"), st.line)
+            text, is_error = output_text(p.get("output"), st.line)
             yield ToolResult(call_id, cid, text, src, is_error=is_error)
         elif kind in RESPONSE_ITEM_TYPES:
             # ghost snapshots, opaque compaction items, image generation, control items
@@ -466,31 +425,7 @@ class CodexReader:
         if call_id in st.call_ids:
             yield Skipped(src, "duplicate", f"second call with id {call_id}")
             return
-        name = p.get("name") if isinstance(p.get("name"), str) else None
-        if kind == "function_call":
-            args = p.get("arguments")
-            if isinstance(args, str):
-                raw, akind = args, ArgumentsKind.JSON_STRING
-            else:
-                raw, akind = _json_text(args, st.line), ArgumentsKind.OBJECT
-        elif kind == "custom_tool_call":
-            args = p.get("input")
-            if isinstance(args, str):
-                raw, akind = args, ArgumentsKind.FREEFORM
-            else:
-                raw, akind = _json_text(args, st.line), ArgumentsKind.OBJECT
-        elif kind == "local_shell_call":
-            action = p.get("action")
-            command = action.get("command") if isinstance(action, dict) else None
-            argv = command if command is not None else []
-            raw, akind = _json_text(argv, st.line), ArgumentsKind.ARRAY
-            name = name or "local_shell"
-        elif kind == "tool_search_call":
-            raw, akind = _json_text(p.get("arguments"), st.line), ArgumentsKind.OBJECT
-            name = name or "tool_search"
-        else:  # web_search_call: the query lives in action
-            raw, akind = _json_text(p.get("action"), st.line), ArgumentsKind.OBJECT
-            name = name or "web_search"
+        name, raw, akind = call_arguments(p, st.line)
         if name is None:
             yield Skipped(src, "malformed", f"{kind} without name", fatal=True)
             return

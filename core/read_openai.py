@@ -1,10 +1,12 @@
-"""Reader for OpenAI chat traces: conversations with `messages`, tau-bench runs with `traj`.
+"""Reader for OpenAI traces: chat `messages`, tau-bench `traj`, and Responses API items.
 
 Accepted shapes (per file, mixed freely):
 - a record with a `messages` (or tau-bench `traj`) list: one conversation per record — one per
   JSONL line, or one per element of a top-level JSON array;
 - a bare chat message per line (`{"role":..., "content":...}`): all of them form one
-  conversation named after the file.
+  conversation named after the file;
+- Responses API request logs (`input` and/or `output` items) and Responses items one per line
+  (a session dump): read by `lexkeep.core.read_responses`, see its docstring.
 
 Conversation id: the record's `id`, `conversation_id` or `session_id`; otherwise
 `<file name>#<n>` with n the 0-based index of the record in the file (stable across re-reads
@@ -20,11 +22,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import PurePath
 from typing import Any
 
+from lexkeep.core import read_responses as responses
 from lexkeep.core.jsonnumbers import compact_text
 from lexkeep.core.model import (
     ArgumentsKind,
-    Boundary,
-    BoundaryKind,
     Conversation,
     Format,
     Message,
@@ -175,10 +176,9 @@ def _message(
     if not isinstance(msg, dict):
         yield Skipped(src, "invalid_message", f"message {mid} is not an object")
         return
-    kind = msg.get("type")
-    if kind == "compaction" or kind == "compaction_summary":
-        # Responses API compaction item: opaque, nothing readable was kept.
-        yield Boundary(id=mid, conversation_id=conv, kind=BoundaryKind.REMOTE, source=src)
+    if responses.is_item(msg) and msg.get("type") != "message":
+        # A Responses item in a chat list (function_call, its output, a compaction item…).
+        yield from responses.read_item(msg, mid, conv, src, ids, line, user_kind)
         return
     role = msg.get("role")
     text = content_text(msg.get("content"), line)
@@ -225,17 +225,26 @@ class OpenAIReader:
     format = Format.OPENAI
 
     def sniff(self, head: list[Any]) -> int:
-        """Score records holding OpenAI chat messages (tool_calls / role tool weigh most)."""
+        """Score records holding OpenAI chat messages (tool_calls / role tool weigh most) or
+        Responses items and request logs."""
         score = 0
+        codex_items = responses.codex_bare_header(head)  # bare-era Codex: items are Codex's
         for value in head:
             if not isinstance(value, dict):
+                continue
+            got = responses.sniff_value(value)
+            if got and not (codex_items and responses.is_item(value)):
+                score += got
                 continue
             if isinstance(value.get("traj"), list):
                 score += 5
                 continue
             msgs = value.get("messages")
             sample = msgs[:50] if isinstance(msgs, list) else [value]
-            if not all(_is_message(m) for m in sample) or not sample:
+            listed = isinstance(msgs, list)  # a chat list may hold Responses items too
+            if not sample or not all(
+                _is_message(m) or (listed and responses.is_item(m)) for m in sample
+            ):
                 continue
             if any("tool_calls" in m or m.get("role") == "tool" for m in sample):
                 score += 5
@@ -253,12 +262,20 @@ class OpenAIReader:
         file_ids = CallIds()  # bare messages: the whole file is one conversation
         log = RequestLog()  # records sharing a conversation id repeat it so far
         calls: dict[str, CallIds] = {}
+        chains = responses.Chains()  # Responses request logs: previous_response_id chains
+        started: set[str] = set()
+        last_line, on_line = 0, 0
         for item in lines:
             if isinstance(item, Skipped):
                 yield item
                 continue
             value = item.value
             src = Source(path, item.line)
+            # Values of a JSON array written on one line all start on that line: the second
+            # one there is L<line>.2, so that it is not taken for a copy of the first.
+            on_line = on_line + 1 if item.line == last_line else 1
+            last_line = item.line
+            at = f"L{item.line}" if on_line == 1 else f"L{item.line}.{on_line}"
             messages = _messages_of(value)
             if messages is not None:
                 key = conversation_key(value)
@@ -273,16 +290,32 @@ class OpenAIReader:
                 else:
                     ids = calls.setdefault(conv, CallIds())
                     yield from read_messages(messages, conv, src, item, log, ids)
-            elif _is_message(value) or value.get("type") in ("compaction", "compaction_summary"):
+            elif responses.is_request_log(value):
+                conv = chains.conversation(value, f"{stem}#{index}")
+                index += 1
+                if conv not in started:
+                    started.add(conv)
+                    yield Conversation(conv, Format.OPENAI, src)
+                ids = calls.setdefault(conv, CallIds())
+                yield from responses.read_request_log(value, conv, src, ids, item, user_kind, log)
+            elif responses.is_item(value):
+                # A Responses item per line (a session dump): one conversation for the file.
+                index += 1
+                if not file_conv_started:
+                    file_conv_started = True
+                    yield Conversation(stem, Format.OPENAI, src)
+                mid = responses.item_id(value, stem, f"{stem}/{at}")
+                yield from responses.read_item(value, mid, stem, src, file_ids, item, user_kind)
+            elif _is_message(value):
                 # A bare message per line: one conversation for the whole file.
                 index += 1
                 if not file_conv_started:
                     file_conv_started = True
                     yield Conversation(stem, Format.OPENAI, src)
-                yield from _message(value, f"{stem}/L{item.line}", stem, src, file_ids, item)
+                yield from _message(value, f"{stem}/{at}", stem, src, file_ids, item)
             else:
                 index += 1
-                yield Skipped(src, "unknown_type", "no `messages`, `traj` or `role`")
+                yield Skipped(src, "unknown_type", "no `messages`, `traj`, `input` or `role`")
 
 
 READER = OpenAIReader()
