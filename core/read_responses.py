@@ -39,6 +39,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.readers import JsonLine
+from lexkeep.core.requestlog import RequestLog, fingerprint
 
 if TYPE_CHECKING:  # only for annotations: read_openai imports this module
     from lexkeep.core.read_openai import CallIds
@@ -411,6 +412,20 @@ def _message(
         yield Skipped(src, "unknown_role", f"item {mid}: unknown role {role!r}")
 
 
+def item_print(item: Any) -> bytes:
+    """The fingerprint that tells an item sent again from a new one. A client sends a
+    response's items back with or without their `id` and `status`, and a message as typed
+    parts or as a string: a message counts by its role and text, any other item without those
+    keys (and keys whose value is null)."""
+    if not isinstance(item, dict):
+        return fingerprint(item)
+    if item.get("type", "message") == "message" and "role" in item:
+        return fingerprint(["message", item.get("role"), content_text(item.get("content"))])
+    return fingerprint(
+        {k: v for k, v in item.items() if k not in ("id", "status") and v is not None}
+    )
+
+
 def read_request_log(
     value: dict[str, Any],
     conv: str,
@@ -418,15 +433,25 @@ def read_request_log(
     ids: CallIds,
     line: JsonLine,
     user_kind: Callable[[str], MessageKind],
+    log: RequestLog | None = None,
 ) -> Iterator[Record]:
     """Records of one request log of conversation `conv`: `instructions` as a system message,
-    then its input and output items (ids: `request_scope`, `item_id`)."""
+    then its input and output items (ids: `request_scope`, `item_id`).
+
+    With `log`, a request that sends the whole history again yields only the items no earlier
+    request of `conv` showed, the id-less ones numbered by their place in its timeline
+    (core.requestlog): after a compaction the client drops the items before it, and numbering
+    by the place in each list would give newer items older ones' ids."""
     scope = request_scope(value, conv, src.line)
     instructions = value.get("instructions")
     if isinstance(instructions, str) and instructions:
         yield Message(
             f"{scope}/instructions", conv, Role.SYSTEM, MessageKind.SYSTEM, instructions, src
         )
-    for k, item in enumerate(request_items(value)):
+    items = request_items(value)
+    start = first = 0
+    if log is not None and scope == conv:  # the whole history again, not a continuation
+        start, first = log.new_messages(conv, [item_print(i) for i in items])
+    for k, item in enumerate(items[start:], first):
         mid = item_id(item, conv, f"{scope}/{k}")
         yield from read_item(item, mid, conv, src, ids, line, user_kind)

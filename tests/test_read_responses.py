@@ -372,3 +372,50 @@ def test_bare_chat_messages_in_a_one_line_array_are_all_kept(tmp_path):
         ("bare.json/L1.2", "ok"),
         ("bare.json/L1.3", "second"),
     ]
+
+
+def test_full_history_requests_after_a_compaction_lose_no_item(tmp_path, cli):
+    """After a compaction the client sends the compaction item and what followed it, no
+    longer the items before it. Numbered by their place in each list, the newer id-less items
+    took older ones' ids and were left out as already stored (core.requestlog)."""
+    user = [
+        {"role": "user", "content": "Refund order ORD_30071 please"},
+        {"role": "user", "content": "Also invoice INV-2025-08-44719 was charged twice"},
+        {"role": "user", "content": "And warehouse WH-4471-B has the parcel"},
+        {"role": "user", "content": "Thanks, one more: ticket OPS-2291"},
+    ]
+    call_1 = {"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "get_order"}
+    call_1["arguments"] = '{"order":"ORD_30071"}'
+    out_1 = {"type": "function_call_output", "call_id": "call_1", "output": "refundable"}
+    reply = {"role": "assistant", "content": "I will check the invoice next."}
+    compaction = {"id": "cmp_1", "type": "compaction", "encrypted_content": "gAAAA-opaque"}
+    call_2 = {"id": "fc_2", "type": "function_call", "call_id": "call_2", "name": "invoice"}
+    call_2["arguments"] = '{"invoice":"INV-2025-08-4471"}'
+    out_2 = {"type": "function_call_output", "call_id": "call_2", "output": "not found"}
+    call_3 = {"id": "fc_3", "type": "function_call", "call_id": "call_3", "name": "parcel"}
+    call_3["arguments"] = '{"warehouse":"WH-4471-B"}'
+    requests = [
+        {"input": [user[0]], "output": [call_1]},
+        {"input": [user[0], call_1, out_1], "output": [{**reply, "id": "msg_1"}]},
+        {"input": [user[0], call_1, out_1, reply, user[1]], "output": [compaction]},
+        {"input": [compaction, user[2]], "output": [call_2]},
+        {"input": [compaction, user[2], call_2, out_2, user[3]], "output": [call_3]},
+    ]
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(json.dumps({"session_id": "s-9", **r}) + "\n" for r in requests))
+    db = tmp_path / "s.duckdb"
+    for _ in range(2):  # a second ingest adds nothing
+        assert cli("ingest", path, "--db", db).exit_code == 0
+    with Store.open(db, read_only=True) as store:
+        said = store.con.execute(
+            "SELECT text FROM messages WHERE role = 'user' ORDER BY position"
+        ).fetchall()
+        assert [t for (t,) in said] == [u["content"] for u in user]
+        assert store.con.execute("SELECT count(*) FROM boundaries").fetchone() == (1,)
+        assert store.con.execute("SELECT count(*) FROM tool_results").fetchone() == (2,)
+        assert store.con.execute(
+            "SELECT count(*) FROM messages WHERE role = 'assistant'"
+        ).fetchone() == (1,)
+    verdicts = _verdicts(cli, path)
+    assert verdicts["ORD_30071"] == "missing"  # used before the compaction only
+    assert verdicts["INV-2025-08-44719"] == "altered"
