@@ -24,6 +24,7 @@ ingest derives one run per real user message.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -419,7 +420,7 @@ class ClaudeReader:
                 block = {"type": "text", "text": block}
             if not isinstance(block, dict):
                 continue
-            fingerprint = orjson.dumps(block, option=orjson.OPT_SORT_KEYS)
+            fingerprint = _block_key(block)
             if fingerprint in pending.blocks:
                 continue  # repeated block of a split response
             pending.blocks.add(fingerprint)
@@ -610,3 +611,12 @@ class ClaudeReader:
 
 
 READER = ClaudeReader()
+
+
+def _block_key(block: dict[str, Any]) -> bytes:
+    """A content block's identity, to drop the blocks a split response repeats. Values decoded
+    by another JSON parser may hold integers beyond 64 bits, which orjson cannot write."""
+    try:
+        return orjson.dumps(block, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return json.dumps(block, sort_keys=True, default=repr).encode()

@@ -501,3 +501,13 @@ def test_tool_use_input_keeps_numbers_as_the_session_writes_them(tmp_path):
     [call] = of(read(path), ToolCall)
     assert call.arguments_raw == f'{{"account":{big},"items":[{{"qty":2,"ref":{big}}}]}}'
     assert call.arguments_kind is ArgumentsKind.OBJECT
+
+
+def test_a_block_holding_an_integer_beyond_64_bits_is_read():
+    """Values decoded by another parser (the library takes decoded values) may hold integers
+    orjson cannot write: the split-response check turned such a line into a fatal error."""
+    value = line("u1", "assistant", message={"id": "m1", "content": [{"type": "x", "n": 2**64}]})
+    value["message"]["content"].append({"type": "text", "text": "done"})
+    records = feed([value])
+    assert not any(isinstance(r, Skipped) for r in records), records
+    assert [r.text for r in records if isinstance(r, Message)] == ["done"]
