@@ -425,6 +425,17 @@ def _connect(target: str, read_only: bool, wait: float | None) -> duckdb.DuckDBP
                 + (f"; waited {wait:g} s" if wait else ""),
                 hint="wait for the other process to finish, or use another --db file",
             ) from exc
+        except duckdb.ConnectionException as exc:
+            if "different configuration" not in str(exc):
+                raise StoreError(f"cannot open {target}: {exc}") from exc
+            # DuckDB opens a file once per process: a second Store on it must ask for what the
+            # first one has (read-only or writable, the same settings).
+            mode = "read-only" if read_only else "writable"
+            raise StoreError(
+                f"{target} is already open in this process, and not {mode}",
+                hint="use the Store this process opened already (one writable Store can read"
+                " and write), or close it first",
+            ) from exc
         except duckdb.Error as exc:
             raise StoreError(
                 f"{target} is not a DuckDB database ({exc})",

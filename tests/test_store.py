@@ -403,3 +403,14 @@ def test_an_empty_file_is_a_new_store_and_no_store_to_read(tmp_path):
         assert store.schema_version() == len(migrations())
     with Store.open(path, read_only=True) as store:
         assert store.schema_version() == len(migrations())
+
+
+def test_opening_a_store_this_process_holds_otherwise_says_so(tmp_path):
+    """DuckDB opens a file once per process: a read-only Store beside a writable one was
+    reported as "not a DuckDB database"."""
+    path = tmp_path / "s.duckdb"
+    with Store.open(path):
+        with pytest.raises(StoreError, match="already open in this process, and not read-only"):
+            Store.open(path, read_only=True, lock_wait=0)
+        with Store.open(path) as second:  # the same mode is fine
+            assert second.schema_version() == len(migrations())
