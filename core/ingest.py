@@ -533,12 +533,14 @@ _INGEST_RUN_COLUMNS = (
     ("boundaries", "INTEGER"),
     ("skipped", "INTEGER"),
 )
+# Times span every record stored (least / greatest skip NULLs): a later file or an append may
+# hold an earlier time than the store had, e.g. a resumed session's copied lines.
 _CONV_UPSERT = (
     "(id) DO UPDATE SET max_position = greatest(conversations.max_position, excluded.max_position),"
     " title = coalesce(conversations.title, excluded.title),"
     " parent_id = coalesce(conversations.parent_id, excluded.parent_id),"
-    " first_time = coalesce(conversations.first_time, excluded.first_time),"
-    " last_time = coalesce(excluded.last_time, conversations.last_time)"
+    " first_time = least(conversations.first_time, excluded.first_time),"
+    " last_time = greatest(conversations.last_time, excluded.last_time)"
 )
 
 

@@ -1,0 +1,140 @@
+"""Ingesting a file after every step of its growth writes what one ingest of the whole file writes.
+
+A hook that runs `lexkeep ingest SESSION --db store.duckdb` after every turn of a live agent
+session ingests the file many times while it grows, often while a line is half written. Each
+test here grows a copy of a trace in steps (at line ends, at arbitrary byte offsets, inside a
+UTF-8 character), ingesting after each step into store A, ingests the whole file once into
+store B, and compares every table an ingest writes row for row (ingest_runs aside: it holds one
+row per ingest). Both stores read the file at the same path, since rows record it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+from conftest import INGEST_TABLES, ingest_rows
+
+from lexkeep.core.errors import InputError
+from lexkeep.core.ingest import ingest_paths
+from lexkeep.core.rules import default_rules
+from lexkeep.core.store import Store
+
+# The extractor's budget is wall time; a generous one keeps both stores' scans complete on a
+# busy machine, so the identifier tables compare like the rest. Loaded once for every ingest.
+RULES = replace(default_rules(), timeout=10.0)
+LIBRARY = {"rules": RULES, "read_ahead_min_bytes": None}
+
+
+def store_tables(store: Store) -> dict[str, list[tuple]]:
+    """Every ingest table but ingest_runs, without ingest_errors' link to an ingest_runs row."""
+    rows = ingest_rows(store)
+    del rows["ingest_runs"]
+    rows["ingest_errors"] = sorted(row[1:] for row in rows["ingest_errors"])
+    return rows
+
+
+def table_diff(grown: dict[str, list[tuple]], once: dict[str, list[tuple]]) -> str:
+    """The rows only the grown store (A) or only the store read once (B) holds, per table."""
+    out = []
+    for table in (t for t in INGEST_TABLES if t != "ingest_runs"):
+        a, b = Counter(map(repr, grown[table])), Counter(map(repr, once[table]))
+        if a == b:
+            continue
+        out.append(f"{table}: {len(grown[table])} rows grown, {len(once[table])} read once")
+        out += [f"  grown only: {row[:400]}" for row in sorted((a - b).elements())[:5]]
+        out += [f"  once only:  {row[:400]}" for row in sorted((b - a).elements())[:5]]
+    return "\n".join(out)
+
+
+def ingest_once(live: Path, data: bytes, db: Path, **options: object) -> dict[str, list[tuple]]:
+    """Write all of `data` to `live`, ingest it into a new store at `db`; its tables."""
+    live.parent.mkdir(parents=True, exist_ok=True)
+    live.write_bytes(data)
+    with Store.open(db) as store:
+        ingest_paths(store, [str(live)], **{**LIBRARY, **options})
+        return store_tables(store)
+
+
+def ingest_growing(
+    live: Path, data: bytes, cuts: list[int], db: Path, **options: object
+) -> dict[str, list[tuple]]:
+    """Grow `live` from empty to `data`, ending a step at each of `cuts` (and at the end),
+    ingesting after each step into a new store at `db`; its tables.
+
+    A step may leave a JSON document unfinished: that ingest is refused as documented
+    (`truncated_document`, nothing written) and a later one reads it. Any other error fails.
+    """
+    live.parent.mkdir(parents=True, exist_ok=True)
+    live.write_bytes(b"")
+    done = 0
+    with Store.open(db) as store:
+        for cut in [*sorted({c for c in cuts if 0 < c < len(data)}), len(data)]:
+            with live.open("ab") as out:
+                out.write(data[done:cut])
+            done = cut
+            try:
+                ingest_paths(store, [str(live)], **{**LIBRARY, **options})
+            except InputError as exc:
+                assert "still being written" in str(exc) and cut < len(data), str(exc)
+        return store_tables(store)
+
+
+def assert_same(tmp_path: Path, name: str, data: bytes, cuts: list[int], **options: object):
+    """Grown in steps at `cuts` or read once, the file `name` holding `data` stores the same."""
+    live = tmp_path / "live" / name
+    once = ingest_once(live, data, tmp_path / "once.duckdb", **options)
+    grown = ingest_growing(live, data, cuts, tmp_path / "grown.duckdb", **options)
+    diff = table_diff(grown, once)
+    assert not diff, f"{name} grown at {sorted(set(cuts))[:20]}…:\n{diff}"
+    return once
+
+
+def lexkeep_line(kind: str, **fields: object) -> str:
+    """One lexkeep JSONL record."""
+    import json
+
+    return json.dumps({"type": kind, **fields}, ensure_ascii=False) + "\n"
+
+
+def line_ends(data: bytes) -> list[int]:
+    """The offset after each newline of `data`."""
+    return [i + 1 for i, byte in enumerate(data) if byte == 0x0A]
+
+
+# -- what growing found --------------------------------------------------------------------
+
+
+def test_a_conversation_keeps_its_first_and_last_time_when_an_append_is_older(tmp_path):
+    """A line appended with an earlier time (a resumed or copied session) widens the
+    conversation's times; it does not move last_time back, as one ingest would not."""
+    data = (
+        lexkeep_line(
+            "message",
+            id="m1",
+            conversation_id="c",
+            role="user",
+            text="a",
+            time="2025-01-01T10:00:00Z",
+        )
+        + lexkeep_line(
+            "message",
+            id="m2",
+            conversation_id="c",
+            role="assistant",
+            text="b",
+            time="2025-01-01T12:00:00Z",
+        )
+        + lexkeep_line(
+            "message",
+            id="m3",
+            conversation_id="c",
+            role="user",
+            text="c",
+            time="2025-01-01T11:00:00Z",
+        )
+    ).encode()
+    once = assert_same(tmp_path, "times.jsonl", data, line_ends(data))
+    [conv] = once["conversations"]
+    assert conv[4:6] == ("2025-01-01T10:00:00Z", "2025-01-01T12:00:00Z")
