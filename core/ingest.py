@@ -681,6 +681,9 @@ class _Batch:
         }
         # Run ids run records gave: id -> (conversation, file, line) of the first record.
         self.named_runs: dict[str, tuple[str, str, int]] = {}
+        # Messages and boundaries that start on a line an earlier ingest read and end on a
+        # new one (Message.end_line): stored then as far as they went, completed in finish().
+        self.revised: list[Message | Boundary] = []
 
     def key(self, path: str) -> str:
         """The ingest_runs key of `path`: absolute for files on disk, '-' for stdin.
@@ -900,6 +903,7 @@ class _Batch:
     def finish(self) -> None:
         """Write everything staged: timeline rows, runs, conversations, ingest errors."""
         self.flush()
+        self._revise()
         rows = []
         for run_id, (turn, status) in () if self.lean else self.runs.items():
             conv, _, pos, file, line = turn
@@ -945,6 +949,36 @@ class _Batch:
                 [(ids[index], *rest) for index, *rest in self.errors],
                 on_conflict="",
             )
+
+    def _revise(self) -> None:
+        """Complete the stored rows of records that went on after an earlier ingest's last
+        line (see `revised`): a message's text and status, a boundary's summary. A user
+        message whose text changed is scanned for identifiers again."""
+        con = self.con
+        for record in self.revised:
+            if type(record) is Boundary:
+                con.execute(
+                    "UPDATE boundaries SET summary_text = ?, kept_verbatim = ?, trigger = ?"
+                    " WHERE id = ? AND conversation_id = ?",
+                    [
+                        record.summary_text,
+                        list(record.kept_verbatim),
+                        record.trigger,
+                        record.id,
+                        record.conversation_id,
+                    ],
+                )
+                continue
+            changed = con.execute(
+                "UPDATE messages SET text = ?, status = ? WHERE id = ? AND conversation_id = ?"
+                " AND (text <> ? OR status <> ?) RETURNING kind",
+                [record.text, record.status.value, record.id, record.conversation_id]
+                + [record.text, record.status.value],
+            ).fetchall()
+            if changed and changed[0][0] == MessageKind.USER_TEXT.value:
+                con.execute("DELETE FROM identifiers WHERE message_id = ?", [record.id])
+                con.execute("DELETE FROM identifier_scans WHERE message_id = ?", [record.id])
+        self.revised.clear()
 
 
 # Tables whose `id` names one record in the whole store: what an error calls such a record,
@@ -1072,11 +1106,15 @@ class _FileIngest:
         if rtype is Message:
             run_id, turn = self._turn(record)  # type: ignore[arg-type]
             if not new:
+                if record.end_line > self.skip_lines:  # type: ignore[union-attr]
+                    batch.revised.append(record)  # type: ignore[arg-type]
                 return
             self.messages += 1
             batch.buffer.append((record, run_id, turn))
         else:
             if not new:
+                if rtype is Boundary and record.end_line > self.skip_lines:  # type: ignore[union-attr]
+                    batch.revised.append(record)  # type: ignore[arg-type]
                 return
             if rtype is ToolCall:
                 self.tool_calls += 1

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from conftest import INGEST_TABLES, ingest_rows
+from conftest import INGEST_TABLES, ingest_rows, shared_data
 
 from lexkeep.core.errors import InputError
 from lexkeep.core.ingest import ingest_paths
@@ -138,3 +138,30 @@ def test_a_conversation_keeps_its_first_and_last_time_when_an_append_is_older(tm
     once = assert_same(tmp_path, "times.jsonl", data, line_ends(data))
     [conv] = once["conversations"]
     assert conv[4:6] == ("2025-01-01T10:00:00Z", "2025-01-01T12:00:00Z")
+
+
+def claude_data(name: str) -> Path:
+    """A file of the shared corpus's Claude Code test data."""
+    return shared_data() / "claude-code-log" / "test" / "test_data" / name
+
+
+def test_a_claude_response_split_over_lines_keeps_its_later_parts(tmp_path):
+    """Claude Code writes one response as several lines (one per content block). An ingest
+    between two of them stored the response as far as it went; the next one completes it."""
+    path = claude_data(
+        "real_projects/-experiments-ideas/03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
+    )
+    data = path.read_bytes()
+    once = assert_same(tmp_path, path.name, data, line_ends(data))
+    texts = {row[0]: row[7] for row in once["messages"]}
+    assert texts[f"{path.stem}:msg_01CAgUXyPMrcZLbyeRW4W25K"].strip()  # text from a later part
+
+
+def test_a_claude_compaction_keeps_the_summary_written_on_the_next_line(tmp_path):
+    """A compact_boundary line is followed by the isCompactSummary line holding its summary;
+    an ingest between the two stored the boundary without it, the next one adds it."""
+    path = claude_data("dag_compact_after_rewind.jsonl")
+    data = path.read_bytes()
+    once = assert_same(tmp_path, path.name, data, line_ends(data))
+    [boundary] = once["boundaries"]
+    assert boundary[5].startswith("This session is being continued")
