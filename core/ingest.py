@@ -472,6 +472,10 @@ def detect_format(
         # Nothing at all (e.g. a session file just created): not an error, nothing to store.
         raise EmptyInput("empty input, nothing to read", path=display)
     head = [i.value for i in head_items if isinstance(i, JsonLine)]
+    if not head and getattr(source, "truncated_last_line", False) and display != "-":
+        # Only a first line still being written (a session file just started): nothing to
+        # read yet, as for an empty file; a later ingest reads the line once it is whole.
+        raise EmptyInput("nothing complete to read yet (file still being written?)", path=display)
     fmt = detect(head)
     if fmt is None:
         first_bad = next((i for i in head_items if isinstance(i, Skipped) and i.fatal), None)
@@ -1475,7 +1479,13 @@ def _ingest_one(
         try:
             fmt, items = detect_format(source, format)
         except EmptyInput:
-            return FileCounts(path=path, format="", status="empty"), 0
+            counts = FileCounts(
+                path=path,
+                format="",
+                status="empty",
+                truncated_last_line=source.truncated_last_line,
+            )
+            return counts, 0
         except UnrecognisedFormat:
             if from_walk:
                 return FileCounts(path=path, format="", status="unrecognised"), 0

@@ -10,6 +10,8 @@ row per ingest). Both stores read the file at the same path, since rows record i
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -165,3 +167,29 @@ def test_a_claude_compaction_keeps_the_summary_written_on_the_next_line(tmp_path
     once = assert_same(tmp_path, path.name, data, line_ends(data))
     [boundary] = once["boundaries"]
     assert boundary[5].startswith("This session is being continued")
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`lexkeep ARGS...` in a subprocess, as a hook runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def test_a_session_whose_first_line_is_half_written_is_left_for_a_later_ingest(tmp_path):
+    """The hook may run right after the agent started its file: an incomplete first line is
+    nothing to read yet (exit 0, nothing recorded), not `not a recognised trace format`."""
+    path = claude_data("dag_simple.jsonl")
+    data = path.read_bytes()
+    live = tmp_path / path.name
+    live.write_bytes(data[: data.index(b"\n") // 2])
+    got = run_cli("ingest", str(live), "--db", "s.duckdb", cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert "first line is not complete" in got.stderr
+    live.write_bytes(data)
+    got = run_cli("ingest", str(live), "--db", "s.duckdb", cwd=tmp_path)
+    assert got.returncode == 0 and "ingested (claude)" in got.stderr, got.stderr
