@@ -688,6 +688,8 @@ class _Batch:
         # Messages and boundaries that start on a line an earlier ingest read and end on a
         # new one (Message.end_line): stored then as far as they went, completed in finish().
         self.revised: list[Message | Boundary] = []
+        # Ids of the run records of grown files (see _place_appended_runs).
+        self.appended_runs: set[str] = set()
 
     def key(self, path: str) -> str:
         """The ingest_runs key of `path`: absolute for files on disk, '-' for stdin.
@@ -924,6 +926,8 @@ class _Batch:
             given = {conv: self.max_pos[conv] for conv in self.touched}
             bases = {conv: self.base[conv] for conv in self.touched}
             self.max_pos.update(close_position_holes(self.con, bases, given))
+        if self.appended_runs and not self.lean:
+            self._place_appended_runs()
         conv_rows = []
         for conv in self.touched:
             row = self.convs[conv]
@@ -953,6 +957,24 @@ class _Batch:
                 [(ids[index], *rest) for index, *rest in self.errors],
                 on_conflict="",
             )
+
+    def _place_appended_runs(self) -> None:
+        """Put each run record of a grown file at its run's first message, as one read of the
+        file does: a run record read before any of its messages (the file grew after it) was
+        stored where the record stood."""
+        self.con.execute(
+            "UPDATE runs SET position = f.position, source_file = f.source_file,"
+            " source_line = f.source_line"
+            " FROM (SELECT run_id, conversation_id, min(position) AS position,"
+            " arg_min(source_file, position) AS source_file,"
+            " arg_min(source_line, position) AS source_line"
+            " FROM messages WHERE run_id IN (SELECT unnest(?)) GROUP BY ALL) f"
+            " WHERE runs.id = f.run_id AND runs.conversation_id = f.conversation_id"
+            " AND (runs.position, runs.source_file, runs.source_line)"
+            " <> (f.position, f.source_file, f.source_line)",
+            [list(self.appended_runs)],
+        )
+        self.appended_runs.clear()
 
     def _revise(self) -> None:
         """Complete the stored rows of records that went on after an earlier ingest's last
@@ -1225,6 +1247,8 @@ class _FileIngest:
             else:
                 status = RunStatus.FAILED
             batch.runs[run_id] = (turn, status.value)
+        if self.skip_lines:
+            batch.appended_runs.update(self.explicit_runs)
         for run in self.explicit_runs.values():
             turn = self.turns.get(run.id)
             if turn is None or turn[0] != run.conversation_id:  # opened by another's message

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from conftest import INGEST_TABLES, ingest_rows, shared_data
+from conftest import FIXTURES, INGEST_TABLES, ingest_rows, shared_data
 
 from lexkeep.core.errors import InputError
 from lexkeep.core.ingest import ingest_paths
@@ -193,3 +193,11 @@ def test_a_session_whose_first_line_is_half_written_is_left_for_a_later_ingest(t
     live.write_bytes(data)
     got = run_cli("ingest", str(live), "--db", "s.duckdb", cwd=tmp_path)
     assert got.returncode == 0 and "ingested (claude)" in got.stderr, got.stderr
+
+
+def test_a_run_record_read_before_its_messages_moves_to_its_first_message(tmp_path):
+    """A lexkeep run record ends the file at one ingest, its messages come with the next: the
+    run sits at its first message, as one ingest of the whole file puts it."""
+    data = (FIXTURES / "lexkeep" / "runs.jsonl").read_bytes()
+    once = assert_same(tmp_path, "runs.jsonl", data, line_ends(data))
+    assert [(row[0], row[3], row[5]) for row in once["runs"]] == [("r1", 0, 2), ("r2", 2, 5)]
