@@ -660,6 +660,7 @@ class _Batch:
         self.base: dict[str, int] = {}
         self.holes = False
         self.convs: dict[str, list[Any]] = {}  # id -> conversation row (updated in place)
+        self.recorded: set[str] = set()  # conversations whose row a conversation record sourced
         self.touched: set[str] = set()
         self.buffer: list[Any] = []
         self.runs: dict[str, tuple[list[Any], str]] = {}  # run id -> (turn, status)
@@ -736,6 +737,7 @@ class _Batch:
             row = [conv, fmt.value, None, None, None, None, -1, self.names[src.file], src.line]
             self.convs[conv] = row
         if record is not None:
+            self.recorded.add(conv)
             row[1] = record.format.value
             row[2] = record.parent_id or row[2]
             row[3] = record.title or row[3]
@@ -935,6 +937,17 @@ class _Batch:
             conv_rows.append(row)
         if conv_rows:
             self.store.bulk_insert("conversations", None, conv_rows, on_conflict=_CONV_UPSERT)
+            recorded = [self.convs[conv] for conv in self.touched & self.recorded]
+            if recorded:
+                # A conversation's source is its last conversation record, also when an earlier
+                # ingest stored it from a record before (request logs repeat it per request).
+                self.con.execute(
+                    "UPDATE conversations c SET source_file = r.file, source_line = r.line"
+                    " FROM (SELECT unnest(?) AS id, unnest(?) AS file, unnest(?) AS line) r"
+                    " WHERE c.id = r.id"
+                    " AND (c.source_file, c.source_line) <> (r.file, r.line)",
+                    [[r[0] for r in recorded], [r[7] for r in recorded], [r[8] for r in recorded]],
+                )
         ids: list[int] = []
         if self.ingest_runs:
             # Ids from the sequence, in file order (the latest run of a path has the highest).
@@ -1515,6 +1528,14 @@ def _ingest_one(
                 return FileCounts(path=path, format="", status="unrecognised"), 0
             raise
         records = get_reader(fmt).read(items, path)
+    if skip_lines and prev is not None and prev[3] and prev[3] != fmt.value:
+        # Detected from a head of fewer lines than now (a bare chat message reads as OpenAI
+        # until an Anthropic content block shows up): the file's conversations take the
+        # format its longer head shows, as one ingest of the whole file gives them.
+        con.execute(
+            "UPDATE conversations SET format = ? WHERE source_file = ? AND format = ?",
+            [fmt.value, batch.names[path], prev[3]],
+        )
     state = _FileIngest(batch, path, fmt, skip_lines, skip_invalid)
     reported = told
     add = state.add

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES, INGEST_TABLES, ingest_rows, shared_data
 
 from lexkeep.core.errors import InputError
@@ -201,3 +202,15 @@ def test_a_run_record_read_before_its_messages_moves_to_its_first_message(tmp_pa
     data = (FIXTURES / "lexkeep" / "runs.jsonl").read_bytes()
     once = assert_same(tmp_path, "runs.jsonl", data, line_ends(data))
     assert [(row[0], row[3], row[5]) for row in once["runs"]] == [("r1", 0, 2), ("r2", 2, 5)]
+
+
+@pytest.mark.parametrize(
+    "name", ["anthropic/messages.jsonl", "request_logs/anthropic_compaction.jsonl"]
+)
+def test_an_anthropic_log_first_read_from_a_short_head_ends_as_one_read(tmp_path, name):
+    """With one line, a bare chat message reads as OpenAI and a request log's conversation
+    starts at its first request; once the file grew, the conversation has the format and the
+    source line (its last conversation record) one ingest of the whole file gives it."""
+    data = (FIXTURES / name).read_bytes()
+    once = assert_same(tmp_path, Path(name).name, data, line_ends(data))
+    assert {row[1] for row in once["conversations"]} == {"anthropic"}
