@@ -127,6 +127,7 @@ class JsonSource:
         self.bytes_consumed = 0
         self.digest = hashlib.sha256()
         self.truncated_last_line = False
+        self.truncated_object = False  # ... and that line starts a JSON object
         self.document = False  # True when read as a JSON document rather than JSONL
 
     @property
@@ -174,6 +175,8 @@ class JsonSource:
                 except decode_error:
                     if raw.strip():
                         self.truncated_last_line = True
+                        # the start of a JSON object, not some other file without a newline
+                        self.truncated_object = raw.lstrip(LEADING).startswith(b"{")
                         self.lines_consumed = number - 1
                         self.bytes_consumed = consumed
                         yield Skipped(
@@ -472,7 +475,7 @@ def detect_format(
         # Nothing at all (e.g. a session file just created): not an error, nothing to store.
         raise EmptyInput("empty input, nothing to read", path=display)
     head = [i.value for i in head_items if isinstance(i, JsonLine)]
-    if not head and getattr(source, "truncated_last_line", False) and display != "-":
+    if not head and getattr(source, "truncated_object", False) and display != "-":
         # Only a first line still being written (a session file just started): nothing to
         # read yet, as for an empty file; a later ingest reads the line once it is whole.
         raise EmptyInput("nothing complete to read yet (file still being written?)", path=display)
