@@ -942,13 +942,13 @@ class _Batch:
             self.store.bulk_insert("conversations", None, conv_rows, on_conflict=_CONV_UPSERT)
             recorded = [self.convs[conv] for conv in self.touched & self.recorded]
             if recorded:
-                # A conversation's source is its last conversation record, also when an earlier
-                # ingest stored it from a record before (request logs repeat it per request).
+                # A conversation's source is its file's last conversation record, also when an
+                # earlier ingest of the file (before it grew) stored an earlier one (request
+                # logs repeat it per request). Another file's conversation keeps its source.
                 self.con.execute(
-                    "UPDATE conversations c SET source_file = r.file, source_line = r.line"
+                    "UPDATE conversations c SET source_line = r.line"
                     " FROM (SELECT unnest(?) AS id, unnest(?) AS file, unnest(?) AS line) r"
-                    " WHERE c.id = r.id"
-                    " AND (c.source_file, c.source_line) <> (r.file, r.line)",
+                    " WHERE c.id = r.id AND c.source_file = r.file AND c.source_line <> r.line",
                     [[r[0] for r in recorded], [r[7] for r in recorded], [r[8] for r in recorded]],
                 )
         ids: list[int] = []
