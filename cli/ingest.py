@@ -24,6 +24,11 @@ def summary_line(c: FileCounts) -> str:
     """One stderr line per file: format and counts, skipped lines by reason."""
     if c.status == "unchanged":
         return f"{c.path}: unchanged ({c.format}), nothing added"
+    if c.status == "empty" and c.truncated_last_line:
+        return (
+            f"{c.path}: nothing to read yet: its first line is not complete"
+            " (file still being written?), left for a later ingest"
+        )
     if c.status == "empty":
         return f"{c.path}: empty, nothing to read"
     if c.status == "unrecognised":

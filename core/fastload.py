@@ -462,8 +462,8 @@ _INSERTS = (
       max_position = greatest(conversations.max_position, excluded.max_position),
       title = coalesce(conversations.title, excluded.title),
       parent_id = coalesce(conversations.parent_id, excluded.parent_id),
-      first_time = coalesce(conversations.first_time, excluded.first_time),
-      last_time = coalesce(excluded.last_time, conversations.last_time)
+      first_time = least(conversations.first_time, excluded.first_time),
+      last_time = greatest(conversations.last_time, excluded.last_time)
     """,
 )
 

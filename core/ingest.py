@@ -127,6 +127,7 @@ class JsonSource:
         self.bytes_consumed = 0
         self.digest = hashlib.sha256()
         self.truncated_last_line = False
+        self.truncated_object = False  # ... and that line starts a JSON object
         self.document = False  # True when read as a JSON document rather than JSONL
 
     @property
@@ -174,6 +175,8 @@ class JsonSource:
                 except decode_error:
                     if raw.strip():
                         self.truncated_last_line = True
+                        # the start of a JSON object, not some other file without a newline
+                        self.truncated_object = raw.lstrip(LEADING).startswith(b"{")
                         self.lines_consumed = number - 1
                         self.bytes_consumed = consumed
                         yield Skipped(
@@ -472,6 +475,10 @@ def detect_format(
         # Nothing at all (e.g. a session file just created): not an error, nothing to store.
         raise EmptyInput("empty input, nothing to read", path=display)
     head = [i.value for i in head_items if isinstance(i, JsonLine)]
+    if not head and getattr(source, "truncated_object", False) and display != "-":
+        # Only a first line still being written (a session file just started): nothing to
+        # read yet, as for an empty file; a later ingest reads the line once it is whole.
+        raise EmptyInput("nothing complete to read yet (file still being written?)", path=display)
     fmt = detect(head)
     if fmt is None:
         first_bad = next((i for i in head_items if isinstance(i, Skipped) and i.fatal), None)
@@ -533,12 +540,14 @@ _INGEST_RUN_COLUMNS = (
     ("boundaries", "INTEGER"),
     ("skipped", "INTEGER"),
 )
+# Times span every record stored (least / greatest skip NULLs): a later file or an append may
+# hold an earlier time than the store had, e.g. a resumed session's copied lines.
 _CONV_UPSERT = (
     "(id) DO UPDATE SET max_position = greatest(conversations.max_position, excluded.max_position),"
     " title = coalesce(conversations.title, excluded.title),"
     " parent_id = coalesce(conversations.parent_id, excluded.parent_id),"
-    " first_time = coalesce(conversations.first_time, excluded.first_time),"
-    " last_time = coalesce(excluded.last_time, conversations.last_time)"
+    " first_time = least(conversations.first_time, excluded.first_time),"
+    " last_time = greatest(conversations.last_time, excluded.last_time)"
 )
 
 
@@ -654,6 +663,7 @@ class _Batch:
         self.base: dict[str, int] = {}
         self.holes = False
         self.convs: dict[str, list[Any]] = {}  # id -> conversation row (updated in place)
+        self.recorded: set[str] = set()  # conversations whose row a conversation record sourced
         self.touched: set[str] = set()
         self.buffer: list[Any] = []
         self.runs: dict[str, tuple[list[Any], str]] = {}  # run id -> (turn, status)
@@ -679,6 +689,11 @@ class _Batch:
         }
         # Run ids run records gave: id -> (conversation, file, line) of the first record.
         self.named_runs: dict[str, tuple[str, str, int]] = {}
+        # Messages and boundaries that start on a line an earlier ingest read and end on a
+        # new one (Message.end_line): stored then as far as they went, completed in finish().
+        self.revised: list[Message | Boundary] = []
+        # Ids of the run records of grown files (see _place_appended_runs).
+        self.appended_runs: set[str] = set()
 
     def key(self, path: str) -> str:
         """The ingest_runs key of `path`: absolute for files on disk, '-' for stdin.
@@ -725,6 +740,7 @@ class _Batch:
             row = [conv, fmt.value, None, None, None, None, -1, self.names[src.file], src.line]
             self.convs[conv] = row
         if record is not None:
+            self.recorded.add(conv)
             row[1] = record.format.value
             row[2] = record.parent_id or row[2]
             row[3] = record.title or row[3]
@@ -898,6 +914,7 @@ class _Batch:
     def finish(self) -> None:
         """Write everything staged: timeline rows, runs, conversations, ingest errors."""
         self.flush()
+        self._revise()
         rows = []
         for run_id, (turn, status) in () if self.lean else self.runs.items():
             conv, _, pos, file, line = turn
@@ -914,6 +931,8 @@ class _Batch:
             given = {conv: self.max_pos[conv] for conv in self.touched}
             bases = {conv: self.base[conv] for conv in self.touched}
             self.max_pos.update(close_position_holes(self.con, bases, given))
+        if self.appended_runs and not self.lean:
+            self._place_appended_runs()
         conv_rows = []
         for conv in self.touched:
             row = self.convs[conv]
@@ -921,6 +940,17 @@ class _Batch:
             conv_rows.append(row)
         if conv_rows:
             self.store.bulk_insert("conversations", None, conv_rows, on_conflict=_CONV_UPSERT)
+            recorded = [self.convs[conv] for conv in self.touched & self.recorded]
+            if recorded:
+                # A conversation's source is its file's last conversation record, also when an
+                # earlier ingest of the file (before it grew) stored an earlier one (request
+                # logs repeat it per request). Another file's conversation keeps its source.
+                self.con.execute(
+                    "UPDATE conversations c SET source_line = r.line"
+                    " FROM (SELECT unnest(?) AS id, unnest(?) AS file, unnest(?) AS line) r"
+                    " WHERE c.id = r.id AND c.source_file = r.file AND c.source_line <> r.line",
+                    [[r[0] for r in recorded], [r[7] for r in recorded], [r[8] for r in recorded]],
+                )
         ids: list[int] = []
         if self.ingest_runs:
             # Ids from the sequence, in file order (the latest run of a path has the highest).
@@ -943,6 +973,54 @@ class _Batch:
                 [(ids[index], *rest) for index, *rest in self.errors],
                 on_conflict="",
             )
+
+    def _place_appended_runs(self) -> None:
+        """Put each run record of a grown file at its run's first message, as one read of the
+        file does: a run record read before any of its messages (the file grew after it) was
+        stored where the record stood."""
+        self.con.execute(
+            "UPDATE runs SET position = f.position, source_file = f.source_file,"
+            " source_line = f.source_line"
+            " FROM (SELECT run_id, conversation_id, min(position) AS position,"
+            " arg_min(source_file, position) AS source_file,"
+            " arg_min(source_line, position) AS source_line"
+            " FROM messages WHERE run_id IN (SELECT unnest(?)) GROUP BY ALL) f"
+            " WHERE runs.id = f.run_id AND runs.conversation_id = f.conversation_id"
+            " AND (runs.position, runs.source_file, runs.source_line)"
+            " <> (f.position, f.source_file, f.source_line)",
+            [list(self.appended_runs)],
+        )
+        self.appended_runs.clear()
+
+    def _revise(self) -> None:
+        """Complete the stored rows of records that went on after an earlier ingest's last
+        line (see `revised`): a message's text and status, a boundary's summary. A user
+        message whose text changed is scanned for identifiers again."""
+        con = self.con
+        for record in self.revised:
+            if type(record) is Boundary:
+                con.execute(
+                    "UPDATE boundaries SET summary_text = ?, kept_verbatim = ?, trigger = ?"
+                    " WHERE id = ? AND conversation_id = ?",
+                    [
+                        record.summary_text,
+                        list(record.kept_verbatim),
+                        record.trigger,
+                        record.id,
+                        record.conversation_id,
+                    ],
+                )
+                continue
+            changed = con.execute(
+                "UPDATE messages SET text = ?, status = ? WHERE id = ? AND conversation_id = ?"
+                " AND (text <> ? OR status <> ?) RETURNING kind",
+                [record.text, record.status.value, record.id, record.conversation_id]
+                + [record.text, record.status.value],
+            ).fetchall()
+            if changed and changed[0][0] == MessageKind.USER_TEXT.value:
+                con.execute("DELETE FROM identifiers WHERE message_id = ?", [record.id])
+                con.execute("DELETE FROM identifier_scans WHERE message_id = ?", [record.id])
+        self.revised.clear()
 
 
 # Tables whose `id` names one record in the whole store: what an error calls such a record,
@@ -1070,11 +1148,15 @@ class _FileIngest:
         if rtype is Message:
             run_id, turn = self._turn(record)  # type: ignore[arg-type]
             if not new:
+                if record.end_line > self.skip_lines:  # type: ignore[union-attr]
+                    batch.revised.append(record)  # type: ignore[arg-type]
                 return
             self.messages += 1
             batch.buffer.append((record, run_id, turn))
         else:
             if not new:
+                if rtype is Boundary and record.end_line > self.skip_lines:  # type: ignore[union-attr]
+                    batch.revised.append(record)  # type: ignore[arg-type]
                 return
             if rtype is ToolCall:
                 self.tool_calls += 1
@@ -1181,6 +1263,8 @@ class _FileIngest:
             else:
                 status = RunStatus.FAILED
             batch.runs[run_id] = (turn, status.value)
+        if self.skip_lines:
+            batch.appended_runs.update(self.explicit_runs)
         for run in self.explicit_runs.values():
             turn = self.turns.get(run.id)
             if turn is None or turn[0] != run.conversation_id:  # opened by another's message
@@ -1435,12 +1519,26 @@ def _ingest_one(
         try:
             fmt, items = detect_format(source, format)
         except EmptyInput:
-            return FileCounts(path=path, format="", status="empty"), 0
+            counts = FileCounts(
+                path=path,
+                format="",
+                status="empty",
+                truncated_last_line=source.truncated_last_line,
+            )
+            return counts, 0
         except UnrecognisedFormat:
             if from_walk:
                 return FileCounts(path=path, format="", status="unrecognised"), 0
             raise
         records = get_reader(fmt).read(items, path)
+    if skip_lines and prev is not None and prev[3] and prev[3] != fmt.value:
+        # Detected from a head of fewer lines than now (a bare chat message reads as OpenAI
+        # until an Anthropic content block shows up): the file's conversations take the
+        # format its longer head shows, as one ingest of the whole file gives them.
+        con.execute(
+            "UPDATE conversations SET format = ? WHERE source_file = ? AND format = ?",
+            [fmt.value, batch.names[path], prev[3]],
+        )
     state = _FileIngest(batch, path, fmt, skip_lines, skip_invalid)
     reported = told
     add = state.add

@@ -138,6 +138,10 @@ class Message:
     run_id: str | None = None
     status: MessageStatus = MessageStatus.COMPLETED
     time: str | None = None  # ISO-8601 as recorded
+    # The last line the record was read from when it spans several (a Claude Code response
+    # split over lines); 0: its own line only. A grown file's ingest updates the stored row of
+    # a record that starts on a line read before and ends on a new one.
+    end_line: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +181,7 @@ class Boundary:
     kept_verbatim: tuple[str, ...] = ()  # e.g. user messages in Codex replacement_history
     trigger: str | None = None  # auto | manual | None when unknown
     time: str | None = None
+    end_line: int = 0  # as Message.end_line: a summary read from a later line
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,6 +164,7 @@ class _Pending:
     calls: list[ToolCall] = field(default_factory=list)
     blocks: set[bytes] = field(default_factory=set)
     failed: bool = False
+    end_line: int = 0  # the line of its latest part
 
 
 @dataclass
@@ -248,6 +249,7 @@ class ClaudeReader:
             p.source,
             status=status,
             time=p.time,
+            end_line=p.end_line if p.end_line > p.source.line else 0,
         )
         yield from p.calls
 
@@ -411,6 +413,7 @@ class ClaudeReader:
             st.assistant = pending
         else:
             yield from new
+        pending.end_line = src.line
         if value.get("isApiErrorMessage") is True:
             pending.failed = True
         content = message.get("content")
@@ -468,7 +471,15 @@ class ClaudeReader:
         if pending is not None and pending.boundary.conversation_id == cid:
             b = pending.boundary
             yield Boundary(
-                b.id, b.conversation_id, b.kind, b.source, text, b.kept_verbatim, b.trigger, b.time
+                b.id,
+                b.conversation_id,
+                b.kind,
+                b.source,
+                text,
+                b.kept_verbatim,
+                b.trigger,
+                b.time,
+                end_line=src.line,
             )
         else:
             if pending is not None:
