@@ -362,13 +362,18 @@ class StoreOnDemand:
             try:
                 return Store.open(self.path, lock_wait=0)
             except StoreLockedError as exc:
-                if self._interrupted.is_set() or time.monotonic() >= deadline:
+                if self._interrupted.is_set():
+                    raise self._interruption() from exc
+                if time.monotonic() >= deadline:
                     if not wait:
                         raise
                     message = f"{exc.message}; waited {wait:g} s"
                     raise StoreLockedError(message, hint=exc.hint) from exc
             if self._interrupted.wait(0.05):
-                raise StoreError(f"{self.path}: interrupted while waiting for the store")
+                raise self._interruption()
+
+    def _interruption(self) -> StoreError:
+        return StoreError(f"{self.path}: interrupted while waiting for the store")
 
     def interrupt(self) -> None:
         """End every wait for the file at once (the job was interrupted)."""
