@@ -51,23 +51,23 @@ def stdin_text() -> str:
     characters) where they start.
     """
     from lexkeep.core.errors import InputError
+    from lexkeep.core.readers import BOM, bad_utf8
 
     data = getattr(sys.stdin, "buffer", sys.stdin).read()
     if isinstance(data, str):  # a text stream without a buffer (a test's StringIO)
         return data.removeprefix("\ufeff")
-    data = data.removeprefix(b"\xef\xbb\xbf")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        head = data[: exc.start]
-        start = head.rfind(b"\n") + 1
+    data = data.removeprefix(BOM)
+    place = bad_utf8(data)
+    if place is not None:
+        byte, line, col = place
         raise InputError(
-            f"standard input is not UTF-8 text (byte 0x{data[exc.start]:02x})",
+            f"standard input is not UTF-8 text (byte 0x{byte:02x})",
             path="-",
-            line=head.count(b"\n") + 1,
-            col=len(head[start:].decode("utf-8")) + 1,
+            line=line,
+            col=col,
             hint="convert it first, e.g. iconv -f latin1 -t utf-8",
-        ) from exc
+        )
+    return data.decode("utf-8")
 
 
 def stderr_console() -> "Console":

@@ -21,6 +21,7 @@ from lexkeep.core.identifiers import extract
 from lexkeep.core.inspect import unknown_conversation_hint
 from lexkeep.core.jsonnumbers import Number, holds_float, loads_exact
 from lexkeep.core.nearmiss import Difference, NearMiss, classify, is_kept
+from lexkeep.core.readers import BOM, bad_utf8
 from lexkeep.core.rules import RuleSet
 from lexkeep.core.store import Store
 
@@ -86,7 +87,7 @@ def decode_arguments(arguments: str | bytes | Any, *, path: str = "ARGUMENTS_JSO
     if isinstance(arguments, str | bytes):
         # A byte-order mark is skipped, as ingest skips it (orjson refuses it).
         if isinstance(arguments, bytes):
-            arguments = arguments.removeprefix(b"\xef\xbb\xbf")
+            arguments = arguments.removeprefix(BOM)
         else:
             arguments = arguments.removeprefix("\ufeff")
         try:
@@ -125,17 +126,15 @@ def _bad_utf8(text: str | bytes) -> tuple[str, int, int] | None:
     orjson says "str is not valid UTF-8: surrogates not allowed" at column 1; a str holds such
     a byte as a surrogate when it came from the command line or standard input.
     """
-    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
     try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        head = raw[: exc.start]
-        start = head.rfind(b"\n") + 1
-        col = len(head[start:].decode("utf-8")) + 1  # in characters, as JSON errors are
-        return f"invalid UTF-8, byte 0x{raw[exc.start]:02x}", head.count(b"\n") + 1, col
+        raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
         return None  # a lone surrogate of another origin: orjson's own message says it
-    return None
+    place = bad_utf8(raw)
+    if place is None:
+        return None
+    byte, line, col = place
+    return f"invalid UTF-8, byte 0x{byte:02x}", line, col
 
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -27,6 +27,20 @@ BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, skipped before a file's first 
 LEADING = BOM + b" \t\r\n"  # what may come before a JSON value at the start of a file
 
 
+def bad_utf8(raw: bytes) -> tuple[int, int, int] | None:
+    """(byte, line, column) of the first byte of `raw` that is not UTF-8, or None.
+
+    The column counts characters, as JSON errors and editors do; lines and columns are 1-based.
+    """
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        head = raw[: exc.start]
+        start = head.rfind(b"\n") + 1
+        return raw[exc.start], head.count(b"\n") + 1, len(head[start:].decode("utf-8")) + 1
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class JsonLine:
     """One decoded JSON value, the 1-based line it starts on and the JSON text it came from."""
