@@ -33,7 +33,6 @@ from typing import Any
 
 import orjson
 
-from lexkeep.core.jsonnumbers import compact_text
 from lexkeep.core.model import (
     ArgumentsKind,
     Boundary,
@@ -50,7 +49,7 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
-from lexkeep.core.readers import JsonLine
+from lexkeep.core.readers import JsonLine, json_text
 
 CHAIN_TYPES = frozenset({"user", "assistant", "system", "attachment"})
 # Line types Claude Code writes that carry no timeline content for lexkeep.
@@ -141,14 +140,6 @@ def block_text(content: Any) -> str:
                 parts.append(b["text"])
         return "\n".join(parts)
     return ""
-
-
-def _json_text(value: Any, line: JsonLine | None) -> str:
-    try:
-        # Numbers as the line writes them: orjson read a big integer as a float (JsonLine).
-        return line.json_text(value) if line is not None else compact_text(value)
-    except TypeError:  # integers beyond 64 bits and the like
-        return str(value)
 
 
 @dataclass
@@ -458,7 +449,7 @@ class ClaudeReader:
         if isinstance(args, str):
             raw, kind = args, ArgumentsKind.JSON_STRING
         else:
-            raw, kind = _json_text(args if args is not None else {}, st.line), ArgumentsKind.OBJECT
+            raw, kind = json_text(args if args is not None else {}, st.line), ArgumentsKind.OBJECT
         return ToolCall(call_id, cid, name, raw, kind, src, message_id=message_id, time=time)
 
     def _summary(

@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from lexkeep.core.jsonnumbers import compact_text
 from lexkeep.core.model import (
     ArgumentsKind,
     Boundary,
@@ -38,7 +37,7 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
-from lexkeep.core.readers import JsonLine
+from lexkeep.core.readers import JsonLine, json_text
 from lexkeep.core.requestlog import RequestLog, fingerprint
 
 if TYPE_CHECKING:  # only for annotations: read_openai imports this module
@@ -84,15 +83,6 @@ def content_text(content: Any) -> str:
         ]
         return "\n".join(parts)
     return ""
-
-
-def json_text(value: Any, line: JsonLine | None) -> str:
-    """Compact JSON text of a decoded value (how object/array arguments are kept raw), its
-    numbers as the line writes them (orjson read a big integer as a float: JsonLine)."""
-    try:
-        return line.json_text(value) if line is not None else compact_text(value)
-    except TypeError:  # e.g. integers beyond 64 bits
-        return str(value)
 
 
 def output_text(output: Any, line: JsonLine | None = None) -> tuple[str, bool]:

@@ -68,6 +68,15 @@ class JsonLine:
         return float_text(part, parts)  # holds_float tested here already
 
 
+def json_text(value: Any, line: JsonLine | None) -> str:
+    """Compact JSON text of a decoded value (how object arguments are kept raw), its numbers
+    as `line` writes them when given (orjson read a big integer as a float: JsonLine)."""
+    try:
+        return line.json_text(value) if line is not None else compact_text(value)
+    except TypeError:  # a value no JSON writer takes (decoded by another parser)
+        return str(value)
+
+
 class Reader(Protocol):
     """A trace format: how to recognise it and how to turn its lines into records."""
 
