@@ -348,7 +348,8 @@ def run_audit(
                     # A gate pointed at the wrong folder (or at files not written yet) must
                     # not pass on nothing.
                     empty = sum(c.status == "empty" for c in counts)
-                    raise _no_traces(paths, len(counts), empty)
+                    writing = sum(c.status == "empty" and c.truncated_last_line for c in counts)
+                    raise _no_traces(paths, len(counts), empty, writing)
                 phase("auditing identifiers")
                 report = audit_store(store, settings, inputs=tuple(paths))
     else:
@@ -366,10 +367,17 @@ def run_audit(
     return redact(report) if settings.redact else report
 
 
-def _no_traces(paths: Sequence[str], files: int, empty: int = 0) -> InputError:
+def _no_traces(paths: Sequence[str], files: int, empty: int = 0, writing: int = 0) -> InputError:
+    """Nothing to audit in `paths`: `files` found, `empty` of them with nothing to read
+    (`writing` of those because their first line is not complete yet)."""
     where = ", ".join(paths)
     if files == empty and files:
-        found = f"{files} file(s) found, all of them empty"
+        if writing == files:
+            found = f"{files} file(s) found, none with a complete line yet (still being written?)"
+        elif writing:
+            found = f"{files} file(s) found, all of them empty or still being written ({writing})"
+        else:
+            found = f"{files} file(s) found, all of them empty"
     elif files:
         found = f"{files} file(s) found, none of them a trace lexkeep reads"
         if empty:

@@ -285,6 +285,7 @@ def statement_progress(
     con.execute("SET enable_progress_bar = true")
     con.execute("SET enable_progress_bar_print = false")
     stop = threading.Event()
+    failed: list[BaseException] = []  # what on_progress raised, raised again after the block
 
     def poll() -> None:
         nonlocal told
@@ -295,7 +296,11 @@ def statement_progress(
                 continue
             reached = min(size, int(size * percent / 100)) if percent > 0 else 0
             if reached > told:
-                on_progress(reached - told)
+                try:
+                    on_progress(reached - told)
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                    failed.append(exc)
+                    return
                 told = reached
 
     poller = threading.Thread(target=poll, daemon=True, name="lexkeep-load-progress")
@@ -306,6 +311,8 @@ def statement_progress(
         stop.set()
         poller.join()
         con.execute("SET enable_progress_bar = false")
+    if failed:
+        raise failed[0]
 
 
 def drop_stage(con: duckdb.DuckDBPyConnection, table: str) -> None:

@@ -344,17 +344,25 @@ class StoreOnDemand:
             if self._store is None:
                 self._store = self._open(self._first_wait if not self._opened else self._wait)
                 self._opened += 1
+            try:
+                cursor = self._store.con.cursor()
+            except BaseException:
+                self._release()  # a store opened for this use only is not left open
+                raise
             self._users += 1
-            cursor = self._store.con.cursor()
         try:
             yield cursor
         finally:
             cursor.close()
             with self._lock:
                 self._users -= 1
-                if not self._users and not self.hold and self._store is not None:
-                    self._store.close()
-                    self._store = None
+                self._release()
+
+    def _release(self) -> None:
+        """Close the store when nobody uses it and it is not held (the caller has the lock)."""
+        if not self._users and not self.hold and self._store is not None:
+            self._store.close()
+            self._store = None
 
     def _open(self, wait: float) -> Store:
         deadline = time.monotonic() + wait
@@ -373,14 +381,21 @@ class StoreOnDemand:
                 raise self._interruption()
 
     def _interruption(self) -> StoreError:
-        return StoreError(f"{self.path}: interrupted while waiting for the store")
+        return StoreError(
+            f"{self.path}: interrupted while waiting for the store",
+            hint="nothing more was written; claims in progress expire after their lease",
+        )
 
     def interrupt(self) -> None:
         """End every wait for the file at once (the job was interrupted)."""
         self._interrupted.set()
 
     def close(self) -> None:
-        """Close the store if it is open (with `hold`, it stays open until this)."""
+        """Close the store if it is open (with `hold`, it stays open until this).
+
+        Call it when no thread uses the store any more: a cursor still in use would be closed
+        under its user.
+        """
         with self._lock:
             if self._store is not None:
                 self._store.close()

@@ -497,3 +497,25 @@ def test_progress_moves_while_duckdb_loads_and_counts_each_byte_once(tmp_path):
     with Store.open(None) as store:
         assert not fast_load(store, str(bad), on_progress=steps.append)
     assert sum(steps) == 0
+
+
+def test_a_progress_callback_that_raises_is_not_lost(tmp_path):
+    from lexkeep.core.fastload import statement_progress
+
+    dump = _generate(tmp_path / "gen", seed=4, size="8MB")
+
+    def broken(n: int) -> None:
+        raise RuntimeError("the bar broke")
+
+    import time
+
+    raised = pytest.raises(RuntimeError, match="the bar broke")
+    store = Store.open(None)
+    progress = statement_progress(store.con, dump.stat().st_size, broken, every=0.001)
+    with raised, store, progress:
+        store.con.execute(
+            "CREATE TABLE t AS SELECT * FROM read_json(?, format = 'newline_delimited',"
+            " columns = {type: 'VARCHAR', text: 'VARCHAR'})",
+            [str(dump)],
+        )
+        time.sleep(0.05)  # the poller runs at least once more

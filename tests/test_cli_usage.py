@@ -137,6 +137,13 @@ def test_audit_of_folders_without_a_trace_file_is_an_error(cli, tmp_path: Path):
         result = cli("audit", target)
         assert result.exit_code == 2, result.stderr
         assert "file(s) found, all of them empty" in result.stderr
+    # A file whose first line is still being written (an audit right after the agent started).
+    (blank / "c.jsonl").write_text('{"type": "message", "id": "m1", "conv')
+    result = cli("audit", blank / "c.jsonl")
+    assert result.exit_code == 2, result.stderr
+    assert "none with a complete line yet (still being written?)" in result.stderr
+    result = cli("audit", blank)
+    assert "all of them empty or still being written (1)" in result.stderr
     # One trace file among them is enough.
     (other / "t.jsonl").write_text(
         json.dumps({"type": "message", "id": "m", "conversation_id": "c", "role": "user"}) + "\n"
