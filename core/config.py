@@ -29,7 +29,12 @@ def find_settings_file(start: Path | None = None) -> Path | None:
     the tool says more than a table in a shared one. A [tool.lexkeep] table it shadows is
     reported with a SettingsWarning, since none of it is read.
     """
-    here = (start or Path.cwd()).resolve()
+    if start is None:
+        try:
+            start = Path.cwd()
+        except OSError:  # the current folder was removed: there is nothing above it to find
+            return None
+    here = start.resolve()
     for folder in (here, *here.parents):
         own = folder / "lexkeep.toml"
         pyproject = folder / "pyproject.toml"

@@ -258,3 +258,29 @@ def test_shown_path():
     assert shown_path("lexkeep:compactions/abc", cwd) == "lexkeep:compactions/abc"
     assert stored_path("-") == "-"
     assert stored_path("a/../b.jsonl") == os.path.join(os.getcwd(), "b.jsonl")
+
+
+def test_audit_and_extract_run_from_a_deleted_folder(project):
+    """A folder removed under a shell (a CI step's temp dir): no settings file can be found
+    from it, so none is read; reports name files absolute, as `show` already did."""
+    done(lexkeep("ingest", "traces/invoice_altered.jsonl", "--db", "s.duckdb", cwd=project))
+    db = project / "s.duckdb"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+
+    def from_deleted(*args: object) -> subprocess.CompletedProcess:
+        gone = project / "gone"
+        gone.mkdir()
+        script = 'cd "$1" && rmdir "$1" && shift && exec "$@"'
+        cli = [sys.executable, "-m", "lexkeep.cli.main", *map(str, args)]
+        return subprocess.run(
+            ["sh", "-c", script, "sh", str(gone), *cli],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    report = json.loads(done(from_deleted("audit", "--db", db, "-f", "json"), 1).stdout)
+    assert report_files(report) == {str(project / "traces" / INVOICE)}
+    assert "Traceback" not in from_deleted("audit", "--db", db).stderr
+    found = json.loads(
+        done(from_deleted("extract", "invoice INV-2025-08-44719", "-f", "json")).stdout
+    )
+    assert [i["value"] for i in found["identifiers"]] == ["INV-2025-08-44719"]
