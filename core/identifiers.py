@@ -1160,12 +1160,13 @@ def _is_degenerate(value: str) -> bool:
 
 
 def _is_iban(value: str) -> bool:
-    """At least 8 digits after the check digits; run together, the mod-97 check holds too."""
+    """At least 8 digits after the check digits; run together or in lower case, the mod-97
+    check holds too."""
     compact = value.replace(" ", "")
     if sum(c.isdigit() for c in compact[4:]) < 8:
         return False
-    if " " in value:
-        return True  # written in groups: the shape says enough (a typo is still typed)
+    if " " in value and compact.isupper():
+        return True  # in capitals and groups: the shape says enough (a typo is still typed)
     digits = "".join(str(int(c, 36)) for c in compact[4:] + compact[:4])
     return int(digits) % 97 == 1
 

@@ -203,6 +203,9 @@ WHOLE_OR_NOTHING = [
     ("iban GB29NWBK60161331926819 ok", [("iban", "GB29NWBK60161331926819")]),
     ("code GB29NWBK60161331926818 ok", [("alnum_code", "GB29NWBK60161331926818")]),  # mod 97
     ("AB12 CODE WORD TEXT", [("alnum_code", "AB12")]),  # no IBAN: too few digits
+    ("iban de89 3704 0044 0532 0130 00 ok", [("iban", "de89 3704 0044 0532 0130 00")]),
+    # in lower case only the mod-97 check tells an IBAN: a mistyped one is a known limit
+    ("iban de89 3704 0044 0532 0130 01 ok", [("card_number", "3704 0044 0532 0130")]),
     # a tracking number in groups of four: one identifier, not a phone piece
     (
         "USPS 9400 1112 0200 1234 5678 90 arrives",
