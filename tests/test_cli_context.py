@@ -241,3 +241,24 @@ def test_guard_uses_the_given_identifier_rules(cli, db, tmp_path):
     assert custom.exit_code == 1, custom.stderr
     [finding] = orjson.loads(custom.stdout)["unsupplied"]
     assert (finding["kind"], finding["value"]) == ("acme_badge", "badge-kx")
+
+
+def test_guard_strict_fails_when_a_scan_was_incomplete(cli, db, tmp_path):
+    """A value whose scan ran out of time was checked only in part: exit 0 with a note, or
+    exit 1 with --strict, for a gate that must not pass what it did not see."""
+    rules = tmp_path / "tight.toml"
+    rules.write_text("[settings]\ntimeout_ms = 1\n", encoding="utf-8")
+    # the supplied invoice, then digits that keep the number kinds busy and are no identifier
+    # (docs/identifiers.md: the densest text there is, ~8 ms for these 16 KB at best)
+    dense = INVOICE + " " + "1 " * 8000
+    args = orjson.dumps({"note": dense}).decode()
+    plain = cli("guard", "s1", args, "--format", "json", "--rules", rules, "--db", db)
+    assert plain.exit_code == 0, plain.stderr
+    report = orjson.loads(plain.stdout)
+    assert report["complete"] is False and report["unsupplied"] == [], report
+    strict = cli("guard", "s1", args, "--strict", "--rules", rules, "--db", db)
+    assert strict.exit_code == 1, strict.stderr
+    assert "ran out of time" in strict.stdout
+    # a complete scan with everything supplied still passes
+    ok = cli("guard", "s1", '{"q": "no identifiers here"}', "--strict", "--db", db)
+    assert ok.exit_code == 0, ok.stderr
