@@ -15,6 +15,7 @@ them); Python decodes and confirms only the rest, so the store is never loaded w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -45,7 +46,7 @@ from lexkeep.audit.report import (
 from lexkeep.audit.settings import AuditSettings, resolve
 from lexkeep.core.errors import ConfigError, InputError
 from lexkeep.core.ingest import expand_paths, ingest_paths
-from lexkeep.core.model import ArgumentsKind, Format, Source, Verdict
+from lexkeep.core.model import ArgumentsKind, FileCounts, Format, Source, Verdict
 from lexkeep.core.nearmiss import (
     _EDGE_PUNCT,
     Difference,
@@ -352,6 +353,7 @@ def run_audit(
                     raise _no_traces(paths, len(counts), empty, writing)
                 phase("auditing identifiers")
                 report = audit_store(store, settings, inputs=tuple(paths))
+                report = _with_conflicts(report, counts)
     else:
         if rules:
             raise ConfigError(
@@ -365,6 +367,21 @@ def run_audit(
             phase("auditing identifiers")
             report = audit_store(store, settings, inputs=(db,))
     return redact(report) if settings.redact else report
+
+
+def _with_conflicts(report: AuditReport, counts: Sequence[FileCounts]) -> AuditReport:
+    """`report` with a note when records were left out because their conversation held their
+    id with other content (an export whose ids restart in every file): what they held is not
+    in the audit."""
+    left_out = [c.conflicts for c in counts if c.conflicts[0]]
+    if not left_out:
+        return report
+    total = sum(n for n, _ in left_out)
+    note = (
+        f"{total} record(s) were left out because their conversation already held their id"
+        f" with other content (first: {left_out[0][1]}); whatever they held is not in this audit"
+    )
+    return dataclasses.replace(report, notes=(*report.notes, note))
 
 
 def _no_traces(paths: Sequence[str], files: int, empty: int = 0, writing: int = 0) -> InputError:

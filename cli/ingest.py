@@ -44,6 +44,12 @@ def summary_line(c: FileCounts) -> str:
         line += "; skipped " + ", ".join(f"{k}={v}" for k, v in sorted(c.skipped.items()))
     if c.truncated_last_line:
         line += "; truncated last line (file still being written?) left for a later ingest"
+    left_out, first = c.conflicts
+    if left_out:
+        line += (
+            f"; {left_out} record(s) left out: their conversation already holds their id with"
+            f" other content (first: {first})"
+        )
     return line
 
 

@@ -681,6 +681,9 @@ class _Batch:
         self.extracted: dict[str, tuple[str, Extraction]] = {}
         # Messages, tool calls and boundaries written per source file: fewer than were read when
         # the store held some already (a resumed Claude Code session copies its earlier lines).
+        # Records left out whose id their conversation holds with other content, per stored
+        # source file: (how many, the first as text) (see _check_ids).
+        self.conflicts: dict[str, tuple[int, str]] = {}
         self.added: dict[str, Counter[str]] = {
             "messages": Counter(),
             "tool_calls": Counter(),
@@ -694,6 +697,16 @@ class _Batch:
         self.revised: list[Message | Boundary] = []
         # Ids of the run records of grown files (see _place_appended_runs).
         self.appended_runs: set[str] = set()
+
+    def conflict(self, path: str, record: str, line: int, held_path: str, held_line: int) -> None:
+        """Count a record of `path` left out: its conversation holds its id with other content."""
+        count, first = self.conflicts.get(path, (0, ""))
+        if not count:
+            first = (
+                f"{record} at {self.shown(path)}:{line}, stored from"
+                f" {self.shown(held_path)}:{held_line}"
+            )
+        self.conflicts[path] = (count + 1, first)
 
     def key(self, path: str) -> str:
         """The ingest_runs key of `path`: absolute for files on disk, '-' for stdin.
@@ -1026,6 +1039,9 @@ class _Batch:
 # Tables whose `id` names one record in the whole store: what an error calls such a record,
 # and the index of its source file in a row (its line follows).
 _OWN_IDS = {"messages": ("message", 9), "boundaries": ("compaction", 8), "runs": ("run", 4)}
+# The content a record read again must have: its index in a row, its column.
+_TEXT_AT = {"messages": 7, "boundaries": 5}
+_TEXT_COLUMN = {"messages": "text", "boundaries": "summary_text"}
 
 
 def _not_inserted(rows: list[tuple[Any, ...]], inserted: set[Any]) -> list[tuple[Any, ...]]:
@@ -1056,27 +1072,36 @@ class _Names(dict[str, str]):
 
 
 def _check_ids(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> None:
-    """Refuse the first of `rows` whose id `table` holds for another conversation.
+    """Refuse the first of `rows` whose id `table` holds for another conversation; count the
+    ones whose id the same conversation holds with other content.
 
     A message or compaction left out as already stored must be the same record read again (a
     file ingested twice, a resumed session's copy); under another conversation it is a
     different record that would silently be lost, so the ingest stops (its transaction rolls
-    back) naming both places.
+    back) naming both places. Under the same conversation with another text (an export whose
+    ids restart in every file) the first one stays, and the file's summary says how many were
+    left out (`FileCounts.conflicts`).
     """
     what, at = _OWN_IDS[table]
+    text_at = _TEXT_AT.get(table)
+    text = _TEXT_COLUMN.get(table, "NULL")
     stored = {
-        key: (conv, file, line)
-        for key, conv, file, line in batch.con.execute(
-            f"SELECT id, conversation_id, source_file, source_line FROM {table}"
+        key: (conv, file, line, content)
+        for key, conv, file, line, content in batch.con.execute(
+            f"SELECT id, conversation_id, source_file, source_line, {text} FROM {table}"
             " WHERE id IN (SELECT unnest(?))",
             [list({row[0] for row in rows})],
         ).fetchall()
     }
     for row in rows:
         held = stored.get(row[0])
-        if held is not None and held[0] != row[1]:
-            held = (held[0], batch.shown(held[1]), held[2])
-            raise ReusedIdError(what, row[0], held, path=batch.shown(row[at]), line=row[at + 1])
+        if held is None:
+            continue
+        if held[0] != row[1]:
+            shown = (held[0], batch.shown(held[1]), held[2])
+            raise ReusedIdError(what, row[0], shown, path=batch.shown(row[at]), line=row[at + 1])
+        if text_at is not None and held[3] != row[text_at]:
+            batch.conflict(row[at], f"{what} {row[0]!r}", row[at + 1], held[1], held[2])
 
 
 def _conversation_of(item: Any) -> str:
@@ -1782,8 +1807,16 @@ def _ingest_group(
         phase("ingesting")
     # Counted per stored path (the rows' source_file), reported per path as given.
     names = batch.names
+    conflicts = batch.conflicts
     if staged is not None or lean:  # counted by the fast path; lean writes only some rows
-        return [replace(c, identifiers=per_file.get(names[c.path], 0)) for c, _ in done]
+        return [
+            replace(
+                c,
+                identifiers=per_file.get(names[c.path], 0),
+                conflicts=conflicts.get(names[c.path], (0, None)),
+            )
+            for c, _ in done
+        ]
     return [
         replace(
             c,
@@ -1791,6 +1824,7 @@ def _ingest_group(
             messages_added=batch.added["messages"][names[c.path]],
             tool_calls_added=batch.added["tool_calls"][names[c.path]],
             boundaries_added=batch.added["boundaries"][names[c.path]],
+            conflicts=conflicts.get(names[c.path], (0, None)),
         )
         for c, _ in done
     ]

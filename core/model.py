@@ -247,6 +247,9 @@ class FileCounts:
     messages_added: int | None = None
     tool_calls_added: int | None = None
     boundaries_added: int | None = None
+    # Records left out because their conversation holds their id with other content: how many,
+    # and the first of them as text (None when there was none).
+    conflicts: tuple[int, str | None] = (0, None)
 
 
 for _cls in (

@@ -606,3 +606,24 @@ def test_arguments_nested_deeper_than_orjson_writes_are_audited(cli, tmp_path):
     trace.write_text("".join(json.dumps(r) + "\n" for r in records))
     report = json.loads(ok(cli("audit", trace, "--format", "json"), 0).stdout)
     assert report["totals"]["kept"] == 1
+
+
+def test_records_left_out_for_an_id_their_conversation_holds_are_named(cli, tmp_path):
+    """Day 2 of an export restarts its ids: ingest's summary and the audit's notes say what
+    was left out, instead of auditing less without a word."""
+
+    def line(**fields: object) -> str:
+        return json.dumps(fields) + "\n"
+
+    a, b = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl"
+    a.write_text(line(type="message", id="m1", conversation_id="c1", role="user", text="hi"))
+    b.write_text(line(type="message", id="m1", conversation_id="c1", role="user", text="INV-7"))
+    result = cli("ingest", a, b, "--db", tmp_path / "s.duckdb")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        f"1 record(s) left out: their conversation already holds their id with other content"
+        f" (first: message 'm1' at {b}:1, stored from {a}:1)" in result.stderr
+    )
+    result = cli("audit", a, b, "--format", "json", "--exit-zero")
+    notes = json.loads(result.stdout)["notes"]
+    assert any(n.startswith("1 record(s) were left out because") for n in notes), notes

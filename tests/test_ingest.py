@@ -747,3 +747,33 @@ def test_a_message_naming_another_conversations_run_has_no_run_link(store, tmp_p
     assert store.con.execute("SELECT run_id FROM messages WHERE id = 'pt/u8'").fetchone() == (
         "other/r8",
     )
+
+
+@pytest.mark.parametrize("layout", ["two files", "second ingest", "lean"])
+def test_a_record_whose_conversation_holds_its_id_with_other_content_is_counted(tmp_path, layout):
+    """An export whose ids restart in every file (day 2 of conversation c1 again says m1, b1):
+    the second file's records were left out as "already stored" without a word. The first
+    stays; the file's summary counts the rest and names the first; a true copy counts nothing."""
+    day1 = lexkeep_line(
+        "message", id="m1", conversation_id="c1", role="user", text="refund ORD_88412"
+    ) + lexkeep_line("compaction", id="b1", conversation_id="c1", summary="day one")
+    day2 = lexkeep_line(
+        "message", id="m1", conversation_id="c1", role="user", text="and invoice INV-2025-08-44719"
+    ) + lexkeep_line("compaction", id="b1", conversation_id="c1", summary="day two")
+    a, b, copy = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl", tmp_path / "copy.jsonl"
+    a.write_text(day1)
+    b.write_text(day2)
+    copy.write_text(day1)
+    with Store.open(None) as store:
+        lean = layout == "lean"
+        if layout == "second ingest":
+            ingest_paths(store, [str(a)])
+            counts = ingest_paths(store, [str(b), str(copy)])
+        else:
+            counts = ingest_paths(store, [str(a), str(b), str(copy)], lean=lean)[1:]
+        texts = [t for (t,) in store.con.execute("SELECT text FROM messages").fetchall()]
+    assert texts == ["refund ORD_88412"]  # the first stays
+    left_out, first = counts[0].conflicts
+    assert left_out == 2
+    assert first == f"message 'm1' at {b}:1, stored from {a}:1"
+    assert counts[1].conflicts == (0, None)  # the same records read again
