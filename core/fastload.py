@@ -502,6 +502,9 @@ class FastCounts:
     messages_added: int | None = None  # written: fewer when the store held some already
     tool_calls_added: int | None = None
     boundaries_added: int | None = None
+    # Records left out whose conversation holds their id with other content: how many, and
+    # the first as (record, line, stored file, stored line) (see core.ingest._check_ids).
+    conflicts: tuple[int, tuple[str, int, str, int] | None] = (0, None)
 
 
 class _GiveUp(Exception):
@@ -698,15 +701,21 @@ def write(store: Store, staged: Staged, name: str | None = None) -> FastCounts |
             what, key, line, conv, file, file_line = reused
             held = (conv, store.shown_paths()[file], file_line)
             raise ReusedIdError(what, key, held, path=staged.path, line=line)
+    conflicts: tuple[int, tuple[str, int, str, int] | None] = (0, None)
     if sum(after) - sum(before) < con.execute(_STAGED_RECORDS_SQL).fetchone()[0]:
         # Records the store held already were left out, and had positions all the same.
         bases = dict(con.execute(_BASES_SQL).fetchall())
         close_position_holes(con, bases)
+        rows = con.execute(_CONFLICTS_SQL, {"file": name}).fetchall()
+        if rows:
+            what, key, line, held_file, held_line = rows[0]
+            conflicts = (len(rows), (f"{what} {key!r}", line, held_file, held_line))
     return replace(
         staged.counts,
         messages_added=after[0] - before[0],
         tool_calls_added=after[1] - before[1],
         boundaries_added=after[2] - before[2],
+        conflicts=conflicts,
     )
 
 
@@ -730,6 +739,25 @@ SELECT * FROM (
     FROM lexkeep_ingest_lines l JOIN boundaries b ON b.id = l.x_id
     WHERE l.type = 'compaction' AND b.conversation_id <> l.x_conv
 ) ORDER BY 3 LIMIT 1
+"""
+
+
+# Staged messages and compactions left out because their conversation holds their id with
+# other content (core.ingest._check_ids on the general path), in file order. A stored row from
+# this very line is the record itself.
+_CONFLICTS_SQL = """
+SELECT * FROM (
+    SELECT 'message', l.x_id, l.line, m.source_file, m.source_line
+    FROM lexkeep_ingest_lines l JOIN messages m ON m.id = l.x_id
+    WHERE l.type = 'message' AND m.conversation_id = l.x_conv AND m.text <> l.x_text
+      AND NOT (m.source_file = $file AND m.source_line = l.line)
+    UNION ALL
+    SELECT 'compaction', l.x_id, l.line, b.source_file, b.source_line
+    FROM lexkeep_ingest_lines l JOIN boundaries b ON b.id = l.x_id
+    WHERE l.type = 'compaction' AND b.conversation_id = l.x_conv
+      AND b.summary_text IS DISTINCT FROM l.x_summary
+      AND NOT (b.source_file = $file AND b.source_line = l.line)
+) ORDER BY 3
 """
 
 

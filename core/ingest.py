@@ -1699,6 +1699,11 @@ def _fast_write(
     )
     if on_progress is not None and got.bytes_consumed > told:
         on_progress(got.bytes_consumed - told)
+    left_out, first = got.conflicts
+    if first is not None:
+        record, line, held_file, held_line = first
+        batch.conflict(batch.names[path], record, line, held_file, held_line)
+        batch.conflicts[batch.names[path]] = (left_out, batch.conflicts[batch.names[path]][1])
     return FileCounts(
         path=path,
         format=Format.LEXKEEP.value,
