@@ -698,15 +698,18 @@ class _Batch:
         # Ids of the run records of grown files (see _place_appended_runs).
         self.appended_runs: set[str] = set()
 
-    def conflict(self, path: str, record: str, line: int, held_path: str, held_line: int) -> None:
-        """Count a record of `path` left out: its conversation holds its id with other content."""
-        count, first = self.conflicts.get(path, (0, ""))
-        if not count:
+    def conflict(
+        self, path: str, record: str, line: int, held_path: str, held_line: int, count: int = 1
+    ) -> None:
+        """Count `count` records of `path` left out because their conversation holds their id
+        with other content; the first one counted is named (`record` at `line`)."""
+        counted, first = self.conflicts.get(path, (0, ""))
+        if not counted:
             first = (
                 f"{record} at {self.shown(path)}:{line}, stored from"
                 f" {self.shown(held_path)}:{held_line}"
             )
-        self.conflicts[path] = (count + 1, first)
+        self.conflicts[path] = (counted + count, first)
 
     def key(self, path: str) -> str:
         """The ingest_runs key of `path`: absolute for files on disk, '-' for stdin.
@@ -1702,8 +1705,7 @@ def _fast_write(
     left_out, first = got.conflicts
     if first is not None:
         record, line, held_file, held_line = first
-        batch.conflict(batch.names[path], record, line, held_file, held_line)
-        batch.conflicts[batch.names[path]] = (left_out, batch.conflicts[batch.names[path]][1])
+        batch.conflict(batch.names[path], record, line, held_file, held_line, left_out)
     return FileCounts(
         path=path,
         format=Format.LEXKEEP.value,
