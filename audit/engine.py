@@ -349,11 +349,15 @@ def run_audit(
                     # A gate pointed at the wrong folder (or at files not written yet) must
                     # not pass on nothing.
                     empty = sum(c.status == "empty" for c in counts)
-                    writing = sum(c.status == "empty" and c.truncated_last_line for c in counts)
+                    writing = sum(
+                        c.status == "empty" and (c.truncated_last_line or c.truncated_document)
+                        for c in counts
+                    )
                     raise _no_traces(paths, len(counts), empty, writing)
                 phase("auditing identifiers")
                 report = audit_store(store, settings, inputs=tuple(paths))
                 report = _with_conflicts(report, counts)
+                report = _with_incomplete_documents(report, counts)
     else:
         if rules:
             raise ConfigError(
@@ -380,6 +384,19 @@ def _with_conflicts(report: AuditReport, counts: Sequence[FileCounts]) -> AuditR
     note = (
         f"{total} record(s) were left out because their conversation already held their id"
         f" with other content (first: {left_out[0][1]}); whatever they held is not in this audit"
+    )
+    return dataclasses.replace(report, notes=(*report.notes, note))
+
+
+def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]) -> AuditReport:
+    """`report` with a note when JSON documents were still being written (read with
+    --skip-invalid): only their values complete so far were audited."""
+    cut = [c for c in counts if c.truncated_document and c.status != "empty"]
+    if not cut:
+        return report
+    note = (
+        f"{len(cut)} JSON document(s) were still being written (first: {cut[0].path}); only"
+        " their values complete so far are in this audit"
     )
     return dataclasses.replace(report, notes=(*report.notes, note))
 

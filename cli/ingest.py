@@ -29,6 +29,11 @@ def summary_line(c: FileCounts) -> str:
             f"{c.path}: nothing to read yet: its first line is not complete"
             " (file still being written?), left for a later ingest"
         )
+    if c.status == "empty" and c.truncated_document:
+        return (
+            f"{c.path}: nothing to read yet: the JSON document is still being written (not one"
+            " value is complete), nothing stored; it is read again when complete"
+        )
     if c.status == "empty":
         return f"{c.path}: empty, nothing to read"
     if c.status == "unrecognised":
@@ -44,6 +49,11 @@ def summary_line(c: FileCounts) -> str:
         line += "; skipped " + ", ".join(f"{k}={v}" for k, v in sorted(c.skipped.items()))
     if c.truncated_last_line:
         line += "; truncated last line (file still being written?) left for a later ingest"
+    if c.truncated_document:
+        line += (
+            "; the JSON document is still being written (it ends before it is complete):"
+            " the values complete so far are stored, the document is read again when complete"
+        )
     left_out, first = c.conflicts
     if left_out:
         line += (

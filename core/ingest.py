@@ -489,6 +489,14 @@ def detect_format(
                 path=display,
                 hint="a lexkeep store is read with --db FILE",
             )
+        if first_bad is not None and not head and first_bad.reason == "truncated_document":
+            # Not one value of the document is complete yet (see IncompleteDocument).
+            raise IncompleteDocument(
+                first_bad.detail or first_bad.reason,
+                path=first_bad.source.file,
+                line=first_bad.source.line,
+                hint=_hints_for(first_bad.reason),
+            )
         if first_bad is not None and not head:
             raise InputError(
                 first_bad.detail or first_bad.reason,
@@ -511,6 +519,11 @@ class UnrecognisedFormat(InputError):
 
 class EmptyInput(UnrecognisedFormat):
     """The input holds no JSON value at all (an empty or blank file)."""
+
+
+class IncompleteDocument(InputError):
+    """A JSON document whose writer has not finished even its first value: an error, except
+    that with skip_invalid a file on disk has nothing to read yet (a later ingest reads it)."""
 
 
 # -- writing to the store -------------------------------------------------------------------
@@ -668,6 +681,9 @@ class _Batch:
         self.buffer: list[Any] = []
         self.runs: dict[str, tuple[list[Any], str]] = {}  # run id -> (turn, status)
         self.errors: list[tuple[Any, ...]] = []  # ingest_errors rows, by index into ingest_runs
+        # Files read again (ingest_runs key, lines read before): the errors earlier ingests
+        # recorded for the lines read now are replaced by this read's (see finish).
+        self.reread: list[tuple[str, int]] = []
         # The group's ingest_runs rows, written in finish(): one statement per group, not one
         # round trip per file (about 2.5 ms each, most of a small file's ingest).
         self.ingest_runs: list[tuple[Any, ...]] = []
@@ -967,6 +983,8 @@ class _Batch:
                     " WHERE c.id = r.id AND c.source_file = r.file AND c.source_line <> r.line",
                     [[r[0] for r in recorded], [r[7] for r in recorded], [r[8] for r in recorded]],
                 )
+        if self.reread:
+            self._forget_errors_read_again()
         ids: list[int] = []
         if self.ingest_runs:
             # Ids from the sequence, in file order (the latest run of a path has the highest).
@@ -989,6 +1007,24 @@ class _Batch:
                 [(ids[index], *rest) for index, *rest in self.errors],
                 on_conflict="",
             )
+
+    def _forget_errors_read_again(self) -> None:
+        """Delete the ingest_errors rows earlier ingests recorded for the lines of `reread`
+        files that this batch read again: this read's own rows say what holds now.
+
+        A grown JSONL file is read again from its start, but the lines its last ingest read
+        are not checked again, so their rows stay; a JSON document is always read again from
+        its start (nothing of an incomplete one counts as consumed), and a file whose first
+        bytes changed is read again whole, so all their rows go. Standard input is never read
+        again. In the batch's transaction: a read that fails leaves the rows as they were.
+        """
+        self.con.execute(
+            "DELETE FROM ingest_errors e USING ingest_runs r,"
+            " (SELECT unnest(?) AS path, unnest(?) AS lines) f"
+            " WHERE r.id = e.ingest_run_id AND r.path = f.path AND e.line > f.lines",
+            [[key for key, _ in self.reread], [lines for _, lines in self.reread]],
+        )
+        self.reread.clear()
 
     def _place_appended_runs(self) -> None:
         """Put each run record of a grown file at its run's first message, as one read of the
@@ -1138,6 +1174,7 @@ class _FileIngest:
         self.errors: list[tuple[int, int | None, str, str]] = []
         self.skipped: dict[str, int] = {}
         self.truncated = False
+        self.truncated_document = False
         self.messages = self.tool_calls = self.boundaries = 0
         self.convs: set[str] = set()  # conversations this file adds to
         # Runs: explicit Run records (last status wins) and derived turns.
@@ -1217,6 +1254,11 @@ class _FileIngest:
             return
         if item.reason == "truncated_last_line" and self.display != "-":
             self.truncated = True  # read again by a later ingest, once it is whole
+        elif item.reason == "truncated_document" and self.skip_invalid and self.display != "-":
+            # Not a bad line: the writer has not finished the document. What was complete is
+            # stored; nothing of it counts as consumed, so a later ingest reads it all again.
+            self.truncated_document = True
+            return
         elif item.reason == "truncated_last_line" and not self.skip_invalid:
             # A pipe is read once: "left for a later ingest" would be a quiet loss.
             raise InputError(
@@ -1558,6 +1600,12 @@ def _ingest_one(
             if from_walk:
                 return FileCounts(path=path, format="", status="unrecognised"), 0
             raise
+        except IncompleteDocument:
+            if not skip_invalid or path == "-":
+                raise
+            # As a document cut after some values (_FileIngest._skipped): not a bad line,
+            # only one not written yet. Nothing is stored or recorded.
+            return FileCounts(path=path, format="", status="empty", truncated_document=True), 0
         records = get_reader(fmt).read(items, path)
     if skip_lines and prev is not None and prev[3] and prev[3] != fmt.value:
         # Detected from a head of fewer lines than now (a bare chat message reads as OpenAI
@@ -1623,6 +1671,8 @@ def _ingest_one(
             sum(state.skipped.values()),
         ),
     )
+    if prev is not None and path != "-":
+        batch.reread.append((key, skip_lines))
     stored = batch.names[path]
     batch.errors.extend(
         (run_id, stored, line, col, reason, detail) for line, col, reason, detail in state.errors
@@ -1637,6 +1687,7 @@ def _ingest_one(
         skipped=dict(state.skipped),
         status=status,
         truncated_last_line=state.truncated,
+        truncated_document=state.truncated_document,
     )
     return counts, skip_lines
 

@@ -242,6 +242,9 @@ class FileCounts:
     skipped: dict[str, int] = field(default_factory=dict)
     status: str = "ingested"  # ingested | unchanged | appended | rejected
     truncated_last_line: bool = False
+    # A JSON document (a whole-file array) that ends before it is complete, read with
+    # skip_invalid: its complete values are stored, the rest is read by a later ingest.
+    truncated_document: bool = False
     # Of `messages`, `tool_calls` and `boundaries` (records read), how many were written:
     # fewer when the store held some already. None when not counted (a lean audit store).
     messages_added: int | None = None

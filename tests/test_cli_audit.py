@@ -627,3 +627,19 @@ def test_records_left_out_for_an_id_their_conversation_holds_are_named(cli, tmp_
     result = cli("audit", a, b, "--format", "json", "--exit-zero")
     notes = json.loads(result.stdout)["notes"]
     assert any(n.startswith("1 record(s) were left out because") for n in notes), notes
+
+
+def test_a_json_document_still_being_written_is_named_in_the_notes(cli, tmp_path):
+    """With --skip-invalid a results file whose writer is busy is audited as far as its values
+    are complete, and the notes say so (no error row says it any more)."""
+    full = (REPO / "tests" / "fixtures" / "openai" / "results.json").read_bytes()
+    live = tmp_path / "results.json"
+    live.write_bytes(full[: full.index(b'"task_id": 4')])
+    result = cli("audit", live, "--skip-invalid", "--format", "json", "--exit-zero")
+    assert result.exit_code == 0, result.stderr
+    notes = json.loads(result.stdout)["notes"]
+    assert (
+        f"1 JSON document(s) were still being written (first: {live}); only their values"
+        " complete so far are in this audit"
+    ) in notes, notes
+    assert not any("invalid trace line" in n for n in notes), notes

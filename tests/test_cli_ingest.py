@@ -251,3 +251,63 @@ def test_a_copy_under_another_name_says_what_was_already_stored(cli, db_file, tm
         "7 messages (7 already stored), 3 tool calls (3 already stored), "
         "1 boundaries (1 already stored)"
     ) in again.stderr
+
+
+def test_a_json_document_still_being_written_is_left_for_a_later_ingest(cli, db_file, tmp_path):
+    """A hook ingests a tau-bench results file (one JSON array) while its writer is busy:
+    with --skip-invalid that says so and exits 0, records no error, and once the file is
+    whole `stats` reports no error either."""
+    full = (FIXTURES / "openai" / "results.json").read_bytes()
+    live = tmp_path / "results.json"
+    live.write_bytes(full[: full.index(b'"task_id": 3') + 5])  # inside the first value
+    refused = cli("ingest", live, "--db", db_file)
+    assert refused.exit_code == 2
+    assert "Hint: wait until the writer has finished the file" in refused.stderr
+    first = ok(cli("ingest", live, "--db", db_file, "--skip-invalid"))
+    assert (
+        f"{live}: nothing to read yet: the JSON document is still being written (not one value"
+        " is complete), nothing stored; it is read again when complete"
+    ) in first.stderr
+    live.write_bytes(full[: full.index(b'"task_id": 4')])  # inside the second value
+    second = ok(cli("ingest", live, "--db", db_file, "--skip-invalid"))
+    assert "ingested (openai) 1 conversations" in second.stderr
+    assert "the JSON document is still being written (it ends before it is complete)" in (
+        second.stderr
+    )
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["ingest_errors"] == 0
+    live.write_bytes(full)
+    done = ok(cli("ingest", live, "--db", db_file, "--skip-invalid"))
+    assert "appended (openai) 2 conversations" in done.stderr
+    assert "still being written" not in done.stderr
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["ingest_errors"] == 0 and report["totals"]["conversations"] == 2
+
+
+def test_a_stale_truncated_document_error_goes_once_the_document_is_read_whole(
+    cli, db_file, tmp_path
+):
+    """Stores written before a document still being written stopped being an error hold a
+    `truncated_document` row for it; the read of the whole document removes it."""
+    import duckdb
+
+    full = (FIXTURES / "openai" / "results.json").read_bytes()
+    live = tmp_path / "results.json"
+    live.write_bytes(full[: full.index(b'"task_id": 4')])
+    ok(cli("ingest", live, "--db", db_file, "--skip-invalid"))
+    # The row such a store holds: the cut at the document's last line, on that read's run.
+    con = duckdb.connect(str(db_file))
+    con.execute(
+        "INSERT INTO ingest_errors SELECT id, ?, 45, NULL, 'truncated_document',"
+        " 'the JSON document ends before it is complete (file still being written?)'"
+        " FROM ingest_runs",
+        [str(live)],
+    )
+    con.close()
+    stale = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert stale["errors_by_reason"] == {"truncated_document": 1}
+    live.write_bytes(full)
+    ok(cli("ingest", live, "--db", db_file))
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["ingest_errors"] == 0 and report["errors_by_reason"] == {}
+    assert "ingest errors: 0 (none)" in ok(cli("stats", "--db", db_file)).stdout

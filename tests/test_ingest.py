@@ -518,12 +518,100 @@ def test_truncated_document_is_read_again_whole_once_complete(store, tmp_path):
     path.write_bytes(full[: full.index(b'"task_id": 4')])  # cut inside the second run
     with pytest.raises(InputError, match="still being written"):
         ingest_paths(store, [str(path)])
+    # --skip-invalid: the values complete so far are stored, the rest waits for a later
+    # ingest. Not an error: the document is not bad, only not written yet.
     [partial] = ingest_paths(store, [str(path)], skip_invalid=True)
-    assert partial.conversations == 1 and partial.skipped == {"truncated_document": 1}
+    assert partial.conversations == 1 and partial.skipped == {}
+    assert partial.truncated_document
+    assert count(store, "ingest_errors") == 0
     path.write_bytes(full)
     [done] = ingest_paths(store, [str(path)])
-    assert done.status == "appended"
+    assert done.status == "appended" and not done.truncated_document
     assert count(store, "conversations") == 2 and count(store, "messages") == 5
+    assert count(store, "ingest_errors") == 0
+
+
+def test_a_truncated_document_on_standard_input_is_recorded_with_skip_invalid(
+    store, tmp_path, monkeypatch
+):
+    """Standard input cannot be read again: its cut document is an error row, as its
+    truncated last line is."""
+    import io
+    import sys
+
+    full = (FIXTURES / "openai" / "results.json").read_bytes()
+    cut = full[: full.index(b'"task_id": 4')]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(cut)))
+    [got] = ingest_paths(store, ["-"], skip_invalid=True)
+    assert got.skipped == {"truncated_document": 1} and not got.truncated_document
+    assert store.con.execute("SELECT path, reason FROM ingest_errors").fetchall() == [
+        ("-", "truncated_document")
+    ]
+
+
+def _errors(store: Store) -> list[tuple]:
+    return store.con.execute(
+        "SELECT path, line, reason FROM ingest_errors ORDER BY path, line"
+    ).fetchall()
+
+
+def test_a_later_read_of_a_file_replaces_the_errors_recorded_for_the_lines_it_reads_again(
+    store, tmp_path
+):
+    """Errors recorded by --skip-invalid for lines a later ingest reads again (a document
+    is always read from its start) are replaced by what that read finds: stats and the
+    audit count an error once, and not at all once the file no longer holds it."""
+    full = (FIXTURES / "openai" / "results.json").read_bytes()
+    second = full.rindex(b"{", 0, full.index(b'"task_id": 4'))
+    bad = full[:second] + b"5,\n  " + full[second:]  # a value that is not an object
+    bad_line = bad[:second].count(b"\n") + 1
+    path = tmp_path / "results.json"
+    stored = str(path.resolve())
+    # Still being written, with a bad value: the bad value is an error, the cut is not.
+    path.write_bytes(bad[: bad.index(b'"task_id": 4')])
+    ingest_paths(store, [str(path)], skip_invalid=True)
+    assert _errors(store) == [(stored, bad_line, "not_an_object")]
+    # Complete now: read again from its start, the bad value is found again, once.
+    path.write_bytes(bad)
+    [done] = ingest_paths(store, [str(path)], skip_invalid=True)
+    assert done.status == "appended"
+    assert _errors(store) == [(stored, bad_line, "not_an_object")]
+    # Rewritten without it: nothing is wrong with the file any more.
+    path.write_bytes(full)
+    [again] = ingest_paths(store, [str(path)], skip_invalid=True)
+    assert again.status == "ingested" and again.skipped == {}
+    assert _errors(store) == []
+    assert count(store, "conversations") == 2
+
+
+def test_an_append_keeps_the_errors_of_the_lines_read_before(store, tmp_path):
+    """A grown JSONL file is read again from its start, but its old lines are not checked
+    again: their errors stay."""
+    path = tmp_path / "s.jsonl"
+    line = lexkeep_line("message", id="m1", conversation_id="c", role="user", text="x")
+    path.write_text(line + "{broken\n")
+    ingest_paths(store, [str(path)], skip_invalid=True)
+    path.write_text(line + "{broken\n" + line.replace("m1", "m2") + "{again\n")
+    [got] = ingest_paths(store, [str(path)], skip_invalid=True)
+    assert got.status == "appended"
+    stored = str(path.resolve())
+    assert _errors(store) == [(stored, 2, "invalid_json"), (stored, 4, "invalid_json")]
+
+
+def test_a_failed_read_keeps_the_errors_of_the_read_before(store, tmp_path):
+    """Errors are replaced in the transaction of the read that replaces them: a read that
+    fails (no --skip-invalid) leaves them as they were."""
+    path = tmp_path / "results.json"
+    full = (FIXTURES / "openai" / "results.json").read_bytes()
+    second = full.rindex(b"{", 0, full.index(b'"task_id": 4'))
+    bad = full[:second] + b"5,\n  " + full[second:]  # a value that is not an object
+    path.write_bytes(bad)
+    ingest_paths(store, [str(path)], skip_invalid=True)
+    before = _errors(store)
+    path.write_bytes(bad.replace(b"5,", b"6,", 1))
+    with pytest.raises(InputError):
+        ingest_paths(store, [str(path)])
+    assert _errors(store) == before and len(before) == 1
 
 
 def test_input_size_counts_plain_files_and_gives_up_on_stdin_and_gz(tmp_path):

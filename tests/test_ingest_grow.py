@@ -219,6 +219,30 @@ def test_an_anthropic_log_first_read_from_a_short_head_ends_as_one_read(tmp_path
     assert {row[1] for row in once["conversations"]} == {"anthropic"}
 
 
+def test_a_json_document_ingested_with_skip_invalid_while_written_ends_as_one_read(tmp_path):
+    """A tau-bench results file (one JSON array) ingested by a hook with --skip-invalid while
+    the writer is inside a value: the values complete so far are stored, the cut one waits,
+    and once the file is whole the store holds what one read holds, ingest_errors included
+    (it used to keep a `truncated_document` row per incomplete read)."""
+    import json
+
+    # Three runs of the corpus (one per file there) as the array a run of several tasks writes.
+    results = shared_data() / "apollo-tau-bench" / "tau" / "results"
+    runs = [
+        json.loads(
+            (
+                results / f"tool-calling-gpt-4o-mini-0.0_range_0-1_user-gpt-4o-llm_{n}.json"
+            ).read_bytes()
+        )[0]
+        for n in (1010154042, 1010154043, 1010154127)
+    ]
+    data = json.dumps(runs, indent=2).encode()
+    starts = [i for i in range(len(data)) if data.startswith(b'"task_id"', i)]
+    cuts = [*starts, len(data) // 2, len(data) - 3]
+    once = assert_same(tmp_path, "results.json", data, cuts, skip_invalid=True)
+    assert len(once["conversations"]) == 3 and len(once["messages"]) > 60
+
+
 # -- every format, grown at line ends and anywhere -----------------------------------------
 
 CLAUDE = "claude-code-log/test/test_data/"
