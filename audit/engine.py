@@ -46,6 +46,7 @@ from lexkeep.audit.report import (
 from lexkeep.audit.settings import AuditSettings, resolve
 from lexkeep.core.errors import ConfigError, InputError
 from lexkeep.core.ingest import expand_paths, ingest_paths
+from lexkeep.core.inspect import ID_CONFLICT, left_out
 from lexkeep.core.model import ArgumentsKind, FileCounts, Format, Source, Verdict
 from lexkeep.core.nearmiss import (
     _EDGE_PUNCT,
@@ -356,7 +357,6 @@ def run_audit(
                     raise _no_traces(paths, len(counts), empty, writing)
                 phase("auditing identifiers")
                 report = audit_store(store, settings, inputs=tuple(paths))
-                report = _with_conflicts(report, counts)
                 report = _with_incomplete_documents(report, counts)
     else:
         if rules:
@@ -371,21 +371,6 @@ def run_audit(
             phase("auditing identifiers")
             report = audit_store(store, settings, inputs=(db,))
     return redact(report) if settings.redact else report
-
-
-def _with_conflicts(report: AuditReport, counts: Sequence[FileCounts]) -> AuditReport:
-    """`report` with a note when records were left out because their conversation held their
-    id with other content (an export whose ids restart in every file): what they held is not
-    in the audit."""
-    left_out = [c.conflicts for c in counts if c.conflicts[0]]
-    if not left_out:
-        return report
-    total = sum(n for n, _ in left_out)
-    note = (
-        f"{total} record(s) were left out because their conversation already held their id"
-        f" with other content (first: {left_out[0][1]}); whatever they held is not in this audit"
-    )
-    return dataclasses.replace(report, notes=(*report.notes, note))
 
 
 def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]) -> AuditReport:
@@ -494,7 +479,12 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
         ).fetchone()[0]
         # Lines dropped by --skip-invalid may have held user identifiers or tool calls: a
         # report that passes without saying so would overstate what was checked.
-        skipped = con.execute("SELECT count(*) FROM ingest_errors").fetchone()[0]
+        skipped = con.execute(
+            "SELECT count(*) FROM ingest_errors WHERE reason <> ?", [ID_CONFLICT]
+        ).fetchone()[0]
+        # Records left out for an id their conversation held with other content: not invalid,
+        # but not in the store either (recorded by the ingest, also one of an earlier run).
+        conflicts = left_out(store)
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_audit_ids")
     return build_report(
@@ -506,6 +496,7 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
         unscanned=unscanned,
         incomplete_scans=incomplete,
         skipped_lines=skipped,
+        left_out=conflicts,
     )
 
 
@@ -529,6 +520,7 @@ def build_report(
     unscanned: int = 0,
     incomplete_scans: int = 0,
     skipped_lines: int = 0,
+    left_out: tuple[int, str | None] = (0, None),
 ) -> AuditReport:
     """Aggregate findings per conversation, per kind and overall, and judge the gate."""
     # Plain tallies first: building frozen Counts per finding would copy 60k+ objects.
@@ -570,6 +562,12 @@ def build_report(
         notes.append(
             f"{skipped_lines} invalid trace line(s) were skipped (--skip-invalid); whatever"
             " they held is not in this audit"
+        )
+    if left_out[0]:
+        notes.append(
+            f"{left_out[0]} record(s) were left out because their conversation already held"
+            f" their id with other content (first: {left_out[1]}); whatever they held is not"
+            " in this audit"
         )
     if not totals.audited:
         # Say which of the three reasons it is: a CI job pointed at the wrong folder passes

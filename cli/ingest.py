@@ -109,6 +109,12 @@ def render_stats(report: Stats) -> None:
     out.print(
         f"files ingested: {report.files_ingested}; ingest errors: {report.ingest_errors} ({errors})"
     )
+    if report.records_left_out:
+        out.print(
+            f"records left out, their conversation already holding their id with other content:"
+            f" {report.records_left_out} (first: {report.first_left_out})",
+            soft_wrap=True,
+        )
     if report.incomplete_scans:
         out.print(f"incomplete identifier scans: {report.incomplete_scans}")
 

@@ -505,6 +505,8 @@ class FastCounts:
     # Records left out whose conversation holds their id with other content: how many, and
     # the first as (record, line, stored file, stored line) (see core.ingest._check_ids).
     conflicts: tuple[int, tuple[str, int, str, int] | None] = (0, None)
+    # Each of them as (kind, id, line), in file order, for ingest_errors.
+    left_out: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 class _GiveUp(Exception):
@@ -702,6 +704,7 @@ def write(store: Store, staged: Staged, name: str | None = None) -> FastCounts |
             held = (conv, store.shown_paths()[file], file_line)
             raise ReusedIdError(what, key, held, path=staged.path, line=line)
     conflicts: tuple[int, tuple[str, int, str, int] | None] = (0, None)
+    left_out: list[tuple[str, str, int]] = []
     if sum(after) - sum(before) < con.execute(_STAGED_RECORDS_SQL).fetchone()[0]:
         # Records the store held already were left out, and had positions all the same.
         bases = dict(con.execute(_BASES_SQL).fetchall())
@@ -710,12 +713,14 @@ def write(store: Store, staged: Staged, name: str | None = None) -> FastCounts |
         if rows:
             what, key, line, held_file, held_line = rows[0]
             conflicts = (len(rows), (f"{what} {key!r}", line, held_file, held_line))
+            left_out = [(what, key, line) for what, key, line, _, _ in rows]
     return replace(
         staged.counts,
         messages_added=after[0] - before[0],
         tool_calls_added=after[1] - before[1],
         boundaries_added=after[2] - before[2],
         conflicts=conflicts,
+        left_out=left_out,
     )
 
 

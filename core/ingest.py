@@ -29,6 +29,7 @@ from lexkeep.core.errors import InputError, ReusedIdError
 from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, write
 from lexkeep.core.formats import detect, get_reader
 from lexkeep.core.identifiers import extract_many, prepare
+from lexkeep.core.inspect import ID_CONFLICT, conflict_detail
 from lexkeep.core.keyset import Keys
 from lexkeep.core.model import (
     ArgumentsKind,
@@ -700,6 +701,10 @@ class _Batch:
         # Records left out whose id their conversation holds with other content, per stored
         # source file: (how many, the first as text) (see _check_ids).
         self.conflicts: dict[str, tuple[int, str]] = {}
+        # ... and each of them, for ingest_errors: (stored source file, line, detail).
+        self.left_out: list[tuple[str, int, str]] = []
+        # stored path -> the index of its file's ingest_runs row (see record_ingest).
+        self.run_index: dict[str, int] = {}
         self.added: dict[str, Counter[str]] = {
             "messages": Counter(),
             "tool_calls": Counter(),
@@ -1000,13 +1005,16 @@ class _Batch:
                 [(run_id, *row) for run_id, row in zip(ids, self.ingest_runs, strict=True)],
                 on_conflict="",
             )
-        if self.errors:
-            self.store.bulk_insert(
-                "ingest_errors",
-                None,
-                [(ids[index], *rest) for index, *rest in self.errors],
-                on_conflict="",
-            )
+        errors = [(ids[index], *rest) for index, *rest in self.errors]
+        # Records left out for their id: rows of their file's ingest, so a later read of the
+        # same lines replaces them (_forget_errors_read_again) instead of adding to them.
+        errors += [
+            (ids[self.run_index[path]], path, line, None, ID_CONFLICT, detail)
+            for path, line, detail in self.left_out
+        ]
+        self.left_out.clear()
+        if errors:
+            self.store.bulk_insert("ingest_errors", None, errors, on_conflict="")
 
     def _forget_errors_read_again(self) -> None:
         """Delete the ingest_errors rows earlier ingests recorded for the lines of `reread`
@@ -1118,8 +1126,8 @@ def _check_ids(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> None:
     file ingested twice, a resumed session's copy); under another conversation it is a
     different record that would silently be lost, so the ingest stops (its transaction rolls
     back) naming both places. Under the same conversation with another text (an export whose
-    ids restart in every file) the first one stays, and the file's summary says how many were
-    left out (`FileCounts.conflicts`).
+    ids restart in every file) the first one stays, the file's summary says how many were
+    left out (`FileCounts.conflicts`), and each is an ingest_errors row (`id_conflict`).
     """
     what, at = _OWN_IDS[table]
     text_at = _TEXT_AT.get(table)
@@ -1141,6 +1149,7 @@ def _check_ids(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> None:
             raise ReusedIdError(what, row[0], shown, path=batch.shown(row[at]), line=row[at + 1])
         if text_at is not None and held[3] != row[text_at]:
             batch.conflict(row[at], f"{what} {row[0]!r}", row[at + 1], held[1], held[2])
+            batch.left_out.append((row[at], row[at + 1], conflict_detail(what, row[0])))
 
 
 def _conversation_of(item: Any) -> str:
@@ -1674,6 +1683,7 @@ def _ingest_one(
     if prev is not None and path != "-":
         batch.reread.append((key, skip_lines))
     stored = batch.names[path]
+    batch.run_index[stored] = run_id
     batch.errors.extend(
         (run_id, stored, line, col, reason, detail) for line, col, reason, detail in state.errors
     )
@@ -1734,10 +1744,10 @@ def _fast_write(
     got = write(batch.store, staged, batch.names[path])
     if got is None:
         return None
-    batch.con.execute(
+    (run_id,) = batch.con.execute(
         "INSERT INTO ingest_runs (path, sha256, bytes_consumed, lines_consumed, format,"
         " conversations, messages, tool_calls, boundaries, skipped)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         [
             key,
             got.sha256,
@@ -1750,7 +1760,19 @@ def _fast_write(
             got.boundaries,
             sum(got.skipped.values()),
         ],
-    )
+    ).fetchone()
+    if got.left_out:
+        # The rows the general path writes for them (_Batch.finish), on this file's run.
+        name = batch.names[path]
+        batch.store.bulk_insert(
+            "ingest_errors",
+            None,
+            [
+                (run_id, name, line, None, ID_CONFLICT, conflict_detail(what, record_id))
+                for what, record_id, line in got.left_out
+            ],
+            on_conflict="",
+        )
     if on_progress is not None and got.bytes_consumed > told:
         on_progress(got.bytes_consumed - told)
     left_out, first = got.conflicts

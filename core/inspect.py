@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -10,6 +11,47 @@ from lexkeep.core.errors import NotFoundError
 from lexkeep.core.store import Store
 
 SCHEMA_VERSION = 1
+
+# The ingest_errors reason of a record left out because its conversation already held its id
+# with other content (core.ingest._check_ids); its detail names the record (conflict_detail).
+ID_CONFLICT = "id_conflict"
+
+
+def conflict_detail(what: str, record_id: str) -> str:
+    """The ingest_errors detail of a record left out for its id: its kind and id as Python
+    writes a string (`message 'm1'`), which `conflict_record` reads back exactly."""
+    return f"{what} {record_id!r}"
+
+
+def conflict_record(detail: str) -> tuple[str, str]:
+    """(kind, id) of a conflict_detail text."""
+    what, _, quoted = detail.partition(" ")
+    return what, ast.literal_eval(quoted)
+
+
+def left_out(store: Store) -> tuple[int, str | None]:
+    """Records ingests left out because their conversation already held their id with other
+    content (ingest_errors rows `id_conflict`): how many, and the first recorded as text
+    (`message 'm1' at day2.jsonl:1, stored from day1.jsonl:1`, paths as reports show them)."""
+    con = store.con
+    rows = con.execute(
+        "SELECT count(*) OVER (), path, line, detail FROM ingest_errors WHERE reason = ?"
+        " ORDER BY ingest_run_id, line LIMIT 1",
+        [ID_CONFLICT],
+    ).fetchall()
+    if not rows:
+        return 0, None
+    total, path, line, detail = rows[0]
+    what, record_id = conflict_record(detail)
+    shown = store.shown_paths()
+    text = f"{what} {record_id!r} at {shown[path]}:{line}"
+    table = "boundaries" if what == "compaction" else "messages"
+    held = con.execute(
+        f"SELECT source_file, source_line FROM {table} WHERE id = ?", [record_id]
+    ).fetchone()
+    if held is not None:
+        text += f", stored from {shown[held[0]]}:{held[1]}"
+    return total, text
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +79,10 @@ class Stats:
     ingest_errors: int
     errors_by_reason: dict[str, int] = field(default_factory=dict)
     incomplete_scans: int = 0
+    # Of ingest_errors, the records left out because their conversation already held their id
+    # with other content (`id_conflict`), and the first of them as text (see left_out).
+    records_left_out: int = 0
+    first_left_out: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict with `schema_version`."""
@@ -84,7 +130,8 @@ def stats(store: Store) -> Stats:
     incomplete = con.execute("SELECT count(*) FROM identifier_scans WHERE NOT complete").fetchone()[
         0
     ]
-    return Stats(per, totals, files, sum(by_reason.values()), by_reason, incomplete)
+    left, first = left_out(store) if by_reason.get(ID_CONFLICT) else (0, None)
+    return Stats(per, totals, files, sum(by_reason.values()), by_reason, incomplete, left, first)
 
 
 @dataclass(frozen=True, slots=True)

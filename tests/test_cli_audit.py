@@ -643,3 +643,43 @@ def test_a_json_document_still_being_written_is_named_in_the_notes(cli, tmp_path
         " complete so far are in this audit"
     ) in notes, notes
     assert not any("invalid trace line" in n for n in notes), notes
+
+
+def test_records_left_out_are_named_by_an_audit_of_the_store_and_stats(cli, tmp_path):
+    """What an ingest left out for an id its conversation held is recorded in the store, so
+    `audit --db` and `stats` say so later (they used to say nothing)."""
+
+    def line(**fields: object) -> str:
+        return json.dumps(fields) + "\n"
+
+    a, b = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl"
+    a.write_text(line(type="message", id="m1", conversation_id="c1", role="user", text="hi"))
+    b.write_text(line(type="message", id="m1", conversation_id="c1", role="user", text="INV-7"))
+    db = tmp_path / "s.duckdb"
+    assert cli("ingest", a, "--db", db).exit_code == 0
+    assert cli("ingest", b, "--db", db).exit_code == 0
+    first = f"message 'm1' at {b}:1, stored from {a}:1"
+    result = cli("audit", "--db", db, "--format", "json", "--exit-zero")
+    assert result.exit_code == 0, result.stderr
+    notes = json.loads(result.stdout)["notes"]
+    assert (
+        "1 record(s) were left out because their conversation already held their id with"
+        f" other content (first: {first}); whatever they held is not in this audit"
+    ) in notes, notes
+    assert not any("invalid trace line" in n for n in notes), notes
+    stats = json.loads(cli("stats", "--db", db, "--format", "json").stdout)
+    assert stats["errors_by_reason"] == {"id_conflict": 1}
+    assert stats["records_left_out"] == 1 and stats["first_left_out"] == first
+    text = cli("stats", "--db", db).stdout
+    assert "ingest errors: 1 (id_conflict=1)" in text
+    assert (
+        "records left out, their conversation already holding their id with other content:"
+        f" 1 (first: {first})"
+    ) in text
+    # An audit of the files says the same, once.
+    files = cli("audit", a, b, "--format", "json", "--exit-zero")
+    notes = json.loads(files.stdout)["notes"]
+    assert [n for n in notes if "left out" in n] == [
+        "1 record(s) were left out because their conversation already held their id with"
+        f" other content (first: {first}); whatever they held is not in this audit"
+    ]

@@ -865,3 +865,71 @@ def test_a_record_whose_conversation_holds_its_id_with_other_content_is_counted(
     assert left_out == 2
     assert first == f"message 'm1' at {b}:1, stored from {a}:1"
     assert counts[1].conflicts == (0, None)  # the same records read again
+
+
+def _left_out(store: Store) -> list[tuple]:
+    return store.con.execute(
+        "SELECT path, line, col, detail FROM ingest_errors WHERE reason = 'id_conflict'"
+        " ORDER BY path, line"
+    ).fetchall()
+
+
+@pytest.mark.parametrize("layout", ["two files", "second ingest", "lean", "on disk"])
+def test_records_left_out_for_an_id_their_conversation_holds_are_recorded(tmp_path, layout):
+    """Day 2 of an export restarts its ids: each record left out is an ingest_errors row
+    (`id_conflict`, its file and line, which record), written with the rest of the ingest, so
+    `stats` and `audit --db` can still say what the store does not hold; a true copy adds
+    none, and reading the files again adds none either."""
+    day1 = lexkeep_line(
+        "message", id="m1", conversation_id="c1", role="user", text="refund ORD_88412"
+    ) + lexkeep_line("compaction", id="b1", conversation_id="c1", summary="day one")
+    day2 = lexkeep_line(
+        "message", id="m1", conversation_id="c1", role="user", text="and invoice INV-2025-08-44719"
+    ) + lexkeep_line("compaction", id="b1", conversation_id="c1", summary="day two")
+    a, b, copy = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl", tmp_path / "copy.jsonl"
+    a.write_text(day1)
+    b.write_text(day2)
+    copy.write_text(day1)
+    where = tmp_path / "s.duckdb" if layout == "on disk" else None
+    with Store.open(where) as store:
+        if layout == "second ingest":
+            ingest_paths(store, [str(a)])
+            ingest_paths(store, [str(b), str(copy)])
+        else:
+            ingest_paths(store, [str(a), str(b), str(copy)], lean=layout == "lean")
+        name = str(b) if where is None else str(b.absolute())
+        expected = [(name, 1, None, "message 'm1'"), (name, 2, None, "compaction 'b1'")]
+        assert _left_out(store) == expected
+        # each row belongs to the ingest of its file
+        assert store.con.execute(
+            "SELECT DISTINCT r.path FROM ingest_errors e JOIN ingest_runs r"
+            " ON r.id = e.ingest_run_id"
+        ).fetchall() == [(str(b.resolve()),)]
+        if layout == "lean":
+            return
+        # read again: unchanged, grown (only its new lines are checked), rewritten (read whole)
+        ingest_paths(store, [str(a), str(b), str(copy)])
+        assert _left_out(store) == expected
+        b.write_text(day2 + lexkeep_line("message", id="m9", conversation_id="c1", role="user"))
+        [grown] = ingest_paths(store, [str(b)])
+        assert grown.status == "appended" and _left_out(store) == expected
+        b.write_text(day2.replace("day two", "day 2"))
+        [rewritten] = ingest_paths(store, [str(b)])
+        assert rewritten.status == "ingested" and _left_out(store) == expected
+
+
+def test_records_left_out_are_not_recorded_when_the_ingest_fails(tmp_path):
+    """The rows are part of the ingest's transaction: a file that fails to be written leaves
+    none behind."""
+    a, b = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl"
+    a.write_text(lexkeep_line("message", id="m1", conversation_id="c1", role="user", text="x"))
+    b.write_text(
+        lexkeep_line("message", id="m1", conversation_id="c1", role="user", text="y") + "{broken\n"
+    )
+    with Store.open(None) as store:
+        ingest_paths(store, [str(a)])
+        with pytest.raises(InputError):
+            ingest_paths(store, [str(b)])
+        assert _left_out(store) == []
+        ingest_paths(store, [str(b)], skip_invalid=True)
+        assert _left_out(store) == [(str(b), 1, None, "message 'm1'")]

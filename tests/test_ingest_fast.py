@@ -611,3 +611,28 @@ def test_arguments_nested_deeper_than_orjson_writes_are_kept_both_ways(tmp_path)
     (call,) = fast["tool_calls"]
     raw = next(v for v in call if isinstance(v, str) and v.startswith('{"a":'))
     assert raw == json.dumps({"a": deep, "n": 1.5}, separators=(",", ":"))
+
+
+def test_records_left_out_for_an_id_their_conversation_holds_are_recorded_both_ways(tmp_path):
+    """Day 2 of an export restarts its ids, and is big enough for the DuckDB path: both paths
+    write the same ingest_errors row for each record left out (`id_conflict`)."""
+    first = tmp_path / "day1.jsonl"
+    first.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text="order #W2378156")
+        + _line("compaction", id="b1", conversation_id="c1", summary="day one")
+        + _line("message", id="m2", conversation_id="c1", role="assistant", text="done")
+    )
+    second = tmp_path / "day2.jsonl"
+    second.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text="invoice INV-2025-7")
+        + _line("message", id="m2", conversation_id="c1", role="assistant", text="done")
+        + _line("compaction", id="b1", conversation_id="c1", summary="day two")
+        + _line("message", id="m3", conversation_id="c1", role="user", text="more")
+    )
+    assert _took_fast_path(second, tmp_path)
+    fast, slow = _ingest_both(tmp_path / "dbs", [[str(first)], [str(second)], [str(second)]])
+    _assert_same(fast, slow)
+    assert [row[1:] for row in fast["ingest_errors"]] == [
+        (str(second), 1, None, "id_conflict", "message 'm1'"),
+        (str(second), 3, None, "id_conflict", "compaction 'b1'"),
+    ]
