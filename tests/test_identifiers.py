@@ -247,6 +247,14 @@ def test_a_long_path_is_whole_or_nothing() -> None:
     assert found("ls /var/log//app.log") == []
 
 
+def test_a_long_url_is_whole() -> None:
+    # Past 4,096 characters a URL was cut, and the rest of it gave pieces (a digit_run).
+    url = f"https://x.io/a?q={'a' * 5000}&id=1656367028"
+    assert found(f"see {url} now") == [("url", url)]
+    url = f"https://x.io/{'b1/' * 4000}?id=1656367028"
+    assert found(f"({url}).") == [("url", url)]
+
+
 def test_a_long_windows_path_is_whole_or_nothing() -> None:
     assert found(f"open C:\\x\\{'a' * 300}\\app.log") == []
     deep = "C:\\" + "\\".join(["ab"] * 70) + "\\app.log"
