@@ -171,6 +171,20 @@ WHOLE_OR_NOTHING = [
         [("path_rel", "node_modules/@types/node/index.d.ts")],
     ),
     ("Please add these in @README.md too", []),
+    # a relative path is the whole token, not the part up to its extension
+    ("edit src/foo/bar.py-old now", [("path_rel", "src/foo/bar.py-old")]),
+    (
+        "cp config/app.yaml config/app.yaml-old",
+        [("path_rel", "config/app.yaml"), ("path_rel", "config/app.yaml-old")],
+    ),
+    ("tail logs/app.log.1", [("path_rel", "logs/app.log.1")]),
+    ("open src/app.ts.Then run it", [("path_rel", "src/app.ts")]),  # a missing space
+    (
+        "see assets/logo.svg@2x and src/a.py+b.",
+        [("path_rel", "assets/logo.svg@2x"), ("path_rel", "src/a.py+b")],
+    ),
+    ("see src/app.ts.", [("path_rel", "src/app.ts")]),
+    ("open src/Bar.Py-old", []),  # no lower-case extension anywhere in its last name
     ("move it to @vercel.json and @next.config.js", []),
     ("cc @octocat and @ann.lee", [("handle", "@octocat"), ("handle", "@ann.lee")]),
     # quotes escaped inside pasted JSON open and close no quoted token
