@@ -218,8 +218,19 @@ WHOLE_OR_NOTHING = [
     ("code GB29NWBK60161331926818 ok", [("alnum_code", "GB29NWBK60161331926818")]),  # mod 97
     ("AB12 CODE WORD TEXT", [("alnum_code", "AB12")]),  # no IBAN: too few digits
     ("iban de89 3704 0044 0532 0130 00 ok", [("iban", "de89 3704 0044 0532 0130 00")]),
-    # in lower case only the mod-97 check tells an IBAN: a mistyped one is a known limit
-    ("iban de89 3704 0044 0532 0130 01 ok", [("card_number", "3704 0044 0532 0130")]),
+    # in lower case and groups, a mistyped IBAN (bad mod-97) of its country's length is still
+    # an IBAN, not a card number inside it; run together, only the check tells a code from one
+    ("iban de89 3704 0044 0532 0130 01 ok", [("iban", "de89 3704 0044 0532 0130 01")]),
+    ("iban gb29 nwbk 6016 1331 9268 18.", [("iban", "gb29 nwbk 6016 1331 9268 18")]),
+    ("iban De89 3704 0044 0532 0130 01", [("iban", "De89 3704 0044 0532 0130 01")]),
+    (
+        "iban de89 3704 0044 0532 0130 0 ok",
+        [("card_number", "3704 0044 0532 0130")],
+    ),  # no IBAN: a known limit
+    (
+        "iban xx89 3704 0044 0532 0130 01 ok",
+        [("card_number", "3704 0044 0532 0130")],
+    ),  # no IBAN: a known limit
     # a tracking number in groups of four: one identifier, not a phone piece
     (
         "USPS 9400 1112 0200 1234 5678 90 arrives",
