@@ -1210,6 +1210,8 @@ _VALIDATE: dict[str, Any] = {
     "not_years": lambda value: (
         not all(len(g) == 4 and "1900" <= g <= "2099" for g in value.split(" "))
     ),
+    # E.164: a phone number holds at most 15 digits, country code included; 8 at least here.
+    "phone_digits": lambda value: 8 <= sum(map(value.count, "0123456789")) <= 15,
 }
 
 
