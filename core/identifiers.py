@@ -1159,14 +1159,41 @@ def _is_degenerate(value: str) -> bool:
     return any(value in seq for seq in _SEQUENCES)
 
 
+# Length of an IBAN of each country that has them (the SWIFT IBAN registry, 89 countries).
+_IBAN_LENGTHS = {
+    **dict.fromkeys(["NO"], 15),
+    **dict.fromkeys(["BE"], 16),
+    **dict.fromkeys(["DK", "FI", "FK", "FO", "GL", "NL", "SD"], 18),
+    **dict.fromkeys(["MK", "SI"], 19),
+    **dict.fromkeys(["AT", "BA", "EE", "KZ", "LT", "LU", "MN", "XK"], 20),
+    **dict.fromkeys(["CH", "HR", "LI", "LV"], 21),
+    **dict.fromkeys(["BG", "BH", "CR", "DE", "GB", "GE", "IE", "ME", "RS", "VA"], 22),
+    **dict.fromkeys(["AE", "GI", "IL", "IQ", "OM", "SO", "TL"], 23),
+    **dict.fromkeys(["AD", "CZ", "ES", "MD", "PK", "RO", "SA", "SE", "SK", "TN", "VG"], 24),
+    **dict.fromkeys(["LY", "PT", "ST"], 25),
+    **dict.fromkeys(["IS", "TR"], 26),
+    **dict.fromkeys(["BI", "DJ", "FR", "GR", "IT", "MC", "MR", "SM"], 27),
+    **dict.fromkeys(["AL", "AZ", "BY", "CY", "DO", "GT", "HN", "HU", "LB", "NI", "PL", "SV"], 28),
+    **dict.fromkeys(["BR", "EG", "PS", "QA", "UA"], 29),
+    **dict.fromkeys(["JO", "KW", "MU", "YE"], 30),
+    **dict.fromkeys(["MT", "SC"], 31),
+    **dict.fromkeys(["LC"], 32),
+    **dict.fromkeys(["RU"], 33),
+}
+
+
 def _is_iban(value: str) -> bool:
-    """At least 8 digits after the check digits; run together or in lower case, the mod-97
-    check holds too."""
+    """At least 8 digits after the check digits, and: in groups, capitals or the length of
+    its country's IBANs; else (run together) the mod-97 check."""
     compact = value.replace(" ", "")
     if sum(c.isdigit() for c in compact[4:]) < 8:
         return False
-    if " " in value and compact.isupper():
-        return True  # in capitals and groups: the shape says enough (a typo is still typed)
+    # In groups the shape says enough (a mistyped IBAN is still what the user typed): in
+    # capitals, or in any case at the length of its country's IBANs.
+    if " " in value and (
+        compact.isupper() or _IBAN_LENGTHS.get(compact[:2].upper()) == len(compact)
+    ):
+        return True
     digits = "".join(str(int(c, 36)) for c in compact[4:] + compact[:4])
     return int(digits) % 97 == 1
 
@@ -1183,6 +1210,8 @@ _VALIDATE: dict[str, Any] = {
     "not_years": lambda value: (
         not all(len(g) == 4 and "1900" <= g <= "2099" for g in value.split(" "))
     ),
+    # E.164: a phone number holds at most 15 digits, country code included; 8 at least here.
+    "phone_digits": lambda value: 8 <= sum(map(value.count, "0123456789")) <= 15,
 }
 
 

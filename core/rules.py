@@ -47,6 +47,7 @@ VALIDATORS = (
     "quoted_token",
     "iban",
     "not_years",
+    "phone_digits",
 )
 CONTEXT_MODES = ("require", "veto")
 KIND_KEYS = {

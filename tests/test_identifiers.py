@@ -63,6 +63,7 @@ POSITIVES = [
     ("card 4111 1111 1111 1111", [("card_number", "4111 1111 1111 1111")]),
     ("pay to DE89 3704 0044 0532 0130 00", [("iban", "DE89 3704 0044 0532 0130 00")]),
     ("tracking 9400 1112 0200 1234 5678 90", [("digit_groups", "9400 1112 0200 1234 5678 90")]),
+    ("UPS 1Z 999 AA1 01 2345 678 4", [("ups_tracking", "1Z 999 AA1 01 2345 678 4")]),
     ("product 1656367028 please", [("digit_run", "1656367028")]),
     ("flight HAT136 and code 8JX2QD", [("alnum_code", "HAT136"), ("alnum_code", "8JX2QD")]),
     ("labelled 'needs-review'.", [("quoted_token", "needs-review")]),
@@ -99,6 +100,8 @@ NEGATIVES = [
     "the colour #ff00aa",  # CSS colour
     "Node.js and os.system and e.g. this",  # dotted words
     "you may 20 times",  # 'may' is not a month here
+    "Sales in 2019 2020 2021 grew.",  # a list of years
+    "We compared 2019 2020 2021 2022 and 2023.",
 ]
 
 
@@ -171,6 +174,20 @@ WHOLE_OR_NOTHING = [
         [("path_rel", "node_modules/@types/node/index.d.ts")],
     ),
     ("Please add these in @README.md too", []),
+    # a relative path is the whole token, not the part up to its extension
+    ("edit src/foo/bar.py-old now", [("path_rel", "src/foo/bar.py-old")]),
+    (
+        "cp config/app.yaml config/app.yaml-old",
+        [("path_rel", "config/app.yaml"), ("path_rel", "config/app.yaml-old")],
+    ),
+    ("tail logs/app.log.1", [("path_rel", "logs/app.log.1")]),
+    ("open src/app.ts.Then run it", [("path_rel", "src/app.ts")]),  # a missing space
+    (
+        "see assets/logo.svg@2x and src/a.py+b.",
+        [("path_rel", "assets/logo.svg@2x"), ("path_rel", "src/a.py+b")],
+    ),
+    ("see src/app.ts.", [("path_rel", "src/app.ts")]),
+    ("open src/Bar.Py-old", []),  # no lower-case extension anywhere in its last name
     ("move it to @vercel.json and @next.config.js", []),
     ("cc @octocat and @ann.lee", [("handle", "@octocat"), ("handle", "@ann.lee")]),
     # quotes escaped inside pasted JSON open and close no quoted token
@@ -204,15 +221,50 @@ WHOLE_OR_NOTHING = [
     ("code GB29NWBK60161331926818 ok", [("alnum_code", "GB29NWBK60161331926818")]),  # mod 97
     ("AB12 CODE WORD TEXT", [("alnum_code", "AB12")]),  # no IBAN: too few digits
     ("iban de89 3704 0044 0532 0130 00 ok", [("iban", "de89 3704 0044 0532 0130 00")]),
-    # in lower case only the mod-97 check tells an IBAN: a mistyped one is a known limit
-    ("iban de89 3704 0044 0532 0130 01 ok", [("card_number", "3704 0044 0532 0130")]),
+    # in lower case and groups, a mistyped IBAN (bad mod-97) of its country's length is still
+    # an IBAN, not a card number inside it; run together, only the check tells a code from one
+    ("iban de89 3704 0044 0532 0130 01 ok", [("iban", "de89 3704 0044 0532 0130 01")]),
+    ("iban gb29 nwbk 6016 1331 9268 18.", [("iban", "gb29 nwbk 6016 1331 9268 18")]),
+    ("iban De89 3704 0044 0532 0130 01", [("iban", "De89 3704 0044 0532 0130 01")]),
+    (
+        "iban de89 3704 0044 0532 0130 0 ok",
+        [("card_number", "3704 0044 0532 0130")],
+    ),  # no IBAN: a known limit
+    (
+        "iban xx89 3704 0044 0532 0130 01 ok",
+        [("card_number", "3704 0044 0532 0130")],
+    ),  # no IBAN: a known limit
     # a tracking number in groups of four: one identifier, not a phone piece
     (
         "USPS 9400 1112 0200 1234 5678 90 arrives",
         [("digit_groups", "9400 1112 0200 1234 5678 90")],
     ),
     ("ref 4111 1111 1111 1111 1111", [("digit_groups", "4111 1111 1111 1111 1111")]),
-    ("in 2021 2022 2023 2024 2025 sales grew", [("phone", "2021 2022 2023")]),  # a known limit
+    # numbers in space-separated groups: the whole number or nothing, never a phone piece
+    ("in 2021 2022 2023 2024 2025 sales grew", []),  # a list of years
+    ("sales in 2019 2020 2021 grew", []),
+    ("in 2019 2020 2021 2022 we grew", []),  # four years are no card number
+    ("account 0012 3456 7890", [("digit_groups", "0012 3456 7890")]),
+    ("account 0012 3456 7890 12", [("digit_groups", "0012 3456 7890 12")]),
+    ("card 4111 1111 1111", [("digit_groups", "4111 1111 1111")]),
+    ("order 1234 5678 90", []),
+    ("call 415 555 0132 1234", []),
+    ("call 1 415 555 0132 1234", []),
+    ("call +49 30 1234 5678 9", [("phone", "+49 30 1234 5678 9")]),
+    ("call +49 (0)30 1234 5678.", [("phone", "+49 (0)30 1234 5678")]),
+    ("call +33 1 23 45 67 89", [("phone", "+33 1 23 45 67 89")]),
+    ("call +91 98765 43210", [("phone", "+91 98765 43210")]),
+    ("call +44 20 7946 0958 today", [("phone", "+44 20 7946 0958")]),
+    ("call +1 (415) 555-0199", [("phone", "+1 (415) 555-0199")]),
+    ("call +1(415)555-0199", [("phone", "+1(415)555-0199")]),
+    ("phones 415-555-0132 415-555-0199", [("phone", "415-555-0132"), ("phone", "415-555-0199")]),
+    ("call +1 415-555-0132 250ms", [("phone", "+1 415-555-0132")]),
+    ("call +49 30 1234 5678 9012 345", []),  # more digits than any phone number holds
+    ("see x:4111 1111 1111 1111", []),
+    ("UPS 1Z 999 AA1 01 2345 678 4 arrives", [("ups_tracking", "1Z 999 AA1 01 2345 678 4")]),
+    ("UPS 1Z 999 AA1 01 2345 6784.", [("ups_tracking", "1Z 999 AA1 01 2345 6784")]),
+    ("UPS 1Z999AA10123456784", [("alnum_code", "1Z999AA10123456784")]),
+    ("ref AB1 23 4567 890", []),
     # an scp-style remote (git, scp, rsync): the whole remote, never the email inside it
     ("git@github.com:org/repo.git", [("scp_remote", "git@github.com:org/repo.git")]),
     (
@@ -245,6 +297,14 @@ def test_a_long_path_is_whole_or_nothing() -> None:
     # Longer than PATH_MAX allows (2,048 segments): nothing.
     assert found("/ab" * 2100) == []
     assert found("ls /var/log//app.log") == []
+
+
+def test_a_long_url_is_whole() -> None:
+    # Past 4,096 characters a URL was cut, and the rest of it gave pieces (a digit_run).
+    url = f"https://x.io/a?q={'a' * 5000}&id=1656367028"
+    assert found(f"see {url} now") == [("url", url)]
+    url = f"https://x.io/{'b1/' * 4000}?id=1656367028"
+    assert found(f"({url}).") == [("url", url)]
 
 
 def test_a_long_windows_path_is_whole_or_nothing() -> None:
