@@ -26,6 +26,7 @@ import subprocess
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -304,7 +305,13 @@ class CommandSummarizer(Summarizer):
     name = "command"
 
     def __init__(self, command: str, timeout: float) -> None:
-        argv = shlex.split(command)
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:  # a quote left open, or a backslash at the end
+            raise ConfigError(
+                f"command: cannot split {command} into a program and its arguments ({exc})",
+                hint="close the quote, e.g. --summarizer 'command:\"llm -m gpt-4o-mini\"'",
+            ) from exc
         if not argv:
             raise ConfigError(
                 "command: needs a program",
@@ -526,6 +533,14 @@ class OpenAISummarizer(Summarizer):
     name = "openai"
 
     def __init__(self, base_url: str, model: str, api_key: str | None, timeout: float) -> None:
+        # Checked here, not per call: a URL urllib cannot POST to would fail (or, for ftp://,
+        # wait out the deadline) on every segment, each time spending one of its two attempts.
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ConfigError(
+                f"--base-url {base_url!r} is not an http:// or https:// URL",
+                hint="e.g. --base-url https://api.openai.com/v1 or http://127.0.0.1:8000/v1",
+            )
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.api_key = api_key
