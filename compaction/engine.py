@@ -29,6 +29,7 @@ from lexkeep.compaction.binding import JobIdentity, identity
 from lexkeep.compaction.pairs import Pair, eligible_pairs_many
 from lexkeep.compaction.planning import plan_segments
 from lexkeep.compaction.summarizers import (
+    _CANCELLED,
     AssistantAnswer,
     ExtractiveSummarizer,
     Summarizer,
@@ -383,7 +384,11 @@ def _run_batch(
         if granted:
             with lock:
                 report.claimed += len(granted)
-            _summarise_granted(access, granted, summarizer, instructions, record)
+            try:
+                _summarise_granted(access, granted, summarizer, instructions, record)
+            except KeyboardInterrupt:
+                _cancel_claims(access, [c for _, c in granted])
+                raise
         pending = waiting
         if pending:
             time.sleep(pause)
@@ -448,6 +453,22 @@ def _summarise_granted(
         else:
             out = dataclasses.replace(out, detail=f"{result}: {out.detail}")
         record(out)
+
+
+def _cancel_claims(access: Store | StoreOnDemand, claims: list[jobs.Claim]) -> None:
+    """Record the claims an interrupted slot still holds as cancelled attempts, as a slot
+    cancelled by another thread does, so the next run takes their ranges up at once.
+
+    Without it they stay `running` until their lease (--timeout + 60 s) expires, and then
+    count as failed attempts anyway. Claims already completed or failed are left as they are.
+    Best effort and without waiting: a store another process holds now is not waited for
+    (the leases then expire as for a worker that died).
+    """
+    if isinstance(access, StoreOnDemand):
+        access.interrupt()  # a reopening tries once instead of waiting for the file
+    error = check_generation(_CANCELLED) or "cancelled"
+    with contextlib.suppress(Exception), _use(access) as cursor:
+        jobs.fail_many(cursor, [(c, error) for c in claims])
 
 
 @functools.lru_cache(maxsize=65536)
