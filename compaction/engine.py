@@ -296,6 +296,8 @@ def _run_tasks(
                     stopping,
                 )
         except BaseException as exc:  # surfaced to the caller after the other slots stop
+            if _is_interrupt(exc):  # Ctrl-C reaches a slot only when it is the only one
+                _cancel_claims(access, owner)
             errors.append(exc)
         finally:
             finished.set()
@@ -384,11 +386,7 @@ def _run_batch(
         if granted:
             with lock:
                 report.claimed += len(granted)
-            try:
-                _summarise_granted(access, granted, summarizer, instructions, record)
-            except KeyboardInterrupt:
-                _cancel_claims(access, [c for _, c in granted])
-                raise
+            _summarise_granted(access, granted, summarizer, instructions, record)
         pending = waiting
         if pending:
             time.sleep(pause)
@@ -455,20 +453,29 @@ def _summarise_granted(
         record(out)
 
 
-def _cancel_claims(access: Store | StoreOnDemand, claims: list[jobs.Claim]) -> None:
+def _is_interrupt(exc: BaseException) -> bool:
+    """Ctrl-C: Python's KeyboardInterrupt, or DuckDB's answer to the signal inside a query."""
+    return isinstance(exc, KeyboardInterrupt) or (
+        type(exc).__name__ == "InterruptException"
+        or (type(exc) is RuntimeError and str(exc) == "Query interrupted")
+    )
+
+
+def _cancel_claims(access: Store | StoreOnDemand, owner: str) -> None:
     """Record the claims an interrupted slot still holds as cancelled attempts, as a slot
     cancelled by another thread does, so the next run takes their ranges up at once.
 
     Without it they stay `running` until their lease (--timeout + 60 s) expires, and then
-    count as failed attempts anyway. Claims already completed or failed are left as they are.
-    Best effort and without waiting: a store another process holds now is not waited for
-    (the leases then expire as for a worker that died).
+    count as failed attempts anyway. Found by the slot's lease owner, so a claim whose
+    transaction committed just as Ctrl-C arrived is found too. Best effort and without
+    waiting: a store another process holds now is not waited for (the leases then expire as
+    for a worker that died).
     """
     if isinstance(access, StoreOnDemand):
         access.interrupt()  # a reopening tries once instead of waiting for the file
     error = check_generation(_CANCELLED) or "cancelled"
     with contextlib.suppress(Exception), _use(access) as cursor:
-        jobs.fail_many(cursor, [(c, error) for c in claims])
+        jobs.fail_owned(cursor, owner, error)
 
 
 @functools.lru_cache(maxsize=65536)
