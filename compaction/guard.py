@@ -379,8 +379,9 @@ def guard_to_text(report: GuardReport) -> str:
     elif report.passed:
         # Not "ok": what the scan did not reach was not checked (`ok` is false in the JSON).
         lines.append(
-            f"incomplete: {len(report.checked)} identifier(s) found in the arguments, all"
-            " supplied verbatim by the conversation, but part of a value was not scanned"
+            "incomplete: part of a value was not scanned; the"
+            f" {len(report.checked)} identifier(s) found in the rest were all supplied verbatim"
+            " by the conversation"
         )
     else:
         lines.append(
