@@ -19,6 +19,7 @@ import http.client
 import io
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -111,6 +112,11 @@ class Generation:
     error: str | None = None
 
 
+# A lone surrogate: JSON allows "\ud800", but no UTF-8 text holds one, so such a summary can be
+# neither hashed nor stored.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def check_generation(gen: Generation) -> str | None:
     """The generation contract: None when acceptable, else why the attempt failed."""
     if gen.error:
@@ -122,6 +128,12 @@ def check_generation(gen: Generation) -> str | None:
         return f"finish reason {gen.finish_reason!r} is not a normal stop"
     if not gen.text or not gen.text.strip():
         return "the summary is empty"
+    odd = _LONE_SURROGATE.search(gen.text)
+    if odd is not None:
+        return (
+            "the summary is not plain text: a lone surrogate"
+            f" U+{ord(odd.group()):04X} at character {odd.start()}"
+        )
     if len(gen.text) > MAX_SUMMARY_CHARS:
         return f"the summary has {len(gen.text):,} characters (limit {MAX_SUMMARY_CHARS:,})"
     return None
