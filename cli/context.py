@@ -117,7 +117,7 @@ def register(app: typer.Typer) -> None:
         Every identifier-shaped value in the arguments must occur verbatim in a user message or
         a tool result of the conversation; each one that does not is reported with the nearest
         known value and how it differs (truncated, case, separator, edit). Exit 0: all supplied;
-        1: some were not (with --strict, or a scan was incomplete); 2: bad JSON, unknown
+        1: some were not (or, with --strict, a scan was incomplete); 2: bad JSON, unknown
         conversation, or no store.
 
         Example: lexkeep guard support-4471 '{"invoice_id": "INV-2025-08-44719"}' --db traces.duckdb
@@ -139,6 +139,6 @@ def register(app: typer.Typer) -> None:
         else:
             sys.stdout.write(guard_to_text(report))
         sys.stdout.flush()
-        # An incomplete scan checked only part of a value: a gate that must not pass what it
-        # did not see asks for --strict.
-        raise typer.Exit(1 if strict and not report.complete else report.exit_code)
+        # An incomplete scan checked only part of a value: by default that passes with a note
+        # (`passed`); a gate that must not pass what it did not see asks for --strict (`ok`).
+        raise typer.Exit(report.exit_code if strict else (0 if report.passed else 1))

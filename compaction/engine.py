@@ -29,6 +29,7 @@ from lexkeep.compaction.binding import JobIdentity, identity
 from lexkeep.compaction.pairs import Pair, eligible_pairs_many
 from lexkeep.compaction.planning import plan_segments
 from lexkeep.compaction.summarizers import (
+    _CANCELLED,
     AssistantAnswer,
     ExtractiveSummarizer,
     Summarizer,
@@ -295,6 +296,8 @@ def _run_tasks(
                     stopping,
                 )
         except BaseException as exc:  # surfaced to the caller after the other slots stop
+            if _is_interrupt(exc):  # Ctrl-C reaches a slot only when it is the only one
+                _cancel_claims(access, owner)
             errors.append(exc)
         finally:
             finished.set()
@@ -448,6 +451,31 @@ def _summarise_granted(
         else:
             out = dataclasses.replace(out, detail=f"{result}: {out.detail}")
         record(out)
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """Ctrl-C: Python's KeyboardInterrupt, or DuckDB's answer to the signal inside a query."""
+    return isinstance(exc, KeyboardInterrupt) or (
+        type(exc).__name__ == "InterruptException"
+        or (type(exc) is RuntimeError and str(exc) == "Query interrupted")
+    )
+
+
+def _cancel_claims(access: Store | StoreOnDemand, owner: str) -> None:
+    """Record the claims an interrupted slot still holds as cancelled attempts, as a slot
+    cancelled by another thread does, so the next run takes their ranges up at once.
+
+    Without it they stay `running` until their lease (--timeout + 60 s) expires, and then
+    count as failed attempts anyway. Found by the slot's lease owner, so a claim whose
+    transaction committed just as Ctrl-C arrived is found too. Best effort and without
+    waiting: a store another process holds now is not waited for (the leases then expire as
+    for a worker that died).
+    """
+    if isinstance(access, StoreOnDemand):
+        access.interrupt()  # a reopening tries once instead of waiting for the file
+    error = check_generation(_CANCELLED) or "cancelled"
+    with contextlib.suppress(Exception), _use(access) as cursor:
+        jobs.fail_owned(cursor, owner, error)
 
 
 @functools.lru_cache(maxsize=65536)

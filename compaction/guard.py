@@ -68,13 +68,23 @@ class GuardReport:
     complete: bool  # False when an extraction ran out of its time budget
 
     @property
-    def ok(self) -> bool:
-        """True when every identifier in the arguments was supplied verbatim."""
+    def passed(self) -> bool:
+        """True when no identifier found in the arguments was unsupplied.
+
+        This says nothing of what a scan that ran out of its time budget did not reach: check
+        `complete` too, or use `ok`.
+        """
         return not self.unsupplied
 
     @property
+    def ok(self) -> bool:
+        """True when every identifier in the arguments was supplied verbatim and every value
+        was scanned to its end (fails closed: an incomplete scan is not ok)."""
+        return self.passed and self.complete
+
+    @property
     def exit_code(self) -> int:
-        """0 when every identifier was supplied, 1 when any was not."""
+        """0 when `ok`; 1 when an identifier was not supplied or a scan was incomplete."""
         return 0 if self.ok else 1
 
 
@@ -332,6 +342,7 @@ def guard_to_json(report: GuardReport) -> dict[str, Any]:
         "schema_version": GUARD_SCHEMA_VERSION,
         "conversation_id": report.conversation_id,
         "ok": report.ok,
+        "passed": report.passed,
         "complete": report.complete,
         "checked": list(report.checked),
         "unsupplied": [
@@ -363,6 +374,13 @@ def guard_to_text(report: GuardReport) -> str:
     if report.ok:
         lines.append(
             f"ok: {len(report.checked)} identifier(s) in the arguments, all supplied verbatim"
+            " by the conversation"
+        )
+    elif report.passed:
+        # Not "ok": what the scan did not reach was not checked (`ok` is false in the JSON).
+        lines.append(
+            "incomplete: part of a value was not scanned; the"
+            f" {len(report.checked)} identifier(s) found in the rest were all supplied verbatim"
             " by the conversation"
         )
     else:

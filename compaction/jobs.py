@@ -602,6 +602,41 @@ def fail_many(
     return retry_on_race(run)
 
 
+def fail_owned(
+    con: duckdb.DuckDBPyConnection, lease_owner: str, error: str, *, now: float | None = None
+) -> int:
+    """Record a failed attempt for every job `lease_owner` still holds (an interrupted worker
+    giving its claims back); returns how many."""
+    at = time.time() if now is None else now
+
+    def run() -> int:
+        with transaction(con):
+            rows = con.execute(
+                "SELECT id FROM compactions WHERE status = 'running' AND lease_owner = ?",
+                [lease_owner],
+            ).fetchall()
+            if not rows:
+                return 0
+            ids = [r[0] for r in rows]
+            con.execute(
+                "UPDATE compactions SET status = CASE WHEN attempts >= $max "
+                "THEN 'exhausted' ELSE 'failed' END, lease_owner = NULL, "
+                "lease_expires_at = NULL, last_error = $error "
+                "WHERE id IN (SELECT unnest($ids::VARCHAR[])) AND status = 'running' "
+                "AND lease_owner = $owner",
+                {"ids": ids, "owner": lease_owner, "error": error[:2000], "max": MAX_ATTEMPTS},
+            )
+            con.execute(
+                "UPDATE compaction_attempts SET outcome = 'failed', error = $error, "
+                "finished_at = $now WHERE job_id IN (SELECT unnest($ids::VARCHAR[])) "
+                "AND lease_owner = $owner AND outcome IS NULL",
+                {"ids": ids, "owner": lease_owner, "error": error[:2000], "now": at},
+            )
+            return len(rows)
+
+    return retry_on_race(run)
+
+
 def _states(con: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str, tuple]:
     rows = con.execute(
         "SELECT id, status, lease_owner, attempts FROM compactions "

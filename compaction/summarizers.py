@@ -19,6 +19,7 @@ import http.client
 import io
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -26,6 +27,7 @@ import subprocess
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -110,6 +112,11 @@ class Generation:
     error: str | None = None
 
 
+# A lone surrogate: JSON allows "\ud800", but no UTF-8 text holds one, so such a summary can be
+# neither hashed nor stored.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def check_generation(gen: Generation) -> str | None:
     """The generation contract: None when acceptable, else why the attempt failed."""
     if gen.error:
@@ -121,6 +128,12 @@ def check_generation(gen: Generation) -> str | None:
         return f"finish reason {gen.finish_reason!r} is not a normal stop"
     if not gen.text or not gen.text.strip():
         return "the summary is empty"
+    odd = _LONE_SURROGATE.search(gen.text)
+    if odd is not None:
+        return (
+            "the summary is not plain text: a lone surrogate"
+            f" U+{ord(odd.group()):04X} at character {odd.start()}"
+        )
     if len(gen.text) > MAX_SUMMARY_CHARS:
         return f"the summary has {len(gen.text):,} characters (limit {MAX_SUMMARY_CHARS:,})"
     return None
@@ -304,7 +317,13 @@ class CommandSummarizer(Summarizer):
     name = "command"
 
     def __init__(self, command: str, timeout: float) -> None:
-        argv = shlex.split(command)
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:  # a quote left open, or a backslash at the end
+            raise ConfigError(
+                f"command: cannot split {command} into a program and its arguments ({exc})",
+                hint="close the quote, e.g. --summarizer 'command:\"llm -m gpt-4o-mini\"'",
+            ) from exc
         if not argv:
             raise ConfigError(
                 "command: needs a program",
@@ -526,6 +545,14 @@ class OpenAISummarizer(Summarizer):
     name = "openai"
 
     def __init__(self, base_url: str, model: str, api_key: str | None, timeout: float) -> None:
+        # Checked here, not per call: a URL urllib cannot POST to would fail (or, for ftp://,
+        # wait out the deadline) on every segment, each time spending one of its two attempts.
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ConfigError(
+                f"--base-url {base_url!r} is not an http:// or https:// URL",
+                hint="e.g. --base-url https://api.openai.com/v1 or http://127.0.0.1:8000/v1",
+            )
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.api_key = api_key

@@ -248,3 +248,34 @@ def test_compact_on_a_missing_store_is_an_error_and_creates_nothing(cli, tmp_pat
     r = cli("compact", "--db", target)
     assert r.exit_code == 2 and "no lexkeep store" in r.stderr
     assert not target.exists()
+
+
+def test_compact_with_an_unbalanced_quote_in_the_command_is_a_usage_error(cli, db_file):
+    """`command:'llm -m x` (a quote left open) was an "internal error: ValueError: No closing
+    quotation" asking for a bug report; it is a mistake in the option, named as such."""
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    r = cli("compact", "--db", db_file, "--summarizer", "command:'llm -m x")
+    assert r.exit_code == 2, r.stderr
+    assert "internal error" not in r.stderr
+    assert "Error: command: cannot split 'llm -m x into a program" in r.stderr, r.stderr
+    assert "No closing quotation" in r.stderr
+    r = cli("compactions", "--db", db_file, "--format", "json")
+    assert json.loads(r.stdout)["jobs"] == []  # nothing was claimed
+
+
+def test_compact_openai_with_a_base_url_that_is_not_http_is_a_usage_error(cli, db_file):
+    """`--base-url localhost:8000/v1` (no scheme) failed every segment's attempt with "unknown
+    url type", and `ftp://…` waited the whole --timeout per segment: each burnt one of the two
+    attempts of every range in the store. It is refused before anything is claimed."""
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    for url in ("127.0.0.1:8000/v1", "ftp://127.0.0.1:8000/v1", "file:///etc", "http://"):
+        r = cli(
+            "compact", "--db", db_file, "--summarizer", "openai", "--base-url", url, "--model", "m"
+        )
+        assert r.exit_code == 2, (url, r.stdout, r.stderr)
+        assert f"Error: --base-url {url!r} is not an http:// or https:// URL" in r.stderr
+        assert "Hint: e.g. --base-url https://api.openai.com/v1" in r.stderr
+    r = cli("compactions", "--db", db_file, "--format", "json")
+    assert json.loads(r.stdout)["jobs"] == []  # no attempt was spent

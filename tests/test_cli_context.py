@@ -259,6 +259,7 @@ def test_guard_strict_fails_when_a_scan_was_incomplete(cli, db, tmp_path):
     strict = cli("guard", "s1", args, "--strict", "--rules", rules, "--db", db)
     assert strict.exit_code == 1, strict.stderr
     assert "ran out of time" in strict.stdout
+    assert strict.stdout.startswith("incomplete: "), strict.stdout  # not "ok:"
     # a complete scan with everything supplied still passes
     ok = cli("guard", "s1", '{"q": "no identifiers here"}', "--strict", "--db", db)
     assert ok.exit_code == 0, ok.stderr

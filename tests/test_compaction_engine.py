@@ -454,3 +454,51 @@ def test_given_a_path_the_store_is_closed_while_a_summariser_works(tmp_path, wor
         report = run_compaction(store, summarizer=ReadsBeside(path, patience=0))
     assert (report.completed, report.failed) == (0, 1)
     assert "lock" in report.segments[-1].detail, report.segments[-1]
+
+
+class InterruptedAfter(ExtractiveSummarizer):
+    """The extractive summariser, with Ctrl-C arriving during its `n`-th call."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+        self.calls = 0
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        self.calls += 1
+        if self.calls == self.n:
+            raise KeyboardInterrupt
+        return super().summarize(request)
+
+
+@pytest.mark.parametrize("by_path", [True, False])
+def test_ctrl_c_in_one_slot_leaves_no_claim_held(db_file, by_path):
+    """Ctrl-C during an extractive run (one slot, 512 segments claimed per transaction) left
+    every segment of the batch `running` under a lease of --timeout + 60 s: the next run
+    skipped them all as "running", and once the leases expired each counted as a failed
+    attempt anyway. The claims still held are now recorded at once as cancelled attempts, as
+    with several slots, so the next run takes them up again."""
+    from lexkeep.core.store import Store
+
+    with Store.open(db_file) as store:
+        build(store, {f"c{i}": 30 for i in range(6)})  # six segments, one batch
+    interrupted = InterruptedAfter(3)
+    with pytest.raises(KeyboardInterrupt):
+        if by_path:
+            run_compaction(db_file, summarizer=interrupted)
+        else:
+            with Store.open(db_file) as store:
+                run_compaction(store, summarizer=interrupted)
+    with Store.open(db_file, read_only=True) as store:
+        rows = store.con.execute(
+            "SELECT status, attempts, last_error, lease_owner FROM compactions"
+        ).fetchall()
+    assert len(rows) == 6, rows
+    assert [r for r in rows if r[0] == "running"] == []
+    assert {(s, a, e, o) for s, a, e, o in rows} == {
+        ("failed", 1, "cancelled: the run was interrupted", None)
+    }
+    again = run_compaction(db_file)  # the same identity (extractive/1), attempt 2
+    assert (again.completed, again.skipped) == (6, 0), again.skipped_reasons
+    same = run_compaction(db_file, summarizer=InterruptedAfter(0))  # never interrupts
+    assert (same.completed, same.skipped) == (0, 6)  # each range has its summary now

@@ -287,3 +287,31 @@ def test_valid_summary_needs_the_same_range_and_all_ten_pairs(store):
     assert jobs.valid_summary(store.con, "c1", 10, pairs[10:20])[0] is None
     assert jobs.valid_summary(store.con, "c1", 0, pairs[:9])[0] is None
     assert jobs.valid_summary(store.con, "c1", 0, pairs[:10])[0] is not None
+
+
+def test_fail_owned_gives_back_only_the_owners_running_claims(store):
+    """An interrupted worker records what it still holds as failed attempts; another
+    worker's claim and a completed job are left as they are."""
+    build(store, {"c1": 30, "c2": 30, "c3": 30})
+    mine = jobs.claim(store.con, ident_for(store, "c1"), owner="w1", now=NOW)
+    theirs = jobs.claim(store.con, ident_for(store, "c2"), owner="w2", now=NOW)
+    finished = jobs.claim(store.con, ident_for(store, "c3"), owner="w1", now=NOW)
+    jobs.complete(store.con, finished, done(), now=NOW + 1)
+    assert jobs.fail_owned(store.con, "w1", "cancelled: stop", now=NOW + 2) == 1
+    assert jobs.fail_owned(store.con, "w1", "cancelled: stop", now=NOW + 3) == 0
+    rows = dict(
+        (r[0], r[1:])
+        for r in store.con.execute(
+            "SELECT id, status, lease_owner, last_error FROM compactions"
+        ).fetchall()
+    )
+    assert rows[mine.job_id] == ("failed", None, "cancelled: stop")
+    assert rows[theirs.job_id] == ("running", "w2", None)
+    assert rows[finished.job_id][0] == "completed"
+    attempt = store.con.execute(
+        "SELECT outcome, error, finished_at FROM compaction_attempts WHERE job_id = ?",
+        [mine.job_id],
+    ).fetchall()
+    assert attempt == [("failed", "cancelled: stop", NOW + 2)]
+    again = jobs.claim(store.con, ident_for(store, "c1"), owner="w3", now=NOW + 4)
+    assert isinstance(again, jobs.Claim) and again.attempt == 2

@@ -166,6 +166,8 @@ class FakeOpenAI(BaseHTTPRequestHandler):
             self.wfile.write(b'{"error": "overloaded"}')
             return
         message = {"role": "assistant", "content": "Summary: [a0] ORD_88400."}
+        if mode == "surrogate":  # valid JSON (a lone \\ud800 escape), but no UTF-8 text
+            message["content"] = "Summary: [a0] ORD_\ud80088400."
         finish = {"stop": "stop", "length": "length", "tools": "tool_calls"}.get(mode, "stop")
         if mode == "tools":
             message["tool_calls"] = [
@@ -305,3 +307,23 @@ def test_openai_through_the_engine_tool_calls_fail_and_stop_completes(openai_url
     assert good.completed == 1
     sent = FakeOpenAI.requests[-1]["body"]["messages"]
     assert "USER-SAYS" not in json.dumps(sent)  # no user text ever leaves for the model
+
+
+def test_a_summary_with_a_lone_surrogate_breaks_the_contract():
+    problem = check_generation(Generation("Summary \ud800 here"))
+    assert problem == "the summary is not plain text: a lone surrogate U+D800 at character 8"
+    assert check_generation(Generation("line one\n\tline two \U0001f600\r\n")) is None
+
+
+def test_openai_text_with_a_lone_surrogate_is_a_failed_attempt_not_a_crash(openai_url, store):
+    """A response whose content held a lone surrogate (valid JSON: "\\ud800") crashed the
+    whole run with "internal error: UnicodeEncodeError", leaving its claim leased."""
+    from test_compaction_support import build
+
+    from lexkeep.compaction.engine import run_compaction
+
+    build(store, {"c1": 30})
+    report = run_compaction(store, summarizer=_openai(openai_url, "surrogate"))
+    assert (report.completed, report.failed) == (0, 1)
+    [row] = store.con.execute("SELECT status, last_error, summary FROM compactions").fetchall()
+    assert row[0] == "failed" and "not plain text" in row[1] and row[2] is None

@@ -278,3 +278,25 @@ def test_values_escaped_in_a_json_tool_result_count_as_supplied(store, tmp_path)
         ("C:\\Users\\ana\\report-2025.txt", "truncated"),
         ("https://x.io/r/77", "extended"),
     }
+
+
+def test_an_incomplete_scan_is_not_ok(support, tmp_path):
+    """A value whose scan ran out of its time budget was checked only in part: a caller that
+    asks only `report.ok` must not run the call (the report fails closed). `passed` still says
+    that nothing unsupplied was found, for a caller that accepts a partial check."""
+    from lexkeep.core.rules import load_rules
+
+    rules_file = tmp_path / "tight.toml"
+    rules_file.write_text("[settings]\ntimeout_ms = 1\n", encoding="utf-8")
+    # the supplied invoice, then digits that keep the number kinds busy and are no identifier
+    dense = INVOICE + " " + "1 " * 8000
+    report = guard_arguments(support, "c1", {"note": dense}, rules=load_rules(rules_file))
+    assert report.complete is False, "the scan must run out of time for this test to mean much"
+    assert report.unsupplied == ()
+    assert report.passed is True
+    assert report.ok is False and report.exit_code == 1
+    doc = guard_to_json(report)
+    assert (doc["ok"], doc["passed"], doc["complete"]) == (False, True, False)
+    # the same arguments scanned in full pass
+    full = guard_arguments(support, "c1", {"note": dense})
+    assert full.complete and full.passed and full.ok and full.exit_code == 0
