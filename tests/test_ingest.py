@@ -933,3 +933,75 @@ def test_records_left_out_are_not_recorded_when_the_ingest_fails(tmp_path):
         assert _left_out(store) == []
         ingest_paths(store, [str(b)], skip_invalid=True)
         assert _left_out(store) == [(str(b), 1, None, "message 'm1'")]
+
+
+@pytest.mark.parametrize("layout", ["two files", "second ingest", "lean", "on disk"])
+def test_tool_calls_and_results_left_out_for_their_id_are_recorded(tmp_path, layout):
+    """A tool call or result whose conversation already holds its call id with other
+    arguments or output (day 2 of an export whose call ids restart) was left out without a
+    word, though tool arguments are what the audit checks. Each is now counted on the file's
+    summary and recorded as an `id_conflict` row; a true copy (the same file under another
+    name, read again) records nothing. A lean store (an audit's) holds no tool output, so
+    only its calls are checked."""
+    day1 = lexkeep_line(
+        "tool_call", id="t1", conversation_id="c1", name="f", arguments={"n": 1}
+    ) + lexkeep_line("tool_result", call_id="t1", conversation_id="c1", text="order ORD_1")
+    day2 = lexkeep_line(
+        "tool_call", id="t1", conversation_id="c1", name="f", arguments={"n": 2}
+    ) + lexkeep_line("tool_result", call_id="t1", conversation_id="c1", text="order ORD_2")
+    a, b, copy = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl", tmp_path / "copy.jsonl"
+    a.write_text(day1)
+    b.write_text(day2)
+    copy.write_text(day1)
+    where = tmp_path / "s.duckdb" if layout == "on disk" else None
+    lean = layout == "lean"
+    with Store.open(where) as store:
+        if layout == "second ingest":
+            ingest_paths(store, [str(a)])
+            counts = ingest_paths(store, [str(b), str(copy)])
+        else:
+            counts = ingest_paths(store, [str(a), str(b), str(copy)], lean=lean)[1:]
+        name = str(b) if where is None else str(b.absolute())
+        expected = [(name, 1, None, "tool_call 't1' in conversation 'c1'")]
+        if not lean:
+            expected.append((name, 2, None, "tool_result 't1' in conversation 'c1'"))
+        assert _left_out(store) == expected
+        assert store.con.execute("SELECT arguments_raw FROM tool_calls").fetchall() == [
+            ('{"n":1}',)
+        ]
+        assert counts[0].conflicts == (
+            len(expected),
+            f"tool_call 't1' in conversation 'c1' at {b}:1, stored from {a}:1",
+        )
+        assert counts[1].conflicts == (0, None)  # the same records read again
+        if lean:
+            return
+        # read again: unchanged, then grown (only its new lines are checked)
+        ingest_paths(store, [str(a), str(b), str(copy)])
+        assert _left_out(store) == expected
+        b.write_text(day2 + lexkeep_line("tool_call", id="t1", conversation_id="c1", name="g"))
+        [grown] = ingest_paths(store, [str(b)])
+        assert grown.status == "appended"
+        assert _left_out(store) == [*expected, (name, 3, None, expected[0][3])]
+
+
+def test_the_first_record_left_out_is_the_first_in_the_file(tmp_path):
+    """The summary names the file's first record left out, whatever its kind: a compaction
+    before a message, a tool call before both."""
+
+    def day(n: int) -> str:
+        return (
+            lexkeep_line("tool_call", id="t1", conversation_id="c1", name="f", arguments={"n": n})
+            + lexkeep_line("compaction", id="b1", conversation_id="c1", summary=f"day {n}")
+            + lexkeep_line("message", id="m1", conversation_id="c1", role="user", text=f"{n}")
+        )
+
+    a, b = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl"
+    a.write_text(day(1))
+    b.write_text(day(2))
+    with Store.open(None) as store:
+        counts = ingest_paths(store, [str(a), str(b)])
+    assert counts[1].conflicts == (
+        3,
+        f"tool_call 't1' in conversation 'c1' at {b}:1, stored from {a}:1",
+    )
