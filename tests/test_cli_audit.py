@@ -716,3 +716,28 @@ def test_a_tool_call_left_out_for_its_id_is_named_by_ingest_stats_and_audit(cli,
     assert note in json.loads(stored.stdout)["notes"]
     files = cli("audit", a, b, "--format", "json", "--exit-zero")
     assert note in json.loads(files.stdout)["notes"]
+
+
+@pytest.mark.parametrize("skip_invalid", [False, True])
+def test_a_jsonl_file_whose_last_line_is_still_being_written_is_named_in_the_notes(
+    cli, tmp_path, skip_invalid
+):
+    """A session file audited while its writer is inside its last line: the complete lines
+    are audited and the notes say the last one is not (they said nothing, as if the file
+    were whole), as for a JSON document still being written."""
+    full = INVOICE.read_bytes()
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(full[: full.rindex(b'"text"')])  # inside the last line
+    flags = ["--skip-invalid"] if skip_invalid else []
+    result = cli("audit", live, *flags, "--format", "json", "--exit-zero")
+    assert result.exit_code == 0, result.stderr
+    notes = json.loads(result.stdout)["notes"]
+    assert (
+        f"1 file(s) end in a line still being written (first: {live}); only their complete"
+        " lines are in this audit"
+    ) in notes, notes
+    assert not any("invalid trace line" in n for n in notes), notes
+    whole = tmp_path / "whole.jsonl"
+    whole.write_bytes(full)
+    result = cli("audit", whole, "--format", "json", "--exit-zero")
+    assert not any("still being written" in n for n in json.loads(result.stdout)["notes"])
