@@ -1633,7 +1633,9 @@ def _ingest_one(
                 f" (or drop --input-format to keep it as {prev[3]})",
             )
         same, more = _same_prefix(path, prev[0], prev[2])
-        if same and not more:
+        # prev[0] is 0 when nothing counted as read (see _holds_nothing_now): an empty file
+        # then has nothing to read, and is not called unchanged.
+        if same and not more and prev[0]:
             if on_progress is not None:  # the bar counts it as read, not stuck at its start
                 on_progress(prev[0])
             return FileCounts(path=path, format=prev[3], status="unchanged"), 0
@@ -1653,6 +1655,7 @@ def _ingest_one(
         try:
             fmt, items = detect_format(source, format)
         except EmptyInput:
+            _holds_nothing_now(batch, key, prev)
             counts = FileCounts(
                 path=path,
                 format="",
@@ -1662,6 +1665,7 @@ def _ingest_one(
             return counts, 0
         except UnrecognisedFormat:
             if from_walk:
+                _holds_nothing_now(batch, key, prev)
                 return FileCounts(path=path, format="", status="unrecognised"), 0
             raise
         except IncompleteDocument:
@@ -1669,6 +1673,7 @@ def _ingest_one(
                 raise
             # As a document cut after some values (_FileIngest._skipped): not a bad line,
             # only one not written yet. Nothing is stored or recorded.
+            _holds_nothing_now(batch, key, prev)
             return FileCounts(path=path, format="", status="empty", truncated_document=True), 0
         records = get_reader(fmt).read(items, path)
     if skip_lines and prev is not None and prev[3] and prev[3] != fmt.value:
@@ -1755,6 +1760,27 @@ def _ingest_one(
         truncated_document=state.truncated_document,
     )
     return counts, skip_lines
+
+
+_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+def _holds_nothing_now(batch: _Batch, key: str, prev: tuple[Any, ...] | None) -> None:
+    """A file ingested before (`prev`: its latest ingest_runs row) holds nothing to read now:
+    emptied, rewritten as something that is no trace, or its first line or value still being
+    written. The errors earlier ingests recorded for it describe lines it no longer holds, so
+    they go (in the batch's transaction, as for a file read again: _forget_errors_read_again).
+
+    An ingest_runs row consuming nothing is recorded too, so that the file's old content,
+    should it come back, is read again whole (and its errors found again) instead of being
+    unchanged since the row before. A file whose latest row consumed nothing already gets no
+    second one. The records stored from the old content stay, as for any rewritten file.
+    """
+    if prev is None or key == "-":
+        return
+    batch.reread.append((key, 0))
+    if prev[0]:
+        batch.record_ingest(key, (_EMPTY_SHA256, 0, 0, prev[3], 0, 0, 0, 0, 0))
 
 
 def _fast_stage(
