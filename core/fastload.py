@@ -35,7 +35,7 @@ import orjson
 
 from lexkeep.core.errors import ReusedIdError
 from lexkeep.core.inspect import conflict_detail
-from lexkeep.core.jsonnumbers import compact_text, exact_text, holds_float
+from lexkeep.core.jsonnumbers import compact_text, exact_text, holds_float, same_json
 from lexkeep.core.model import (
     ArgumentsKind,
     BoundaryKind,
@@ -798,9 +798,8 @@ def _conflicts(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, int
         ).fetchall()
     ]
     for row in con.execute(_CALLS_LEFT_OUT_SQL, {"file": name}).fetchall():
-        key, conv, line, held_file, held_line, held_name, held_raw, *staged = row
-        call_name, raw, as_json, whole, explicit = staged
-        if call_name != held_name or _arguments(raw, as_json, whole, explicit)[0] != held_raw:
+        key, conv, line, held_file, held_line, held_name, held_raw, call_name, *given = row
+        if call_name != held_name or not same_json(held_raw, _arguments(*given)[0]):
             found.append((conflict_detail("tool_call", key, conv), line, held_file, held_line))
     found.sort(key=lambda conflict: conflict[1])
     return found

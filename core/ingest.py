@@ -30,6 +30,7 @@ from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, wr
 from lexkeep.core.formats import detect, get_reader
 from lexkeep.core.identifiers import extract_many, prepare
 from lexkeep.core.inspect import ID_CONFLICT, conflict_detail
+from lexkeep.core.jsonnumbers import same_json
 from lexkeep.core.keyset import Keys
 from lexkeep.core.model import (
     ArgumentsKind,
@@ -1200,11 +1201,19 @@ def _check_calls(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> None
     }
     for row in rows:
         held = stored.get((row[0], row[1]))
-        if held is None or held[2] == [row[i] for i in content]:
+        if held is None or _same_call(table, held[2], [row[i] for i in content]):
             continue
         detail = conflict_detail(what, row[1], row[0])
         batch.conflict(row[at], detail, row[at + 1], held[0], held[1])
         batch.left_out.append((row[at], row[at + 1], detail))
+
+
+def _same_call(table: str, held: list[Any], read: list[Any]) -> bool:
+    """A stored tool call's (name, raw arguments) and one read again are the same call: same
+    name, and arguments one JSON value written twice (same_json); a result's text is equal."""
+    if table == "tool_calls":
+        return held[0] == read[0] and same_json(held[1], read[1])
+    return held == read
 
 
 def _conversation_of(item: Any) -> str:

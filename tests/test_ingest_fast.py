@@ -641,8 +641,8 @@ def test_records_left_out_for_an_id_their_conversation_holds_are_recorded_both_w
 def test_tool_calls_and_results_left_out_for_their_id_are_recorded_both_ways(tmp_path):
     """Day 2 of an export whose call ids restart, big enough for the DuckDB path: both paths
     leave out the same calls and results (other arguments, other output, arguments given as
-    text or as a JSON value), keep a true copy quiet, and write the same id_conflict rows and
-    summary."""
+    text or as a JSON value), keep a true copy quiet (also one whose arguments are the same
+    JSON written otherwise), and write the same id_conflict rows and summary."""
     # Its arguments as a JSON value with a number the line writes with a trailing zero.
     t1 = b'{"type":"tool_call","id":"t1","conversation_id":"c1","name":"f","arguments":{"n":%s}}\n'
     first = tmp_path / "day1.jsonl"
@@ -653,6 +653,7 @@ def test_tool_calls_and_results_left_out_for_their_id_are_recorded_both_ways(tmp
         + _line("tool_call", id="t2", conversation_id="c1", name="g", arguments='{"a": 1}')
         + _line("tool_result", call_id="t2", conversation_id="c1", text="same")
         + _line("tool_call", id="t3", conversation_id="c1", name="h", arguments=[1, "x"])
+        + _line("tool_call", id="t5", conversation_id="c1", name="k", arguments='{"a": 1, "b": 2}')
     )
     second = tmp_path / "day2.jsonl"
     second.write_bytes(
@@ -663,6 +664,7 @@ def test_tool_calls_and_results_left_out_for_their_id_are_recorded_both_ways(tmp
         + _line("tool_result", call_id="t2", conversation_id="c1", text="same")
         + _line("tool_call", id="t3", conversation_id="c1", name="h2", arguments=[1, "x"])
         + _line("tool_call", id="t4", conversation_id="c1", name="f", arguments={"n": 2})
+        + _line("tool_call", id="t5", conversation_id="c1", name="k", arguments='{"b":2,"a":1}')
     )
     assert _took_fast_path(second, tmp_path)
     fast, slow = _ingest_both(tmp_path / "dbs", [[str(first)], [str(second)], [str(second)]])
@@ -677,5 +679,6 @@ def test_tool_calls_and_results_left_out_for_their_id_are_recorded_both_ways(tmp
         ("t1", None, 1, "f", '{"n":1.50}'),
         ("t2", None, 3, "g", '{"a": 1}'),
         ("t3", None, 5, "h", '[1,"x"]'),
-        ("t4", None, 7, "f", '{"n":2}'),
+        ("t4", None, 8, "f", '{"n":2}'),
+        ("t5", None, 6, "k", '{"a": 1, "b": 2}'),  # the same JSON value, written otherwise
     ]
