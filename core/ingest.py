@@ -700,7 +700,7 @@ class _Batch:
         # Messages, tool calls and boundaries written per source file: fewer than were read when
         # the store held some already (a resumed Claude Code session copies its earlier lines).
         # Records left out whose id their conversation holds with other content, per stored
-        # source file: (how many, the first as text) (see _check_ids).
+        # source file: (how many, the first as text) (see _check_ids and _check_calls).
         self.conflicts: dict[str, tuple[int, str]] = {}
         self.first_conflict: dict[str, int] = {}  # stored source file -> the first's line
         # ... and each of them, for ingest_errors: (stored source file, line, detail).
@@ -725,7 +725,8 @@ class _Batch:
         self, path: str, record: str, line: int, held_path: str, held_line: int, count: int = 1
     ) -> None:
         """Count `count` records of `path` left out because their conversation holds their id
-        with other content; the first one counted is named (`record` at `line`)."""
+        with other content; the file's first of them in line order is named (`record` at
+        `line`)."""
         counted, first = self.conflicts.get(path, (0, ""))
         if not counted or line < self.first_conflict[path]:
             # The file's first in line order, whichever table's check counted it first.
