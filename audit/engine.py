@@ -375,15 +375,24 @@ def run_audit(
 
 def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]) -> AuditReport:
     """`report` with a note when JSON documents were still being written (read with
-    --skip-invalid): only their values complete so far were audited."""
+    --skip-invalid): only their values complete so far were audited; and one when JSONL files
+    end in a line still being written: only their complete lines were."""
+    notes = list(report.notes)
     cut = [c for c in counts if c.truncated_document and c.status != "empty"]
-    if not cut:
+    if cut:
+        notes.append(
+            f"{len(cut)} JSON document(s) were still being written (first: {cut[0].path});"
+            " only their values complete so far are in this audit"
+        )
+    cut = [c for c in counts if c.truncated_last_line and c.status != "empty"]
+    if cut:
+        notes.append(
+            f"{len(cut)} file(s) end in a line still being written (first: {cut[0].path});"
+            " only their complete lines are in this audit"
+        )
+    if len(notes) == len(report.notes):
         return report
-    note = (
-        f"{len(cut)} JSON document(s) were still being written (first: {cut[0].path}); only"
-        " their values complete so far are in this audit"
-    )
-    return dataclasses.replace(report, notes=(*report.notes, note))
+    return dataclasses.replace(report, notes=tuple(notes))
 
 
 def _no_traces(paths: Sequence[str], files: int, empty: int = 0, writing: int = 0) -> InputError:

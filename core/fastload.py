@@ -34,7 +34,8 @@ import duckdb
 import orjson
 
 from lexkeep.core.errors import ReusedIdError
-from lexkeep.core.jsonnumbers import compact_text, exact_text, holds_float
+from lexkeep.core.inspect import conflict_detail
+from lexkeep.core.jsonnumbers import compact_text, exact_text, holds_float, same_json
 from lexkeep.core.model import (
     ArgumentsKind,
     BoundaryKind,
@@ -503,10 +504,12 @@ class FastCounts:
     tool_calls_added: int | None = None
     boundaries_added: int | None = None
     # Records left out whose conversation holds their id with other content: how many, and
-    # the first as (record, line, stored file, stored line) (see core.ingest._check_ids).
+    # the first as (record, line, stored file, stored line) (see core.ingest._check_ids and
+    # _check_calls).
     conflicts: tuple[int, tuple[str, int, str, int] | None] = (0, None)
-    # Each of them as (kind, id, line), in file order, for ingest_errors.
-    left_out: list[tuple[str, str, int]] = field(default_factory=list)
+    # Each of them as (record, line), in file order, for ingest_errors (record: its
+    # core.inspect.conflict_detail).
+    left_out: list[tuple[str, int]] = field(default_factory=list)
 
 
 class _GiveUp(Exception):
@@ -704,16 +707,16 @@ def write(store: Store, staged: Staged, name: str | None = None) -> FastCounts |
             held = (conv, store.shown_paths()[file], file_line)
             raise ReusedIdError(what, key, held, path=staged.path, line=line)
     conflicts: tuple[int, tuple[str, int, str, int] | None] = (0, None)
-    left_out: list[tuple[str, str, int]] = []
+    left_out: list[tuple[str, int]] = []
     if sum(after) - sum(before) < con.execute(_STAGED_RECORDS_SQL).fetchone()[0]:
         # Records the store held already were left out, and had positions all the same.
         bases = dict(con.execute(_BASES_SQL).fetchall())
         close_position_holes(con, bases)
-        rows = con.execute(_CONFLICTS_SQL, {"file": name}).fetchall()
+        rows = _conflicts(con, name)
         if rows:
-            what, key, line, held_file, held_line = rows[0]
-            conflicts = (len(rows), (f"{what} {key!r}", line, held_file, held_line))
-            left_out = [(what, key, line) for what, key, line, _, _ in rows]
+            record, line, held_file, held_line = rows[0]
+            conflicts = (len(rows), (record, line, held_file, held_line))
+            left_out = [(record, line) for record, line, _, _ in rows]
     return replace(
         staged.counts,
         messages_added=after[0] - before[0],
@@ -747,23 +750,59 @@ SELECT * FROM (
 """
 
 
-# Staged messages and compactions left out because their conversation holds their id with
-# other content (core.ingest._check_ids on the general path), in file order. A stored row from
-# this very line is the record itself.
+# Staged messages, compactions and tool results left out because their conversation holds
+# their id with other content (core.ingest._check_ids and _check_calls on the general path),
+# in file order: (kind, id, conversation of a tool result, line, stored file, stored line). A
+# stored row from this very line is the record itself.
 _CONFLICTS_SQL = """
 SELECT * FROM (
-    SELECT 'message', l.x_id, l.line, m.source_file, m.source_line
+    SELECT 'message', l.x_id, NULL, l.line, m.source_file, m.source_line
     FROM lexkeep_ingest_lines l JOIN messages m ON m.id = l.x_id
     WHERE l.type = 'message' AND m.conversation_id = l.x_conv AND m.text <> l.x_text
       AND NOT (m.source_file = $file AND m.source_line = l.line)
     UNION ALL
-    SELECT 'compaction', l.x_id, l.line, b.source_file, b.source_line
+    SELECT 'compaction', l.x_id, NULL, l.line, b.source_file, b.source_line
     FROM lexkeep_ingest_lines l JOIN boundaries b ON b.id = l.x_id
     WHERE l.type = 'compaction' AND b.conversation_id = l.x_conv
       AND b.summary_text IS DISTINCT FROM l.x_summary
       AND NOT (b.source_file = $file AND b.source_line = l.line)
-) ORDER BY 3
+    UNION ALL
+    SELECT 'tool_result', l.x_call, l.x_conv, l.line, r.source_file, r.source_line
+    FROM lexkeep_ingest_lines l
+    JOIN tool_results r ON r.conversation_id = l.x_conv AND r.call_id = l.x_call
+    WHERE l.type = 'tool_result' AND r.text <> l.x_text
+      AND NOT (r.source_file = $file AND r.source_line = l.line)
+) ORDER BY 4
 """
+# Staged tool calls left out as already stored, with what decides whether they are the stored
+# call read again: the stored name and raw arguments, and the staged ones (the raw text of
+# arguments given as a JSON value is made in Python, as _tool_call_rows makes it).
+_CALLS_LEFT_OUT_SQL = """
+SELECT l.x_id, l.x_conv, l.line, c.source_file, c.source_line, c.name, c.arguments_raw,
+       l.x_name, l.x_args, l.x_args_json, l.x_args_line, l.x_args_kind
+FROM lexkeep_ingest_lines l
+JOIN tool_calls c ON c.conversation_id = l.x_conv AND c.call_id = l.x_id
+WHERE l.type = 'tool_call' AND NOT (c.source_file = $file AND c.source_line = l.line)
+ORDER BY l.line
+"""
+
+
+def _conflicts(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, int, str, int]]:
+    """The staged records left out because their conversation holds their id with other
+    content, in file order: (record as conflict_detail writes it, line, stored file, stored
+    line)."""
+    found = [
+        (conflict_detail(what, key, conv), line, held_file, held_line)
+        for what, key, conv, line, held_file, held_line in con.execute(
+            _CONFLICTS_SQL, {"file": name}
+        ).fetchall()
+    ]
+    for row in con.execute(_CALLS_LEFT_OUT_SQL, {"file": name}).fetchall():
+        key, conv, line, held_file, held_line, held_name, held_raw, call_name, *given = row
+        if call_name != held_name or not same_json(held_raw, _arguments(*given)[0]):
+            found.append((conflict_detail("tool_call", key, conv), line, held_file, held_line))
+    found.sort(key=lambda conflict: conflict[1])
+    return found
 
 
 def _holds_rows(con: duckdb.DuckDBPyConnection, table: str) -> bool:
@@ -801,16 +840,7 @@ def _tool_call_rows(con: duckdb.DuckDBPyConnection, path: str) -> Iterator[tuple
             return
         last = rows[-1][-1]
         for conv, call_id, message_id, pos, name, raw, as_json, whole, explicit, time, line in rows:
-            if raw is None:
-                # Arguments recorded as a JSON value: kept as its JSON text, as the reader does.
-                got = object_arguments(as_json, whole)
-                if got is None:
-                    raise _GiveUp("arguments this path cannot write as the reader does")
-                raw, value = got
-                default = ArgumentsKind.ARRAY if isinstance(value, list) else ArgumentsKind.OBJECT
-                kind = explicit or default.value
-            else:
-                kind = explicit or ArgumentsKind.JSON_STRING.value
+            raw, kind = _arguments(raw, as_json, whole, explicit)
             parsed = None
             if kind != freeform:
                 try:
@@ -818,6 +848,23 @@ def _tool_call_rows(con: duckdb.DuckDBPyConnection, path: str) -> Iterator[tuple
                 except orjson.JSONDecodeError:
                     parsed = None
             yield (conv, call_id, message_id, pos, name, raw, parsed, kind, time, path, line)
+
+
+def _arguments(
+    raw: str | None, as_json: str | None, whole: str | None, explicit: str | None
+) -> tuple[str, str]:
+    """(raw text, kind) of a staged call's arguments, as the reader keeps them: `raw` when
+    they were given as text, else the text of the JSON value (`as_json`, or from its line
+    `whole`; see object_arguments). _GiveUp when that cannot be reproduced here."""
+    if raw is not None:
+        return raw, explicit or ArgumentsKind.JSON_STRING.value
+    # Arguments recorded as a JSON value: kept as its JSON text, as the reader does.
+    got = object_arguments(as_json, whole)  # type: ignore[arg-type]
+    if got is None:
+        raise _GiveUp("arguments this path cannot write as the reader does")
+    raw, value = got
+    default = ArgumentsKind.ARRAY if isinstance(value, list) else ArgumentsKind.OBJECT
+    return raw, explicit or default.value
 
 
 TOOL_CALL_CHUNK = 50_000

@@ -30,6 +30,7 @@ from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, wr
 from lexkeep.core.formats import detect, get_reader
 from lexkeep.core.identifiers import extract_many, prepare
 from lexkeep.core.inspect import ID_CONFLICT, conflict_detail
+from lexkeep.core.jsonnumbers import same_json
 from lexkeep.core.keyset import Keys
 from lexkeep.core.model import (
     ArgumentsKind,
@@ -699,8 +700,9 @@ class _Batch:
         # Messages, tool calls and boundaries written per source file: fewer than were read when
         # the store held some already (a resumed Claude Code session copies its earlier lines).
         # Records left out whose id their conversation holds with other content, per stored
-        # source file: (how many, the first as text) (see _check_ids).
+        # source file: (how many, the first as text) (see _check_ids and _check_calls).
         self.conflicts: dict[str, tuple[int, str]] = {}
+        self.first_conflict: dict[str, int] = {}  # stored source file -> the first's line
         # ... and each of them, for ingest_errors: (stored source file, line, detail).
         self.left_out: list[tuple[str, int, str]] = []
         # stored path -> the index of its file's ingest_runs row (see record_ingest).
@@ -723,9 +725,12 @@ class _Batch:
         self, path: str, record: str, line: int, held_path: str, held_line: int, count: int = 1
     ) -> None:
         """Count `count` records of `path` left out because their conversation holds their id
-        with other content; the first one counted is named (`record` at `line`)."""
+        with other content; the file's first of them in line order is named (`record` at
+        `line`)."""
         counted, first = self.conflicts.get(path, (0, ""))
-        if not counted:
+        if not counted or line < self.first_conflict[path]:
+            # The file's first in line order, whichever table's check counted it first.
+            self.first_conflict[path] = line
             first = (
                 f"{record} at {self.shown(path)}:{line}, stored from"
                 f" {self.shown(held_path)}:{held_line}"
@@ -906,15 +911,16 @@ class _Batch:
         if seen is not None:
             fresh_messages = seen.fresh("messages", messages, itemgetter(0))
             fresh_boundaries = seen.fresh("boundaries", boundaries, itemgetter(0))
+            fresh_calls = seen.fresh("tool_calls", calls, itemgetter(0, 1))
             for table, rows, fresh in (
                 ("messages", messages, fresh_messages),
                 ("boundaries", boundaries, fresh_boundaries),
+                ("tool_calls", calls, fresh_calls),
             ):
                 if len(fresh) < len(rows):
                     written = {id(row) for row in fresh}
                     left_out[table] = [row for row in rows if id(row) not in written]
-            messages, boundaries = fresh_messages, fresh_boundaries
-            calls = seen.fresh("tool_calls", calls, itemgetter(0, 1))
+            messages, boundaries, calls = fresh_messages, fresh_boundaries, fresh_calls
         conflict = "DO NOTHING" if seen is None else ""
         # Written rows per file: counted by the insert in a keyed store, here in a keyless one
         # (what its key set let through); not at all in a lean store, which writes only some.
@@ -930,7 +936,8 @@ class _Batch:
             ("boundaries", boundaries),
         ):
             if rows:
-                ids: set[Any] | None = set() if seen is None and table in _OWN_IDS else None
+                checked = seen is None and table in _CHECKED
+                ids: set[Any] | None = set() if checked else None
                 counter = None if seen is not None else added.get(table)
                 before = sum(counter.values()) if counter is not None else 0
                 store.bulk_insert(
@@ -940,13 +947,17 @@ class _Batch:
                     on_conflict=conflict,
                     added_per_file=counter,
                     added_ids=ids,
+                    id_columns=_KEY_COLUMNS.get(table, ("id",)),
                 )
                 if counter is not None and sum(counter.values()) - before < len(rows):
                     self.holes = True  # rows left out as already stored took positions
                 if ids is not None and len(ids) < len(rows):
-                    left_out[table] = _not_inserted(rows, ids)
+                    left_out[table] = _not_inserted(rows, ids, _ROW_KEY.get(table, itemgetter(0)))
         for table, rows in left_out.items():
-            _check_ids(self, table, rows)
+            if table in _OWN_IDS:
+                _check_ids(self, table, rows)
+            else:
+                _check_calls(self, table, rows)
 
     def finish(self) -> None:
         """Write everything staged: timeline rows, runs, conversations, ingest errors."""
@@ -1091,12 +1102,28 @@ _TEXT_AT = {"messages": 7, "boundaries": 5}
 _TEXT_COLUMN = {"messages": "text", "boundaries": "summary_text"}
 
 
-def _not_inserted(rows: list[tuple[Any, ...]], inserted: set[Any]) -> list[tuple[Any, ...]]:
-    """The rows an insert left out: an id it did not return, or one an earlier row took."""
+# Tool calls and results: keyed by conversation and call id, checked by _check_calls. Their
+# key columns, their key in a row, and per table (what an error calls such a record, the
+# index of its source file in a row (its line follows), the indexes of its content).
+_KEY_COLUMNS = {
+    "tool_calls": ("conversation_id", "call_id"),
+    "tool_results": ("conversation_id", "call_id"),
+}
+_ROW_KEY = {table: itemgetter(0, 1) for table in _KEY_COLUMNS}
+_CALLS = {"tool_calls": ("tool_call", 9, (4, 5)), "tool_results": ("tool_result", 5, (3,))}
+_CALL_CONTENT_SQL = {"tool_calls": "name, arguments_raw", "tool_results": "text"}
+# Tables whose rows an insert may leave out as already stored, to be checked.
+_CHECKED = frozenset({"messages", "boundaries", *_CALLS})
+
+
+def _not_inserted(
+    rows: list[tuple[Any, ...]], inserted: set[Any], key_of: Callable[[Any], Any] = itemgetter(0)
+) -> list[tuple[Any, ...]]:
+    """The rows an insert left out: a key it did not return, or one an earlier row took."""
     out = []
     taken: set[Any] = set()
     for row in rows:
-        key = row[0]
+        key = key_of(row)
         if key not in inserted or key in taken:
             out.append(row)
         taken.add(key)
@@ -1150,6 +1177,44 @@ def _check_ids(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> None:
         if text_at is not None and held[3] != row[text_at]:
             batch.conflict(row[at], f"{what} {row[0]!r}", row[at + 1], held[1], held[2])
             batch.left_out.append((row[at], row[at + 1], conflict_detail(what, row[0])))
+
+
+def _check_calls(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> None:
+    """Count and record the tool calls (or results) of `rows`, left out as already stored,
+    whose conversation holds their call id with another name or arguments (another output).
+
+    A call id is its conversation's own (the store's key is both), so unlike a message's id
+    it cannot name another conversation's record. The same call read again (a file ingested
+    twice, a request log that sends the history again, a resumed session's copy) is quiet;
+    any other is as _check_ids's records left out: the first stays, the file's summary
+    counts it, and it is an ingest_errors row (`id_conflict`).
+    """
+    what, at, content = _CALLS[table]
+    stored = {
+        (conv, call_id): (file, line, held)
+        for conv, call_id, file, line, *held in batch.con.execute(
+            f"SELECT t.conversation_id, t.call_id, t.source_file, t.source_line,"
+            f" {_CALL_CONTENT_SQL[table]} FROM {table} t"
+            " JOIN (SELECT unnest(?) AS conversation_id, unnest(?) AS call_id) k"
+            " USING (conversation_id, call_id)",
+            [[row[0] for row in rows], [row[1] for row in rows]],
+        ).fetchall()
+    }
+    for row in rows:
+        held = stored.get((row[0], row[1]))
+        if held is None or _same_call(table, held[2], [row[i] for i in content]):
+            continue
+        detail = conflict_detail(what, row[1], row[0])
+        batch.conflict(row[at], detail, row[at + 1], held[0], held[1])
+        batch.left_out.append((row[at], row[at + 1], detail))
+
+
+def _same_call(table: str, held: list[Any], read: list[Any]) -> bool:
+    """A stored tool call's (name, raw arguments) and one read again are the same call: same
+    name, and arguments one JSON value written twice (same_json); a result's text is equal."""
+    if table == "tool_calls":
+        return held[0] == read[0] and same_json(held[1], read[1])
+    return held == read
 
 
 def _conversation_of(item: Any) -> str:
@@ -1578,7 +1643,9 @@ def _ingest_one(
                 f" (or drop --input-format to keep it as {prev[3]})",
             )
         same, more = _same_prefix(path, prev[0], prev[2])
-        if same and not more:
+        # prev[0] is 0 when nothing counted as read (see _holds_nothing_now): an empty file
+        # then has nothing to read, and is not called unchanged.
+        if same and not more and prev[0]:
             if on_progress is not None:  # the bar counts it as read, not stuck at its start
                 on_progress(prev[0])
             return FileCounts(path=path, format=prev[3], status="unchanged"), 0
@@ -1598,6 +1665,7 @@ def _ingest_one(
         try:
             fmt, items = detect_format(source, format)
         except EmptyInput:
+            _holds_nothing_now(batch, key, prev)
             counts = FileCounts(
                 path=path,
                 format="",
@@ -1607,6 +1675,7 @@ def _ingest_one(
             return counts, 0
         except UnrecognisedFormat:
             if from_walk:
+                _holds_nothing_now(batch, key, prev)
                 return FileCounts(path=path, format="", status="unrecognised"), 0
             raise
         except IncompleteDocument:
@@ -1614,6 +1683,7 @@ def _ingest_one(
                 raise
             # As a document cut after some values (_FileIngest._skipped): not a bad line,
             # only one not written yet. Nothing is stored or recorded.
+            _holds_nothing_now(batch, key, prev)
             return FileCounts(path=path, format="", status="empty", truncated_document=True), 0
         records = get_reader(fmt).read(items, path)
     if skip_lines and prev is not None and prev[3] and prev[3] != fmt.value:
@@ -1702,6 +1772,27 @@ def _ingest_one(
     return counts, skip_lines
 
 
+_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+def _holds_nothing_now(batch: _Batch, key: str, prev: tuple[Any, ...] | None) -> None:
+    """A file ingested before (`prev`: its latest ingest_runs row) holds nothing to read now:
+    emptied, rewritten as something that is no trace, or its first line or value still being
+    written. The errors earlier ingests recorded for it describe lines it no longer holds, so
+    they go (in the batch's transaction, as for a file read again: _forget_errors_read_again).
+
+    An ingest_runs row consuming nothing is recorded too, so that the file's old content,
+    should it come back, is read again whole (and its errors found again) instead of being
+    unchanged since the row before. A file whose latest row consumed nothing already gets no
+    second one. The records stored from the old content stay, as for any rewritten file.
+    """
+    if prev is None or key == "-":
+        return
+    batch.reread.append((key, 0))
+    if prev[0]:
+        batch.record_ingest(key, (_EMPTY_SHA256, 0, 0, prev[3], 0, 0, 0, 0, 0))
+
+
 def _fast_stage(
     store: Store,
     path: str,
@@ -1767,10 +1858,7 @@ def _fast_write(
         batch.store.bulk_insert(
             "ingest_errors",
             None,
-            [
-                (run_id, name, line, None, ID_CONFLICT, conflict_detail(what, record_id))
-                for what, record_id, line in got.left_out
-            ],
+            [(run_id, name, line, None, ID_CONFLICT, record) for record, line in got.left_out],
             on_conflict="",
         )
     if on_progress is not None and got.bytes_consumed > told:

@@ -17,16 +17,44 @@ SCHEMA_VERSION = 1
 ID_CONFLICT = "id_conflict"
 
 
-def conflict_detail(what: str, record_id: str) -> str:
+def conflict_detail(what: str, record_id: str, conversation: str | None = None) -> str:
     """The ingest_errors detail of a record left out for its id: its kind and id as Python
-    writes a string (`message 'm1'`), which `conflict_record` reads back exactly."""
-    return f"{what} {record_id!r}"
+    writes a string (`message 'm1'`), and for a tool call or result, whose call id only its
+    conversation makes unique, the conversation too (`tool_call 't1' in conversation 'c1'`);
+    `conflict_record` reads it back exactly."""
+    text = f"{what} {record_id!r}"
+    return text if conversation is None else f"{text}{_IN_CONVERSATION}{conversation!r}"
 
 
-def conflict_record(detail: str) -> tuple[str, str]:
-    """(kind, id) of a conflict_detail text."""
+_IN_CONVERSATION = " in conversation "
+
+
+def conflict_record(detail: str) -> tuple[str, str, str | None]:
+    """(kind, id, conversation or None) of a conflict_detail text."""
     what, _, quoted = detail.partition(" ")
-    return what, ast.literal_eval(quoted)
+    # Split where both sides are Python strings: an id may itself hold the separator.
+    start = 0
+    while (at := quoted.find(_IN_CONVERSATION, start)) != -1:
+        start = at + 1
+        try:
+            record_id = ast.literal_eval(quoted[:at])
+            conversation = ast.literal_eval(quoted[at + len(_IN_CONVERSATION) :])
+        except (SyntaxError, ValueError):
+            continue
+        if isinstance(record_id, str) and isinstance(conversation, str):
+            return what, record_id, conversation
+    return what, ast.literal_eval(quoted), None
+
+
+# Where the record a left-out one conflicts with is stored, by its kind (see left_out).
+_HELD_SQL = {
+    "message": "SELECT source_file, source_line FROM messages WHERE id = ?",
+    "compaction": "SELECT source_file, source_line FROM boundaries WHERE id = ?",
+    "tool_call": "SELECT source_file, source_line FROM tool_calls"
+    " WHERE call_id = ? AND conversation_id = ?",
+    "tool_result": "SELECT source_file, source_line FROM tool_results"
+    " WHERE call_id = ? AND conversation_id = ?",
+}
 
 
 def left_out(store: Store) -> tuple[int, str | None]:
@@ -42,15 +70,15 @@ def left_out(store: Store) -> tuple[int, str | None]:
     if not rows:
         return 0, None
     total, path, line, detail = rows[0]
-    what, record_id = conflict_record(detail)
+    what, record_id, conversation = conflict_record(detail)
     shown = store.shown_paths()
-    text = f"{what} {record_id!r} at {shown[path]}:{line}"
-    table = "boundaries" if what == "compaction" else "messages"
-    held = con.execute(
-        f"SELECT source_file, source_line FROM {table} WHERE id = ?", [record_id]
-    ).fetchone()
-    if held is not None:
-        text += f", stored from {shown[held[0]]}:{held[1]}"
+    text = f"{detail} at {shown[path]}:{line}"
+    sql = _HELD_SQL.get(what)
+    if sql is not None:
+        params = [record_id] if conversation is None else [record_id, conversation]
+        held = con.execute(sql, params).fetchone()
+        if held is not None:
+            text += f", stored from {shown[held[0]]}:{held[1]}"
     return total, text
 
 

@@ -144,3 +144,32 @@ def float_text(part: Any, parts: dict[int, Any]) -> str:
         except orjson.JSONEncodeError:
             pass  # nested deeper than orjson writes: its numbers as orjson read them
     return compact_text(part)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _canonical(text: str) -> str | None:
+    """`text`'s JSON value written with its keys sorted, compactly, each number as written;
+    None when `text` is not JSON (or nests deeper than that can be written)."""
+    try:
+        value = json.loads(text, parse_int=Number, parse_float=Number, parse_constant=_no_constant)
+        return orjson.dumps(
+            value,
+            default=_fragment,
+            option=orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_SORT_KEYS,
+        ).decode()
+    except (ValueError, RecursionError, orjson.JSONEncodeError):
+        return None
+
+
+def same_json(first: str, second: str) -> bool:
+    """True when two texts are one JSON value written twice: equal, or JSON that differs only
+    in key order, spacing and escapes (a client that sends a tool call's arguments back as it
+    decoded them). Numbers are compared as written (`1.50` is not `1.5`), as lexkeep keeps
+    them; text that is not JSON only equals itself."""
+    if first == second:
+        return True
+    canonical = _canonical(first)
+    return canonical is not None and canonical == _canonical(second)

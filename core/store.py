@@ -276,6 +276,7 @@ class Store:
         tmpdir: str | None = None,
         added_per_file: Counter[str] | None = None,
         added_ids: set[Any] | None = None,
+        id_columns: tuple[str, ...] = ("id",),
     ) -> int:
         """Insert rows through DuckDB's own JSON reader (no per-row inserts); returns rows read.
 
@@ -284,7 +285,8 @@ class Store:
         as JSON arrays, one per line, and loaded with `read_json`, each element cast to its
         column's type, so the load runs in C++ and nothing is guessed from the first lines.
         `added_per_file` counts the rows actually inserted (not left out by a conflict) by
-        their `source_file`; `added_ids` receives their `id`s.
+        their `source_file`; `added_ids` receives their `id`s, or the tuples of their
+        `id_columns` when those are several (a tool call's conversation and call id).
         """
         if columns is None:
             columns = self.columns(table)
@@ -297,6 +299,7 @@ class Store:
             tmpdir=tmpdir,
             added_per_file=added_per_file,
             added_ids=added_ids,
+            id_columns=id_columns,
         )
 
 
@@ -529,6 +532,7 @@ def bulk_insert(
     tmpdir: str | None = None,
     added_per_file: Counter[str] | None = None,
     added_ids: set[Any] | None = None,
+    id_columns: tuple[str, ...] = ("id",),
 ) -> int:
     """See `Store.bulk_insert`; usable with a bare connection.
 
@@ -567,11 +571,9 @@ def bulk_insert(
         column_list = ", ".join(f'"{name}"' for name, _ in columns)
         values = ", ".join(_element_sql(i, typ, as_json) for i, (_, typ) in enumerate(columns, 1))
         conflict = f" ON CONFLICT {on_conflict}" if on_conflict else ""
-        returned = [
-            name
-            for name, wanted in (("source_file", added_per_file), ("id", added_ids))
-            if wanted is not None
-        ]
+        returned = ["source_file"] if added_per_file is not None else []
+        if added_ids is not None:
+            returned.extend(id_columns)
         returning = f" RETURNING {', '.join(returned)}" if returned else ""
         result = con.execute(
             f"INSERT INTO {table} ({column_list}) "
@@ -584,8 +586,10 @@ def bulk_insert(
             while chunk := result.fetchmany(65536):
                 if added_per_file is not None:
                     added_per_file.update(row[0] for row in chunk)
-                if added_ids is not None:
+                if added_ids is not None and len(id_columns) == 1:
                     added_ids.update(row[-1] for row in chunk)
+                elif added_ids is not None:
+                    added_ids.update(row[-len(id_columns) :] for row in chunk)
         return count
     finally:
         os.unlink(tmp)

@@ -683,3 +683,61 @@ def test_records_left_out_are_named_by_an_audit_of_the_store_and_stats(cli, tmp_
         "1 record(s) were left out because their conversation already held their id with"
         f" other content (first: {first}); whatever they held is not in this audit"
     ]
+
+
+def test_a_tool_call_left_out_for_its_id_is_named_by_ingest_stats_and_audit(cli, tmp_path):
+    """A second file's tool call under a call id its conversation holds with other arguments
+    was left out without a word: the store kept n:1 and nothing named b.jsonl:1."""
+
+    def call(n: int) -> str:
+        fields = {"type": "tool_call", "id": "t1", "conversation_id": "c1", "name": "f"}
+        return json.dumps({**fields, "arguments": {"n": n}}) + "\n"
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(call(1))
+    b.write_text(call(2))
+    db = tmp_path / "s.duckdb"
+    assert cli("ingest", a, "--db", db).exit_code == 0
+    second = cli("ingest", b, "--db", db)
+    assert second.exit_code == 0, second.stderr
+    first = f"tool_call 't1' in conversation 'c1' at {b}:1, stored from {a}:1"
+    assert (
+        "1 record(s) left out: their conversation already holds their id with other content"
+        f" (first: {first})"
+    ) in second.stderr
+    stats = json.loads(cli("stats", "--db", db, "--format", "json").stdout)
+    assert stats["errors_by_reason"] == {"id_conflict": 1}
+    assert stats["records_left_out"] == 1 and stats["first_left_out"] == first
+    note = (
+        "1 record(s) were left out because their conversation already held their id with"
+        f" other content (first: {first}); whatever they held is not in this audit"
+    )
+    stored = cli("audit", "--db", db, "--format", "json", "--exit-zero")
+    assert note in json.loads(stored.stdout)["notes"]
+    files = cli("audit", a, b, "--format", "json", "--exit-zero")
+    assert note in json.loads(files.stdout)["notes"]
+
+
+@pytest.mark.parametrize("skip_invalid", [False, True])
+def test_a_jsonl_file_whose_last_line_is_still_being_written_is_named_in_the_notes(
+    cli, tmp_path, skip_invalid
+):
+    """A session file audited while its writer is inside its last line: the complete lines
+    are audited and the notes say the last one is not (they said nothing, as if the file
+    were whole), as for a JSON document still being written."""
+    full = INVOICE.read_bytes()
+    live = tmp_path / "live.jsonl"
+    live.write_bytes(full[: full.rindex(b'"text"')])  # inside the last line
+    flags = ["--skip-invalid"] if skip_invalid else []
+    result = cli("audit", live, *flags, "--format", "json", "--exit-zero")
+    assert result.exit_code == 0, result.stderr
+    notes = json.loads(result.stdout)["notes"]
+    assert (
+        f"1 file(s) end in a line still being written (first: {live}); only their complete"
+        " lines are in this audit"
+    ) in notes, notes
+    assert not any("invalid trace line" in n for n in notes), notes
+    whole = tmp_path / "whole.jsonl"
+    whole.write_bytes(full)
+    result = cli("audit", whole, "--format", "json", "--exit-zero")
+    assert not any("still being written" in n for n in json.loads(result.stdout)["notes"])

@@ -933,3 +933,155 @@ def test_records_left_out_are_not_recorded_when_the_ingest_fails(tmp_path):
         assert _left_out(store) == []
         ingest_paths(store, [str(b)], skip_invalid=True)
         assert _left_out(store) == [(str(b), 1, None, "message 'm1'")]
+
+
+@pytest.mark.parametrize("layout", ["two files", "second ingest", "lean", "on disk"])
+def test_tool_calls_and_results_left_out_for_their_id_are_recorded(tmp_path, layout):
+    """A tool call or result whose conversation already holds its call id with other
+    arguments or output (day 2 of an export whose call ids restart) was left out without a
+    word, though tool arguments are what the audit checks. Each is now counted on the file's
+    summary and recorded as an `id_conflict` row; a true copy (the same file under another
+    name, read again) records nothing. A lean store (an audit's) holds no tool output, so
+    only its calls are checked."""
+    day1 = lexkeep_line(
+        "tool_call", id="t1", conversation_id="c1", name="f", arguments={"n": 1}
+    ) + lexkeep_line("tool_result", call_id="t1", conversation_id="c1", text="order ORD_1")
+    day2 = lexkeep_line(
+        "tool_call", id="t1", conversation_id="c1", name="f", arguments={"n": 2}
+    ) + lexkeep_line("tool_result", call_id="t1", conversation_id="c1", text="order ORD_2")
+    a, b, copy = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl", tmp_path / "copy.jsonl"
+    a.write_text(day1)
+    b.write_text(day2)
+    copy.write_text(day1)
+    where = tmp_path / "s.duckdb" if layout == "on disk" else None
+    lean = layout == "lean"
+    with Store.open(where) as store:
+        if layout == "second ingest":
+            ingest_paths(store, [str(a)])
+            counts = ingest_paths(store, [str(b), str(copy)])
+        else:
+            counts = ingest_paths(store, [str(a), str(b), str(copy)], lean=lean)[1:]
+        name = str(b) if where is None else str(b.absolute())
+        expected = [(name, 1, None, "tool_call 't1' in conversation 'c1'")]
+        if not lean:
+            expected.append((name, 2, None, "tool_result 't1' in conversation 'c1'"))
+        assert _left_out(store) == expected
+        assert store.con.execute("SELECT arguments_raw FROM tool_calls").fetchall() == [
+            ('{"n":1}',)
+        ]
+        assert counts[0].conflicts == (
+            len(expected),
+            f"tool_call 't1' in conversation 'c1' at {b}:1, stored from {a}:1",
+        )
+        assert counts[1].conflicts == (0, None)  # the same records read again
+        if lean:
+            return
+        # read again: unchanged, then grown (only its new lines are checked)
+        ingest_paths(store, [str(a), str(b), str(copy)])
+        assert _left_out(store) == expected
+        b.write_text(day2 + lexkeep_line("tool_call", id="t1", conversation_id="c1", name="g"))
+        [grown] = ingest_paths(store, [str(b)])
+        assert grown.status == "appended"
+        assert _left_out(store) == [*expected, (name, 3, None, expected[0][3])]
+
+
+def test_the_first_record_left_out_is_the_first_in_the_file(tmp_path):
+    """The summary names the file's first record left out, whatever its kind: a compaction
+    before a message, a tool call before both."""
+
+    def day(n: int) -> str:
+        return (
+            lexkeep_line("tool_call", id="t1", conversation_id="c1", name="f", arguments={"n": n})
+            + lexkeep_line("compaction", id="b1", conversation_id="c1", summary=f"day {n}")
+            + lexkeep_line("message", id="m1", conversation_id="c1", role="user", text=f"{n}")
+        )
+
+    a, b = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl"
+    a.write_text(day(1))
+    b.write_text(day(2))
+    with Store.open(None) as store:
+        counts = ingest_paths(store, [str(a), str(b)])
+    assert counts[1].conflicts == (
+        3,
+        f"tool_call 't1' in conversation 'c1' at {b}:1, stored from {a}:1",
+    )
+
+
+@pytest.mark.parametrize(
+    "now",
+    [
+        b"",  # emptied
+        b"\n  \n",  # blank
+        b'{"name": "not a trace"}\n',  # rewritten as something else (found by a walk)
+        b'{"type": "message", "id": "m1", "conv',  # its first line still being written
+    ],
+)
+def test_a_file_that_holds_nothing_to_read_now_loses_the_errors_of_its_old_content(
+    store, tmp_path, now
+):
+    """A file ingested with --skip-invalid, later emptied or rewritten as what is no trace:
+    the errors recorded for its old lines stayed (no run was recorded, so none were
+    replaced), and stats and audit --db kept reporting them. They now go; and once the old
+    content comes back it is read again whole, so they come back with it, once."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    path = folder / "s.jsonl"
+    old = lexkeep_line("message", id="m1", conversation_id="c", role="user", text="x") + (
+        "{broken\n"
+    )
+    path.write_text(old)
+    ingest_paths(store, [str(folder)], skip_invalid=True)
+    stored = str(path.resolve())
+    assert _errors(store) == [(stored, 2, "invalid_json")]
+    path.write_bytes(now)
+    [got] = ingest_paths(store, [str(folder)], skip_invalid=True)
+    assert got.status in ("empty", "unrecognised")
+    assert _errors(store) == []
+    [again] = ingest_paths(store, [str(folder)], skip_invalid=True)  # nothing piles up
+    assert again.status in ("empty", "unrecognised") and _errors(store) == []
+    path.write_text(old)
+    [back] = ingest_paths(store, [str(folder)], skip_invalid=True)
+    assert back.status != "unchanged" and back.messages == 1
+    assert _errors(store) == [(stored, 2, "invalid_json")]
+    assert count(store, "messages") == 1
+
+
+def test_errors_of_an_emptied_file_go_with_its_ingest_not_before(store, tmp_path):
+    """The errors go in the transaction of the ingest that finds the file empty: an ingest
+    that stops at a bad file before it leaves them; one that stops after it keeps its files
+    before the bad one, so they go."""
+    emptied, bad = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    line = lexkeep_line("message", id="m1", conversation_id="c", role="user", text="x")
+    emptied.write_text(line + "{broken\n")
+    ingest_paths(store, [str(emptied)], skip_invalid=True)
+    before = _errors(store)
+    assert len(before) == 1
+    emptied.write_text("")
+    bad.write_text("{broken\n")
+    with pytest.raises(InputError):
+        ingest_paths(store, [str(bad), str(emptied)])
+    assert _errors(store) == before
+    with pytest.raises(InputError):
+        ingest_paths(store, [str(emptied), str(bad)])
+    assert _errors(store) == []
+
+
+def test_a_document_rewritten_and_cut_in_its_first_value_loses_its_old_errors(store, tmp_path):
+    """A results file rewritten from its start by its writer: while its first value is being
+    written the errors of the document it replaced no longer hold; the whole document read
+    again has them again."""
+    full = (FIXTURES / "openai" / "results.json").read_bytes()
+    second = full.rindex(b"{", 0, full.index(b'"task_id": 4'))
+    bad = full[:second] + b"5,\n  " + full[second:]  # a value that is not an object
+    path = tmp_path / "results.json"
+    path.write_bytes(bad)
+    ingest_paths(store, [str(path)], skip_invalid=True)
+    before = _errors(store)
+    assert [reason for *_, reason in before] == ["not_an_object"]
+    path.write_bytes(bad[: bad.index(b'"task_id": 3') + 5])  # inside the first value
+    [got] = ingest_paths(store, [str(path)], skip_invalid=True)
+    assert got.status == "empty" and got.truncated_document
+    assert _errors(store) == []
+    path.write_bytes(bad)
+    [done] = ingest_paths(store, [str(path)], skip_invalid=True)
+    assert done.status != "unchanged" and _errors(store) == before

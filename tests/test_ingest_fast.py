@@ -636,3 +636,49 @@ def test_records_left_out_for_an_id_their_conversation_holds_are_recorded_both_w
         (str(second), 1, None, "id_conflict", "message 'm1'"),
         (str(second), 3, None, "id_conflict", "compaction 'b1'"),
     ]
+
+
+def test_tool_calls_and_results_left_out_for_their_id_are_recorded_both_ways(tmp_path):
+    """Day 2 of an export whose call ids restart, big enough for the DuckDB path: both paths
+    leave out the same calls and results (other arguments, other output, arguments given as
+    text or as a JSON value), keep a true copy quiet (also one whose arguments are the same
+    JSON written otherwise), and write the same id_conflict rows and summary."""
+    # Its arguments as a JSON value with a number the line writes with a trailing zero.
+    t1 = b'{"type":"tool_call","id":"t1","conversation_id":"c1","name":"f","arguments":{"n":%s}}\n'
+    first = tmp_path / "day1.jsonl"
+    first.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text="order #W2378156")
+        + t1 % b"1.50"
+        + _line("tool_result", call_id="t1", conversation_id="c1", text="found")
+        + _line("tool_call", id="t2", conversation_id="c1", name="g", arguments='{"a": 1}')
+        + _line("tool_result", call_id="t2", conversation_id="c1", text="same")
+        + _line("tool_call", id="t3", conversation_id="c1", name="h", arguments=[1, "x"])
+        + _line("tool_call", id="t5", conversation_id="c1", name="k", arguments='{"a": 1, "b": 2}')
+    )
+    second = tmp_path / "day2.jsonl"
+    second.write_bytes(
+        _line("message", id="m2", conversation_id="c1", role="user", text="order #W2378157")
+        + t1 % b"2.50"
+        + _line("tool_result", call_id="t1", conversation_id="c1", text="not found")
+        + _line("tool_call", id="t2", conversation_id="c1", name="g", arguments='{"a": 1}')
+        + _line("tool_result", call_id="t2", conversation_id="c1", text="same")
+        + _line("tool_call", id="t3", conversation_id="c1", name="h2", arguments=[1, "x"])
+        + _line("tool_call", id="t4", conversation_id="c1", name="f", arguments={"n": 2})
+        + _line("tool_call", id="t5", conversation_id="c1", name="k", arguments='{"b":2,"a":1}')
+    )
+    assert _took_fast_path(second, tmp_path)
+    fast, slow = _ingest_both(tmp_path / "dbs", [[str(first)], [str(second)], [str(second)]])
+    _assert_same(fast, slow)
+    conflicts = "tool_call 't1' in conversation 'c1'"
+    assert [row[1:] for row in fast["ingest_errors"]] == [
+        (str(second), 2, None, "id_conflict", conflicts),
+        (str(second), 3, None, "id_conflict", "tool_result 't1' in conversation 'c1'"),
+        (str(second), 6, None, "id_conflict", "tool_call 't3' in conversation 'c1'"),
+    ]
+    assert [row[1:6] for row in fast["tool_calls"]] == [
+        ("t1", None, 1, "f", '{"n":1.50}'),
+        ("t2", None, 3, "g", '{"a": 1}'),
+        ("t3", None, 5, "h", '[1,"x"]'),
+        ("t4", None, 8, "f", '{"n":2}'),
+        ("t5", None, 6, "k", '{"a": 1, "b": 2}'),  # the same JSON value, written otherwise
+    ]

@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lexkeep.core.jsonnumbers import Number, dumps_exact, exact_text, holds_float, loads_exact
+from lexkeep.core.jsonnumbers import (
+    Number,
+    dumps_exact,
+    exact_text,
+    holds_float,
+    loads_exact,
+    same_json,
+)
 
 BIG = "98765432109876543210"  # beyond 64 bits: orjson reads 9.876543210987654e+19
 
@@ -95,3 +102,22 @@ def test_any_number_text_survives_where_orjson_reads_a_float(numbers, key):
     else:
         assert got == orjson.dumps(root["args"]).decode()
     assert orjson.loads(got) == root["args"]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "same"),
+    [
+        ('{"a": 1, "b": [true, null]}', '{"b":[true,null],"a":1}', True),  # order, spacing
+        ('{"p": "\\u00e9"}', '{"p": "é"}', True),  # escapes
+        ('{"n": 1.50}', '{"n": 1.5}', False),  # numbers as written
+        ("98765432109876543210", "98765432109876543211", False),  # beyond a float's digits
+        ('{"a": true}', '{"a": 1}', False),
+        ('{"a": "1"}', '{"a": 1}', False),
+        ('{"a": NaN}', '{"a": null}', False),  # not JSON: only equal to itself
+        ("rm -rf build", "rm -rf build", True),
+        ("rm -rf build", "rm  -rf build", False),
+    ],
+)
+def test_same_json_is_one_value_written_twice(first, second, same):
+    assert same_json(first, second) is same
+    assert same_json(second, first) is same

@@ -313,3 +313,51 @@ def test_distinct_messages_are_each_read_once_whatever_the_client_drops(size, cu
         numbered.extend(window[at:])
     shown = sorted({i for window in windows for i in window})
     assert numbered == shown
+
+
+def test_a_request_log_split_over_files_sends_its_calls_again_without_a_conflict(tmp_path):
+    """The second file of a split log starts with the whole history again, and the client
+    writes a tool call's input back with its keys in another order and other spacing: the
+    same call, so nothing is recorded as left out. A call that does differ (another number
+    as written, another value) is."""
+    from lexkeep.core.ingest import ingest_paths
+
+    def use(raw_input: str) -> dict:
+        block = {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": "INPUT"}
+        return {"role": "assistant", "content": [block], "raw": raw_input}
+
+    def result() -> dict:
+        block = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.log"}
+        return {"role": "user", "content": [block]}
+
+    def write(path: Path, requests: list[dict]) -> Path:
+        lines = []
+        for request in requests:
+            text = json.dumps(request)
+            for message in request["messages"] + [request.get("response") or {}]:
+                if "raw" in message:  # the input exactly as this request writes it
+                    text = text.replace(', "raw": ' + json.dumps(message["raw"]), "", 1)
+                    text = text.replace('"INPUT"', message["raw"], 1)
+            lines.append(text + "\n")
+        path.write_text("".join(lines))
+        return path
+
+    first = '{"path": "/var/log/app", "depth": 1.50}'
+    again = '{"depth":1.50,"path" : "/var/log/app"}'
+    ask = _user("list /var/log/app")
+    day1 = write(
+        tmp_path / "day1.jsonl",
+        [
+            {"session_id": "s", "messages": [ask], "response": use(first)},
+            {"session_id": "s", "messages": [ask, use(again), result()]},
+        ],
+    )
+    history = [ask, use(again), result(), _said("Done."), _user("and /tmp?")]
+    day2 = write(tmp_path / "day2.jsonl", [{"session_id": "s", "messages": history}])
+    changed = [ask, use('{"depth":1.5,"path":"/var/log/app"}'), result()]
+    day3 = write(tmp_path / "day3.jsonl", [{"session_id": "s", "messages": changed}])
+    with Store.open(None) as store:
+        counts = ingest_paths(store, [str(day1), str(day2), str(day3)])
+        rows = store.con.execute("SELECT path, line, detail FROM ingest_errors").fetchall()
+    assert counts[1].conflicts == (0, None) and counts[1].tool_calls_added == 0
+    assert rows == [(str(day3), 1, "tool_call 'toolu_1' in conversation 's'")]
