@@ -172,17 +172,22 @@ def register(app: typer.Typer) -> None:
         table.add_column("model", overflow="fold")
         table.add_column("detail", overflow="fold")
         for r in rows:
+            status = r.status
             if r.status == "completed":
                 detail = f"{r.summary_chars} chars"
                 if r.identifiers_total:
                     detail += f", identifiers {r.identifiers_kept}/{r.identifiers_total} verbatim"
+                if r.stale:
+                    # Completed once, but `context` no longer uses it: say so where one looks.
+                    status = "stale"
+                    detail = f"not used by context: {r.stale_reason}; {detail}"
             else:
                 detail = r.last_error or ""
             table.add_row(
                 r.id[:12],
                 visible(r.conversation_id),
                 f"{r.from_pair}–{r.to_pair}",
-                r.status,
+                status,
                 str(r.attempts),
                 "@" + r.prompt_version.rpartition("@")[2],
                 visible(r.model_id),
@@ -264,6 +269,8 @@ def _job_json(r) -> dict:
         "model_id": r.model_id,
         "prompt_version": r.prompt_version,
         "status": r.status,
+        "stale": r.stale,
+        "stale_reason": r.stale_reason,
         "attempts": r.attempts,
         "lease_owner": r.lease_owner,
         "lease_expires_at": r.lease_expires_at,
