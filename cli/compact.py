@@ -7,7 +7,15 @@ from typing import Annotated
 import orjson
 import typer
 
-from lexkeep.cli.common import EXIT_FINDINGS, EXIT_OK, DbOption, db_path, progress, stdout_console
+from lexkeep.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    DbOption,
+    db_path,
+    progress,
+    stdout_console,
+)
 
 SCHEMA_VERSION = 1
 
@@ -94,7 +102,7 @@ def register(app: typer.Typer) -> None:
 
         Example: lexkeep compact --db traces.duckdb --summarizer extractive --workers 4
         """
-        from lexkeep.compaction.engine import run_compaction
+        from lexkeep.compaction.engine import CompactionInterrupted, run_compaction
         from lexkeep.compaction.summarizers import SummarizerOptions
         from lexkeep.core.errors import ConfigError, StoreError
 
@@ -109,22 +117,33 @@ def register(app: typer.Typer) -> None:
             )
         # Given the path, the run opens the store only to read, claim and write: a model or a
         # program summarising leaves it free for `context`, `ingest` or another `compact`.
-        with progress("compacting", None, unit="items") as tick:
-            report = run_compaction(
-                path,
-                conversation_ids=conversation or None,
-                summarizer=summarizer,
-                summarizer_options=options,
-                workers=workers,
-                max_running=max_running,
-                dry_run=dry_run,
-                lease_seconds=lease_seconds if lease_seconds is not None else timeout + 60,
-                on_progress=lambda out: tick(1, f"compacting {out.conversation_id}"),
-            )
+        interrupted = False
+        try:
+            with progress("compacting", None, unit="items") as tick:
+                report = run_compaction(
+                    path,
+                    conversation_ids=conversation or None,
+                    summarizer=summarizer,
+                    summarizer_options=options,
+                    workers=workers,
+                    max_running=max_running,
+                    dry_run=dry_run,
+                    lease_seconds=lease_seconds if lease_seconds is not None else timeout + 60,
+                    on_progress=lambda out: tick(1, f"compacting {out.conversation_id}"),
+                )
+        except CompactionInterrupted as stop:
+            # Ctrl-C: what finished before it is in the store; say what, then exit 130.
+            report, interrupted = stop.report, True
         if fmt == "json":
-            sys.stdout.write(orjson.dumps(_report_json(report)).decode() + "\n")
+            doc = _report_json(report)
+            doc["interrupted"] = interrupted
+            sys.stdout.write(orjson.dumps(doc).decode() + "\n")
         else:
-            _print_report(report)
+            _print_report(report, interrupted=interrupted)
+        if interrupted:
+            sys.stdout.flush()
+            sys.stderr.write("Interrupted.\n")
+            raise typer.Exit(EXIT_INTERRUPTED)
         # A failed attempt is recorded and its range can be claimed again by a later run, but
         # a script must not take a run where the summariser failed for a success.
         raise typer.Exit(EXIT_FINDINGS if report.failed else EXIT_OK)
@@ -231,7 +250,7 @@ def _report_json(report) -> dict:
     }
 
 
-def _print_report(report) -> None:
+def _print_report(report, *, interrupted: bool = False) -> None:
     # Plain writes: these lines are parsed by scripts and must never be re-wrapped.
     lines = []
     verb = "would claim" if report.dry_run else "claimed"
@@ -255,6 +274,11 @@ def _print_report(report) -> None:
                 f"failed: {seg.conversation_id} pairs {seg.from_pair}–{seg.to_pair} "
                 f"(attempt {seg.attempt}): {seg.detail}"
             )
+    if interrupted:
+        lines.append(
+            "interrupted: these counts are what finished before Ctrl-C; a claim in progress"
+            " counts as a failed attempt (cancelled), and a later run takes up the rest"
+        )
     sys.stdout.write("".join(line + "\n" for line in lines))
 
 
