@@ -504,6 +504,11 @@ def _unsplit_cut(text: str, cut: int) -> int:
     While one ASCII space follows the cut and the words on both sides of it may be one
     identifier (`_joined`), the cut moves back to before the word on its left.
     """
+    if not (0 < cut < len(text) - 1 and text[cut] == " " and not text[cut + 1].isspace()):
+        return cut
+    right_end = _TOKEN_END.match(text, cut + 1).end()  # type: ignore[union-attr]
+    if _DIGIT.search(text, 0, right_end) is None:
+        return cut  # every joined run holds a digit: none up to the word after the cut
     while 0 < cut < len(text) - 1 and text[cut] == " " and not text[cut + 1].isspace():
         start = _word_start(text, cut)
         right_end = _TOKEN_END.match(text, cut + 1).end()  # type: ignore[union-attr]
