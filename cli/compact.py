@@ -98,7 +98,8 @@ def register(app: typer.Typer) -> None:
         Only assistant answers reach the summariser; every summary is bound to the SHA-256 of
         its 10 source pairs and written once. Counts go to stdout; progress to stderr.
         Exit 0 when every claimed segment completed, 1 when an attempt failed (recorded; a
-        later run retries it), 2 when the run could not start.
+        later run retries it), 2 when the run could not start, 130 on Ctrl-C (after the
+        counts of what finished before it).
 
         Example: lexkeep compact --db traces.duckdb --summarizer extractive --workers 4
         """
