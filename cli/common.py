@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports a command killed by SIGINT
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -123,13 +124,13 @@ def handle_errors(fn: F) -> F:
             raise typer.Exit(EXIT_ERROR) from err
         except KeyboardInterrupt:
             sys.stderr.write("Interrupted.\n")
-            raise typer.Exit(130) from None
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except BrokenPipeError:
             raise typer.Exit(EXIT_OK) from None
         except Exception as err:  # a crash must read as "could not run", not as findings
             if _interrupted(err):
                 sys.stderr.write("Interrupted.\n")
-                raise typer.Exit(130) from None
+                raise typer.Exit(EXIT_INTERRUPTED) from None
             sys.stderr.write(f"Error: internal error: {type(err).__name__}: {err}\n")
             if os.environ.get("LEXKEEP_DEBUG"):
                 traceback.print_exc()

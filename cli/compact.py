@@ -7,7 +7,15 @@ from typing import Annotated
 import orjson
 import typer
 
-from lexkeep.cli.common import EXIT_FINDINGS, EXIT_OK, DbOption, db_path, progress, stdout_console
+from lexkeep.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    DbOption,
+    db_path,
+    progress,
+    stdout_console,
+)
 
 SCHEMA_VERSION = 1
 
@@ -90,11 +98,12 @@ def register(app: typer.Typer) -> None:
         Only assistant answers reach the summariser; every summary is bound to the SHA-256 of
         its 10 source pairs and written once. Counts go to stdout; progress to stderr.
         Exit 0 when every claimed segment completed, 1 when an attempt failed (recorded; a
-        later run retries it), 2 when the run could not start.
+        later run retries it), 2 when the run could not start, 130 on Ctrl-C (after the
+        counts of what finished before it).
 
         Example: lexkeep compact --db traces.duckdb --summarizer extractive --workers 4
         """
-        from lexkeep.compaction.engine import run_compaction
+        from lexkeep.compaction.engine import CompactionInterrupted, run_compaction
         from lexkeep.compaction.summarizers import SummarizerOptions
         from lexkeep.core.errors import ConfigError, StoreError
 
@@ -109,22 +118,33 @@ def register(app: typer.Typer) -> None:
             )
         # Given the path, the run opens the store only to read, claim and write: a model or a
         # program summarising leaves it free for `context`, `ingest` or another `compact`.
-        with progress("compacting", None, unit="items") as tick:
-            report = run_compaction(
-                path,
-                conversation_ids=conversation or None,
-                summarizer=summarizer,
-                summarizer_options=options,
-                workers=workers,
-                max_running=max_running,
-                dry_run=dry_run,
-                lease_seconds=lease_seconds if lease_seconds is not None else timeout + 60,
-                on_progress=lambda out: tick(1, f"compacting {out.conversation_id}"),
-            )
+        interrupted = False
+        try:
+            with progress("compacting", None, unit="items") as tick:
+                report = run_compaction(
+                    path,
+                    conversation_ids=conversation or None,
+                    summarizer=summarizer,
+                    summarizer_options=options,
+                    workers=workers,
+                    max_running=max_running,
+                    dry_run=dry_run,
+                    lease_seconds=lease_seconds if lease_seconds is not None else timeout + 60,
+                    on_progress=lambda out: tick(1, f"compacting {out.conversation_id}"),
+                )
+        except CompactionInterrupted as stop:
+            # Ctrl-C: what finished before it is in the store; say what, then exit 130.
+            report, interrupted = stop.report, True
         if fmt == "json":
-            sys.stdout.write(orjson.dumps(_report_json(report)).decode() + "\n")
+            doc = _report_json(report)
+            doc["interrupted"] = interrupted
+            sys.stdout.write(orjson.dumps(doc).decode() + "\n")
         else:
-            _print_report(report)
+            _print_report(report, interrupted=interrupted)
+        if interrupted:
+            sys.stdout.flush()
+            sys.stderr.write("Interrupted.\n")
+            raise typer.Exit(EXIT_INTERRUPTED)
         # A failed attempt is recorded and its range can be claimed again by a later run, but
         # a script must not take a run where the summariser failed for a success.
         raise typer.Exit(EXIT_FINDINGS if report.failed else EXIT_OK)
@@ -172,17 +192,22 @@ def register(app: typer.Typer) -> None:
         table.add_column("model", overflow="fold")
         table.add_column("detail", overflow="fold")
         for r in rows:
+            status = r.status
             if r.status == "completed":
                 detail = f"{r.summary_chars} chars"
                 if r.identifiers_total:
                     detail += f", identifiers {r.identifiers_kept}/{r.identifiers_total} verbatim"
+                if r.stale:
+                    # Completed once, but `context` no longer uses it: say so where one looks.
+                    status = "stale"
+                    detail = f"not used by context: {r.stale_reason}; {detail}"
             else:
                 detail = r.last_error or ""
             table.add_row(
                 r.id[:12],
                 visible(r.conversation_id),
                 f"{r.from_pair}–{r.to_pair}",
-                r.status,
+                status,
                 str(r.attempts),
                 "@" + r.prompt_version.rpartition("@")[2],
                 visible(r.model_id),
@@ -226,7 +251,7 @@ def _report_json(report) -> dict:
     }
 
 
-def _print_report(report) -> None:
+def _print_report(report, *, interrupted: bool = False) -> None:
     # Plain writes: these lines are parsed by scripts and must never be re-wrapped.
     lines = []
     verb = "would claim" if report.dry_run else "claimed"
@@ -250,6 +275,11 @@ def _print_report(report) -> None:
                 f"failed: {seg.conversation_id} pairs {seg.from_pair}–{seg.to_pair} "
                 f"(attempt {seg.attempt}): {seg.detail}"
             )
+    if interrupted:
+        lines.append(
+            "interrupted: these counts are what finished before Ctrl-C; a claim in progress"
+            " counts as a failed attempt (cancelled), and a later run takes up the rest"
+        )
     sys.stdout.write("".join(line + "\n" for line in lines))
 
 
@@ -264,6 +294,8 @@ def _job_json(r) -> dict:
         "model_id": r.model_id,
         "prompt_version": r.prompt_version,
         "status": r.status,
+        "stale": r.stale,
+        "stale_reason": r.stale_reason,
         "attempts": r.attempts,
         "lease_owner": r.lease_owner,
         "lease_expires_at": r.lease_expires_at,

@@ -20,15 +20,18 @@ listed with their reason and the bytes they would have needed; a stale summary i
 never used. A summary never replaces original user text: user messages always appear verbatim.
 
 Bounded projection: every user message of the range verbatim, and each assistant answer cut to
-at most `answer_bytes` UTF-8 bytes (default 240), cut back to the last whitespace so that no
-token (identifier) is ever split, with the number of bytes not shown. Its size is therefore at
+at most `answer_bytes` UTF-8 bytes (default 240), cut back to whitespace that splits no word and
+no spaced number, date, amount or IBAN (`clip_answer` says exactly which), with the number of
+bytes not shown. Its size is therefore at
 most the range's user text plus 10 x (answer_bytes + fixed per-pair overhead).
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from bisect import bisect_right, insort
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Protocol
@@ -418,8 +421,119 @@ _SERIALISERS: dict[ContextFormat, _Serialiser] = {
 # -- assembly --------------------------------------------------------------------------------
 
 
+# A word of a spaced number: it holds an ASCII digit and no letters, or its letters and digits
+# are one short group (`GB29`, `3M02`, `1Z`) or an ordinal (`24th,`). A long code with letters
+# (`INV-2025-08-44719`) is whole on its own and joins nothing.
+_GROUP = re.compile(r"[A-Za-z0-9]{1,4}")
+_ORDINAL = re.compile(r"[0-9]+(?:st|nd|rd|th)")
+_TOKEN_END = re.compile(r"\S*")
+_DIGIT = re.compile(r"[0-9]")
+_LETTER = re.compile(r"[^\W\d_]")
+_GROUP_REACH = 8  # an IBAN in groups: its first group is at most 8 groups before any other
+
+
+def _core(word: str) -> str:
+    """`word` without the punctuation around it: `(415)` -> `415`, `24th,` -> `24th`."""
+    start, end = 0, len(word)
+    while start < end and not word[start].isalnum():
+        start += 1
+    while end > start and not word[end - 1].isalnum():
+        end -= 1
+    return word[start:end]
+
+
+def _number_part(word: str) -> bool:
+    """True for a word that may be one part of a spaced number, date, IBAN or amount."""
+    if _DIGIT.search(word) is None:
+        return False
+    if _LETTER.search(word) is None:
+        return True
+    core = _core(word)
+    return _GROUP.fullmatch(core) is not None or _ORDINAL.fullmatch(core) is not None
+
+
+def _word_start(text: str, end: int) -> int:
+    """Start of the word (run of non-whitespace) that ends at `end`."""
+    start = end
+    while start > 0 and not text[start - 1].isspace():
+        start -= 1
+    return start
+
+
+def _words_before(text: str, end: int) -> Iterator[str]:
+    """The words ending at `end` and before it, leftwards, while one ASCII space joins them."""
+    while end > 0:
+        start = _word_start(text, end)
+        yield text[start:end]
+        if start < 2 or text[start - 1] != " " or text[start - 2].isspace():
+            return
+        end = start - 1
+
+
+def _joined(text: str, left_start: int, left_end: int, right: str) -> bool:
+    """True when the words around the single space at `left_end` may be one identifier.
+
+    Every built-in identifier kind that holds spaces (`phone`, `date_text`, `money`,
+    `percent`, `quantity`, `clock_time`, `iso_datetime`, `iban`, `ups_tracking`,
+    `card_number`, `digit_groups`) joins its words with one ASCII space, and each such space
+    has a number part (`_number_part`) on one side, except inside `20th of September` and
+    between letter groups of an IBAN or UPS number (`QA58 DOHB ... 90AB CDEF G`), whose
+    first group holds digits.
+    """
+    left = text[left_start:left_end]
+    if _number_part(left) or _number_part(right):
+        return True
+    if left == "of":
+        words = _words_before(text, left_end)
+        next(words)
+        if _number_part(next(words, "")):
+            return True
+    if _GROUP.fullmatch(_core(right)) is None:
+        return False
+    for word in itertools.islice(_words_before(text, left_end), _GROUP_REACH):
+        if _GROUP.fullmatch(_core(word)) is None:
+            return False
+        if _number_part(word):
+            return True
+    return False
+
+
+def _unsplit_cut(text: str, cut: int) -> int:
+    """`cut` (the end of a word) moved back until it splits no spaced number.
+
+    While one ASCII space follows the cut and the words on both sides of it may be one
+    identifier (`_joined`), the cut moves back to before the word on its left.
+    """
+    if not (0 < cut < len(text) - 1 and text[cut] == " " and not text[cut + 1].isspace()):
+        return cut
+    right_end = _TOKEN_END.match(text, cut + 1).end()  # type: ignore[union-attr]
+    if _DIGIT.search(text, 0, right_end) is None:
+        return cut  # every joined run holds a digit: none up to the word after the cut
+    while 0 < cut < len(text) - 1 and text[cut] == " " and not text[cut + 1].isspace():
+        start = _word_start(text, cut)
+        right_end = _TOKEN_END.match(text, cut + 1).end()  # type: ignore[union-attr]
+        if not _joined(text, start, cut, text[cut + 1 : right_end]):
+            break
+        cut = start
+        while cut > 0 and text[cut - 1].isspace():
+            cut -= 1
+    return cut
+
+
 def clip_answer(message_id: str, text: str, limit: int) -> ClippedAnswer:
-    """`text` cut to at most `limit` UTF-8 bytes at a whitespace, so no token is ever split."""
+    """`text` cut to at most `limit` UTF-8 bytes at whitespace, splitting no identifier.
+
+    The cut falls only at whitespace, so no word (a run of non-whitespace characters) is
+    ever split, and never at a single ASCII space inside a spaced number, date, amount or
+    IBAN: a space with a number part on either side (a word that holds an ASCII digit and
+    either no letters, or letters and digits that are one group of at most 4, or an ordinal:
+    `+1 415 555 0100`, `July 24th, 2024`, `144.2 MB`, `10:30 am`, `DE89 3704`), the space
+    after `of` in `20th of September`, and a space between two groups of at most 4 letters or
+    digits that follow such a number part within 8 groups (`90AB CDEF G`). The cut then moves
+    back to before the whole run, so no identifier of a built-in kind is split; a user-defined
+    kind whose values hold spaces elsewhere may be. An answer that is such a run from its
+    start is left out whole (empty text, every byte in `clipped_bytes`).
+    """
     raw = text.encode("utf-8")
     if len(raw) <= limit:
         return ClippedAnswer(message_id, text, 0)
@@ -430,7 +544,7 @@ def clip_answer(message_id: str, text: str, limit: int) -> ClippedAnswer:
         while cut > 0 and not head[cut - 1].isspace():
             cut -= 1
         head = head[:cut]
-    head = head.rstrip()
+    head = text[: _unsplit_cut(text, len(head.rstrip()))]
     return ClippedAnswer(message_id, head, len(raw) - len(head.encode("utf-8")))
 
 

@@ -87,6 +87,20 @@ class CompactionReport:
         return self.identifiers_kept / self.identifiers_total
 
 
+class CompactionInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a run; `report` holds what finished before it.
+
+    A KeyboardInterrupt, so code that stops on Ctrl-C still does. The report counts the
+    segments planned, claimed, completed, failed and skipped until then; a claim given back
+    because of the interruption is a failed outcome with the detail `cancelled: the run was
+    interrupted` (as it is recorded in the store).
+    """
+
+    def __init__(self, report: CompactionReport) -> None:
+        super().__init__("the run was interrupted")
+        self.report = report
+
+
 @dataclass(frozen=True, slots=True)
 class _Task:
     ident: JobIdentity
@@ -130,12 +144,13 @@ def run_compaction(
         access: Store | StoreOnDemand = store
     else:
         access = StoreOnDemand(store, hold=dry_run or summarizer.quick, wait=lease_seconds)
+    report = CompactionReport(dry_run=dry_run)
     try:
         with _use(access) as con:
             ids = _conversations(con, conversation_ids)
             if not dry_run:
                 jobs.expire_leases(con)
-        report = CompactionReport(dry_run=dry_run, conversations=len(ids))
+        report.conversations = len(ids)
         instructions = prompt_text(jobs.PROMPT_VERSION)
         prompt_sha = _sha(instructions)
 
@@ -190,6 +205,11 @@ def run_compaction(
                     )
         report.seconds = time.perf_counter() - started
         return report
+    except BaseException as exc:
+        if not _is_interrupt(exc) or isinstance(exc, CompactionInterrupted):
+            raise
+        report.seconds = time.perf_counter() - started
+        raise CompactionInterrupted(report) from exc
     finally:
         if isinstance(access, StoreOnDemand):
             access.close()
@@ -270,6 +290,7 @@ def _run_tasks(
 
     def worker(finished: threading.Event) -> None:
         owner = jobs.new_owner()
+        inflight: list[tuple[_Task, jobs.Claim]] = []  # claimed, outcome not yet recorded
         try:
             while not stopping.is_set():
                 batch = []
@@ -294,10 +315,25 @@ def _run_tasks(
                     lock,
                     record,
                     stopping,
+                    inflight,
                 )
         except BaseException as exc:  # surfaced to the caller after the other slots stop
             if _is_interrupt(exc):  # Ctrl-C reaches a slot only when it is the only one
-                _cancel_claims(access, owner)
+                error = _cancel_claims(access, owner)
+                if error is not None:  # the claims in flight are failed attempts now
+                    for task, c in inflight:
+                        i = task.ident
+                        record(
+                            SegmentOutcome(
+                                i.conversation_id,
+                                i.from_pair,
+                                i.to_pair,
+                                "failed",
+                                c.job_id,
+                                c.attempt,
+                                error,
+                            )
+                        )
             errors.append(exc)
         finally:
             finished.set()
@@ -348,8 +384,13 @@ def _run_batch(
     lock: threading.Lock,
     record: Callable[[SegmentOutcome], None],
     stopping: threading.Event,
+    inflight: list[tuple[_Task, jobs.Claim]],
 ) -> None:
-    """Claim a batch in one transaction, summarise each granted segment, write outcomes."""
+    """Claim a batch in one transaction, summarise each granted segment, write outcomes.
+
+    `inflight` holds the granted claims whose outcomes are not recorded yet (what an
+    interrupted slot gives back).
+    """
     deadline = time.monotonic() + wait_limit
     pause = 0.005
     pending = batch
@@ -384,9 +425,11 @@ def _run_batch(
                     )
                 )
         if granted:
+            inflight[:] = granted
             with lock:
                 report.claimed += len(granted)
             _summarise_granted(access, granted, summarizer, instructions, record)
+            inflight.clear()
         pending = waiting
         if pending:
             time.sleep(pause)
@@ -461,7 +504,7 @@ def _is_interrupt(exc: BaseException) -> bool:
     )
 
 
-def _cancel_claims(access: Store | StoreOnDemand, owner: str) -> None:
+def _cancel_claims(access: Store | StoreOnDemand, owner: str) -> str | None:
     """Record the claims an interrupted slot still holds as cancelled attempts, as a slot
     cancelled by another thread does, so the next run takes their ranges up at once.
 
@@ -469,13 +512,15 @@ def _cancel_claims(access: Store | StoreOnDemand, owner: str) -> None:
     count as failed attempts anyway. Found by the slot's lease owner, so a claim whose
     transaction committed just as Ctrl-C arrived is found too. Best effort and without
     waiting: a store another process holds now is not waited for (the leases then expire as
-    for a worker that died).
+    for a worker that died). Returns the error recorded when claims were given back, else None.
     """
     if isinstance(access, StoreOnDemand):
         access.interrupt()  # a reopening tries once instead of waiting for the file
     error = check_generation(_CANCELLED) or "cancelled"
+    given_back = 0
     with contextlib.suppress(Exception), _use(access) as cursor:
-        jobs.fail_owned(cursor, owner, error)
+        given_back = jobs.fail_owned(cursor, owner, error)
+    return error if given_back else None
 
 
 @functools.lru_cache(maxsize=65536)

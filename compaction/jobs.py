@@ -15,13 +15,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import duckdb
 
 from lexkeep.compaction.binding import JobIdentity, source_digest
-from lexkeep.compaction.pairs import Pair
+from lexkeep.compaction.pairs import Pair, eligible_pairs_many
 from lexkeep.compaction.planning import is_segment
 from lexkeep.core.errors import RuleError
 from lexkeep.core.inspect import require_conversations
@@ -104,6 +104,14 @@ class JobRow:
     boundary_id: str | None
     created_at: float
     completed_at: float | None
+    # A completed summary the next-run context does not use, and why (`summary_stale_reason`);
+    # None when it is usable, or when the job is not completed.
+    stale_reason: str | None = None
+
+    @property
+    def stale(self) -> bool | None:
+        """For a completed job: True when the next-run context does not use its summary."""
+        return None if self.status != "completed" else self.stale_reason is not None
 
 
 def new_owner() -> str:
@@ -704,6 +712,42 @@ def _iso(at: float) -> str:
 # -- reading ---------------------------------------------------------------------------------
 
 
+def _range_unusable(from_pair: int, to_pair: int, pairs: Sequence[Pair]) -> str | None:
+    """Why no summary of pairs from..to can stand for `pairs` (the range's current pairs)."""
+    if not is_segment(from_pair, to_pair):
+        return f"pairs {from_pair}–{to_pair} are not a whole 10-pair segment"
+    if len(pairs) != 10 or [p.index for p in pairs] != list(range(from_pair, to_pair + 1)):
+        return f"pairs {from_pair}–{to_pair} are not all eligible now"
+    return None
+
+
+def _summary_unusable(prompt_version: str, bound_digest: str, digest: str) -> str | None:
+    """Why one completed summary of a whole, eligible range is not used (digest: current)."""
+    if prompt_version in MIXED_INPUT_VERSIONS:
+        return f"{prompt_version} summarised user text too; never used"
+    if prompt_version not in CONSUMABLE_VERSIONS:
+        return f"unknown prompt version {prompt_version}"
+    if bound_digest != digest:
+        return "stale, the source changed since it was summarised"
+    return None
+
+
+def summary_stale_reason(
+    from_pair: int, to_pair: int, prompt_version: str, bound_digest: str, pairs: Sequence[Pair]
+) -> str | None:
+    """Why the next-run context does not use a completed summary, or None when it may.
+
+    `pairs` are the conversation's eligible pairs now. The rule of `valid_summary`: the range
+    must be a whole segment whose pairs are all eligible, the prompt version consumable, and
+    the source digest recomputed from the current pairs equal to the one it was bound to.
+    """
+    current = list(pairs[from_pair : to_pair + 1])
+    reason = _range_unusable(from_pair, to_pair, current)
+    if reason is None:
+        reason = _summary_unusable(prompt_version, bound_digest, source_digest(current))
+    return reason
+
+
 def valid_summary(
     con: duckdb.DuckDBPyConnection, conversation_id: str, from_pair: int, pairs: Sequence[Pair]
 ) -> tuple[CompletedSummary | None, str]:
@@ -714,10 +758,9 @@ def valid_summary(
     to the one the summary was bound to.
     """
     to_pair = from_pair + 9
-    if not is_segment(from_pair, to_pair):
-        return None, f"pairs {from_pair}–{to_pair} are not a whole 10-pair segment"
-    if len(pairs) != 10 or [p.index for p in pairs] != list(range(from_pair, to_pair + 1)):
-        return None, f"pairs {from_pair}–{to_pair} are not all eligible now"
+    unusable = _range_unusable(from_pair, to_pair, pairs)
+    if unusable is not None:
+        return None, unusable
     rows = con.execute(
         "SELECT id, summary, prompt_version, model_id, source_digest, completed_at "
         "FROM compactions WHERE conversation_id = ? AND from_pair = ? AND to_pair = ? "
@@ -734,14 +777,9 @@ def valid_summary(
         key=lambda r: CONSUMABLE_VERSIONS.index(r[2]) if r[2] in CONSUMABLE_VERSIONS else 99,
     )
     for job_id, summary, version, model_id, bound_digest, completed_at in ordered:
-        if version in MIXED_INPUT_VERSIONS:
-            reasons.append(f"job {job_id[:12]}: {version} summarised user text too; never used")
-            continue
-        if version not in CONSUMABLE_VERSIONS:
-            reasons.append(f"job {job_id[:12]}: unknown prompt version {version}")
-            continue
-        if bound_digest != digest:
-            reasons.append(f"job {job_id[:12]}: stale, the source changed since it was summarised")
+        unusable = _summary_unusable(version, bound_digest, digest)
+        if unusable is not None:
+            reasons.append(f"job {job_id[:12]}: {unusable}")
             continue
         return (
             CompletedSummary(
@@ -779,9 +817,29 @@ def list_jobs(
         params.append(list(conversation_ids))
     sql += " ORDER BY conversation_id, from_pair, created_at"
     rows = [JobRow(*row) for row in con.execute(sql, params).fetchall()]
+    rows = _with_staleness(con, rows)
     if conversation_ids:
         # A mistyped id must not read as "no jobs". Only ids without jobs are looked up: the
         # schema has no foreign key, and a job is listed even without its conversation row.
         listed = {r.conversation_id for r in rows}
         require_conversations(con, [c for c in conversation_ids if c not in listed])
     return rows
+
+
+def _with_staleness(con: duckdb.DuckDBPyConnection, rows: list[JobRow]) -> list[JobRow]:
+    """`rows` with the stale reason of each completed job, judged as the next-run context does."""
+    completed = list(dict.fromkeys(r.conversation_id for r in rows if r.status == "completed"))
+    pairs: dict[str, list[Pair]] = {}
+    for at in range(0, len(completed), 500):  # the pairs reader's batch size
+        pairs.update(eligible_pairs_many(con, completed[at : at + 500]))
+    return [
+        replace(
+            r,
+            stale_reason=summary_stale_reason(
+                r.from_pair, r.to_pair, r.prompt_version, r.source_digest, pairs[r.conversation_id]
+            ),
+        )
+        if r.status == "completed"
+        else r
+        for r in rows
+    ]

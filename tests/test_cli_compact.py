@@ -193,6 +193,37 @@ def test_compactions_lists_identity_status_attempts(cli, db_file):
     assert job["id"][:12] in r.stdout and "completed" in r.stdout
 
 
+def test_compactions_marks_a_summary_context_no_longer_uses_as_stale(cli, db_file):
+    """A completed summary whose source changed is listed as stale, as `context` decides."""
+    with Store.open(db_file) as store:
+        build(store, {"c1": 40, "c2": 30})
+    assert cli("compact", "--db", db_file).exit_code == 0
+    with Store.open(db_file) as store:
+        # source_message_ids: user0, answer0, user1, answer1, ...: the answer of pair 13
+        (answer,) = store.con.execute(
+            "SELECT source_message_ids[8] FROM compactions "
+            "WHERE conversation_id = 'c1' AND from_pair = 10"
+        ).fetchone()
+        store.con.execute("UPDATE messages SET text = text || ' (edited)' WHERE id = ?", [answer])
+    r = cli("compactions", "--db", db_file, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    jobs = {(j["conversation_id"], j["from_pair"]): j for j in json.loads(r.stdout)["jobs"]}
+    assert set(jobs) == {("c1", 0), ("c1", 10), ("c2", 0)}
+    assert all(j["status"] == "completed" for j in jobs.values())
+    assert jobs["c1", 10]["stale"] is True
+    assert "the source changed since it was summarised" in jobs["c1", 10]["stale_reason"]
+    for key in (("c1", 0), ("c2", 0)):
+        assert jobs[key]["stale"] is False and jobs[key]["stale_reason"] is None
+    # The same verdict as the next-run context, which lists the range and does not use it.
+    ctx = json.loads(cli("context", "c1", "--budget-bytes", "100000", "--db", db_file).stdout)
+    assert [(s["from_pair"], s["to_pair"]) for s in ctx["stale_summaries"]] == [(10, 19)]
+    table = cli("compactions", "--db", db_file, env={"COLUMNS": "200"}).stdout
+    (row,) = [line for line in table.splitlines() if jobs["c1", 10]["id"][:12] in line]
+    assert "stale" in row and "source changed" in row
+    (fresh,) = [line for line in table.splitlines() if jobs["c1", 0]["id"][:12] in line]
+    assert "stale" not in fresh
+
+
 def test_compactions_of_an_unknown_conversation_is_an_error_as_for_compact(cli, db_file):
     with Store.open(db_file) as store:
         build(store, {"c1": 30, "c2": 5})

@@ -188,3 +188,70 @@ def test_ctrl_c_during_command_summaries_stops_the_summarisers_whole_groups(tmp_
     assert all(status != "completed" for status, _ in statuses)
     # no claim is left held until its lease expires: a re-run takes the ranges up at once
     assert statuses == [("failed", "cancelled: the run was interrupted")] * workers
+
+
+# Summarises the first segment at once, then hangs on the second until the run is interrupted.
+SECOND_HANGS = """\
+import os, sys, time
+calls = sys.argv[1]
+sys.stdin.read()
+os.makedirs(calls, exist_ok=True)
+n = len(os.listdir(calls))
+open(os.path.join(calls, str(n)), "w").close()
+if n == 0:
+    print("summary of the first segment")
+    sys.exit(0)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT and process groups are POSIX")
+@pytest.mark.parametrize(("workers", "fmt"), [(1, "text"), (1, "json"), (2, "text")])
+def test_ctrl_c_prints_what_finished_before_it(tmp_path, workers, fmt):
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 40})  # two segments: the first completes, the second hangs
+    script = tmp_path / "second_hangs.py"
+    script.write_text(SECOND_HANGS, encoding="utf-8")
+    calls = tmp_path / "calls"
+    spec = f'command:"{sys.executable} {script} {calls}"'
+    args = ["--db", str(db), "--summarizer", spec, "--timeout", "60", "--format", fmt]
+    # With two slots both segments are claimed at once; either one may be the call that hangs.
+    worker = lexkeep("compact", *args, "--workers", str(workers), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (calls / "1").exists():
+            assert time.monotonic() < deadline, "the second summary did not start"
+            assert worker.poll() is None, worker.communicate()
+            time.sleep(0.05)
+        os.killpg(worker.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        out, err = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.communicate()
+    assert worker.returncode == 130, err  # the documented exit status of an interrupted run
+    assert err.endswith("Interrupted.\n"), err
+    with Store.open(db) as store:
+        rows = store.con.execute(
+            "SELECT from_pair, status, last_error FROM compactions ORDER BY from_pair"
+        ).fetchall()
+    completed = [r for r in rows if r[1] == "completed"]
+    cancelled = [r for r in rows if r[2] == "cancelled: the run was interrupted"]
+    assert (len(completed), len(cancelled)) == (1, 1), rows
+    done, hung = completed[0][0], cancelled[0][0]
+    if fmt == "json":
+        doc = json.loads(out)
+        assert doc["interrupted"] is True
+        assert (doc["planned"], doc["claimed"], doc["completed"], doc["failed"]) == (2, 2, 1, 1)
+        outcomes = sorted((s["from_pair"], s["outcome"], s["detail"]) for s in doc["segments"])
+        assert [o[:2] for o in outcomes] == sorted([(done, "completed"), (hung, "failed")])
+        assert any("the run was interrupted" in o[2] for o in outcomes if o[0] == hung)
+    else:
+        lines = out.splitlines()
+        assert lines[0] == (
+            "1 conversations: planned 2, claimed 2, completed 1, failed 1, skipped 0"
+        ), out
+        assert f"failed: c1 pairs {hung}–{hung + 9} (attempt 1): " in out
+        assert "the run was interrupted" in out
+        assert lines[-1].startswith("interrupted:"), out

@@ -289,6 +289,27 @@ def test_batched_summary_lookup_agrees_with_jobs_valid_summary(store, tmp_path):
     assert [s.from_pair for s in stale] == [20, 30]
 
 
+def test_jobs_listed_stale_are_the_summaries_context_does_not_use(store, tmp_path):
+    """`lexkeep compactions` marks a completed job stale exactly when context cannot use it."""
+    from lexkeep.compaction.jobs import list_jobs
+
+    load(store, tmp_path, pair_records("c6", 60))
+    summarise(store, "c6", 0, "current version", prompt_version="conversation-compaction@3")
+    summarise(store, "c6", 10, "older version", prompt_version="conversation-compaction@2")
+    summarise(store, "c6", 20, "mixed input", prompt_version="conversation-compaction@1")
+    summarise(store, "c6", 30, "about to go stale")
+    store.con.execute("UPDATE messages SET text = text || '!' WHERE id = 'c6-a31'")
+    jobs = list_jobs(store.con, ["c6"])
+    ctx = build_context(store, "c6", 1_000_000)
+    assert {(j.from_pair, j.to_pair): j.stale_reason for j in jobs if j.stale} == {
+        (s.from_pair, s.to_pair): s.reason.partition(": ")[2] for s in ctx.stale
+    }
+    assert [j.from_pair for j in jobs if j.stale] == [20, 30]
+    assert [j.stale for j in jobs] == [False, False, True, True]
+    used = {i.compaction_id for i in ctx.history if isinstance(i, SummaryCandidate)}
+    assert used == {j.id for j in jobs if not j.stale}
+
+
 def _pinned_by_join(store: Store, cid: str) -> list[tuple[str, str]]:
     """The sidecar block's definition: first occurrence by message position, then span."""
     from lexkeep.compaction.context import _SIDECAR_SQL
