@@ -221,6 +221,12 @@ WHOLE_OR_NOTHING = [
     ("code GB29NWBK60161331926818 ok", [("alnum_code", "GB29NWBK60161331926818")]),  # mod 97
     ("AB12 CODE WORD TEXT", [("alnum_code", "AB12")]),  # no IBAN: too few digits
     ("iban de89 3704 0044 0532 0130 00 ok", [("iban", "de89 3704 0044 0532 0130 00")]),
+    # an IBAN whose last group is full (Belgium: 16 characters) before a short word: the word
+    # is no last group of the IBAN
+    ("pay BE68 5390 0754 7034 now", [("iban", "BE68 5390 0754 7034")]),
+    ("pay be68 5390 0754 7034 now", [("iban", "be68 5390 0754 7034")]),
+    ("pay BE68 5390 0754 7034 to me", [("iban", "BE68 5390 0754 7034")]),
+    ("NO93 8601 1117 947 ok", [("iban", "NO93 8601 1117 947")]),
     # in lower case and groups, a mistyped IBAN (bad mod-97) of its country's length is still
     # an IBAN, not a card number inside it; run together, only the check tells a code from one
     ("iban de89 3704 0044 0532 0130 01 ok", [("iban", "de89 3704 0044 0532 0130 01")]),
