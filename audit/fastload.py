@@ -57,7 +57,7 @@ from lexkeep.core.fastload import (
 )
 from lexkeep.core.ingest import JsonSource, detect_format
 from lexkeep.core.model import ArgumentsKind, Format
-from lexkeep.core.parallel import ignore_interrupts, read_workers
+from lexkeep.core.parallel import exit_with_parent, ignore_interrupts, read_workers
 from lexkeep.core.readers import BOM
 from lexkeep.core.rules import RuleSet, load_rules
 from lexkeep.core.sidecar import PARALLEL_MIN_CHARS, scan_query
@@ -357,7 +357,8 @@ def read_alike(path: str) -> bool:
     return True
 
 
-def _check_in_worker(path: str, send: Connection) -> None:
+def _check_in_worker(path: str, send: Connection, parent: int) -> None:
+    exit_with_parent(parent)  # a killed audit leaves no reader of a big file behind
     ignore_interrupts()  # the parent stops this worker itself
     with contextlib.suppress(OSError):
         os.nice(10)  # idle cycles first: the audit's own threads come before this check
@@ -383,7 +384,7 @@ class LineCheck:
         if read_workers() > 1:
             context = get_context("fork")
             self._answer, send = context.Pipe(duplex=False)
-            self._worker = context.Process(target=_check_in_worker, args=(path, send))
+            self._worker = context.Process(target=_check_in_worker, args=(path, send, os.getpid()))
             self._worker.start()
             send.close()  # the worker holds the other end: EOF when it dies without answering
 
