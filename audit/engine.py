@@ -386,8 +386,10 @@ def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]
         )
     cut = [c for c in counts if c.truncated_last_line and c.status != "empty"]
     if cut:
+        # FILE:LINE of that line, so it can be opened (the line is known once the file is read).
+        first = cut[0].path + (f":{cut[0].truncated_line}" if cut[0].truncated_line else "")
         notes.append(
-            f"{len(cut)} file(s) end in a line still being written (first: {cut[0].path});"
+            f"{len(cut)} file(s) end in a line still being written (first: {first});"
             " only their complete lines are in this audit"
         )
     if len(notes) == len(report.notes):

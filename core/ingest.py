@@ -1249,6 +1249,7 @@ class _FileIngest:
         self.skipped: dict[str, int] = {}
         self.truncated = False
         self.truncated_document = False
+        self.truncated_line: int | None = None  # the incomplete last line left unread
         self.messages = self.tool_calls = self.boundaries = 0
         self.convs: set[str] = set()  # conversations this file adds to
         # Runs: explicit Run records (last status wins) and derived turns.
@@ -1328,6 +1329,7 @@ class _FileIngest:
             return
         if item.reason == "truncated_last_line" and self.display != "-":
             self.truncated = True  # read again by a later ingest, once it is whole
+            self.truncated_line = item.source.line
         elif item.reason == "truncated_document" and self.skip_invalid and self.display != "-":
             # Not a bad line: the writer has not finished the document. What was complete is
             # stored; nothing of it counts as consumed, so a later ingest reads it all again.
@@ -1768,6 +1770,7 @@ def _ingest_one(
         status=status,
         truncated_last_line=state.truncated,
         truncated_document=state.truncated_document,
+        truncated_line=state.truncated_line,
     )
     return counts, skip_lines
 

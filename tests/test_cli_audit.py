@@ -732,9 +732,10 @@ def test_a_jsonl_file_whose_last_line_is_still_being_written_is_named_in_the_not
     result = cli("audit", live, *flags, "--format", "json", "--exit-zero")
     assert result.exit_code == 0, result.stderr
     notes = json.loads(result.stdout)["notes"]
+    last = live.read_bytes().count(b"\n") + 1  # the line being written: FILE:LINE opens it
     assert (
-        f"1 file(s) end in a line still being written (first: {live}); only their complete"
-        " lines are in this audit"
+        f"1 file(s) end in a line still being written (first: {live}:{last}); only their"
+        " complete lines are in this audit"
     ) in notes, notes
     assert not any("invalid trace line" in n for n in notes), notes
     whole = tmp_path / "whole.jsonl"
