@@ -742,3 +742,30 @@ def test_a_jsonl_file_whose_last_line_is_still_being_written_is_named_in_the_not
     whole.write_bytes(full)
     result = cli("audit", whole, "--format", "json", "--exit-zero")
     assert not any("still being written" in n for n in json.loads(result.stdout)["notes"])
+
+
+def test_a_tool_call_with_megabytes_of_arguments_is_audited(cli, tmp_path):
+    """A 24 MB argument (a file an agent wrote whole) made the audit of a trace file stop
+    with DuckDB out of memory (exit 2) in its 512 MB store; it is judged like any other."""
+    pad = "lorem ipsum " * 2_000_000
+    records = [
+        {
+            "type": "message",
+            "id": "m1",
+            "conversation_id": "c1",
+            "role": "user",
+            "text": "Check ORD-11111 and ORD-22222",
+        },
+        {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "s"},
+        {
+            "type": "tool_call",
+            "id": "t1",
+            "conversation_id": "c1",
+            "name": "write",
+            "arguments": json.dumps({"order": "ORD-11111", "body": pad}),
+        },
+    ]
+    trace = tmp_path / "big.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = ok(cli("audit", trace, "--format", "json"), 1)
+    assert findings(result.stdout) == {"ORD-11111": "kept", "ORD-22222": "missing"}
