@@ -89,8 +89,8 @@ class _Prefixed(io.RawIOBase):
 
 
 def open_input(path: str | Path) -> BinaryIO:
-    """Open a trace for binary reading: '-' is standard input; gzip (a *.gz name, or its magic
-    bytes) is decompressed."""
+    """Open a trace for binary reading: '-' is standard input; gzip (known by its magic bytes,
+    whatever the name says) is decompressed."""
     name = str(path)
     if name == "-":
         # A gzip stream is known by its first two bytes (`zcat` is not needed either way).
@@ -106,7 +106,7 @@ def open_input(path: str | Path) -> BinaryIO:
         raise InputError(f"cannot open: {exc.strerror or exc}", path=name) from exc
     head = raw.read(2)
     raw.seek(0)
-    if head == b"\x1f\x8b" or name.endswith(".gz"):
+    if head == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
     return raw
 
@@ -587,7 +587,7 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
         path = Path(given)
         if path.is_dir():
             for child in sorted(path.rglob("*")):
-                name = child.name.removesuffix(".gz")
+                name = child.name.lower().removesuffix(".gz")  # A.JSONL from Windows too
                 hidden = any(part.startswith(".") for part in child.relative_to(path).parts)
                 if not hidden and child.is_file() and name.endswith(TRACE_SUFFIXES):
                     found.append((str(child), True))
