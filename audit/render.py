@@ -366,9 +366,18 @@ def _first_problems(report: AuditReport) -> tuple[list[Finding], int]:
     return problems, t.altered + t.missing + t.unverified - len(problems)
 
 
+class _ReportConsole(Console):
+    """A Console that lets a closed pipe surface as BrokenPipeError, as every other format's
+    write does: Rich's own answer is SystemExit(1), which would decide the exit code."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> None:
     """Rich tables: problems, per kind, per-conversation ratio histogram, and the verdict."""
-    console = Console(
+    console = _ReportConsole(
         file=stream,
         highlight=False,
         markup=False,

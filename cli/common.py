@@ -1,5 +1,6 @@
 """What every command shares: the error contract, consoles, --db, output files, progress."""
 
+import contextlib
 import functools
 import os
 import sys
@@ -103,6 +104,18 @@ def print_error(err: LexkeepError) -> None:
     if err.hint:
         sys.stderr.write(f"Hint: {err.hint}\n")
     sys.stderr.flush()
+
+
+def reader_gone(code: int) -> typer.Exit:
+    """The exit for a command whose stdout reader stopped reading (`| head`): `code`, the
+    verdict the command reached, stands (a gate that failed must not pass because nobody read
+    all of its report). Standard output is pointed at the null device, so the interpreter's
+    last flush does not fail on the closed pipe again."""
+    with contextlib.suppress(OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    return typer.Exit(code)
 
 
 def handle_errors(fn: F) -> F:

@@ -769,3 +769,43 @@ def test_a_tool_call_with_megabytes_of_arguments_is_audited(cli, tmp_path):
     trace.write_text("".join(json.dumps(r) + "\n" for r in records))
     result = ok(cli("audit", trace, "--format", "json"), 1)
     assert findings(result.stdout) == {"ORD-11111": "kept", "ORD-22222": "missing"}
+
+
+def _exit_with_reader_gone(args: list[object], cwd: Path) -> tuple[int, str]:
+    """(exit code, stderr) of `lexkeep ARGS` whose stdout reader is gone before it writes (a
+    `| head` that stopped reading): every write to stdout fails with a broken pipe."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "lexkeep.cli.main", *map(str, args)],
+            cwd=cwd,
+            env=env,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize("fmt", ["json", "github", "table"])
+def test_a_reader_that_stops_early_does_not_turn_a_failed_gate_into_a_pass(tmp_path, fmt):
+    """`lexkeep audit ... | head` with pipefail: the gate's exit code stands when the report
+    cannot be written to a closed pipe (it was 0, a pass)."""
+    code, stderr = _exit_with_reader_gone(["audit", SAMPLE_TRACES, "--format", fmt], tmp_path)
+    assert code == 1, stderr
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr
+    passing = ["audit", CODEX, "--format", fmt]
+    assert _exit_with_reader_gone(passing, tmp_path)[0] == 0
+
+
+def test_a_guard_whose_reader_stops_early_still_refuses(tmp_path, sample_db):
+    """An agent loop that pipes the guard's verdict somewhere that closed: exit 1 still stops
+    the tool call whose identifier nobody supplied."""
+    args = ["guard", "support-4471", '{"invoice_id": "INV-2025-08-4471"}', "--db", sample_db]
+    code, stderr = _exit_with_reader_gone(args, tmp_path)
+    assert code == 1, stderr
