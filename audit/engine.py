@@ -45,6 +45,7 @@ from lexkeep.audit.report import (
 )
 from lexkeep.audit.settings import AuditSettings, resolve
 from lexkeep.core.errors import ConfigError, InputError
+from lexkeep.core.fastload import READER_FIELDS
 from lexkeep.core.ingest import expand_paths, ingest_paths
 from lexkeep.core.inspect import ID_CONFLICT, left_out
 from lexkeep.core.model import ArgumentsKind, FileCounts, Format, Source, Verdict
@@ -270,6 +271,9 @@ def audit_command(
 
 # A quoted literal in an error message: `repr` of a value read from a trace ('...' or "...").
 _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+# Field names the lexkeep reader's errors quote (`'arguments_kind': unknown value …`): the
+# schema's words, not trace data, so redaction leaves them readable.
+_FIELD_NAMES = frozenset({*READER_FIELDS, "is_error", "type"})
 
 
 def redact_error(exc: InputError, rules: Any = None, key: bytes | None = None) -> None:
@@ -285,6 +289,8 @@ def redact_error(exc: InputError, rules: Any = None, key: bytes | None = None) -
 
     def literal(match: re.Match[str]) -> str:
         text = match.group()
+        if text[1:-1] in _FIELD_NAMES:
+            return text
         for ident in sorted(extract(text, rules).identifiers, key=lambda i: -i.start):
             text = text[: ident.start] + redact_value(ident.value, key) + text[ident.end :]
         return text

@@ -809,3 +809,20 @@ def test_a_guard_whose_reader_stops_early_still_refuses(tmp_path, sample_db):
     args = ["guard", "support-4471", '{"invoice_id": "INV-2025-08-4471"}', "--db", sample_db]
     code, stderr = _exit_with_reader_gone(args, tmp_path)
     assert code == 1, stderr
+
+
+def test_redact_keeps_the_field_name_an_input_error_quotes(cli, tmp_path):
+    """`'arguments_kind': unknown value …` under --redact: the field name is the schema's, not
+    trace data, and an error that hides it no longer says which field to fix."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        '{"type":"tool_call","id":"t1","conversation_id":"c1","name":"f",'
+        '"arguments":"{}","arguments_kind":"ORD_88412"}\n'
+        '{"type":"message","id":"m1","conversation_id":"","role":"user","text":"hi"}\n'
+    )
+    err = ok(cli("audit", bad, "--redact"), 2).stderr
+    assert f"{bad}:1: 'arguments_kind': unknown value 'redacted:" in err
+    assert "ORD_88412" not in err
+    (tmp_path / "two.jsonl").write_text(bad.read_text().splitlines()[1] + "\n")
+    err = ok(cli("audit", tmp_path / "two.jsonl", "--redact"), 2).stderr
+    assert "'conversation_id' must be a non-empty string" in err
