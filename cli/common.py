@@ -186,6 +186,18 @@ def output_stream(path: str | None) -> Iterator[Any]:
     target = Path(path)
     if target.is_dir():
         raise LexkeepError(f"cannot write {path}: it is a folder", hint="-o takes a file name")
+    if target.exists() and not target.is_file():
+        # A device (/dev/null, /dev/stdout) or a named pipe is written into: replacing it by
+        # a regular file would leave the reader of the pipe waiting, and /dev/null gone.
+        try:
+            stream = open(target, "w", encoding="utf-8", newline="")  # noqa: SIM115
+        except OSError as exc:
+            raise LexkeepError(f"cannot write {path}: {exc.strerror}") from exc
+        with stream:
+            yield stream
+        return
+    # Through a symlink, the file it names is replaced, and the link stays.
+    target = Path(os.path.realpath(target))
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         fh = tmp.open("w", encoding="utf-8", newline="")
