@@ -369,6 +369,7 @@ def run_audit(
                 phase("auditing identifiers")
                 report = audit_store(store, settings, inputs=tuple(paths))
                 report = _with_incomplete_documents(report, counts)
+                report = _with_unknown_records(report, counts)
     else:
         if rules:
             raise ConfigError(
@@ -406,6 +407,23 @@ def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]
     if len(notes) == len(report.notes):
         return report
     return dataclasses.replace(report, notes=tuple(notes))
+
+
+def _with_unknown_records(report: AuditReport, counts: Sequence[FileCounts]) -> AuditReport:
+    """`report` with a note when records of a type their file's reader does not know were
+    skipped (`unknown_type`: a misspelt lexkeep type, a newer agent build's line, another
+    format pasted into the file): whatever they held was not audited."""
+    files = [c for c in counts if c.skipped.get("unknown_type")]
+    if not files:
+        return report
+    total = sum(c.skipped["unknown_type"] for c in files)
+    first = files[0]
+    note = (
+        f"{total} record(s) of a type their file's reader does not know were skipped"
+        f" (unknown_type) in {len(files)} file(s) (first: {first.path}, read as {first.format});"
+        " whatever they held is not in this audit"
+    )
+    return dataclasses.replace(report, notes=(*report.notes, note))
 
 
 def _no_traces(paths: Sequence[str], files: int, empty: int = 0, writing: int = 0) -> InputError:

@@ -11,7 +11,8 @@ the identifier extractor (several processes on big inputs).
 Anything this path does not reproduce exactly makes it give up *before* writing anything, and
 the caller runs the normal ingest, which reports the exact file:line:col of a bad line: a line
 DuckDB cannot parse, whitespace-only lines, mixed line endings, an integer where the reader also
-accepts one (ids given as numbers), a non-string message text, duplicate ids, gzip, a BOM.
+accepts one (ids given as numbers), a non-string message text, duplicate ids, records of an
+unknown type (the normal ingest counts them for the notes), gzip, a BOM.
 DuckDB also reads what orjson, and so the reader, refuses (NaN, Infinity, numbers beyond a
 double, trailing commas), and reads the first of a repeated key where orjson reads the last:
 `LineCheck` decodes every line with orjson while the audit runs, and the caller discards the
@@ -103,6 +104,10 @@ _STAGE_INNER = ", CASE WHEN s.type = 'message' THEN json_extract(l, '$.text') EN
 _STAGE_SQL = stage_sql("lexkeep_fast_lines", _STAGE_COLUMNS, _SCHEMA, inner=_STAGE_INNER)
 
 _DUPLICATES_SQL = duplicates_sql("lexkeep_fast_lines")
+_UNKNOWN_TYPES_SQL = """
+SELECT count(*) FROM lexkeep_fast_lines
+WHERE type NOT IN ('conversation', 'run', 'message', 'tool_call', 'tool_result', 'compaction')
+"""
 
 _TIMELINE_SQL = """
 CREATE OR REPLACE TEMP TABLE lexkeep_fast_timeline AS
@@ -256,6 +261,9 @@ def _load(con: duckdb.DuckDBPyConnection, path: str) -> None:
         raise _GiveUp("a record the reader rejects")
     if con.execute(_DUPLICATES_SQL).fetchone()[0]:
         raise _GiveUp("duplicate ids")
+    if con.execute(_UNKNOWN_TYPES_SQL).fetchone()[0]:
+        # Skipped by the reader, and named in the audit's notes: the normal ingest counts them.
+        raise _GiveUp("records of an unknown type")
     con.execute(_TIMELINE_SQL)
     updates = _object_arguments(con)
     drop_keys(con, _UNKEYED)

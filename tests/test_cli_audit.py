@@ -826,3 +826,23 @@ def test_redact_keeps_the_field_name_an_input_error_quotes(cli, tmp_path):
     (tmp_path / "two.jsonl").write_text(bad.read_text().splitlines()[1] + "\n")
     err = ok(cli("audit", tmp_path / "two.jsonl", "--redact"), 2).stderr
     assert "'conversation_id' must be a non-empty string" in err
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_records_of_a_type_the_reader_does_not_know_are_named_in_the_notes(cli, tmp_path, workers):
+    """A lexkeep writer's misspelt type (`compation`), or a Claude session pasted after a
+    lexkeep file, is skipped as unknown_type: the audit may then pass on what it never read,
+    so its notes say how many records that was and in which file."""
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    typo = tmp_path / "typo.jsonl"
+    typo.write_text("".join(lines).replace('"type":"compaction"', '"type":"compation"'))
+    env = {"LEXKEEP_READ_WORKERS": workers}
+    result = ok(cli("audit", typo, "--format", "json", env=env), 0)  # nothing crosses one
+    notes = json.loads(result.stdout)["notes"]
+    assert any("1 record(s)" in n and f"first: {typo}, read as lexkeep" in n for n in notes)
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("".join(lines) + CLAUDE.read_text())
+    notes = json.loads(ok(cli("audit", mixed, "--format", "json", env=env), 1).stdout)["notes"]
+    assert any(f"first: {mixed}," in n and "unknown_type" in n for n in notes), notes
+    clean = json.loads(ok(cli("audit", INVOICE, "--format", "json", env=env), 1).stdout)
+    assert clean["notes"] == []
