@@ -45,6 +45,7 @@ from lexkeep.audit.report import (
 )
 from lexkeep.audit.settings import AuditSettings, resolve
 from lexkeep.core.errors import ConfigError, InputError
+from lexkeep.core.fastload import READER_FIELDS
 from lexkeep.core.ingest import expand_paths, ingest_paths
 from lexkeep.core.inspect import ID_CONFLICT, left_out
 from lexkeep.core.model import ArgumentsKind, FileCounts, Format, Source, Verdict
@@ -91,6 +92,8 @@ _SURE_VALUE = r"""(
     AND (regexp_matches(ids.value, '[^0-9+\-.eEtrufalsnNIiy \t\n\r,:\[\]{}]')
          OR regexp_full_match(ids.value, '[0-9]+'))
 )"""
+# Longest JSON arguments whose keys SQL checks (_SURE_CALL); longer ones are decoded in Python.
+SURE_JSON_MAX_CHARS = 1 << 20
 _PLAIN = r"(ord({ch}) < 128 AND NOT regexp_matches({ch}, '[0-9A-Za-z\\]'))"
 _SURE_CALL = (
     "(p > 0"
@@ -100,6 +103,9 @@ _SURE_CALL = (
     + ")"
     " AND (arguments_kind = 'freeform' OR (sure_value AND CASE"
     "  WHEN NOT contains(arguments_raw, '{') THEN true"
+    # DuckDB keeps each JSON parse of one row's text until the row is done: five parses of a
+    # 24 MB argument outgrew a 512 MB store. Python decodes such a call once instead.
+    f"  WHEN length(arguments_raw) > {SURE_JSON_MAX_CHARS} THEN false"
     "  WHEN length(arguments_raw) - length(replace(arguments_raw, '{', '')) <> 1 THEN false"
     # One test per branch, and try(): DuckDB may reorder an AND's terms, and json_type or
     # json_keys on text that is not JSON raise an error instead of answering.
@@ -265,6 +271,9 @@ def audit_command(
 
 # A quoted literal in an error message: `repr` of a value read from a trace ('...' or "...").
 _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+# Field names the lexkeep reader's errors quote (`'arguments_kind': unknown value …`): the
+# schema's words, not trace data, so redaction leaves them readable.
+_FIELD_NAMES = frozenset({*READER_FIELDS, "is_error", "type"})
 
 
 def redact_error(exc: InputError, rules: Any = None, key: bytes | None = None) -> None:
@@ -280,6 +289,8 @@ def redact_error(exc: InputError, rules: Any = None, key: bytes | None = None) -
 
     def literal(match: re.Match[str]) -> str:
         text = match.group()
+        if text[1:-1] in _FIELD_NAMES:
+            return text
         for ident in sorted(extract(text, rules).identifiers, key=lambda i: -i.start):
             text = text[: ident.start] + redact_value(ident.value, key) + text[ident.end :]
         return text
@@ -358,6 +369,7 @@ def run_audit(
                 phase("auditing identifiers")
                 report = audit_store(store, settings, inputs=tuple(paths))
                 report = _with_incomplete_documents(report, counts)
+                report = _with_unknown_records(report, counts)
     else:
         if rules:
             raise ConfigError(
@@ -386,13 +398,32 @@ def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]
         )
     cut = [c for c in counts if c.truncated_last_line and c.status != "empty"]
     if cut:
+        # FILE:LINE of that line, so it can be opened (the line is known once the file is read).
+        first = cut[0].path + (f":{cut[0].truncated_line}" if cut[0].truncated_line else "")
         notes.append(
-            f"{len(cut)} file(s) end in a line still being written (first: {cut[0].path});"
+            f"{len(cut)} file(s) end in a line still being written (first: {first});"
             " only their complete lines are in this audit"
         )
     if len(notes) == len(report.notes):
         return report
     return dataclasses.replace(report, notes=tuple(notes))
+
+
+def _with_unknown_records(report: AuditReport, counts: Sequence[FileCounts]) -> AuditReport:
+    """`report` with a note when records of a type their file's reader does not know were
+    skipped (`unknown_type`: a misspelt lexkeep type, a newer agent build's line, another
+    format pasted into the file): whatever they held was not audited."""
+    files = [c for c in counts if c.skipped.get("unknown_type")]
+    if not files:
+        return report
+    total = sum(c.skipped["unknown_type"] for c in files)
+    first = files[0]
+    note = (
+        f"{total} record(s) of a type their file's reader does not know were skipped"
+        f" (unknown_type) in {len(files)} file(s) (first: {first.path}, read as {first.format});"
+        " whatever they held is not in this audit"
+    )
+    return dataclasses.replace(report, notes=(*report.notes, note))
 
 
 def _no_traces(paths: Sequence[str], files: int, empty: int = 0, writing: int = 0) -> InputError:

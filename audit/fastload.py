@@ -11,7 +11,8 @@ the identifier extractor (several processes on big inputs).
 Anything this path does not reproduce exactly makes it give up *before* writing anything, and
 the caller runs the normal ingest, which reports the exact file:line:col of a bad line: a line
 DuckDB cannot parse, whitespace-only lines, mixed line endings, an integer where the reader also
-accepts one (ids given as numbers), a non-string message text, duplicate ids, gzip, a BOM.
+accepts one (ids given as numbers), a non-string message text, duplicate ids, records of an
+unknown type (the normal ingest counts them for the notes), gzip, a BOM.
 DuckDB also reads what orjson, and so the reader, refuses (NaN, Infinity, numbers beyond a
 double, trailing commas), and reads the first of a repeated key where orjson reads the last:
 `LineCheck` decodes every line with orjson while the audit runs, and the caller discards the
@@ -57,7 +58,7 @@ from lexkeep.core.fastload import (
 )
 from lexkeep.core.ingest import JsonSource, detect_format
 from lexkeep.core.model import ArgumentsKind, Format
-from lexkeep.core.parallel import ignore_interrupts, read_workers
+from lexkeep.core.parallel import exit_with_parent, ignore_interrupts, read_workers
 from lexkeep.core.readers import BOM
 from lexkeep.core.rules import RuleSet, load_rules
 from lexkeep.core.sidecar import PARALLEL_MIN_CHARS, scan_query
@@ -103,6 +104,10 @@ _STAGE_INNER = ", CASE WHEN s.type = 'message' THEN json_extract(l, '$.text') EN
 _STAGE_SQL = stage_sql("lexkeep_fast_lines", _STAGE_COLUMNS, _SCHEMA, inner=_STAGE_INNER)
 
 _DUPLICATES_SQL = duplicates_sql("lexkeep_fast_lines")
+_UNKNOWN_TYPES_SQL = """
+SELECT count(*) FROM lexkeep_fast_lines
+WHERE type NOT IN ('conversation', 'run', 'message', 'tool_call', 'tool_result', 'compaction')
+"""
 
 _TIMELINE_SQL = """
 CREATE OR REPLACE TEMP TABLE lexkeep_fast_timeline AS
@@ -256,6 +261,9 @@ def _load(con: duckdb.DuckDBPyConnection, path: str) -> None:
         raise _GiveUp("a record the reader rejects")
     if con.execute(_DUPLICATES_SQL).fetchone()[0]:
         raise _GiveUp("duplicate ids")
+    if con.execute(_UNKNOWN_TYPES_SQL).fetchone()[0]:
+        # Skipped by the reader, and named in the audit's notes: the normal ingest counts them.
+        raise _GiveUp("records of an unknown type")
     con.execute(_TIMELINE_SQL)
     updates = _object_arguments(con)
     drop_keys(con, _UNKEYED)
@@ -357,7 +365,8 @@ def read_alike(path: str) -> bool:
     return True
 
 
-def _check_in_worker(path: str, send: Connection) -> None:
+def _check_in_worker(path: str, send: Connection, parent: int) -> None:
+    exit_with_parent(parent)  # a killed audit leaves no reader of a big file behind
     ignore_interrupts()  # the parent stops this worker itself
     with contextlib.suppress(OSError):
         os.nice(10)  # idle cycles first: the audit's own threads come before this check
@@ -383,7 +392,7 @@ class LineCheck:
         if read_workers() > 1:
             context = get_context("fork")
             self._answer, send = context.Pipe(duplex=False)
-            self._worker = context.Process(target=_check_in_worker, args=(path, send))
+            self._worker = context.Process(target=_check_in_worker, args=(path, send, os.getpid()))
             self._worker.start()
             send.close()  # the worker holds the other end: EOF when it dies without answering
 

@@ -366,9 +366,18 @@ def _first_problems(report: AuditReport) -> tuple[list[Finding], int]:
     return problems, t.altered + t.missing + t.unverified - len(problems)
 
 
+class _ReportConsole(Console):
+    """A Console that lets a closed pipe surface as BrokenPipeError, as every other format's
+    write does: Rich's own answer is SystemExit(1), which would decide the exit code."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> None:
     """Rich tables: problems, per kind, per-conversation ratio histogram, and the verdict."""
-    console = Console(
+    console = _ReportConsole(
         file=stream,
         highlight=False,
         markup=False,
@@ -552,9 +561,29 @@ def render_github(report: AuditReport, stream: TextIO, color: bool = False) -> N
 # -- markdown ---------------------------------------------------------------------------------
 
 
+# Characters Markdown (GitHub's included) could read as markup in running text: escaped with a
+# backslash, which CommonMark allows before any ASCII punctuation. An underscore between two
+# letters or digits never starts emphasis, so `claude_lost_path` stays as it is.
+_MD_MARKUP = re.compile(r"[\\`*\[\]<>|~&!#]|(?<![^\W_])_|_(?![^\W_])")
+_BACKTICKS = re.compile("`+")
+
+
 def _md(text: object) -> str:
-    text = visible(str(text))
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("`", "'")
+    """`text` for a Markdown table cell or paragraph: shown as it is, never read as markup."""
+    return _MD_MARKUP.sub(lambda m: "\\" + m.group(), visible(str(text)).replace("\n", " "))
+
+
+def _md_code(text: object) -> str:
+    """`text` as a Markdown code span in a table cell: every character shown as it is.
+
+    Backslashes mean nothing in a code span, so they stay single; a backtick in the value gets
+    a longer fence; a pipe is escaped, which GitHub's tables undo inside code spans too.
+    """
+    text = visible(str(text)).replace("\n", " ").replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    if text.startswith("`") or text.endswith("`") or (text[:1] == text[-1:] == " "):
+        text = f" {text} "
+    return f"{fence}{text}{fence}"
 
 
 def render_markdown(report: AuditReport, stream: TextIO, color: bool = False) -> None:
@@ -585,10 +614,13 @@ def render_markdown(report: AuditReport, stream: TextIO, color: bool = False) ->
         w("|---|---|---|---|---|---|---|\n")
         for f in problems:
             ev = f.evidence
-            evidence = f"{_md(ev.found)} ({ev.difference}) at {_md(loc(ev.source))}" if ev else ""
+            evidence = ""
+            if ev is not None:
+                evidence = f"{_md_code(ev.found)} ({ev.difference}) at {_md(loc(ev.source))}"
             w(
-                f"| {f.verdict.value} | {_md(f.kind)} | `{_md(f.value)}` | {_md(loc(f.message))} | "
-                f"{_md(loc(f.boundary))} | {evidence} | {_md(', '.join(flags(f)))} |\n"
+                f"| {f.verdict.value} | {_md(f.kind)} | {_md_code(f.value)} | "
+                f"{_md(loc(f.message))} | {_md(loc(f.boundary))} | {evidence} | "
+                f"{_md(', '.join(flags(f)))} |\n"
             )
     if more:
         w(f"\n... and {more} more; --format json lists every finding.\n")

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from lexkeep.cli.common import DbOption, is_terminal, output_stream, progress
+from lexkeep.cli.common import DbOption, is_terminal, output_stream, progress, reader_gone
 
 
 def register(app: typer.Typer) -> None:
@@ -112,9 +112,13 @@ def register(app: typer.Typer) -> None:
                 on_progress=advance,
                 on_phase=lambda text: advance(0, description=text),
             )
-        with output_stream(output) as stream:
-            color = settings.format == "table" and output in (None, "-") and is_terminal(stream)
-            render(report, settings.format, stream, color=color)
+        try:
+            with output_stream(output) as stream:
+                color = settings.format == "table" and output in (None, "-") and is_terminal(stream)
+                render(report, settings.format, stream, color=color)
+                stream.flush()
+        except BrokenPipeError:
+            raise reader_gone(report.exit_code) from None
         if output not in (None, "-") and is_terminal(sys.stderr):
             sys.stderr.write(f"Wrote {output}\n")
         raise typer.Exit(report.exit_code)

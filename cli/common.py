@@ -1,5 +1,6 @@
 """What every command shares: the error contract, consoles, --db, output files, progress."""
 
+import contextlib
 import functools
 import os
 import sys
@@ -106,6 +107,18 @@ def print_error(err: LexkeepError) -> None:
     sys.stderr.flush()
 
 
+def reader_gone(code: int) -> typer.Exit:
+    """The exit for a command whose stdout reader stopped reading (`| head`): `code`, the
+    verdict the command reached, stands (a gate that failed must not pass because nobody read
+    all of its report). Standard output is pointed at the null device, so the interpreter's
+    last flush does not fail on the closed pipe again."""
+    with contextlib.suppress(OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    return typer.Exit(code)
+
+
 def handle_errors(fn: F) -> F:
     """Map library errors to exit 2 with a message, and a crash to exit 2 too (never 1)."""
 
@@ -174,6 +187,18 @@ def output_stream(path: str | None) -> Iterator[Any]:
     target = Path(path)
     if target.is_dir():
         raise LexkeepError(f"cannot write {path}: it is a folder", hint="-o takes a file name")
+    if target.exists() and not target.is_file():
+        # A device (/dev/null, /dev/stdout) or a named pipe is written into: replacing it by
+        # a regular file would leave the reader of the pipe waiting, and /dev/null gone.
+        try:
+            stream = open(target, "w", encoding="utf-8", newline="")  # noqa: SIM115
+        except OSError as exc:
+            raise LexkeepError(f"cannot write {path}: {exc.strerror}") from exc
+        with stream:
+            yield stream
+        return
+    # Through a symlink, the file it names is replaced, and the link stays.
+    target = Path(os.path.realpath(target))
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         fh = tmp.open("w", encoding="utf-8", newline="")

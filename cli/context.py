@@ -7,7 +7,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from lexkeep.cli.common import EXIT_OK, DbOption, db_path
+from lexkeep.cli.common import EXIT_OK, DbOption, db_path, reader_gone
 from lexkeep.compaction.context import (
     DEFAULT_ANSWER_BYTES,
     MAX_BYTES,
@@ -134,11 +134,15 @@ def register(app: typer.Typer) -> None:
             report = guard_arguments(
                 store, conversation, raw, rules=load_rules(rules), arguments_path=source
             )
-        if format is ContextFormat.JSON:
-            sys.stdout.write(orjson.dumps(guard_to_json(report)).decode() + "\n")
-        else:
-            sys.stdout.write(guard_to_text(report))
-        sys.stdout.flush()
         # An incomplete scan checked only part of a value: by default that passes with a note
         # (`passed`); a gate that must not pass what it did not see asks for --strict (`ok`).
-        raise typer.Exit(report.exit_code if strict else (0 if report.passed else 1))
+        code = report.exit_code if strict else (0 if report.passed else 1)
+        try:
+            if format is ContextFormat.JSON:
+                sys.stdout.write(orjson.dumps(guard_to_json(report)).decode() + "\n")
+            else:
+                sys.stdout.write(guard_to_text(report))
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise reader_gone(code) from None
+        raise typer.Exit(code)

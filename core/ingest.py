@@ -89,8 +89,8 @@ class _Prefixed(io.RawIOBase):
 
 
 def open_input(path: str | Path) -> BinaryIO:
-    """Open a trace for binary reading: '-' is standard input; gzip (a *.gz name, or its magic
-    bytes) is decompressed."""
+    """Open a trace for binary reading: '-' is standard input; gzip (known by its magic bytes,
+    whatever the name says) is decompressed."""
     name = str(path)
     if name == "-":
         # A gzip stream is known by its first two bytes (`zcat` is not needed either way).
@@ -106,7 +106,7 @@ def open_input(path: str | Path) -> BinaryIO:
         raise InputError(f"cannot open: {exc.strerror or exc}", path=name) from exc
     head = raw.read(2)
     raw.seek(0)
-    if head == b"\x1f\x8b" or name.endswith(".gz"):
+    if head == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
     return raw
 
@@ -587,7 +587,7 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
         path = Path(given)
         if path.is_dir():
             for child in sorted(path.rglob("*")):
-                name = child.name.removesuffix(".gz")
+                name = child.name.lower().removesuffix(".gz")  # A.JSONL from Windows too
                 hidden = any(part.startswith(".") for part in child.relative_to(path).parts)
                 if not hidden and child.is_file() and name.endswith(TRACE_SUFFIXES):
                     found.append((str(child), True))
@@ -1249,6 +1249,7 @@ class _FileIngest:
         self.skipped: dict[str, int] = {}
         self.truncated = False
         self.truncated_document = False
+        self.truncated_line: int | None = None  # the incomplete last line left unread
         self.messages = self.tool_calls = self.boundaries = 0
         self.convs: set[str] = set()  # conversations this file adds to
         # Runs: explicit Run records (last status wins) and derived turns.
@@ -1328,6 +1329,7 @@ class _FileIngest:
             return
         if item.reason == "truncated_last_line" and self.display != "-":
             self.truncated = True  # read again by a later ingest, once it is whole
+            self.truncated_line = item.source.line
         elif item.reason == "truncated_document" and self.skip_invalid and self.display != "-":
             # Not a bad line: the writer has not finished the document. What was complete is
             # stored; nothing of it counts as consumed, so a later ingest reads it all again.
@@ -1768,6 +1770,7 @@ def _ingest_one(
         status=status,
         truncated_last_line=state.truncated,
         truncated_document=state.truncated_document,
+        truncated_line=state.truncated_line,
     )
     return counts, skip_lines
 

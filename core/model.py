@@ -245,6 +245,7 @@ class FileCounts:
     # A JSON document (a whole-file array) that ends before it is complete, read with
     # skip_invalid: its complete values are stored, the rest is read by a later ingest.
     truncated_document: bool = False
+    truncated_line: int | None = None  # that last line's number, when the file was read
     # Of `messages`, `tool_calls` and `boundaries` (records read), how many were written:
     # fewer when the store held some already. None when not counted (a lean audit store).
     messages_added: int | None = None

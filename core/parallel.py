@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -51,7 +53,33 @@ def ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _start_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+# How often a worker looks whether the process that forked it is still there.
+PARENT_POLL_SECONDS = 0.5
+
+
+def exit_with_parent(parent: int) -> None:
+    """Worker initializer: end this process as soon as `parent`, which forked it, is gone.
+
+    A pool's workers wait on a pipe whose writing end they inherited themselves, so a parent
+    killed by SIGTERM or SIGKILL (a CI timeout, `kill PID`) gives them no end of input: they
+    would wait for ever, holding the command's stdout and stderr open, and whatever reads those
+    (a CI step, a pipe) would wait with them. A daemon thread polls the parent's pid instead.
+    """
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="lexkeep-parent-watch", daemon=True).start()
+
+
+def _start_worker(
+    parent: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]
+) -> None:
+    exit_with_parent(parent)
     ignore_interrupts()
     if initializer is not None:
         initializer(*initargs)
@@ -97,7 +125,7 @@ class ReadAhead(Generic[T, R]):
             max(1, workers),
             mp_context=get_context("fork"),
             initializer=_start_worker,
-            initargs=(initializer, initargs),
+            initargs=(os.getpid(), initializer, initargs),
         )
         self._fill()
 

@@ -202,6 +202,8 @@ class AnthropicReader:
         log = RequestLog()  # request records repeat their conversation so far
         calls: dict[str, CallIds] = {}
         systems: set[str] = set()  # conversations whose system prompt was read
+        # Where each conversation starts: a later request naming it again keeps that place.
+        begins: dict[str, Source] = {}
         for item in lines:
             if isinstance(item, Skipped):
                 yield item
@@ -213,7 +215,7 @@ class AnthropicReader:
                 key = conversation_key(value)
                 conv = key or f"{stem}#{index}"
                 index += 1
-                yield Conversation(conv, Format.ANTHROPIC, src)
+                yield Conversation(conv, Format.ANTHROPIC, begins.setdefault(conv, src))
                 if conv not in systems and value.get("system"):
                     systems.add(conv)  # later requests repeat it (and would store it once)
                     yield from _system(value["system"], f"{conv}/system", conv, src)

@@ -264,6 +264,8 @@ class OpenAIReader:
         calls: dict[str, CallIds] = {}
         chains = responses.Chains()  # Responses request logs: previous_response_id chains
         started: set[str] = set()
+        # Where each conversation starts: a later request naming it again keeps that place.
+        begins: dict[str, Source] = {}
         last_line, on_line = 0, 0
         for item in lines:
             if isinstance(item, Skipped):
@@ -284,7 +286,7 @@ class OpenAIReader:
                 title = value.get("title") if isinstance(value.get("title"), str) else None
                 if title is None and "task_id" in value:
                     title = f"task {value['task_id']} trial {value.get('trial', 0)}"
-                yield Conversation(conv, Format.OPENAI, src, title=title)
+                yield Conversation(conv, Format.OPENAI, begins.setdefault(conv, src), title=title)
                 if key is None:  # a conversation no other record can repeat
                     yield from read_messages(messages, conv, src, item)
                 else:

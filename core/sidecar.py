@@ -9,6 +9,7 @@ JSON reader (no per-row inserts) inside the caller's transaction.
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -21,7 +22,7 @@ import duckdb
 from lexkeep.core.errors import StoreError
 from lexkeep.core.identifiers import SELECT_AFTER, extract_many, prepare
 from lexkeep.core.model import Extraction, MessageKind
-from lexkeep.core.parallel import cpu_count, env_count, ignore_interrupts
+from lexkeep.core.parallel import cpu_count, env_count, exit_with_parent, ignore_interrupts
 from lexkeep.core.rules import RuleSet, default_rules, load_rules
 from lexkeep.core.store import Store, bulk_insert
 
@@ -240,7 +241,7 @@ def _scan(
             take(_extract_batch(batch))
     else:
         with ProcessPoolExecutor(
-            n, mp_context=context, initializer=_init_worker, initargs=(rules, True)
+            n, mp_context=context, initializer=_init_worker, initargs=(rules, os.getpid())
         ) as pool:
             # A few batches in flight per worker: submitting them all at once would hold
             # every batch (and its pickled copy) in memory.
@@ -313,10 +314,13 @@ def _scan_known(
     )
 
 
-def _init_worker(rules: RuleSet, worker: bool = False) -> None:
+def _init_worker(rules: RuleSet, parent: int | None = None) -> None:
+    """Set the rules of this process's extractions; in a forked worker (`parent`: the pid of
+    the process that forked it), also stop on Ctrl-C's signal and end when the parent ends."""
     global _WORKER_RULES
     _WORKER_RULES = rules
-    if worker:
+    if parent is not None:
+        exit_with_parent(parent)
         ignore_interrupts()
 
 

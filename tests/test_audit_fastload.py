@@ -126,8 +126,7 @@ FAST_CASES = {
     "conversation_record_after_use": _lines(
         *_conversation(), {"type": "conversation", "id": "c1", "title": "t"}
     ),
-    "unknown_type_and_run": _lines(
-        {"type": "weird", "x": 1},
+    "run_record": _lines(
         {"type": "run", "id": "r1", "conversation_id": "c1", "status": "completed"},
         *_conversation(),
     ),
@@ -191,6 +190,12 @@ FALLBACK_CASES = {
     ),
     "duplicate_message_id": _lines(*_conversation(), _conversation()[0]),
     "truncated_last_line": _lines(*_conversation()) + '{"type": "message", "id": "m9"',
+    # Skipped by the reader and named in the notes, which the normal ingest counts.
+    "unknown_type_and_run": _lines(
+        {"type": "weird", "x": 1},
+        {"type": "run", "id": "r1", "conversation_id": "c1", "status": "completed"},
+        *_conversation(),
+    ),
 }
 ERROR_CASES = {
     "invalid_json": _lines(*_conversation()[:2], "{not json", *_conversation()[2:]),
@@ -504,7 +509,10 @@ def test_a_progress_callback_that_raises_is_not_lost(tmp_path):
 
     dump = _generate(tmp_path / "gen", seed=4, size="8MB")
 
+    told: list[int] = []
+
     def broken(n: int) -> None:
+        told.append(n)
         raise RuntimeError("the bar broke")
 
     import time
@@ -513,9 +521,14 @@ def test_a_progress_callback_that_raises_is_not_lost(tmp_path):
     store = Store.open(None)
     progress = statement_progress(store.con, dump.stat().st_size, broken, every=0.001)
     with raised, store, progress:
-        store.con.execute(
-            "CREATE TABLE t AS SELECT * FROM read_json(?, format = 'newline_delimited',"
-            " columns = {type: 'VARCHAR', text: 'VARCHAR'})",
-            [str(dump)],
-        )
-        time.sleep(0.05)  # the poller runs at least once more
+        # On a busy machine one load can end before the poller sees DuckDB report progress:
+        # load again until the callback has been called (and has raised) once.
+        for _ in range(20):
+            store.con.execute(
+                "CREATE OR REPLACE TABLE t AS SELECT * FROM read_json(?,"
+                " format = 'newline_delimited', columns = {type: 'VARCHAR', text: 'VARCHAR'})",
+                [str(dump)],
+            )
+            time.sleep(0.05)  # the poller runs at least once more
+            if told:
+                break

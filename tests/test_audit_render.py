@@ -189,3 +189,22 @@ def test_table_in_a_pipe_is_140_columns_without_columns(monkeypatch):
 
     lines = rendered(run_audit(paths=[str(SAMPLE_TRACES)]), "table").splitlines()
     assert max(map(len, lines)) == 140
+
+
+def test_markdown_shows_values_and_evidence_as_typed(store):
+    """A job summary shows a Windows path with single backslashes, a value holding a backtick
+    whole, and `__init__` in an evidence path as text, not bold (as GitHub renders it)."""
+    from markdown_it import MarkdownIt  # a dependency of rich
+
+    t = Timeline(store)
+    t.user("m1", ("path", r"C:\Users\bob\x.txt"), ("path", "src/pkg/__init__.py"))
+    t.user("m2", ("code", "a`b|c"))
+    t.boundary("b1")
+    t.call("k1", {"p": "src/pkg/__init__.pyc"})
+    t.save()
+    text = rendered(audit_store(store, AuditSettings()), "markdown")
+    html = MarkdownIt("commonmark").enable("table").render(text)
+    codes = re.findall(r"<code>(.*?)</code>", html)
+    assert r"C:\Users\bob\x.txt" in codes
+    assert "a`b|c" in codes
+    assert "src/pkg/__init__.pyc" in codes and "<strong>init</strong>" not in html

@@ -732,12 +732,117 @@ def test_a_jsonl_file_whose_last_line_is_still_being_written_is_named_in_the_not
     result = cli("audit", live, *flags, "--format", "json", "--exit-zero")
     assert result.exit_code == 0, result.stderr
     notes = json.loads(result.stdout)["notes"]
+    last = live.read_bytes().count(b"\n") + 1  # the line being written: FILE:LINE opens it
     assert (
-        f"1 file(s) end in a line still being written (first: {live}); only their complete"
-        " lines are in this audit"
+        f"1 file(s) end in a line still being written (first: {live}:{last}); only their"
+        " complete lines are in this audit"
     ) in notes, notes
     assert not any("invalid trace line" in n for n in notes), notes
     whole = tmp_path / "whole.jsonl"
     whole.write_bytes(full)
     result = cli("audit", whole, "--format", "json", "--exit-zero")
     assert not any("still being written" in n for n in json.loads(result.stdout)["notes"])
+
+
+def test_a_tool_call_with_megabytes_of_arguments_is_audited(cli, tmp_path):
+    """A 24 MB argument (a file an agent wrote whole) made the audit of a trace file stop
+    with DuckDB out of memory (exit 2) in its 512 MB store; it is judged like any other."""
+    pad = "lorem ipsum " * 2_000_000
+    records = [
+        {
+            "type": "message",
+            "id": "m1",
+            "conversation_id": "c1",
+            "role": "user",
+            "text": "Check ORD-11111 and ORD-22222",
+        },
+        {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "s"},
+        {
+            "type": "tool_call",
+            "id": "t1",
+            "conversation_id": "c1",
+            "name": "write",
+            "arguments": json.dumps({"order": "ORD-11111", "body": pad}),
+        },
+    ]
+    trace = tmp_path / "big.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = ok(cli("audit", trace, "--format", "json"), 1)
+    assert findings(result.stdout) == {"ORD-11111": "kept", "ORD-22222": "missing"}
+
+
+def _exit_with_reader_gone(args: list[object], cwd: Path) -> tuple[int, str]:
+    """(exit code, stderr) of `lexkeep ARGS` whose stdout reader is gone before it writes (a
+    `| head` that stopped reading): every write to stdout fails with a broken pipe."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "lexkeep.cli.main", *map(str, args)],
+            cwd=cwd,
+            env=env,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize("fmt", ["json", "github", "table"])
+def test_a_reader_that_stops_early_does_not_turn_a_failed_gate_into_a_pass(tmp_path, fmt):
+    """`lexkeep audit ... | head` with pipefail: the gate's exit code stands when the report
+    cannot be written to a closed pipe (it was 0, a pass)."""
+    code, stderr = _exit_with_reader_gone(["audit", SAMPLE_TRACES, "--format", fmt], tmp_path)
+    assert code == 1, stderr
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr
+    passing = ["audit", CODEX, "--format", fmt]
+    assert _exit_with_reader_gone(passing, tmp_path)[0] == 0
+
+
+def test_a_guard_whose_reader_stops_early_still_refuses(tmp_path, sample_db):
+    """An agent loop that pipes the guard's verdict somewhere that closed: exit 1 still stops
+    the tool call whose identifier nobody supplied."""
+    args = ["guard", "support-4471", '{"invoice_id": "INV-2025-08-4471"}', "--db", sample_db]
+    code, stderr = _exit_with_reader_gone(args, tmp_path)
+    assert code == 1, stderr
+
+
+def test_redact_keeps_the_field_name_an_input_error_quotes(cli, tmp_path):
+    """`'arguments_kind': unknown value …` under --redact: the field name is the schema's, not
+    trace data, and an error that hides it no longer says which field to fix."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        '{"type":"tool_call","id":"t1","conversation_id":"c1","name":"f",'
+        '"arguments":"{}","arguments_kind":"ORD_88412"}\n'
+        '{"type":"message","id":"m1","conversation_id":"","role":"user","text":"hi"}\n'
+    )
+    err = ok(cli("audit", bad, "--redact"), 2).stderr
+    assert f"{bad}:1: 'arguments_kind': unknown value 'redacted:" in err
+    assert "ORD_88412" not in err
+    (tmp_path / "two.jsonl").write_text(bad.read_text().splitlines()[1] + "\n")
+    err = ok(cli("audit", tmp_path / "two.jsonl", "--redact"), 2).stderr
+    assert "'conversation_id' must be a non-empty string" in err
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_records_of_a_type_the_reader_does_not_know_are_named_in_the_notes(cli, tmp_path, workers):
+    """A lexkeep writer's misspelt type (`compation`), or a Claude session pasted after a
+    lexkeep file, is skipped as unknown_type: the audit may then pass on what it never read,
+    so its notes say how many records that was and in which file."""
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    typo = tmp_path / "typo.jsonl"
+    typo.write_text("".join(lines).replace('"type":"compaction"', '"type":"compation"'))
+    env = {"LEXKEEP_READ_WORKERS": workers}
+    result = ok(cli("audit", typo, "--format", "json", env=env), 0)  # nothing crosses one
+    notes = json.loads(result.stdout)["notes"]
+    assert any("1 record(s)" in n and f"first: {typo}, read as lexkeep" in n for n in notes)
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("".join(lines) + CLAUDE.read_text())
+    notes = json.loads(ok(cli("audit", mixed, "--format", "json", env=env), 1).stdout)["notes"]
+    assert any(f"first: {mixed}," in n and "unknown_type" in n for n in notes), notes
+    clean = json.loads(ok(cli("audit", INVOICE, "--format", "json", env=env), 1).stdout)
+    assert clean["notes"] == []

@@ -330,3 +330,42 @@ def test_broken_pyproject_names_file_line_and_column(tmp_path: Path):
     assert first.startswith(f"Error: {tmp_path / 'pyproject.toml'}:3:20: invalid TOML: "), first
     assert "(at line" not in first
     assert "Hint:" in result.stderr
+
+
+def test_audit_output_through_a_link_writes_the_file_it_names(cli, tmp_path: Path):
+    """-o through a symlink replaces the linked file, not the link."""
+    real = tmp_path / "reports" / "audit.json"
+    real.parent.mkdir()
+    real.write_text("old")
+    link = tmp_path / "latest.json"
+    link.symlink_to(real)
+    assert cli("audit", SAMPLE_TRACES, "--format", "json", "-o", link).exit_code == 1
+    assert link.is_symlink()
+    assert json.loads(real.read_text())["schema_version"] == 1
+    assert sorted(p.name for p in real.parent.iterdir()) == ["audit.json"]
+
+
+def test_audit_output_to_a_fifo_is_written_into_it_not_replaced(cli, tmp_path: Path):
+    """-o onto a named pipe (or a device such as /dev/null or /dev/stdout) writes into it;
+    it was replaced by a regular file, which for /dev/null under root breaks the machine."""
+    import os
+    import threading
+
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+
+    def read() -> None:
+        with open(fifo, "rb") as stream:
+            got.append(stream.read())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    result = cli("audit", SAMPLE_TRACES, "--format", "json", "-o", fifo)
+    if not got:  # the command did not open the pipe: let the reader go
+        with open(fifo, "wb"):
+            pass
+    reader.join(10)
+    assert result.exit_code == 1
+    assert fifo.is_fifo()
+    assert json.loads(got[0])["schema_version"] == 1

@@ -1085,3 +1085,22 @@ def test_a_document_rewritten_and_cut_in_its_first_value_loses_its_old_errors(st
     path.write_bytes(bad)
     [done] = ingest_paths(store, [str(path)], skip_invalid=True)
     assert done.status != "unchanged" and _errors(store) == before
+
+
+def test_files_are_read_by_what_they_hold_not_by_their_names_case(store, tmp_path):
+    """A folder exported on a case-insensitive system (`A.JSONL`, `b.jsonl.GZ`) is walked like
+    any other, and a plain file renamed `*.gz` is read as the plain file it is."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "A.JSONL").write_bytes(INVOICE.read_bytes())
+    (folder / "b.jsonl.GZ").write_bytes(gzip.compress(INVOICE.read_bytes()))
+    got = ingest_paths(store, [str(folder)])
+    assert [(Path(c.path).name, c.status) for c in got] == [
+        ("A.JSONL", "ingested"),
+        ("b.jsonl.GZ", "ingested"),
+    ]
+    renamed = tmp_path / "plain.jsonl.gz"
+    renamed.write_bytes(INVOICE.read_bytes())
+    with Store.open(tmp_path / "other.duckdb") as other:
+        [counts] = ingest_paths(other, [str(renamed)])
+        assert (counts.status, counts.messages) == ("ingested", 7)

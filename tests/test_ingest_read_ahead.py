@@ -9,9 +9,12 @@ the same.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -406,3 +409,58 @@ def test_lean_store_without_keys_on_real_claude_sessions(
     assert unkeyed == {k: v for k, v in keyed.items() if k != "keys"}
     assert keyed["messages"]
     assert bool(lookups) == collide
+
+
+def _children(pid: int) -> set[int]:
+    """The processes `pid` forked that still run (Linux /proc)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found.update(int(c) for c in (task / "children").read_text().split())
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_workers_end_when_the_ingest_is_killed(tmp_path, how):
+    """A CI timeout kills `lexkeep ingest` while its workers read ahead: they end with it
+    instead of waiting for ever on their task pipe, holding the command's output open."""
+    folder = _generate(tmp_path / "dump", "claude", "12MB") / "projects"
+    env = {**os.environ, "LEXKEEP_READ_WORKERS": "2"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lexkeep.cli.main",
+            "ingest",
+            str(folder),
+            "--db",
+            str(tmp_path / "s.duckdb"),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    workers: set[int] = set()
+    deadline = time.monotonic() + 60
+    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        workers |= _children(proc.pid)
+        time.sleep(0.02)
+    if proc.poll() is not None:
+        pytest.skip("the ingest ended before its workers were seen")
+    proc.send_signal(how)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while any(_running(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [w for w in workers if _running(w)]
+    for w in left:  # not to leave them to the next test
+        os.kill(w, signal.SIGKILL)
+    assert not left, f"workers still running after the ingest was killed: {left}"

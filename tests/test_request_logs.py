@@ -132,10 +132,10 @@ def test_a_grown_request_log_adds_only_its_new_requests(cli, tmp_path):
     assert whole.exit_code == 0, whole.stderr
 
     def timeline(db: Path) -> dict[str, list[tuple]]:
-        # (A conversation row keeps the file:line of its first ingest, so it is left out.)
+        # A conversation row keeps the file:line of its first request, in both.
         with Store.open(db) as store:
             rows = ingest_rows(store)
-        skip = ("conversations", "ingest_runs", "ingest_errors")
+        skip = ("ingest_runs", "ingest_errors")
         return {t: r for t, r in rows.items() if t not in skip}
 
     assert timeline(tmp_path / "grown.duckdb") == timeline(tmp_path / "whole.duckdb")
@@ -361,3 +361,23 @@ def test_a_request_log_split_over_files_sends_its_calls_again_without_a_conflict
         rows = store.con.execute("SELECT path, line, detail FROM ingest_errors").fetchall()
     assert counts[1].conflicts == (0, None) and counts[1].tool_calls_added == 0
     assert rows == [(str(day3), 1, "tool_call 'toolu_1' in conversation 's'")]
+
+
+def test_a_request_log_conversation_starts_at_its_first_request(cli, tmp_path):
+    """Every request of a log names the conversation again: its file:line (show, the audit's
+    conversations and JUnit test cases) stays the first request's, where it begins, for
+    Anthropic and OpenAI chat logs alike."""
+    chat = _write(
+        tmp_path / "chat.jsonl",
+        [
+            {"id": "cv-1", "messages": [_user("Refund ORD-55123")]},
+            {"id": "cv-1", "messages": [_user("Refund ORD-55123"), _said("Done.")]},
+        ],
+    )
+    for log, conv in ((COMPACTED, "sess-7f3a"), (chat, "cv-1")):
+        db = tmp_path / f"{log.stem}.duckdb"
+        assert cli("ingest", log, "--db", db).exit_code == 0
+        shown = json.loads(cli("show", conv, "--db", db, "--format", "json").stdout)
+        assert shown["source_line"] == 1, log
+    audited = json.loads(cli("audit", COMPACTED, "--format", "json").stdout)
+    assert [c["line"] for c in audited["conversations"]] == [1]
