@@ -92,8 +92,9 @@ _SURE_VALUE = r"""(
     AND (regexp_matches(ids.value, '[^0-9+\-.eEtrufalsnNIiy \t\n\r,:\[\]{}]')
          OR regexp_full_match(ids.value, '[0-9]+'))
 )"""
-# Longest JSON arguments whose keys SQL checks (_SURE_CALL); longer ones are decoded in Python.
-SURE_JSON_MAX_CHARS = 1 << 20
+# Longest JSON arguments, in bytes, whose keys SQL checks (_SURE_CALL); longer ones are decoded
+# in Python. strlen (bytes) is the string's stored size; length (characters) reads the text.
+SURE_JSON_MAX_BYTES = 1 << 20
 _PLAIN = r"(ord({ch}) < 128 AND NOT regexp_matches({ch}, '[0-9A-Za-z\\]'))"
 _SURE_CALL = (
     "(p > 0"
@@ -105,7 +106,7 @@ _SURE_CALL = (
     "  WHEN NOT contains(arguments_raw, '{') THEN true"
     # DuckDB keeps each JSON parse of one row's text until the row is done: five parses of a
     # 24 MB argument outgrew a 512 MB store. Python decodes such a call once instead.
-    f"  WHEN length(arguments_raw) > {SURE_JSON_MAX_CHARS} THEN false"
+    f"  WHEN strlen(arguments_raw) > {SURE_JSON_MAX_BYTES} THEN false"
     "  WHEN length(arguments_raw) - length(replace(arguments_raw, '{', '')) <> 1 THEN false"
     # One test per branch, and try(): DuckDB may reorder an AND's terms, and json_type or
     # json_keys on text that is not JSON raise an error instead of answering.
