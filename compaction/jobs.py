@@ -827,19 +827,25 @@ def list_jobs(
 
 
 def _with_staleness(con: duckdb.DuckDBPyConnection, rows: list[JobRow]) -> list[JobRow]:
-    """`rows` with the stale reason of each completed job, judged as the next-run context does."""
-    completed = list(dict.fromkeys(r.conversation_id for r in rows if r.status == "completed"))
-    pairs: dict[str, list[Pair]] = {}
+    """`rows` with the stale reason of each completed job, judged as the next-run context does.
+
+    The pairs are read 500 conversations at a time and let go after their jobs are judged, so
+    memory holds one batch of pairs, not the store's text.
+    """
+    jobs: dict[str, list[int]] = {}  # conversation -> indexes of its completed jobs in rows
+    for index, r in enumerate(rows):
+        if r.status == "completed":
+            jobs.setdefault(r.conversation_id, []).append(index)
+    judged = list(rows)
+    completed = list(jobs)
     for at in range(0, len(completed), 500):  # the pairs reader's batch size
-        pairs.update(eligible_pairs_many(con, completed[at : at + 500]))
-    return [
-        replace(
-            r,
-            stale_reason=summary_stale_reason(
-                r.from_pair, r.to_pair, r.prompt_version, r.source_digest, pairs[r.conversation_id]
-            ),
-        )
-        if r.status == "completed"
-        else r
-        for r in rows
-    ]
+        batch = eligible_pairs_many(con, completed[at : at + 500])
+        for conversation_id in completed[at : at + 500]:
+            pairs = batch[conversation_id]
+            for index in jobs[conversation_id]:
+                r = rows[index]
+                reason = summary_stale_reason(
+                    r.from_pair, r.to_pair, r.prompt_version, r.source_digest, pairs
+                )
+                judged[index] = replace(r, stale_reason=reason)
+    return judged
