@@ -107,6 +107,15 @@ class _Task:
     key: str  # ident.key(), computed once
     pairs: tuple[Pair, ...]
 
+    def outcome(
+        self, outcome: str, job_id: str | None, attempt: int | None, detail: str
+    ) -> SegmentOutcome:
+        """What happened to this task's segment, without identifier counts."""
+        i = self.ident
+        return SegmentOutcome(
+            i.conversation_id, i.from_pair, i.to_pair, outcome, job_id, attempt, detail
+        )
+
 
 def run_compaction(
     store: Store | str | os.PathLike[str],
@@ -322,18 +331,7 @@ def _run_tasks(
                 error = _cancel_claims(access, owner)
                 if error is not None:  # the claims in flight are failed attempts now
                     for task, c in inflight:
-                        i = task.ident
-                        record(
-                            SegmentOutcome(
-                                i.conversation_id,
-                                i.from_pair,
-                                i.to_pair,
-                                "failed",
-                                c.job_id,
-                                c.attempt,
-                                error,
-                            )
-                        )
+                        record(task.outcome("failed", c.job_id, c.attempt, error))
             errors.append(exc)
         finally:
             finished.set()
@@ -412,18 +410,7 @@ def _run_batch(
             elif result.reason == "admission" and time.monotonic() < deadline:
                 waiting.append(task)  # another slot will finish; the store counts who runs
             else:
-                i = task.ident
-                record(
-                    SegmentOutcome(
-                        i.conversation_id,
-                        i.from_pair,
-                        i.to_pair,
-                        "skipped",
-                        task.key,
-                        None,
-                        f"{result.reason}: {result.detail}",
-                    )
-                )
+                record(task.outcome("skipped", task.key, None, f"{result.reason}: {result.detail}"))
         if granted:
             inflight[:] = granted
             with lock:
