@@ -837,11 +837,9 @@ def test_a_message_naming_another_conversations_run_has_no_run_link(store, tmp_p
     )
 
 
-@pytest.mark.parametrize("layout", ["two files", "second ingest", "lean"])
-def test_a_record_whose_conversation_holds_its_id_with_other_content_is_counted(tmp_path, layout):
-    """An export whose ids restart in every file (day 2 of conversation c1 again says m1, b1):
-    the second file's records were left out as "already stored" without a word. The first
-    stays; the file's summary counts the rest and names the first; a true copy counts nothing."""
+def _two_days(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Day 1 and day 2 of an export whose ids restart in every file (conversation c1 says m1,
+    b1 both days, with other content), and a true copy of day 1."""
     day1 = lexkeep_line(
         "message", id="m1", conversation_id="c1", role="user", text="refund ORD_88412"
     ) + lexkeep_line("compaction", id="b1", conversation_id="c1", summary="day one")
@@ -852,6 +850,15 @@ def test_a_record_whose_conversation_holds_its_id_with_other_content_is_counted(
     a.write_text(day1)
     b.write_text(day2)
     copy.write_text(day1)
+    return a, b, copy
+
+
+@pytest.mark.parametrize("layout", ["two files", "second ingest", "lean"])
+def test_a_record_whose_conversation_holds_its_id_with_other_content_is_counted(tmp_path, layout):
+    """An export whose ids restart in every file (day 2 of conversation c1 again says m1, b1):
+    the second file's records were left out as "already stored" without a word. The first
+    stays; the file's summary counts the rest and names the first; a true copy counts nothing."""
+    a, b, copy = _two_days(tmp_path)
     with Store.open(None) as store:
         lean = layout == "lean"
         if layout == "second ingest":
@@ -880,16 +887,8 @@ def test_records_left_out_for_an_id_their_conversation_holds_are_recorded(tmp_pa
     (`id_conflict`, its file and line, which record), written with the rest of the ingest, so
     `stats` and `audit --db` can still say what the store does not hold; a true copy adds
     none, and reading the files again adds none either."""
-    day1 = lexkeep_line(
-        "message", id="m1", conversation_id="c1", role="user", text="refund ORD_88412"
-    ) + lexkeep_line("compaction", id="b1", conversation_id="c1", summary="day one")
-    day2 = lexkeep_line(
-        "message", id="m1", conversation_id="c1", role="user", text="and invoice INV-2025-08-44719"
-    ) + lexkeep_line("compaction", id="b1", conversation_id="c1", summary="day two")
-    a, b, copy = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl", tmp_path / "copy.jsonl"
-    a.write_text(day1)
-    b.write_text(day2)
-    copy.write_text(day1)
+    a, b, copy = _two_days(tmp_path)
+    day2 = b.read_text()
     where = tmp_path / "s.duckdb" if layout == "on disk" else None
     with Store.open(where) as store:
         if layout == "second ingest":
@@ -910,7 +909,9 @@ def test_records_left_out_for_an_id_their_conversation_holds_are_recorded(tmp_pa
         # read again: unchanged, grown (only its new lines are checked), rewritten (read whole)
         ingest_paths(store, [str(a), str(b), str(copy)])
         assert _left_out(store) == expected
-        b.write_text(day2 + lexkeep_line("message", id="m9", conversation_id="c1", role="user"))
+        b.write_text(
+            b.read_text() + lexkeep_line("message", id="m9", conversation_id="c1", role="user")
+        )
         [grown] = ingest_paths(store, [str(b)])
         assert grown.status == "appended" and _left_out(store) == expected
         b.write_text(day2.replace("day two", "day 2"))
