@@ -106,9 +106,22 @@ def open_input(path: str | Path) -> BinaryIO:
         raise InputError(f"cannot open: {exc.strerror or exc}", path=name) from exc
     head = raw.read(2)
     raw.seek(0)
-    if head == b"\x1f\x8b":
+    if head == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
     return raw
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip(path: str | Path) -> bool:
+    """True when the file at `path` starts as gzip does (how open_input decides, not the name);
+    False for a file that cannot be read (opening it says why)."""
+    try:
+        with open(path, "rb") as raw:
+            return raw.read(2) == GZIP_MAGIC
+    except OSError:
+        return False
 
 
 class JsonSource:
@@ -641,10 +654,12 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
 
 
 def input_size(paths: Sequence[str]) -> int | None:
-    """Bytes the files named by `paths` hold, or None when unknown (stdin, compressed files)."""
+    """Bytes the files named by `paths` hold, or None when unknown (stdin, gzip files: the
+    ingest counts their decompressed bytes). Gzip is known by its first bytes, as reading
+    does (open_input), whatever the file is called."""
     total = 0
     for path, _ in expand_paths(paths):
-        if path == "-" or path.endswith(".gz"):
+        if path == "-" or is_gzip(path):
             return None
         total += Path(path).stat().st_size
     return total
