@@ -34,11 +34,13 @@ import duckdb
 import orjson
 
 from lexkeep.core.errors import ReusedIdError
+from lexkeep.core.formats import other_claims
 from lexkeep.core.inspect import conflict_detail
 from lexkeep.core.jsonnumbers import compact_text, exact_text, holds_float, same_json
 from lexkeep.core.model import (
     ArgumentsKind,
     BoundaryKind,
+    Format,
     MessageKind,
     MessageStatus,
     Role,
@@ -567,7 +569,8 @@ class _Scan(threading.Thread):
     1e999, trailing commas. Each line is therefore also decoded here, in a thread that runs
     while DuckDB works (DuckDB releases the GIL), and any line orjson refuses, that is not an
     object, holds a carriage return, a `text` the reader would convert or a repeated key
-    (`one_of_each_key`) sends the file to the general ingest.
+    (`one_of_each_key`) sends the file to the general ingest, as does a line another format
+    claims (a Claude Code or Codex line in a concatenation): the general ingest refuses it.
 
     `on_progress(n)` hears the bytes read, about every PROGRESS_BYTES, from this thread: the
     only measure of the load's progress there is while DuckDB's statement runs.
@@ -607,6 +610,7 @@ class _Scan(threading.Thread):
                         or type(value) is not dict
                         or not _text_ok(value)
                         or not one_of_each_key(raw, value)
+                        or (value.get("type") not in LEXKEEP_TYPES and _foreign(value))
                     ):
                         self.ok = False
                         break
@@ -616,6 +620,16 @@ class _Scan(threading.Thread):
             self.ok = False
         except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread
             self.error = exc
+
+
+LEXKEEP_TYPES = frozenset(
+    ("conversation", "run", "message", "tool_call", "tool_result", "compaction")
+)
+
+
+def _foreign(value: dict[str, Any]) -> bool:
+    """True when another format claims `value` as its line (see formats.other_claims)."""
+    return any(claims(value) for _, claims in other_claims(Format.LEXKEEP))
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 from lexkeep.core.errors import InputError
@@ -66,6 +67,23 @@ def detect(head: list[Any]) -> Format | None:
         if score > 0 and (best is None or score > best[0]):
             best = (score, reader.format)
     return best[1] if best else None
+
+
+def other_claims(fmt: Format) -> list[tuple[Format, Callable[[Any], bool]]]:
+    """(format, claims) of every other format whose reader can tell one of its lines alone.
+
+    A reader's optional `claims(value)` is true only for a value that is that format's line
+    wherever it is found (a Claude Code chain line, a Codex envelope, a typed lexkeep record):
+    the ingest refuses a file detected as `fmt` that holds such a line of another format
+    (`cat a.jsonl b.jsonl`), which the detected reader would skip as an unknown record type.
+    Chat and request-log formats have no such test: their values are too alike.
+    """
+    found = []
+    for reader in all_readers():
+        claims = getattr(reader, "claims", None)
+        if reader.format != fmt and claims is not None:
+            found.append((reader.format, claims))
+    return found
 
 
 def format_names() -> list[str]:

@@ -27,7 +27,7 @@ import orjson
 from lexkeep.core.collector import paused
 from lexkeep.core.errors import InputError, ReusedIdError
 from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, write
-from lexkeep.core.formats import detect, get_reader
+from lexkeep.core.formats import detect, get_reader, other_claims
 from lexkeep.core.identifiers import extract_many, prepare
 from lexkeep.core.inspect import ID_CONFLICT, conflict_detail
 from lexkeep.core.jsonnumbers import same_json
@@ -106,9 +106,22 @@ def open_input(path: str | Path) -> BinaryIO:
         raise InputError(f"cannot open: {exc.strerror or exc}", path=name) from exc
     head = raw.read(2)
     raw.seek(0)
-    if head == b"\x1f\x8b":
+    if head == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
     return raw
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip(path: str | Path) -> bool:
+    """True when the file at `path` starts as gzip does (how open_input decides, not the name);
+    False for a file that cannot be read (opening it says why)."""
+    try:
+        with open(path, "rb") as raw:
+            return raw.read(2) == GZIP_MAGIC
+    except OSError:
+        return False
 
 
 class JsonSource:
@@ -512,7 +525,41 @@ def detect_format(
             path=display,
             hint="force one with --input-format (" + ", ".join(f.value for f in Format) + ")",
         )
-    return fmt, chain(head_items, items)
+    return fmt, _one_format(chain(head_items, items), fmt, display)
+
+
+class MixedFormats(InputError):
+    """A line of a file is positively another format than the one the file was detected as."""
+
+
+def _one_format(
+    items: Iterator[JsonLine | Skipped], fmt: Format, display: str | None
+) -> Iterator[JsonLine | Skipped]:
+    """`items`, refusing (MixedFormats) the first value another format claims as its own line.
+
+    A file is read by one reader, and the Claude Code and Codex readers keep per-file state, so
+    the lines of a concatenation cannot each go to their own reader; the detected one would skip
+    the others as unknown record types and store half the file. A forced format is not checked:
+    --input-format reads every line as that format.
+    """
+    others = other_claims(fmt)
+    if not others:
+        yield from items
+        return
+    for item in items:
+        if type(item) is JsonLine:
+            value = item.value
+            for other, claims in others:
+                if claims(value):
+                    raise MixedFormats(
+                        f"this line is a {other.value} record, but the file is read as"
+                        f" {fmt.value} (detected from its first lines): it mixes formats",
+                        path=display,
+                        line=item.line,
+                        hint="split the file into one file per format, or pass --input-format"
+                        " to read every line as one format",
+                    )
+        yield item
 
 
 class UnrecognisedFormat(InputError):
@@ -607,10 +654,12 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
 
 
 def input_size(paths: Sequence[str]) -> int | None:
-    """Bytes the files named by `paths` hold, or None when unknown (stdin, compressed files)."""
+    """Bytes the files named by `paths` hold, or None when unknown (stdin, gzip files: the
+    ingest counts their decompressed bytes). Gzip is known by its first bytes, as reading
+    does (open_input), whatever the file is called."""
     total = 0
     for path, _ in expand_paths(paths):
-        if path == "-" or path.endswith(".gz"):
+        if path == "-" or is_gzip(path):
             return None
         total += Path(path).stat().st_size
     return total

@@ -206,6 +206,16 @@ class ClaudeReader:
         ]
         return 5 if meta else 0
 
+    def claims(self, value: Any) -> bool:
+        """True when the one value `value` is, by itself, a Claude Code line (a chain line
+        with uuid and sessionId), whatever file it is found in."""
+        return (
+            isinstance(value, dict)
+            and value.get("type") in CHAIN_TYPES
+            and "uuid" in value
+            and "sessionId" in value
+        )
+
     def read(self, lines: Iterable[JsonLine | Skipped], path: str) -> Iterator[Record]:
         """Yield records for one session file, in file order."""
         st = _State(path)

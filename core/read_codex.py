@@ -226,6 +226,15 @@ class CodexReader:
             return 7
         return 0
 
+    def claims(self, value: Any) -> bool:
+        """True when the one value `value` is, by itself, a Codex line (a wrapped-era envelope
+        with a payload object), whatever file it is found in."""
+        return (
+            isinstance(value, dict)
+            and value.get("type") in ENVELOPE_TYPES
+            and isinstance(value.get("payload"), dict)
+        )
+
     def read(self, lines: Iterable[JsonLine | Skipped], path: str) -> Iterator[Record]:
         """Yield records for one rollout file, in file order."""
         st = _State(path)

@@ -194,6 +194,11 @@ class LexkeepReader:
                 score += 3
         return score
 
+    def claims(self, value: Any) -> bool:
+        """True when the one value `value` is, by itself, a lexkeep record, whatever file it
+        is found in (the sniffer's test for one value)."""
+        return self.sniff([value]) > 0
+
     def read(self, lines: Iterable[JsonLine | Skipped], path: str) -> Iterator[Record]:
         """Yield one record per line; bad records become fatal Skipped, unknown types not."""
         for item in lines:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -17,6 +18,11 @@ from typing import Any
 
 import duckdb
 import orjson
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: spill folders are not marked with a locked owner file
+    fcntl = None  # type: ignore[assignment]
 
 from lexkeep.core.errors import ConfigError, StoreError, StoreLockedError
 from lexkeep.core.jsonnumbers import compact_text
@@ -50,6 +56,76 @@ def migrations() -> list[tuple[int, str, str]]:
     return found
 
 
+SPILL_PREFIX = "lexkeep-spill-"
+# The file in a spill folder that its process keeps locked while the folder is in use.
+SPILL_OWNER = ".owner"
+
+
+def new_spill_folder() -> tuple[str, int | None]:
+    """A new private folder under $TMPDIR for an in-memory store to spill to, and the open
+    descriptor of its owner file, which holds an exclusive lock (flock) until closed.
+
+    A process killed by a signal never runs its cleanup, and leaves its folder; the kernel
+    releases its lock then. Every new folder first removes the folders whose owner file no
+    process holds locked any more (remove_stale_spill_folders). Without flock (not POSIX) no
+    folder is marked, and none removed.
+    """
+    remove_stale_spill_folders()
+    folder = tempfile.mkdtemp(prefix=SPILL_PREFIX)
+    if fcntl is None:
+        return folder, None
+    # Locked under another name, then renamed: an owner file is never seen unlocked.
+    pending = os.path.join(folder, SPILL_OWNER + ".new")
+    fd = os.open(pending, os.O_CREAT | os.O_WRONLY, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(pending, os.path.join(folder, SPILL_OWNER))
+    except BaseException:
+        os.close(fd)
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder, fd
+
+
+def remove_stale_spill_folders(parent: str | None = None) -> list[str]:
+    """Remove the spill folders under `parent` ($TMPDIR) whose process is gone; their paths.
+
+    A folder counts as stale only when its owner file can be locked: its process (and any
+    process forked from it) has ended. A folder without an owner file (being created, or
+    left by an older build) is left alone.
+    """
+    if fcntl is None:
+        return []
+    parent = tempfile.gettempdir() if parent is None else parent
+    removed = []
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(SPILL_PREFIX)]
+    except OSError:
+        return []
+    for name in names:
+        folder = os.path.join(parent, name)
+        try:
+            held = os.lstat(folder)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(held.st_mode) or held.st_uid != os.getuid():
+            continue  # another user's, or no folder at all
+        try:
+            fd = os.open(os.path.join(folder, SPILL_OWNER), os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue  # no owner file, or not ours to open
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # its process still runs
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        finally:
+            os.close(fd)
+    return removed
+
+
 class Store:
     """An open lexkeep store: one DuckDB connection plus helpers for the shared tables."""
 
@@ -58,6 +134,7 @@ class Store:
         self.path = path  # None for an in-memory store
         self._columns: dict[str, list[tuple[str, str]]] = {}
         self._spill: str | None = None  # an in-memory store's spill folder, removed on close
+        self._spill_owner: int | None = None  # the locked descriptor that marks it as in use
 
     # -- opening -----------------------------------------------------------------------
 
@@ -81,7 +158,7 @@ class Store:
             store = cls(duckdb.connect(":memory:"), None)
             # DuckDB would spill an in-memory database to `.tmp` in the working directory,
             # which may be read-only or a checkout; a private folder under $TMPDIR instead.
-            store._spill = tempfile.mkdtemp(prefix="lexkeep-spill-")
+            store._spill, store._spill_owner = new_spill_folder()
             try:
                 store.con.execute("SET temp_directory = ?", [store._spill])
                 store._limit_memory(memory_limit)
@@ -137,6 +214,9 @@ class Store:
         if self._spill is not None:
             shutil.rmtree(self._spill, ignore_errors=True)
             self._spill = None
+        if self._spill_owner is not None:
+            os.close(self._spill_owner)  # its lock goes with it
+            self._spill_owner = None
 
     def __enter__(self) -> Store:
         return self

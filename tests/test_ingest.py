@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import INGEST_TABLES, position_holes
+from conftest import INGEST_TABLES, SAMPLE_TRACES, position_holes
 
 from lexkeep.core import store as store_module
 from lexkeep.core.errors import InputError
@@ -622,8 +622,27 @@ def test_input_size_counts_plain_files_and_gives_up_on_stdin_and_gz(tmp_path):
     (tmp_path / "sub" / "b.jsonl").write_bytes(b"y" * 5)
     assert input_size([str(tmp_path)]) == 15
     assert input_size(["-"]) is None
-    (tmp_path / "c.jsonl.gz").write_bytes(b"z")
+    (tmp_path / "c.jsonl.gz").write_bytes(gzip.compress(b"z"))
     assert input_size([str(tmp_path)]) is None
+
+
+def test_input_size_knows_gzip_by_its_first_bytes_as_reading_does(tmp_path: Path) -> None:
+    """The progress bar's total is the bytes the ingest reports reading, whatever the names say:
+    gzip named .jsonl has no known total (its decompressed bytes are read), and a plain file
+    named .gz counts its size."""
+    from lexkeep.core.ingest import input_size
+
+    data = (SAMPLE_TRACES / "invoice_altered.jsonl").read_bytes()
+    zipped = tmp_path / "zipped.jsonl"
+    zipped.write_bytes(gzip.compress(data))
+    assert input_size([str(zipped)]) is None
+    plain = tmp_path / "plain.jsonl.gz"
+    plain.write_bytes(data)
+    assert input_size([str(plain)]) == len(data)
+    heard: list[int] = []
+    with Store.open(str(tmp_path / "s.duckdb")) as store:
+        ingest_paths(store, [str(plain)], on_progress=heard.append)
+    assert sum(heard) == input_size([str(plain)])
 
 
 def test_progress_counts_an_unchanged_file_as_read(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lexkeep.core.errors import ConfigError, StoreError
-from lexkeep.core.store import Store, bulk_insert, migrations
+from lexkeep.core.store import SPILL_OWNER, Store, bulk_insert, migrations
 
 
 def test_migrations_are_recorded_once(db_file):
@@ -267,7 +267,7 @@ def test_in_memory_store_spills_to_a_private_temp_folder_removed_on_close(
             " FROM range(1000000) r(i)"
         )
         assert store.con.execute("SELECT count(DISTINCT t) FROM big").fetchone()[0] == 1_000_000
-        assert any(folder.iterdir()), "nothing was spilled"
+        assert any(p.name != SPILL_OWNER for p in folder.iterdir()), "nothing was spilled"
     assert not folder.exists()
     assert not (tmp_path / ".tmp").exists()
 
@@ -418,3 +418,56 @@ def test_opening_a_store_this_process_holds_otherwise_says_so(tmp_path):
             Store.open(path, read_only=True, lock_wait=0)
         with Store.open(path) as second:  # the same mode is fine
             assert second.schema_version() == len(migrations())
+
+
+def _spilling_process(tmpdir: Path):
+    """A process holding an in-memory store open (its spill folder under `tmpdir`), once it
+    has printed the folder."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import time\n"
+        "from lexkeep.core.store import Store\n"
+        "store = Store.open(None)\n"
+        "print(store.con.execute(\"SELECT current_setting('temp_directory')\").fetchone()[0],"
+        " flush=True)\n"
+        "time.sleep(60)\n"
+        "store.close()\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env
+    )
+    return proc, Path(proc.stdout.readline().strip())
+
+
+def test_spill_folders_of_killed_processes_go_with_the_next_open(tmp_path: Path) -> None:
+    """A process killed (SIGTERM, SIGKILL) leaves its spill folder; the next in-memory store
+    removes it, and never the folder of a process still running."""
+    import signal
+
+    killed, gone = _spilling_process(tmp_path)
+    alive, kept = _spilling_process(tmp_path)
+    try:
+        assert gone.parent == tmp_path and gone.is_dir() and kept.is_dir()
+        killed.send_signal(signal.SIGTERM)
+        killed.wait(timeout=30)
+        assert gone.is_dir()  # nothing runs in a process killed by the signal
+        third, fresh = _spilling_process(tmp_path)
+        third.kill()
+        third.wait(timeout=30)
+        assert not gone.exists()
+        assert kept.is_dir() and fresh.is_dir()  # killed after its own open cleaned up
+        unrelated = tmp_path / "lexkeep-spill-not-ours"  # no owner file: never touched
+        unrelated.mkdir()
+        fourth, _ = _spilling_process(tmp_path)
+        fourth.terminate()
+        fourth.wait(timeout=30)
+        assert not fresh.exists() and kept.is_dir()
+    finally:
+        for proc in (killed, alive):
+            proc.kill()
+            proc.wait(timeout=30)
+    assert unrelated.is_dir()
