@@ -388,3 +388,37 @@ def test_text_longer_than_max_chars_is_incomplete() -> None:
     result = extract("order #W2378156 and more", short)
     assert result.complete is False
     assert result.identifiers == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A version word a few words back does not make an address a version.
+        (
+            "deploy build 7f3e2a1b9c to 10.20.30.40",
+            [("hex", "7f3e2a1b9c"), ("ipv4", "10.20.30.40")],
+        ),
+        ("the release went to 10.0.0.7 and 10.0.0.8", [("ipv4", "10.0.0.7"), ("ipv4", "10.0.0.8")]),
+        ("after the build, ssh 192.168.1.20", [("ipv4", "192.168.1.20")]),
+    ],
+)
+def test_an_address_near_a_version_word_is_found(
+    text: str, expected: list[tuple[str, str]]
+) -> None:
+    assert found(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "release 1.2.3.4 is out",
+        "build 7.1.17.0 passed",
+        "Windows build 10.0.19041.1",
+        "firmware: 7.1.17.0",
+        "(version 4.2.1.0)",
+        "ver. 1.0.0.3",
+    ],
+)
+def test_a_four_part_version_right_after_a_version_word_is_no_address(text: str) -> None:
+    assert [kind for kind, _ in found(text) if kind == "ipv4"] == []
+
