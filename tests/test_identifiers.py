@@ -422,3 +422,38 @@ def test_an_address_near_a_version_word_is_found(
 def test_a_four_part_version_right_after_a_version_word_is_no_address(text: str) -> None:
     assert [kind for kind, _ in found(text) if kind == "ipv4"] == []
 
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("edit app/[slug]/page.tsx now", "app/[slug]/page.tsx"),
+        ("see pages/[...slug].tsx", "pages/[...slug].tsx"),
+        ("in app/(marketing)/about/page.tsx.", "app/(marketing)/about/page.tsx"),
+        ("open src/routes/[id]/+page.svelte", "src/routes/[id]/+page.svelte"),
+        ("(app/[[...slug]]/page.tsx)", "app/[[...slug]]/page.tsx"),
+        ("src/routes/[[lang]]/(app)/+layout.ts", "src/routes/[[lang]]/(app)/+layout.ts"),
+        ("src/app/api/[id]/route.ts", "src/app/api/[id]/route.ts"),
+        ("src/routes/blog/[slug=word]/+page.ts", "src/routes/blog/[slug=word]/+page.ts"),
+        ("app/@modal/(group)/[id]/page.tsx", "app/@modal/(group)/[id]/page.tsx"),
+    ],
+)
+def test_route_paths_with_brackets_are_whole(text: str, value: str) -> None:
+    assert found(text) == [("path_rel", value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see [docs]/(intro)/a.md",  # a path does not start with a bracket
+        "arr[i]/n.x and f(x)/g.y",  # brackets glued to a word are code, not a segment
+        "data/[0].json",  # a route parameter is a name
+        "a/[b c]/d.md",  # no spaces in a segment
+        "app/[slug/page.tsx",  # unbalanced
+        "app/(x]/page.tsx",
+        "app/[[slug]/page.tsx",
+        "app/[/page.tsx",
+    ],
+)
+def test_prose_with_brackets_is_no_route_path(text: str) -> None:
+    # A path after a bracket may be found ("[src/app.ts]"), never one holding a bracket.
+    assert [v for kind, v in found(text) if "[" in v or "(" in v] == []
