@@ -457,3 +457,31 @@ def test_route_paths_with_brackets_are_whole(text: str, value: str) -> None:
 def test_prose_with_brackets_is_no_route_path(text: str) -> None:
     # A path after a bracket may be found ("[src/app.ts]"), never one holding a bracket.
     assert [v for kind, v in found(text) if "[" in v or "(" in v] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("edit /srv/web/app/[slug]/page.tsx now", "/srv/web/app/[slug]/page.tsx"),
+        ("edit ./app/(marketing)/about/page.tsx", "./app/(marketing)/about/page.tsx"),
+        ("in ~/site/pages/[...slug].tsx", "~/site/pages/[...slug].tsx"),
+        ("under /repo/src/routes/[[lang]]/", "/repo/src/routes/[[lang]]/"),
+    ],
+)
+def test_absolute_route_paths_are_whole(text: str, value: str) -> None:
+    assert found(text) == [("path_posix", value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("see /srv/app/[0]/x.json", []),  # a folder not taken is no reason to cut the path
+        ("see /srv/app/(a b)/x", []),
+        ("see /etc/hosts[1] and /usr/bin/ls(1)", ["/etc/hosts", "/usr/bin/ls"]),
+        ("logs in /var/log/(/tmp too)", ["/var/log/", "/tmp"]),
+    ],
+)
+def test_absolute_paths_with_other_brackets_are_whole_or_nothing(
+    text: str, expected: list[str]
+) -> None:
+    assert [v for kind, v in found(text) if kind == "path_posix"] == expected
