@@ -190,10 +190,10 @@ ORDER BY rid, position
 )
 
 # lower(arguments) without the separators of core.nearmiss (RE2's \s is [\t\n\f\r ]): the
-# same text as regexp_replace(lower(t.arguments_raw), '[\s\-_.:/#\\]+', '', 'g'), a few times
+# same text as regexp_replace(lower(t.arguments_raw), '[\s\-_.:/#\\+()]+', '', 'g'), a few times
 # faster as plain replaces (tests/test_audit_speed.py compares both on every character).
 _FOLDED_ARGS = "lower(t.arguments_raw)"
-for _sep in "\t\n\f\r -_.:/#\\":
+for _sep in "\t\n\f\r -_.:/#\\+()":
     _FOLDED_ARGS = f"replace({_FOLDED_ARGS}, chr({ord(_sep)}), '')"
 
 # Calls after the boundary whose folded arguments contain a probe of a not-kept value: each
@@ -805,7 +805,8 @@ def _call_tokens(raw: str, kind: str, forms: dict[str, _Token]) -> list[_Token]:
             continue
         # ASCII text (most arguments): the same tokens and forms with `re` and str methods.
         # In ASCII, \p{L}\p{N} is [A-Za-z0-9], NFKC and the dash/invisible maps change nothing,
-        # casefold() is lower(), and a token holds no whitespace, so its separators are -_.:/#\.
+        # casefold() is lower(), and a token holds no whitespace nor parenthesis, so its
+        # separators are -_.:/#\+.
         for token in _ASCII_TOKEN.findall(leaf):
             token = token.strip(_EDGE_PUNCT)
             if not token:
@@ -820,7 +821,7 @@ def _call_tokens(raw: str, kind: str, forms: dict[str, _Token]) -> list[_Token]:
 
 
 _ASCII_TOKEN = re.compile(r"[A-Za-z0-9\-_.:/#\\@+~]+")
-_ASCII_SEPARATORS = str.maketrans("", "", "-_.:/#\\")
+_ASCII_SEPARATORS = str.maketrans("", "", "-_.:/#\\+()")
 
 
 @dataclass(frozen=True, slots=True)
@@ -846,7 +847,7 @@ def _value_forms(value: str) -> tuple[str, str]:
     """(fold(value), skeleton(value)), without `unicodedata` and `regex` for plain ASCII.
 
     Printable ASCII without spaces: NFKC and the dash/invisible maps change nothing,
-    casefold() is lower(), and the only separators are -_.:/#\\.
+    casefold() is lower(), and the only separators are -_.:/#\\+().
     """
     if value.isascii() and value.isprintable() and " " not in value:
         folded = value.lower()

@@ -243,7 +243,7 @@ def alter(value: str, how: str) -> str:
     raise ValueError(how)
 
 
-_SEP = re.compile(r"[\s\-_.:/#\\]+")
+_SEP = re.compile(r"[\s\-_.:/#\\+()]+")
 
 
 def _skel(text: str) -> str:

@@ -16,7 +16,8 @@ import regex
 
 _DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"), "-")
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None)
-_SEPARATORS = regex.compile(r"[\s\-_.:/#\\]+")
+# Separators and sigils: space, - _ . : / \ and # + ( ) (an order's "#", a phone's "+1 (555)").
+_SEPARATORS = regex.compile(r"[\s\-_.:/#\\+()]+")
 # Candidate tokens in a tool argument: runs of identifier-ish characters.
 _TOKEN = regex.compile(r"[\p{L}\p{N}\-_.:/#\\@+~]+")
 _EDGE_PUNCT = ".,;:!?'\")]}>"

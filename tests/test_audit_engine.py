@@ -455,7 +455,7 @@ def test_every_near_miss_hits_a_probe(value, data):
     if classify(value, found) is None:
         return
     # The same folding as the SQL prefilter: lower-case, separators removed.
-    folded = regex.sub(r"[\s\-_.:/#\\]+", "", found.lower())
+    folded = regex.sub(r"[\s\-_.:/#\\+()]+", "", found.lower())
     assert any(p in folded for p in near_probes(value))
 
 
@@ -541,3 +541,26 @@ def test_a_value_typed_twice_in_one_message_is_audited_once(store):
         (second, "ORD_88412", "kept"),
     ]
     assert (report.totals.audited, report.totals.kept) == (3, 2)
+
+
+@pytest.mark.parametrize(
+    ("value", "argument"),
+    [
+        ("+1 (555) 010-9999", "+15550109999"),
+        ("(555) 010-9999", "5550109999"),
+        ("+44 20 7946 0958", "442079460958"),
+    ],
+)
+def test_a_reformatted_phone_number_is_a_separator_change(store, value, argument):
+    t = Timeline(store)
+    t.user("m1", ("phone", value))
+    t.boundary("b1")
+    t.call("k1", {"to": argument})
+    t.save()
+    finding = run(store).findings[0]
+    assert finding.verdict.value == "altered"
+    assert (finding.evidence.found, finding.evidence.difference, finding.evidence.distance) == (
+        argument,
+        "separator",
+        0,
+    )

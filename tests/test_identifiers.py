@@ -388,3 +388,100 @@ def test_text_longer_than_max_chars_is_incomplete() -> None:
     result = extract("order #W2378156 and more", short)
     assert result.complete is False
     assert result.identifiers == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A version word a few words back does not make an address a version.
+        (
+            "deploy build 7f3e2a1b9c to 10.20.30.40",
+            [("hex", "7f3e2a1b9c"), ("ipv4", "10.20.30.40")],
+        ),
+        ("the release went to 10.0.0.7 and 10.0.0.8", [("ipv4", "10.0.0.7"), ("ipv4", "10.0.0.8")]),
+        ("after the build, ssh 192.168.1.20", [("ipv4", "192.168.1.20")]),
+    ],
+)
+def test_an_address_near_a_version_word_is_found(
+    text: str, expected: list[tuple[str, str]]
+) -> None:
+    assert found(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "release 1.2.3.4 is out",
+        "build 7.1.17.0 passed",
+        "Windows build 10.0.19041.1",
+        "firmware: 7.1.17.0",
+        "(version 4.2.1.0)",
+        "ver. 1.0.0.3",
+    ],
+)
+def test_a_four_part_version_right_after_a_version_word_is_no_address(text: str) -> None:
+    assert [kind for kind, _ in found(text) if kind == "ipv4"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("edit app/[slug]/page.tsx now", "app/[slug]/page.tsx"),
+        ("see pages/[...slug].tsx", "pages/[...slug].tsx"),
+        ("in app/(marketing)/about/page.tsx.", "app/(marketing)/about/page.tsx"),
+        ("open src/routes/[id]/+page.svelte", "src/routes/[id]/+page.svelte"),
+        ("(app/[[...slug]]/page.tsx)", "app/[[...slug]]/page.tsx"),
+        ("src/routes/[[lang]]/(app)/+layout.ts", "src/routes/[[lang]]/(app)/+layout.ts"),
+        ("src/app/api/[id]/route.ts", "src/app/api/[id]/route.ts"),
+        ("src/routes/blog/[slug=word]/+page.ts", "src/routes/blog/[slug=word]/+page.ts"),
+        ("app/@modal/(group)/[id]/page.tsx", "app/@modal/(group)/[id]/page.tsx"),
+    ],
+)
+def test_route_paths_with_brackets_are_whole(text: str, value: str) -> None:
+    assert found(text) == [("path_rel", value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see [docs]/(intro)/a.md",  # a path does not start with a bracket
+        "arr[i]/n.x and f(x)/g.y",  # brackets glued to a word are code, not a segment
+        "data/[0].json",  # a route parameter is a name
+        "a/[b c]/d.md",  # no spaces in a segment
+        "app/[slug/page.tsx",  # unbalanced
+        "app/(x]/page.tsx",
+        "app/[[slug]/page.tsx",
+        "app/[/page.tsx",
+    ],
+)
+def test_prose_with_brackets_is_no_route_path(text: str) -> None:
+    # A path after a bracket may be found ("[src/app.ts]"), never one holding a bracket.
+    assert [v for kind, v in found(text) if "[" in v or "(" in v] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("edit /srv/web/app/[slug]/page.tsx now", "/srv/web/app/[slug]/page.tsx"),
+        ("edit ./app/(marketing)/about/page.tsx", "./app/(marketing)/about/page.tsx"),
+        ("in ~/site/pages/[...slug].tsx", "~/site/pages/[...slug].tsx"),
+        ("under /repo/src/routes/[[lang]]/", "/repo/src/routes/[[lang]]/"),
+    ],
+)
+def test_absolute_route_paths_are_whole(text: str, value: str) -> None:
+    assert found(text) == [("path_posix", value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("see /srv/app/[0]/x.json", []),  # a folder not taken is no reason to cut the path
+        ("see /srv/app/(a b)/x", []),
+        ("see /etc/hosts[1] and /usr/bin/ls(1)", ["/etc/hosts", "/usr/bin/ls"]),
+        ("logs in /var/log/(/tmp too)", ["/var/log/", "/tmp"]),
+    ],
+)
+def test_absolute_paths_with_other_brackets_are_whole_or_nothing(
+    text: str, expected: list[str]
+) -> None:
+    assert [v for kind, v in found(text) if kind == "path_posix"] == expected

@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lexkeep.core.nearmiss import Difference, best_near_miss, classify, edit_distance, is_kept
+from lexkeep.core.nearmiss import (
+    Difference,
+    NearMiss,
+    best_near_miss,
+    classify,
+    edit_distance,
+    is_kept,
+)
 
 
 @pytest.mark.parametrize(
@@ -91,3 +98,16 @@ def test_edit_distance_is_symmetric_and_bounded(a, b):
     assert d == edit_distance(b, a, 3)
     assert 0 <= d <= 4
     assert (d == 0) == (a == b)
+
+
+@pytest.mark.parametrize(
+    ("expected", "found"),
+    [
+        ("+1 (555) 010-9999", "+15550109999"),
+        ("+15550109999", "+1 (555) 010-9999"),
+        ("(555) 010-9999", "5550109999"),
+        ("+44 20 7946 0958", "442079460958"),
+    ],
+)
+def test_phone_formatting_is_a_separator_change(expected: str, found: str) -> None:
+    assert classify(expected, found) == NearMiss(found, Difference.SEPARATOR, 0)
