@@ -47,6 +47,7 @@ from lexkeep.core.fastload import (
     DEFAULT_KIND_SQL,
     READER_CHECKS,
     READER_FIELDS,
+    TYPES_SQL,
     drop_stage,
     duplicates_sql,
     object_arguments,
@@ -104,10 +105,7 @@ _STAGE_INNER = ", CASE WHEN s.type = 'message' THEN json_extract(l, '$.text') EN
 _STAGE_SQL = stage_sql("lexkeep_fast_lines", _STAGE_COLUMNS, _SCHEMA, inner=_STAGE_INNER)
 
 _DUPLICATES_SQL = duplicates_sql("lexkeep_fast_lines")
-_UNKNOWN_TYPES_SQL = """
-SELECT count(*) FROM lexkeep_fast_lines
-WHERE type NOT IN ('conversation', 'run', 'message', 'tool_call', 'tool_result', 'compaction')
-"""
+_UNKNOWN_TYPES_SQL = f"SELECT count(*) FROM lexkeep_fast_lines WHERE type NOT IN {TYPES_SQL}"
 
 _TIMELINE_SQL = """
 CREATE OR REPLACE TEMP TABLE lexkeep_fast_timeline AS

@@ -46,6 +46,7 @@ from lexkeep.core.model import (
     Role,
     RunStatus,
 )
+from lexkeep.core.read_lexkeep import TYPES as LEXKEEP_TYPES
 from lexkeep.core.readers import BOM
 from lexkeep.core.store import Store, close_position_holes
 
@@ -180,7 +181,8 @@ DEFAULT_KIND_SQL = (
     " WHEN 'system' THEN 'system' ELSE 'tool_result' END"
 )
 _OK = ok_sql(_CHECKS)
-_TYPES = "('conversation', 'run', 'message', 'tool_call', 'tool_result', 'compaction')"
+# The lexkeep reader's record types, as an SQL list: any other type is skipped (unknown_type).
+TYPES_SQL = "(" + ", ".join(f"'{t}'" for t in sorted(LEXKEEP_TYPES)) + ")"
 
 
 def stage_sql(
@@ -481,7 +483,7 @@ _COUNTS_SQL = f"""
 SELECT count(*) FILTER (WHERE type = 'message'),
        count(*) FILTER (WHERE type = 'tool_call'),
        count(*) FILTER (WHERE type = 'compaction'),
-       count(*) FILTER (WHERE type NOT IN {_TYPES}),
+       count(*) FILTER (WHERE type NOT IN {TYPES_SQL}),
        count(DISTINCT CASE WHEN type = 'conversation' THEN x_id
                            WHEN type IN ('message', 'tool_call', 'tool_result', 'compaction')
                            THEN x_conv END),
@@ -620,11 +622,6 @@ class _Scan(threading.Thread):
             self.ok = False
         except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread
             self.error = exc
-
-
-LEXKEEP_TYPES = frozenset(
-    ("conversation", "run", "message", "tool_call", "tool_result", "compaction")
-)
 
 
 def _foreign(value: dict[str, Any]) -> bool:
