@@ -1224,8 +1224,9 @@ def _check_ids(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> None:
             shown = (held[0], batch.shown(held[1]), held[2])
             raise ReusedIdError(what, row[0], shown, path=batch.shown(row[at]), line=row[at + 1])
         if text_at is not None and held[3] != row[text_at]:
-            batch.conflict(row[at], f"{what} {row[0]!r}", row[at + 1], held[1], held[2])
-            batch.left_out.append((row[at], row[at + 1], conflict_detail(what, row[0])))
+            detail = conflict_detail(what, row[0])
+            batch.conflict(row[at], detail, row[at + 1], held[1], held[2])
+            batch.left_out.append((row[at], row[at + 1], detail))
 
 
 def _check_calls(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> None:
