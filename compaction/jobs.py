@@ -826,6 +826,10 @@ def list_jobs(
     return rows
 
 
+# Conversations whose pairs are read at once to judge staleness (as engine.BATCH_CONVERSATIONS).
+_STALENESS_BATCH = 500
+
+
 def _with_staleness(con: duckdb.DuckDBPyConnection, rows: list[JobRow]) -> list[JobRow]:
     """`rows` with the stale reason of each completed job, judged as the next-run context does.
 
@@ -838,10 +842,9 @@ def _with_staleness(con: duckdb.DuckDBPyConnection, rows: list[JobRow]) -> list[
             jobs.setdefault(r.conversation_id, []).append(index)
     judged = list(rows)
     completed = list(jobs)
-    for at in range(0, len(completed), 500):  # the pairs reader's batch size
-        batch = eligible_pairs_many(con, completed[at : at + 500])
-        for conversation_id in completed[at : at + 500]:
-            pairs = batch[conversation_id]
+    for at in range(0, len(completed), _STALENESS_BATCH):
+        batch = eligible_pairs_many(con, completed[at : at + _STALENESS_BATCH])
+        for conversation_id, pairs in batch.items():
             for index in jobs[conversation_id]:
                 r = rows[index]
                 reason = summary_stale_reason(
