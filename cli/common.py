@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from lexkeep.core.errors import LexkeepError, SettingsWarning
+from lexkeep.core.errors import LexkeepError, SettingsWarning, is_query_interrupt
 from lexkeep.core.store import default_db_path
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def handle_errors(fn: F) -> F:
         except BrokenPipeError:
             raise typer.Exit(EXIT_OK) from None
         except Exception as err:  # a crash must read as "could not run", not as findings
-            if _interrupted(err):
+            if is_query_interrupt(err):
                 sys.stderr.write("Interrupted.\n")
                 raise typer.Exit(EXIT_INTERRUPTED) from None
             sys.stderr.write(f"Error: internal error: {type(err).__name__}: {err}\n")
@@ -169,13 +169,6 @@ def _show_warning(
     else:
         stream.write(warnings.formatwarning(message, category, filename, lineno, line))
     stream.flush()
-
-
-def _interrupted(err: Exception) -> bool:
-    """True for DuckDB's answer to Ctrl-C during a query (it takes the signal itself)."""
-    return type(err).__name__ == "InterruptException" or (
-        type(err) is RuntimeError and str(err) == "Query interrupted"
-    )
 
 
 @contextmanager

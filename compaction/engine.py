@@ -39,7 +39,7 @@ from lexkeep.compaction.summarizers import (
     create,
     prompt_text,
 )
-from lexkeep.core.errors import ConfigError, RuleError
+from lexkeep.core.errors import ConfigError, RuleError, is_query_interrupt
 from lexkeep.core.inspect import require_conversations
 from lexkeep.core.model import Extraction
 from lexkeep.core.store import Store, StoreOnDemand
@@ -485,10 +485,7 @@ def _summarise_granted(
 
 def _is_interrupt(exc: BaseException) -> bool:
     """Ctrl-C: Python's KeyboardInterrupt, or DuckDB's answer to the signal inside a query."""
-    return isinstance(exc, KeyboardInterrupt) or (
-        type(exc).__name__ == "InterruptException"
-        or (type(exc) is RuntimeError and str(exc) == "Query interrupted")
-    )
+    return isinstance(exc, KeyboardInterrupt) or is_query_interrupt(exc)
 
 
 def _cancel_claims(access: Store | StoreOnDemand, owner: str) -> str | None:

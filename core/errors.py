@@ -101,3 +101,12 @@ class NotFoundError(LexkeepError):
 
 class BudgetError(LexkeepError):
     """A byte budget is too small for what must always be included."""
+
+
+def is_query_interrupt(exc: BaseException) -> bool:
+    """True for DuckDB's answer to Ctrl-C during a query: it takes the signal itself and raises
+    its InterruptException (or, in older builds, RuntimeError("Query interrupted")) instead of
+    KeyboardInterrupt."""
+    return type(exc).__name__ == "InterruptException" or (
+        type(exc) is RuntimeError and str(exc) == "Query interrupted"
+    )
