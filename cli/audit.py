@@ -1,5 +1,6 @@
 """`lexkeep` commands for the audit area."""
 
+import functools
 import sys
 from typing import Annotated
 
@@ -101,7 +102,8 @@ def register(app: typer.Typer) -> None:
             "format": fmt,
             "redact": redact,
         }
-        total = input_size(paths) if paths else None
+        # The total opens every file: found only when a bar is shown.
+        total = functools.partial(input_size, paths) if paths else None
         with progress("reading traces", total) as advance:
             report, settings = audit_command(
                 paths=paths or (),

@@ -219,15 +219,21 @@ def is_terminal(stream: Any) -> bool:
 
 @contextmanager
 def progress(
-    description: str, total: int | None, *, unit: str = "bytes"
+    description: str,
+    total: int | None | Callable[[], int | None],
+    *,
+    unit: str = "bytes",
 ) -> Iterator[Callable[..., None]]:
     """A Rich progress bar on stderr when it is a terminal; a silent callback otherwise.
 
-    Yields `advance(n=1, description=None)`.
+    `total` may be a function that finds it (input_size opens every file): it is called only
+    when a bar is shown. Yields `advance(n=1, description=None)`.
     """
     if not is_terminal(sys.stderr):
         yield lambda n=1, description=None: None
         return
+    if callable(total):
+        total = total()
     from rich.progress import (
         BarColumn,
         DownloadColumn,

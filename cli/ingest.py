@@ -1,5 +1,6 @@
 """`lexkeep` commands for the ingest area: ingest, stats, show."""
 
+import functools
 import sys
 from typing import Annotated
 
@@ -244,7 +245,8 @@ def register(app: typer.Typer) -> None:
         """
         from lexkeep.core.ingest import ingest_paths, input_size  # not needed for --help
 
-        total = input_size(paths)
+        # The total opens every file: found only when a bar is shown.
+        total = functools.partial(input_size, paths)
         with Store.open(db_path(db)) as store, progress("ingesting", total) as advance:
             before = _stored(store)
             counts = ingest_paths(

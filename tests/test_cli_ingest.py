@@ -311,3 +311,31 @@ def test_a_stale_truncated_document_error_goes_once_the_document_is_read_whole(
     report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
     assert report["ingest_errors"] == 0 and report["errors_by_reason"] == {}
     assert "ingest errors: 0 (none)" in ok(cli("stats", "--db", db_file)).stdout
+
+
+def test_progress_finds_its_total_only_when_it_shows_a_bar(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The total of a progress bar (input_size opens every file) is found only for a bar."""
+    import io
+    import sys
+
+    from lexkeep.cli.common import progress
+
+    asked: list[int] = []
+
+    def total() -> int:
+        asked.append(1)
+        return 10
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal: no bar
+    with progress("reading", total) as advance:
+        advance(5)
+    assert asked == []
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    with progress("reading", total) as advance:
+        advance(5)
+    assert asked == [1]
