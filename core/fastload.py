@@ -785,15 +785,18 @@ SELECT * FROM (
       AND NOT (r.source_file = $file AND r.source_line = l.line)
 ) ORDER BY 4
 """
-# Staged tool calls left out as already stored, with what decides whether they are the stored
-# call read again: the stored name and raw arguments, and the staged ones (the raw text of
-# arguments given as a JSON value is made in Python, as _tool_call_rows makes it).
+# Staged tool calls left out as already stored, but for those with the stored name and argument
+# text, with what decides whether they are the stored call read again: the stored name and raw
+# arguments, and the staged ones (the raw text of arguments given as a JSON value is made in
+# Python, as _tool_call_rows makes it).
 _CALLS_LEFT_OUT_SQL = """
 SELECT l.x_id, l.x_conv, l.line, c.source_file, c.source_line, c.name, c.arguments_raw,
        l.x_name, l.x_args, l.x_args_json, l.x_args_line, l.x_args_kind
 FROM lexkeep_ingest_lines l
 JOIN tool_calls c ON c.conversation_id = l.x_conv AND c.call_id = l.x_id
 WHERE l.type = 'tool_call' AND NOT (c.source_file = $file AND c.source_line = l.line)
+  -- the same name and argument text: the stored call read again, not compared in Python
+  AND NOT coalesce(c.name = l.x_name AND c.arguments_raw = l.x_args, false)
 ORDER BY l.line
 """
 
