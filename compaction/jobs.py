@@ -526,7 +526,7 @@ def complete_many(
                 "AND compactions.lease_owner = v.owner",
                 {k: params[k] for k in params if k != "attempts"},
             )
-            _finish_attempts(con, ok, "completed", None, at)
+            _finish_attempts(con, [(c.job_id, c.attempt) for c, _ in ok], "completed", None, at)
             # Point 12: the audit treats this like any boundary, placed after the last record
             # that existed when the summary completed; later ingests get later positions.
             con.execute(
@@ -589,25 +589,39 @@ def fail_many(
                 else:
                     results.append(problem)
             if ok:
-                con.execute(
-                    "UPDATE compactions SET status = CASE WHEN attempts >= $max "
-                    "THEN 'exhausted' ELSE 'failed' END, lease_owner = NULL, "
-                    "lease_expires_at = NULL, last_error = v.error "
-                    "FROM (SELECT unnest($ids) AS id, unnest($owners) AS owner, "
-                    "unnest($errors) AS error) v "
-                    "WHERE compactions.id = v.id AND compactions.status = 'running' "
-                    "AND compactions.lease_owner = v.owner",
-                    {
-                        "ids": [c.job_id for c, _ in ok],
-                        "owners": [c.lease_owner for c, _ in ok],
-                        "errors": [e for _, e in ok],
-                        "max": MAX_ATTEMPTS,
-                    },
-                )
-                _finish_attempts(con, ok, "failed", [e for _, e in ok], at)
+                _mark_failed(con, [(c.job_id, c.lease_owner, c.attempt, e) for c, e in ok], at)
             return results
 
     return retry_on_race(run)
+
+
+def _mark_failed(
+    con: duckdb.DuckDBPyConnection, failed: Sequence[tuple[str, str, int, str]], at: float
+) -> None:
+    """Record failed attempts of running jobs, each (job id, lease owner, attempt, error): the
+    job becomes failed (exhausted after its last attempt), and its attempt row says why."""
+    con.execute(
+        "UPDATE compactions SET status = CASE WHEN attempts >= $max "
+        "THEN 'exhausted' ELSE 'failed' END, lease_owner = NULL, "
+        "lease_expires_at = NULL, last_error = v.error "
+        "FROM (SELECT unnest($ids) AS id, unnest($owners) AS owner, "
+        "unnest($errors) AS error) v "
+        "WHERE compactions.id = v.id AND compactions.status = 'running' "
+        "AND compactions.lease_owner = v.owner",
+        {
+            "ids": [job_id for job_id, _, _, _ in failed],
+            "owners": [owner for _, owner, _, _ in failed],
+            "errors": [error for _, _, _, error in failed],
+            "max": MAX_ATTEMPTS,
+        },
+    )
+    _finish_attempts(
+        con,
+        [(job_id, attempt) for job_id, _, attempt, _ in failed],
+        "failed",
+        [error for _, _, _, error in failed],
+        at,
+    )
 
 
 def fail_owned(
@@ -619,27 +633,13 @@ def fail_owned(
 
     def run() -> int:
         with transaction(con):
+            # A running job's `attempts` is the number of the attempt it runs (see claim_many).
             rows = con.execute(
-                "SELECT id FROM compactions WHERE status = 'running' AND lease_owner = ?",
+                "SELECT id, attempts FROM compactions WHERE status = 'running' AND lease_owner = ?",
                 [lease_owner],
             ).fetchall()
-            if not rows:
-                return 0
-            ids = [r[0] for r in rows]
-            con.execute(
-                "UPDATE compactions SET status = CASE WHEN attempts >= $max "
-                "THEN 'exhausted' ELSE 'failed' END, lease_owner = NULL, "
-                "lease_expires_at = NULL, last_error = $error "
-                "WHERE id IN (SELECT unnest($ids::VARCHAR[])) AND status = 'running' "
-                "AND lease_owner = $owner",
-                {"ids": ids, "owner": lease_owner, "error": error[:2000], "max": MAX_ATTEMPTS},
-            )
-            con.execute(
-                "UPDATE compaction_attempts SET outcome = 'failed', error = $error, "
-                "finished_at = $now WHERE job_id IN (SELECT unnest($ids::VARCHAR[])) "
-                "AND lease_owner = $owner AND outcome IS NULL",
-                {"ids": ids, "owner": lease_owner, "error": error[:2000], "now": at},
-            )
+            if rows:
+                _mark_failed(con, [(i, lease_owner, n, error[:2000]) for i, n in rows], at)
             return len(rows)
 
     return retry_on_race(run)
@@ -656,19 +656,20 @@ def _states(con: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str, tup
 
 def _finish_attempts(
     con: duckdb.DuckDBPyConnection,
-    items: Sequence[tuple[Claim, object]],
+    items: Sequence[tuple[str, int]],
     outcome: str,
     errors: list[str] | None,
     at: float,
 ) -> None:
+    """Close the attempt rows `items` (job id, attempt) with `outcome` and `errors`."""
     con.execute(
         "UPDATE compaction_attempts SET outcome = $outcome, error = v.error, finished_at = $now "
         "FROM (SELECT unnest($ids) AS id, unnest($attempts) AS attempt, "
         "unnest($errors) AS error) v "
         "WHERE compaction_attempts.job_id = v.id AND compaction_attempts.attempt = v.attempt",
         {
-            "ids": [c.job_id for c, _ in items],
-            "attempts": [c.attempt for c, _ in items],
+            "ids": [job_id for job_id, _ in items],
+            "attempts": [attempt for _, attempt in items],
             "errors": errors if errors is not None else [None] * len(items),
             "outcome": outcome,
             "now": at,

@@ -493,6 +493,10 @@ def test_ctrl_c_in_one_slot_leaves_no_claim_held(db_file, by_path):
         rows = store.con.execute(
             "SELECT status, attempts, last_error, lease_owner FROM compactions"
         ).fetchall()
+        attempts = store.con.execute(
+            "SELECT attempt, outcome, error, finished_at IS NOT NULL FROM compaction_attempts"
+        ).fetchall()
+    assert set(attempts) == {(1, "failed", "cancelled: the run was interrupted", True)}, attempts
     assert len(rows) == 6, rows
     assert [r for r in rows if r[0] == "running"] == []
     assert {(s, a, e, o) for s, a, e, o in rows} == {
