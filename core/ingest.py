@@ -30,7 +30,6 @@ from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, wr
 from lexkeep.core.formats import detect, get_reader, other_claims
 from lexkeep.core.identifiers import extract_many, prepare
 from lexkeep.core.inspect import ID_CONFLICT, conflict_detail
-from lexkeep.core.jsonnumbers import same_json
 from lexkeep.core.keyset import Keys
 from lexkeep.core.model import (
     ArgumentsKind,
@@ -52,7 +51,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.parallel import ReadAhead, read_workers
-from lexkeep.core.readers import BOM, LEADING, JsonLine
+from lexkeep.core.readers import BOM, LEADING, JsonLine, same_call
 from lexkeep.core.rules import load_rules
 from lexkeep.core.sidecar import Known, index_pending
 from lexkeep.core.store import Store, close_position_holes, drop_keys, is_duckdb_file
@@ -1261,9 +1260,10 @@ def _check_calls(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> None
 
 def _same_call(table: str, held: list[Any], read: list[Any]) -> bool:
     """A stored tool call's (name, raw arguments) and one read again are the same call: same
-    name, and arguments one JSON value written twice (same_json); a result's text is equal."""
+    name, and arguments one JSON value written twice (readers.same_call); a result's text is
+    equal."""
     if table == "tool_calls":
-        return held[0] == read[0] and same_json(held[1], read[1])
+        return same_call(held[0], held[1], read[0], read[1])
     return held == read
 
 

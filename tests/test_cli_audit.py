@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SAMPLE_TRACES, shared_data
+from conftest import REPO, SAMPLE_TRACES, repeated_call_file, shared_data
 
 from lexkeep.core.ingest import ingest_paths
 from lexkeep.core.store import Store
@@ -683,6 +683,30 @@ def test_records_left_out_are_named_by_an_audit_of_the_store_and_stats(cli, tmp_
         "1 record(s) were left out because their conversation already held their id with"
         f" other content (first: {first}); whatever they held is not in this audit"
     ]
+
+
+@pytest.mark.parametrize("fmt", ["claude", "codex"])
+def test_a_call_id_repeated_in_a_session_file_with_other_input_is_named(cli, tmp_path, fmt):
+    """A Claude Code session or Codex rollout repeating a call id with other input lost the
+    repeat without a word; ingest, stats and an audit of the file now name it."""
+    path, conv, _ = repeated_call_file(tmp_path, fmt)
+    first = f"tool_call 'call_1' in conversation '{conv}' at {path}:3, stored from {path}:2"
+    db = tmp_path / "s.duckdb"
+    ingest = cli("ingest", path, "--db", db)
+    assert ingest.exit_code == 0, ingest.stderr
+    assert (
+        "1 record(s) left out: their conversation already holds their id with other content"
+        f" (first: {first})"
+    ) in ingest.stderr
+    stats = json.loads(cli("stats", "--db", db, "--format", "json").stdout)
+    assert stats["errors_by_reason"] == {"id_conflict": 1}
+    note = (
+        "1 record(s) were left out because their conversation already held their id with"
+        f" other content (first: {first}); whatever they held is not in this audit"
+    )
+    files = cli("audit", path, "--format", "json", "--exit-zero")
+    assert files.exit_code == 0, files.stderr
+    assert note in json.loads(files.stdout)["notes"]
 
 
 def test_a_tool_call_left_out_for_its_id_is_named_by_ingest_stats_and_audit(cli, tmp_path):
