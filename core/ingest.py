@@ -1297,6 +1297,7 @@ class _FileIngest:
         self.skip_invalid = skip_invalid
         self.errors: list[tuple[int, int | None, str, str]] = []
         self.skipped: dict[str, int] = {}
+        self.unknown_type_line: int | None = None  # the first line skipped as unknown_type
         self.truncated = False
         self.truncated_document = False
         self.truncated_line: int | None = None  # the incomplete last line left unread
@@ -1406,6 +1407,8 @@ class _FileIngest:
             )
         elif item.fatal:
             self.errors.append((item.source.line, item.col, item.reason, item.detail))
+        elif item.reason == "unknown_type" and self.unknown_type_line is None:
+            self.unknown_type_line = item.source.line
         self.skipped[item.reason] = self.skipped.get(item.reason, 0) + 1
 
     def _name_run(self, run_id: str, conv: str, src: Source) -> None:
@@ -1508,6 +1511,7 @@ class _Read:
         "fmt",
         "records",
         "counted",
+        "unknown_type_line",
         "extracted",
         "sha256",
         "bytes_consumed",
@@ -1521,10 +1525,12 @@ class _Read:
         counted: dict[str, int],
         extracted: dict[str, tuple[str, Extraction]],
         source: JsonSource,
+        unknown_type_line: int | None = None,
     ) -> None:
         self.fmt = fmt
         self.records = records
         self.counted = counted
+        self.unknown_type_line = unknown_type_line  # of the counted: the first unknown_type
         self.extracted = extracted
         self.sha256 = source.sha256
         self.bytes_consumed = source.bytes_consumed
@@ -1641,6 +1647,7 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
         fmt, items = detect_format(source, format)
         records: list[Record] = []
         counted: dict[str, int] = {}
+        unknown: int | None = None
         append = records.append
         for record in get_reader(fmt).read(items, path):
             if (
@@ -1648,13 +1655,16 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
                 and not record.fatal
                 and record.reason != "truncated_last_line"  # see _FileIngest._skipped
             ):
-                counted[record.reason] = counted.get(record.reason, 0) + 1
+                reason = record.reason
+                counted[reason] = counted.get(reason, 0) + 1
+                if reason == "unknown_type" and unknown is None:
+                    unknown = record.source.line
                 continue
             append(record)
         extracted = _extract_users(records)
         if lean:
-            return _Read(fmt, list(_pack(records)), counted, extracted, source)
-        return _Read(fmt, records, counted, extracted, source)
+            records = list(_pack(records))  # type: ignore[arg-type]
+        return _Read(fmt, records, counted, extracted, source, unknown)
     except Exception:
         return None
 
@@ -1759,6 +1769,10 @@ def _ingest_one(
     if read is not None:
         for reason, count in read.counted.items():
             state.skipped[reason] = state.skipped.get(reason, 0) + count
+        if read.unknown_type_line is not None:
+            # the reader's skipped records are counted apart from those it passed on (none of
+            # them unknown_type, which is never fatal): its first is the file's
+            state.unknown_type_line = read.unknown_type_line
         for message_id, got in read.extracted.items():
             batch.extracted.setdefault(message_id, got)
     state.finish()
@@ -1821,6 +1835,7 @@ def _ingest_one(
         truncated_last_line=state.truncated,
         truncated_document=state.truncated_document,
         truncated_line=state.truncated_line,
+        unknown_type_line=state.unknown_type_line,
     )
     return counts, skip_lines
 
@@ -1932,6 +1947,7 @@ def _fast_write(
         messages_added=got.messages_added,
         tool_calls_added=got.tool_calls_added,
         boundaries_added=got.boundaries_added,
+        unknown_type_line=got.unknown_type_line,
     )
 
 

@@ -857,14 +857,16 @@ def test_records_of_a_type_the_reader_does_not_know_are_named_in_the_notes(cli, 
     """A lexkeep writer's misspelt type (`compation`) is skipped as unknown_type: the audit may
     then pass on what it never read, so its notes say how many records that was and in which
     file. A Claude session pasted after a lexkeep file is no unknown type but another format's
-    lines: the audit stops there (tests/test_mixed_formats.py)."""
+    lines: the audit stops there (tests/test_mixed_formats.py). The note names the first such
+    line, FILE:LINE, so it can be opened."""
     lines = INVOICE.read_text().splitlines(keepends=True)
     typo = tmp_path / "typo.jsonl"
     typo.write_text("".join(lines).replace('"type":"compaction"', '"type":"compation"'))
     env = {"LEXKEEP_READ_WORKERS": workers}
     result = ok(cli("audit", typo, "--format", "json", env=env), 0)  # nothing crosses one
     notes = json.loads(result.stdout)["notes"]
-    assert any("1 record(s)" in n and f"first: {typo}, read as lexkeep" in n for n in notes)
+    at = next(i for i, t in enumerate(lines, 1) if '"type":"compaction"' in t)
+    assert any("1 record(s)" in n and f"first: {typo}:{at}, read as lexkeep" in n for n in notes)
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text("".join(lines) + CLAUDE.read_text())
     err = ok(cli("audit", mixed, "--format", "json", env=env), 2).stderr
