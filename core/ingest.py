@@ -984,23 +984,20 @@ class _Batch:
             ("boundaries", boundaries),
         ):
             if rows:
-                checked = seen is None and table in _CHECKED
-                ids: set[Any] | None = set() if checked else None
                 counter = None if seen is not None else added.get(table)
-                before = sum(counter.values()) if counter is not None else 0
-                store.bulk_insert(
+                inserted = store.bulk_insert(
                     table,
                     None,
                     rows,
                     on_conflict=conflict,
                     added_per_file=counter,
-                    added_ids=ids,
-                    id_columns=_KEY_COLUMNS.get(table, ("id",)),
+                    count_added=True,
                 )
-                if counter is not None and sum(counter.values()) - before < len(rows):
-                    self.holes = True  # rows left out as already stored took positions
-                if ids is not None and len(ids) < len(rows):
-                    left_out[table] = _not_inserted(rows, ids, _ROW_KEY.get(table, itemgetter(0)))
+                if seen is None and inserted < len(rows):
+                    if counter is not None:
+                        self.holes = True  # rows left out as already stored took positions
+                    if table in _CHECKED:
+                        left_out[table] = _not_inserted(self, table, rows)
         for table, rows in left_out.items():
             if table in _OWN_IDS:
                 _check_ids(self, table, rows)
@@ -1150,32 +1147,47 @@ _TEXT_AT = {"messages": 7, "boundaries": 5}
 _TEXT_COLUMN = {"messages": "text", "boundaries": "summary_text"}
 
 
-# Tool calls and results: keyed by conversation and call id, checked by _check_calls. Their
-# key columns, their key in a row, and per table (what an error calls such a record, the
-# index of its source file in a row (its line follows), the indexes of its content).
-_KEY_COLUMNS = {
-    "tool_calls": ("conversation_id", "call_id"),
-    "tool_results": ("conversation_id", "call_id"),
-}
-_ROW_KEY = {table: itemgetter(0, 1) for table in _KEY_COLUMNS}
+# Tool calls and results: keyed by conversation and call id, checked by _check_calls. Per
+# table: what an error calls such a record, the index of its source file in a row (its line
+# follows), the indexes of its content.
 _CALLS = {"tool_calls": ("tool_call", 9, (4, 5)), "tool_results": ("tool_result", 5, (3,))}
 _CALL_CONTENT_SQL = {"tool_calls": "name, arguments_raw", "tool_results": "text"}
 # Tables whose rows an insert may leave out as already stored, to be checked.
 _CHECKED = frozenset({"messages", "boundaries", *_CALLS})
+# Where a row of each of them sits (see _not_inserted): its key column (with the conversation),
+# and the indexes of its conversation, key and position in a row.
+_ROW_SLOT = {
+    "messages": ("id", 1, 0, 3),
+    "boundaries": ("id", 1, 0, 2),
+    "tool_calls": ("call_id", 0, 1, 3),
+    "tool_results": ("call_id", 0, 1, 2),
+}
 
 
-def _not_inserted(
-    rows: list[tuple[Any, ...]], inserted: set[Any], key_of: Callable[[Any], Any] = itemgetter(0)
-) -> list[tuple[Any, ...]]:
-    """The rows an insert left out: a key it did not return, or one an earlier row took."""
-    out = []
-    taken: set[Any] = set()
-    for row in rows:
-        key = key_of(row)
-        if key not in inserted or key in taken:
-            out.append(row)
-        taken.add(key)
-    return out
+def _not_inserted(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The rows of `rows` an insert into `table` left out as already stored (in row order).
+
+    Asked of the store only when its count says some were: an inserted row is the one the
+    table holds under its key at the position this write gave it (a position no row held
+    before), so a row left out is one of `rows` the table does not hold there.
+    """
+    key, conv_at, key_at, pos_at = _ROW_SLOT[table]
+    found = batch.con.execute(
+        f"""
+        SELECT r.i FROM (SELECT unnest($conv) AS conversation_id, unnest($key) AS k,
+                                unnest($pos) AS position, unnest($i) AS i) r
+        WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.conversation_id = r.conversation_id
+                          AND t.position = r.position AND t.{key} = r.k)
+        ORDER BY r.i
+        """,
+        {
+            "conv": [row[conv_at] for row in rows],
+            "key": [row[key_at] for row in rows],
+            "pos": [row[pos_at] for row in rows],
+            "i": list(range(len(rows))),
+        },
+    ).fetchall()
+    return [rows[i] for (i,) in found]
 
 
 class _Names(dict[str, str]):

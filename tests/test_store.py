@@ -134,6 +134,26 @@ def test_bulk_insert_goes_through_read_json_and_skips_conflicts(store):
     assert got == [("c1", "lexkeep"), ("c2", "openai")]
 
 
+def test_bulk_insert_counts_the_rows_it_inserted(store):
+    """The ingest learns from the count alone whether a write left rows out, instead of
+    taking every inserted key back into Python."""
+    from collections import Counter
+
+    cols = [("id", "VARCHAR"), ("format", "VARCHAR"), ("source_file", "VARCHAR")]
+    cols.append(("source_line", "BIGINT"))
+    rows = [("c1", "lexkeep", "a.jsonl", 1), ("c2", "openai", "b.json", 3)]
+    assert store.bulk_insert("conversations", cols, rows[:1], count_added=True) == 1
+    assert store.bulk_insert("conversations", cols, rows + rows, count_added=True) == 1
+    assert store.bulk_insert("conversations", cols, rows, count_added=True) == 0
+    per_file: Counter[str] = Counter()
+    more = [("c3", "lexkeep", "a.jsonl", 2), ("c1", "lexkeep", "a.jsonl", 1)]
+    assert (
+        store.bulk_insert("conversations", cols, more, added_per_file=per_file, count_added=True)
+        == 1
+    )
+    assert per_file == {"a.jsonl": 1}
+
+
 # Text DuckDB can hold (no lone surrogates), including NUL, controls, quotes and backslashes.
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 _ROW = st.tuples(
