@@ -58,6 +58,8 @@ def migrations() -> list[tuple[int, str, str]]:
 SPILL_PREFIX = "lexkeep-spill-"
 # The file in a spill folder that its process keeps locked while the folder is in use.
 SPILL_OWNER = ".owner"
+# The temp folders this process has looked through for stale spill folders (once each).
+_SWEPT: set[str] = set()
 
 
 def new_spill_folder() -> tuple[str, int | None]:
@@ -65,11 +67,15 @@ def new_spill_folder() -> tuple[str, int | None]:
     descriptor of its owner file, which holds an exclusive lock (flock) until closed.
 
     A process killed by a signal never runs its cleanup, and leaves its folder; the kernel
-    releases its lock then. Every new folder first removes the folders whose owner file no
-    process holds locked any more (remove_stale_spill_folders). Without flock (not POSIX) no
-    folder is marked, and none removed.
+    releases its lock then. A process's first new folder first removes the folders whose owner
+    file no process holds locked any more (remove_stale_spill_folders); later ones do not list
+    $TMPDIR again, a cost that grows with a busy temp folder (a folder left meanwhile goes
+    with the next process). Without flock (not POSIX) no folder is marked, and none removed.
     """
-    remove_stale_spill_folders()
+    parent = tempfile.gettempdir()
+    if parent not in _SWEPT:
+        _SWEPT.add(parent)
+        remove_stale_spill_folders(parent)
     folder = tempfile.mkdtemp(prefix=SPILL_PREFIX)
     if fcntl is None:
         return folder, None
