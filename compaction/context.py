@@ -531,8 +531,8 @@ def clip_answer(message_id: str, text: str, limit: int) -> ClippedAnswer:
     digits that follow such a number part within 8 groups (`90AB CDEF G`). The cut then moves
     back to before the whole run, so no identifier of a built-in kind is split (those that
     hold spaces: `default_rules().spaced_kinds`); a user-defined kind whose values hold spaces
-    elsewhere may be. An answer that is such a run from its
-    start is left out whole (empty text, every byte in `clipped_bytes`).
+    elsewhere may be. An answer that is such a run from its start is left out whole (empty
+    text, every byte in `clipped_bytes`).
     """
     raw = text.encode("utf-8")
     if len(raw) <= limit:

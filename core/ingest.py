@@ -1674,9 +1674,8 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
                 continue
             append(record)
         extracted = _extract_users(records)
-        if lean:
-            records = list(_pack(records))  # type: ignore[arg-type]
-        return _Read(fmt, records, counted, extracted, source, unknown)
+        sent: Sequence[Record | tuple[Any, ...]] = list(_pack(records)) if lean else records
+        return _Read(fmt, sent, counted, extracted, source, unknown)
     except Exception:
         return None
 
