@@ -38,7 +38,7 @@ from lexkeep.core.read_openai import (
     user_kind,
 )
 from lexkeep.core.readers import JsonLine
-from lexkeep.core.requestlog import RequestLog, fingerprint
+from lexkeep.core.requestlog import Continued, RequestLog, fingerprint
 
 # Block types only Anthropic content uses (OpenAI parts are text/image_url/input_audio…).
 _ANTHROPIC_BLOCKS = frozenset(
@@ -162,6 +162,7 @@ class AnthropicReader:
     """Anthropic Messages: request logs with `messages`, or one message per line."""
 
     format = Format.ANTHROPIC
+    continues = True  # read() takes `continued` (core.requestlog.Continued)
 
     def sniff(self, head: list[Any]) -> int:
         """Score values whose content blocks are Anthropic-only (tool_use, compaction…)."""
@@ -193,15 +194,24 @@ class AnthropicReader:
                 score += 2
         return score
 
-    def read(self, lines: Iterable[JsonLine | Skipped], path: str) -> Iterator[Record]:
-        """Yield a Conversation and its timeline per request log, or per file of messages."""
+    def read(
+        self,
+        lines: Iterable[JsonLine | Skipped],
+        path: str,
+        continued: Continued | None = None,
+    ) -> Iterator[Record]:
+        """Yield a Conversation and its timeline per request log, or per file of messages.
+
+        `continued`: what earlier files of the same ingest showed, as for OpenAI logs."""
         stem = file_stem(path)
         index = 0
         file_conv_started = False
         file_ids = CallIds()  # messages per line: the whole file is one conversation
-        log = RequestLog()  # request records repeat their conversation so far
-        calls: dict[str, CallIds] = {}
-        systems: set[str] = set()  # conversations whose system prompt was read
+        shared = Continued() if continued is None else continued
+        log = shared.part("anthropic.log", RequestLog)  # requests repeat their conversation
+        calls: dict[str, CallIds] = shared.part("anthropic.calls", dict)
+        # conversations whose system prompt was read
+        systems: set[str] = shared.part("anthropic.systems", set)
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
         for item in lines:

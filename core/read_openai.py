@@ -38,7 +38,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.readers import JsonLine
-from lexkeep.core.requestlog import RequestLog, fingerprint
+from lexkeep.core.requestlog import Continued, RequestLog, fingerprint
 
 _ROLES = {"user", "assistant", "system", "developer", "tool", "function"}
 # Text a harness injects into a user turn; it must never be taken for the user speaking.
@@ -223,6 +223,7 @@ class OpenAIReader:
     """OpenAI chat: `messages`/`traj` conversations, or one chat message per line."""
 
     format = Format.OPENAI
+    continues = True  # read() takes `continued` (core.requestlog.Continued)
 
     def sniff(self, head: list[Any]) -> int:
         """Score records holding OpenAI chat messages (tool_calls / role tool weigh most) or
@@ -254,15 +255,26 @@ class OpenAIReader:
                 score += 1
         return score
 
-    def read(self, lines: Iterable[JsonLine | Skipped], path: str) -> Iterator[Record]:
-        """Yield a Conversation and its timeline per record (see the module docstring)."""
+    def read(
+        self,
+        lines: Iterable[JsonLine | Skipped],
+        path: str,
+        continued: Continued | None = None,
+    ) -> Iterator[Record]:
+        """Yield a Conversation and its timeline per record (see the module docstring).
+
+        `continued` holds what earlier files of the same ingest showed of the conversations
+        they share with this one (a rotated request log, per-day files): their requests go on
+        from there, and this file's are kept there for the next files."""
         stem = file_stem(path)
         index = 0
         file_conv_started = False
         file_ids = CallIds()  # bare messages: the whole file is one conversation
-        log = RequestLog()  # records sharing a conversation id repeat it so far
-        calls: dict[str, CallIds] = {}
-        chains = responses.Chains()  # Responses request logs: previous_response_id chains
+        shared = Continued() if continued is None else continued
+        log = shared.part("openai.log", RequestLog)  # records sharing an id repeat it so far
+        calls: dict[str, CallIds] = shared.part("openai.calls", dict)
+        # Responses request logs: previous_response_id chains
+        chains = shared.part("openai.chains", responses.Chains)
         started: set[str] = set()
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}

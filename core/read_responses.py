@@ -288,6 +288,10 @@ class Chains:
     def __init__(self) -> None:
         self._of: dict[str, str] = {}
 
+    def __len__(self) -> int:
+        """How many responses it knows the conversation of."""
+        return len(self._of)
+
     def conversation(self, value: dict[str, Any], fallback: str) -> str:
         """The conversation id of request log `value` (and remember its response's)."""
         rid = response_id(value)
