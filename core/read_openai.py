@@ -5,8 +5,9 @@ Accepted shapes (per file, mixed freely):
   JSONL line, or one per element of a top-level JSON array;
 - a bare chat message per line (`{"role":..., "content":...}`): all of them form one
   conversation named after the file;
-- Responses API request logs (`input` and/or `output` items) and Responses items one per line
-  (a session dump): read by `lexkeep.core.read_responses`, see its docstring.
+- Responses API request logs (`input` and/or `output` items, also wrapped as
+  `{"request": …, "response": …}`), streamed responses (one event per line) and Responses
+  items one per line (a session dump): read by `lexkeep.core.read_responses`, see its docstring.
 
 Conversation id: the record's `id`, `conversation_id` or `session_id`; otherwise
 `<file name>#<n>` with n the 0-based index of the record in the file (stable across re-reads
@@ -275,6 +276,7 @@ class OpenAIReader:
         calls: dict[str, CallIds] = shared.part("openai.calls", dict)
         # Responses request logs: previous_response_id chains
         chains = shared.part("openai.chains", responses.Chains)
+        stream = responses.Stream()  # a streamed response's events, and its request
         started: set[str] = set()
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
@@ -283,7 +285,7 @@ class OpenAIReader:
             if isinstance(item, Skipped):
                 yield item
                 continue
-            value = item.value
+            value = responses.unwrapped(item.value)  # {"request": …, "response": …}
             src = Source(path, item.line)
             # Values of a JSON array written on one line all start on that line: the second
             # one there is L<line>.2, so that it is not taken for a copy of the first.
@@ -312,6 +314,30 @@ class OpenAIReader:
                     yield Conversation(conv, Format.OPENAI, src)
                 ids = calls.setdefault(conv, CallIds())
                 yield from responses.read_request_log(value, conv, src, ids, item, user_kind, log)
+                answered = responses.response_output(value) is not None
+                # A request logged before its streamed response: the stream is its conversation's.
+                stream.waiting = conv if value.get("stream") is True and not answered else None
+            elif responses.is_stream_event(value):
+                response = value.get("response")
+                if isinstance(response, dict):
+                    conv = stream.begin(response, chains, f"{stem}#{index}")
+                elif stream.conv is None:  # items of a stream whose start the log does not hold
+                    conv = stream.begin({}, chains, f"{stem}#{index}")
+                else:
+                    conv = stream.conv
+                index += 1
+                found = stream.items(value)
+                if not found:
+                    yield Skipped(src, "metadata", f"stream event {value.get('type')}")
+                    continue
+                if conv not in started:
+                    started.add(conv)
+                    yield Conversation(conv, Format.OPENAI, src)
+                ids = calls.setdefault(conv, CallIds())
+                scope = f"{conv}/{stream.rid or at}"
+                for k, got in found:
+                    mid = responses.item_id(got, conv, f"{scope}/{k}")
+                    yield from responses.read_item(got, mid, conv, src, ids, item, user_kind)
             elif responses.is_item(value):
                 # A Responses item per line (a session dump): one conversation for the file.
                 index += 1
