@@ -164,6 +164,29 @@ class AnthropicReader:
     format = Format.ANTHROPIC
     continues = True  # read() takes `continued` (core.requestlog.Continued)
 
+    # The OpenAI reader reads `messages` records of both (an Anthropic log whose first
+    # requests hold only text is detected as OpenAI chat): not another format's lines there.
+    read_also_by = frozenset({Format.OPENAI})
+
+    def claims(self, value: Any) -> bool:
+        """True when the one value `value` is, by itself, an Anthropic request-log line,
+        whatever file it is found in: a record with a `messages` list (and no Codex payload)
+        one of whose messages, or its `response`, holds a block only Anthropic writes
+        (`tool_use`, `tool_result`, `thinking`, `compaction`…)."""
+        if not isinstance(value, dict) or "payload" in value:
+            return False
+        messages = value.get("messages")
+        if not isinstance(messages, list):
+            return False
+        response = value.get("response")
+        sample = [*messages, response] if isinstance(response, dict) else messages
+        return any(
+            isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS
+            for m in sample
+            if isinstance(m, dict) and isinstance(m.get("content"), list)
+            for b in m["content"]
+        )
+
     def sniff(self, head: list[Any]) -> int:
         """Score values whose content blocks are Anthropic-only (tool_use, compaction…)."""
         score = 0

@@ -226,6 +226,28 @@ class OpenAIReader:
     format = Format.OPENAI
     continues = True  # read() takes `continued` (core.requestlog.Continued)
 
+    def claims(self, value: Any) -> bool:
+        """True when the one value `value` is, by itself, an OpenAI request-log line, whatever
+        file it is found in: a Responses request log (wrapped or not), an event of a streamed
+        response, or a chat record whose messages hold a `tool_calls` list or a `tool` result
+        (no other format writes either). Bare Responses items are not claimed: a bare-era
+        Codex rollout is made of them."""
+        if not isinstance(value, dict):
+            return False
+        if responses.is_request_log(value) or responses.is_stream_event(value):
+            return True
+        messages = value.get("messages")
+        if not isinstance(messages, list) or "payload" in value:
+            return False
+        return any(
+            isinstance(m, dict)
+            and (
+                isinstance(m.get("tool_calls"), list)
+                or (m.get("role") == "tool" and "tool_call_id" in m)
+            )
+            for m in messages
+        )
+
     def sniff(self, head: list[Any]) -> int:
         """Score records holding OpenAI chat messages (tool_calls / role tool weigh most) or
         Responses items and request logs."""
