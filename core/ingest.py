@@ -30,7 +30,7 @@ from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, wr
 from lexkeep.core.formats import detect, get_reader, other_claims
 from lexkeep.core.identifiers import extract_many, prepare
 from lexkeep.core.inspect import ID_CONFLICT, conflict_detail
-from lexkeep.core.jsonnumbers import same_json
+from lexkeep.core.jsonnumbers import parsed_json, same_json
 from lexkeep.core.keyset import Keys
 from lexkeep.core.model import (
     ArgumentsKind,
@@ -718,10 +718,11 @@ def _same_prefix(path: str, nbytes: int, sha256: str) -> tuple[bool, bool]:
 
 def _parsed_arguments(raw: str, kind: str) -> Any:
     # The parsed form beside the raw text: a JSON value, or None (NULL) when it is not JSON.
+    # Integers beyond 64 bits stay exact (parsed_json), as in arguments_raw.
     if kind == ArgumentsKind.FREEFORM:
         return None
     try:
-        return orjson.loads(raw)
+        return parsed_json(raw)
     except orjson.JSONDecodeError:
         return None
 
