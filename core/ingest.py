@@ -488,6 +488,14 @@ def _reader_records(
     return reader.read(items, path, continued)  # type: ignore[call-arg]
 
 
+def _continues(name: str | None) -> bool:
+    """True when the format called `name` is read by a request-log reader (`continues`)."""
+    try:
+        return bool(name) and getattr(get_reader(name), "continues", False)
+    except InputError:  # a format this build does not know
+        return False
+
+
 def _bring_up_to_date(continued: Continued) -> None:
     """Read the files `continued` has pending for their state only (nothing is stored).
 
@@ -1741,7 +1749,7 @@ def _ingest_one(
         if same and not more and prev[0]:
             if on_progress is not None:  # the bar counts it as read, not stuck at its start
                 on_progress(prev[0])
-            if continued is not None and prev[3]:
+            if continued is not None and _continues(prev[3]):
                 continued.pending.append((path, prev[3]))  # read if a later file needs it
             return FileCounts(path=path, format=prev[3], status="unchanged"), 0
         if same:

@@ -565,3 +565,22 @@ def test_a_responses_chain_continues_in_the_next_file_of_the_same_ingest(tmp_pat
         ("resp_1", "Which card?"),
         ("resp_1", "The Visa, and email dana.kim@example.com."),
     ]
+
+
+def test_unchanged_files_of_other_formats_before_a_request_log_are_not_read_again(cli, tmp_path):
+    """A folder holding a Claude Code session and a request log, ingested again once the log
+    grew: only request logs are read again for their state (the session's reader has none)."""
+    from conftest import SAMPLE_TRACES
+
+    requests = _trimmed_chat_requests()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a-session.jsonl").write_bytes((SAMPLE_TRACES / "claude_lost_path.jsonl").read_bytes())
+    _write(logs / "b-requests.1.jsonl", requests[:3])
+    _write(logs / "c-requests.2.jsonl", requests[3:4])
+    db = tmp_path / "store.duckdb"
+    assert cli("ingest", logs, "--db", db).exit_code == 0
+    _write(logs / "c-requests.2.jsonl", requests[3:])
+    grown = cli("ingest", logs, "--db", db)
+    assert grown.exit_code == 0, grown.stderr
+    assert _stored(db)["errors"] == []
