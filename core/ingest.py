@@ -1685,7 +1685,13 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
         counted: dict[str, int] = {}
         append = records.append
         continued = Continued()
+        # A request log whose conversations earlier files of the ingest may have begun (its
+        # reader keeps state for the next files) is read by the writing process, in order
+        # after them: given back as soon as its reader keeps anything.
+        watch = getattr(get_reader(fmt), "continues", False)
         for record in _reader_records(fmt, items, path, continued):
+            if watch and not continued.empty():
+                return None
             if (
                 type(record) is Skipped
                 and not record.fatal
@@ -1695,8 +1701,6 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
                 continue
             append(record)
         if not continued.empty():
-            # A request log whose conversations earlier files of the ingest may have begun:
-            # the writing process reads it in order, after them.
             return None
         extracted = _extract_users(records)
         if lean:
