@@ -339,6 +339,7 @@ class OpenAIReader:
                 answered = responses.response_output(value) is not None
                 # A request logged before its streamed response: the stream is its conversation's.
                 stream.waiting = conv if value.get("stream") is True and not answered else None
+                stream.whole = responses.request_scope(value, conv, item.line) == conv
             elif responses.is_stream_event(value):
                 response = value.get("response")
                 if isinstance(response, dict):
@@ -356,6 +357,8 @@ class OpenAIReader:
                     started.add(conv)
                     yield Conversation(conv, Format.OPENAI, src)
                 ids = calls.setdefault(conv, CallIds())
+                if stream.aligned:  # after the input of the request it answers (Stream)
+                    log.extend(conv, [responses.item_print(got) for _, got in found])
                 scope = f"{conv}/{stream.rid or at}"
                 for k, got in found:
                     mid = responses.item_id(got, conv, f"{scope}/{k}")

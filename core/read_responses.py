@@ -524,21 +524,27 @@ class Stream:
     `output_item.done` item, then those items of the final response that no `done` event
     gave (a log that kept only the final event). A request logged on the line before its
     stream (`"stream": true`, no response) is `waiting`: the stream is its conversation's.
+    When that request sent the whole history (`whole`), the stream's items follow its input
+    on the conversation's timeline (`aligned`), as a response's `output` does in a request
+    log, so that the next request sending them back is aligned past them.
     """
 
-    __slots__ = ("conv", "rid", "seen", "waiting")
+    __slots__ = ("aligned", "conv", "rid", "seen", "waiting", "whole")
 
     def __init__(self) -> None:
         self.conv: str | None = None
         self.rid: str | None = None
         self.seen: set[bytes] = set()  # prints of the items read from the current response
         self.waiting: str | None = None
+        self.whole = False  # the waiting request sent the whole history
+        self.aligned = False  # the current response's items go on its timeline
 
     def begin(self, response: dict[str, Any], chains: Chains, fallback: str) -> str:
         """The conversation of the streamed `response` (a new one resets what was read)."""
         rid = response_id(response)
         if self.conv is None or rid is None or rid != self.rid:
             self.conv = chains.conversation(response, fallback, self.waiting)
+            self.aligned = self.waiting is not None and self.whole
             self.rid, self.seen, self.waiting = rid, set(), None
         return self.conv
 

@@ -107,6 +107,14 @@ class RequestLog:
         """How many conversations it aligns."""
         return len(self._timelines)
 
+    def extend(self, conversation: str, prints: Sequence[bytes]) -> None:
+        """Add messages known to follow the conversation's timeline (a streamed response's
+        items after the request they answer), without aligning them."""
+        timeline = self._timelines.get(conversation)
+        if timeline is None:
+            timeline = self._timelines[conversation] = _Timeline()
+        timeline.append(prints)
+
     def new_messages(self, conversation: str, prints: Sequence[bytes]) -> tuple[int, int]:
         """Align one request's message fingerprints with what the file showed before.
 

@@ -546,3 +546,57 @@ def test_a_log_of_only_final_stream_events_reads_the_final_response(tmp_path):
     # each response in its request's conversation (a response alone started its own)
     records = list(read_records(only_final))
     assert len({r.conversation_id for r in records if isinstance(r, Message | ToolCall)}) == 3
+
+
+def test_streamed_responses_to_full_history_requests_are_aligned_as_logged_outputs(tmp_path):
+    """Requests of one session that send the whole history (no previous_response_id), each
+    followed by its streamed response: the next request sends the streamed items back. They
+    were read again, the function call as a second call (`call_1#2`); they are read as when
+    each request's line holds its response's `output`."""
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}]}
+    u1 = {**user, "content": [{"type": "input_text", "text": "Refund ORD-77812"}]}
+    u2 = {**user, "content": [{"type": "input_text", "text": "Thanks"}]}
+    fc = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "refund",
+        "arguments": '{"order":"ORD-77812"}',
+        "status": "completed",
+    }
+    fco = {"type": "function_call_output", "call_id": "call_1", "output": "done"}
+    msg = {
+        "type": "message",
+        "id": "msg_2",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Refunded."}],
+    }
+    turns = [
+        ([u1], [fc], "resp_1"),
+        ([u1, fc, fco], [msg], "resp_2"),
+        ([u1, fc, fco, msg, u2], [], "resp_3"),
+    ]
+    logged, streamed = [], []
+    for sent, output, rid in turns:
+        request = {"model": "gpt-5", "session_id": "s1", "input": sent}
+        logged.append({**request, "response": {"id": rid, "output": output}})
+        streamed += _as_stream({**request, "id": rid, "object": "response", "output": output})
+
+    def timeline(path: Path, lines: list[dict]) -> list[tuple]:
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        return [
+            (type(r).__name__, getattr(r, "id", None) or r.call_id)
+            for r in read_records(path)
+            if isinstance(r, Message | ToolCall | ToolResult)
+        ]
+
+    expected = timeline(tmp_path / "logged.jsonl", logged)
+    assert expected == [
+        ("Message", "s1/0"),
+        ("ToolCall", "call_1"),
+        ("ToolResult", "call_1"),
+        ("Message", "s1/msg_2"),
+        ("Message", "s1/4"),
+    ]
+    assert timeline(tmp_path / "streamed.jsonl", streamed) == expected
