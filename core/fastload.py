@@ -36,7 +36,13 @@ import orjson
 from lexkeep.core.errors import ReusedIdError
 from lexkeep.core.formats import other_claims
 from lexkeep.core.inspect import conflict_detail
-from lexkeep.core.jsonnumbers import compact_text, exact_text, holds_float, same_json
+from lexkeep.core.jsonnumbers import (
+    compact_text,
+    exact_text,
+    holds_float,
+    parsed_json,
+    same_json,
+)
 from lexkeep.core.model import (
     ArgumentsKind,
     BoundaryKind,
@@ -841,7 +847,7 @@ def _stage(con: duckdb.DuckDBPyConnection, path: str) -> tuple[Any, ...]:
 def _tool_call_rows(con: duckdb.DuckDBPyConnection, path: str) -> Iterator[tuple[Any, ...]]:
     """tool_calls rows as the general ingest builds them (raw text, parsed value, kind), read
     TOOL_CALL_CHUNK at a time in line order (memory holds a chunk, not a dump's calls)."""
-    loads = orjson.loads
+    loads = parsed_json  # integers beyond 64 bits exact, as the general ingest stores them
     freeform = ArgumentsKind.FREEFORM.value
     last = -1
     while True:

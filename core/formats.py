@@ -76,13 +76,19 @@ def other_claims(fmt: Format) -> list[tuple[Format, Callable[[Any], bool]]]:
     wherever it is found (a Claude Code chain line, a Codex envelope, a typed lexkeep record):
     the ingest refuses a file detected as `fmt` that holds such a line of another format
     (`cat a.jsonl b.jsonl`), which the detected reader would skip as an unknown record type.
-    Chat and request-log formats have no such test: their values are too alike.
+    Request logs are claimed only by what one format alone writes (an OpenAI `tool_calls`
+    list, an Anthropic `tool_use` block, a Responses request or stream event). A reader's
+    `read_also_by` names formats whose reader reads its lines too (OpenAI chat reads
+    Anthropic `messages` records): a file detected as one of those is not refused for them.
     """
     found = []
     for reader in all_readers():
         claims = getattr(reader, "claims", None)
-        if reader.format != fmt and claims is not None:
-            found.append((reader.format, claims))
+        if reader.format == fmt or claims is None:
+            continue
+        if fmt in getattr(reader, "read_also_by", ()):
+            continue
+        found.append((reader.format, claims))
     return found
 
 

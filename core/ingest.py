@@ -30,6 +30,7 @@ from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, wr
 from lexkeep.core.formats import detect, get_reader, other_claims
 from lexkeep.core.identifiers import extract_many, prepare
 from lexkeep.core.inspect import ID_CONFLICT, conflict_detail
+from lexkeep.core.jsonnumbers import parsed_json
 from lexkeep.core.keyset import Keys
 from lexkeep.core.model import (
     ArgumentsKind,
@@ -52,6 +53,7 @@ from lexkeep.core.model import (
 )
 from lexkeep.core.parallel import ReadAhead, read_workers
 from lexkeep.core.readers import BOM, LEADING, JsonLine, same_call
+from lexkeep.core.requestlog import Continued
 from lexkeep.core.rules import load_rules
 from lexkeep.core.sidecar import Known, index_pending
 from lexkeep.core.store import Store, close_position_holes, drop_keys, is_duckdb_file
@@ -470,6 +472,46 @@ def read_records(
     yield from get_reader(fmt).read(items, source.display)
 
 
+def _reader_records(
+    fmt: Format,
+    items: Iterable[JsonLine | Skipped],
+    path: str,
+    continued: Continued | None,
+) -> Iterator[Record]:
+    """The records of a file read as `fmt`. A request-log reader (`continues`) goes on from
+    what the earlier files of the same ingest showed (`continued`, see core.requestlog): files
+    left unread before (unchanged since the last ingest) are read for that state first."""
+    reader = get_reader(fmt)
+    if continued is None or not getattr(reader, "continues", False):
+        return reader.read(items, path)
+    _bring_up_to_date(continued)
+    return reader.read(items, path, continued)  # type: ignore[call-arg]
+
+
+def _continues(name: str | None) -> bool:
+    """True when the format called `name` is read by a request-log reader (`continues`)."""
+    try:
+        return bool(name) and getattr(get_reader(name), "continues", False)
+    except InputError:  # a format this build does not know
+        return False
+
+
+def _bring_up_to_date(continued: Continued) -> None:
+    """Read the files `continued` has pending for their state only (nothing is stored).
+
+    They were unchanged since the last ingest, so they read as they did then; one that can no
+    longer be read leaves no state, as if it were not there.
+    """
+    while continued.pending:
+        path, name = continued.pending.pop(0)
+        try:
+            fmt, items = detect_format(JsonSource(path), name)
+            for _ in get_reader(fmt).read(items, path, continued):  # type: ignore[call-arg]
+                pass
+        except (InputError, OSError):
+            continue
+
+
 def detect_format(
     source: Iterable[JsonLine | Skipped], format: Format | str | None = None
 ) -> tuple[Format, Iterator[JsonLine | Skipped]]:
@@ -684,10 +726,11 @@ def _same_prefix(path: str, nbytes: int, sha256: str) -> tuple[bool, bool]:
 
 def _parsed_arguments(raw: str, kind: str) -> Any:
     # The parsed form beside the raw text: a JSON value, or None (NULL) when it is not JSON.
+    # Integers beyond 64 bits stay exact (parsed_json), as in arguments_raw.
     if kind == ArgumentsKind.FREEFORM:
         return None
     try:
-        return orjson.loads(raw)
+        return parsed_json(raw)
     except orjson.JSONDecodeError:
         return None
 
@@ -1661,7 +1704,14 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
         counted: dict[str, int] = {}
         unknown: int | None = None
         append = records.append
-        for record in get_reader(fmt).read(items, path):
+        continued = Continued()
+        # A request log whose conversations earlier files of the ingest may have begun (its
+        # reader keeps state for the next files) is read by the writing process, in order
+        # after them: given back as soon as its reader keeps anything.
+        watch = getattr(get_reader(fmt), "continues", False)
+        for record in _reader_records(fmt, items, path, continued):
+            if watch and not continued.empty():
+                return None
             if (
                 type(record) is Skipped
                 and not record.fatal
@@ -1673,6 +1723,8 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
                     unknown = record.source.line
                 continue
             append(record)
+        if not continued.empty():
+            return None
         extracted = _extract_users(records)
         sent: Sequence[Record | tuple[Any, ...]] = list(_pack(records)) if lean else records
         return _Read(fmt, sent, counted, extracted, source, unknown)
@@ -1691,13 +1743,15 @@ def _ingest_one(
     staged: Staged | None = None,
     ahead: ReadAhead[str, _Read] | None = None,
     told: int = 0,
+    continued: Continued | None = None,
 ) -> tuple[FileCounts, int]:
     """Stage one file into `batch`; returns its counts (identifiers still 0) and skip_lines.
 
     A file `staged` for the fast path (alone in its transaction, never ingested before) is
     written from DuckDB's staging tables (core/fastload.py) instead of being read here; a
     file never ingested before may have been read by a worker of `ahead`. `told`: bytes of
-    this file `on_progress` heard already (from staging it), not told again.
+    this file `on_progress` heard already (from staging it), not told again. `continued`: what
+    the request logs read before in this ingest hold for the next files (core.requestlog).
     """
     con = batch.con
     key = batch.key(path)
@@ -1721,6 +1775,8 @@ def _ingest_one(
         if same and not more and prev[0]:
             if on_progress is not None:  # the bar counts it as read, not stuck at its start
                 on_progress(prev[0])
+            if continued is not None and _continues(prev[3]):
+                continued.pending.append((path, prev[3]))  # read if a later file needs it
             return FileCounts(path=path, format=prev[3], status="unchanged"), 0
         if same:
             skip_lines, status = prev[1], "appended"
@@ -1758,7 +1814,7 @@ def _ingest_one(
             # only one not written yet. Nothing is stored or recorded.
             _holds_nothing_now(batch, key, prev)
             return FileCounts(path=path, format="", status="empty", truncated_document=True), 0
-        records = get_reader(fmt).read(items, path)
+        records = _reader_records(fmt, items, path, continued)
     if skip_lines and prev is not None and prev[3] and prev[3] != fmt.value:
         # Detected from a head of fewer lines than now (a bare chat message reads as OpenAI
         # until an Anthropic content block shows up): the file's conversations take the
@@ -1995,6 +2051,8 @@ def _ingest_group(
         told += n
         tell(n)
 
+    continued: Continued | None = options.get("continued")
+    saved = continued.snapshot() if continued is not None else None
     staged = None
     if fast:
         # Staged before the transaction: a line DuckDB refuses would abort it.
@@ -2036,6 +2094,8 @@ def _ingest_group(
         # and re-raise. A failure while writing the group is not any one file's fault: the
         # whole group is rolled back (the store is as before it) and a re-run retries it.
         if reading and done:
+            if continued is not None and saved is not None:
+                continued.restore(saved)  # the files kept are read again from that state
             kept = _ingest_group(
                 store,
                 group[: len(done)],
@@ -2188,6 +2248,8 @@ def ingest_paths(
     ):
         options["ahead"] = ahead
         options["keys"] = keys
+        # Request logs continued from one file to the next (a rotated log, per-day files).
+        options["continued"] = Continued()
         return _ingest_files(store, files, rules, options, fast_min_bytes, lean, on_file, on_phase)
 
 

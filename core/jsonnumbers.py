@@ -89,6 +89,24 @@ def dumps_exact(value: Any) -> str:
     return orjson.dumps(value, default=_fragment, option=orjson.OPT_PASSTHROUGH_SUBCLASS).decode()
 
 
+def parsed_json(text: str) -> Any:
+    """The decoded value of JSON `text` as a store's JSON column should get it (the parsed
+    `arguments` of a tool call): orjson's value, or, when that holds a float (a number orjson
+    may have changed: an integer beyond 64 bits, a decimal), the text compacted with every
+    number as written, as an `orjson.Fragment` that orjson writes as it is. DuckDB reads that
+    back with integers of any size exact, decimals as the numbers they write (`1.50` is 1.5).
+
+    Raises orjson.JSONDecodeError when `text` is not JSON.
+    """
+    value = orjson.loads(text)
+    if not holds_float(value):
+        return value
+    try:
+        return orjson.Fragment(dumps_exact(loads_exact(text)))
+    except (ValueError, RecursionError, orjson.JSONEncodeError):
+        return value  # deeper than either writer goes: orjson's reading
+
+
 _MISSING = object()
 
 

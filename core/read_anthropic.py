@@ -38,7 +38,7 @@ from lexkeep.core.read_openai import (
     user_kind,
 )
 from lexkeep.core.readers import JsonLine
-from lexkeep.core.requestlog import RequestLog, fingerprint
+from lexkeep.core.requestlog import Continued, RequestLog, fingerprint
 
 # Block types only Anthropic content uses (OpenAI parts are text/image_url/input_audio…).
 _ANTHROPIC_BLOCKS = frozenset(
@@ -162,6 +162,30 @@ class AnthropicReader:
     """Anthropic Messages: request logs with `messages`, or one message per line."""
 
     format = Format.ANTHROPIC
+    continues = True  # read() takes `continued` (core.requestlog.Continued)
+
+    # The OpenAI reader reads `messages` records of both (an Anthropic log whose first
+    # requests hold only text is detected as OpenAI chat): not another format's lines there.
+    read_also_by = frozenset({Format.OPENAI})
+
+    def claims(self, value: Any) -> bool:
+        """True when the one value `value` is, by itself, an Anthropic request-log line,
+        whatever file it is found in: a record with a `messages` list (and no Codex payload)
+        one of whose messages, or its `response`, holds a block only Anthropic writes
+        (`tool_use`, `tool_result`, `thinking`, `compaction`…)."""
+        if not isinstance(value, dict) or "payload" in value:
+            return False
+        messages = value.get("messages")
+        if not isinstance(messages, list):
+            return False
+        response = value.get("response")
+        sample = [*messages, response] if isinstance(response, dict) else messages
+        return any(
+            isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS
+            for m in sample
+            if isinstance(m, dict) and isinstance(m.get("content"), list)
+            for b in m["content"]
+        )
 
     def sniff(self, head: list[Any]) -> int:
         """Score values whose content blocks are Anthropic-only (tool_use, compaction…)."""
@@ -193,15 +217,24 @@ class AnthropicReader:
                 score += 2
         return score
 
-    def read(self, lines: Iterable[JsonLine | Skipped], path: str) -> Iterator[Record]:
-        """Yield a Conversation and its timeline per request log, or per file of messages."""
+    def read(
+        self,
+        lines: Iterable[JsonLine | Skipped],
+        path: str,
+        continued: Continued | None = None,
+    ) -> Iterator[Record]:
+        """Yield a Conversation and its timeline per request log, or per file of messages.
+
+        `continued`: what earlier files of the same ingest showed, as for OpenAI logs."""
         stem = file_stem(path)
         index = 0
         file_conv_started = False
         file_ids = CallIds()  # messages per line: the whole file is one conversation
-        log = RequestLog()  # request records repeat their conversation so far
-        calls: dict[str, CallIds] = {}
-        systems: set[str] = set()  # conversations whose system prompt was read
+        shared = Continued() if continued is None else continued
+        log = shared.part("anthropic.log", RequestLog)  # requests repeat their conversation
+        calls: dict[str, CallIds] = shared.part("anthropic.calls", dict)
+        # conversations whose system prompt was read
+        systems: set[str] = shared.part("anthropic.systems", set)
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
         for item in lines:

@@ -5,8 +5,9 @@ Accepted shapes (per file, mixed freely):
   JSONL line, or one per element of a top-level JSON array;
 - a bare chat message per line (`{"role":..., "content":...}`): all of them form one
   conversation named after the file;
-- Responses API request logs (`input` and/or `output` items) and Responses items one per line
-  (a session dump): read by `lexkeep.core.read_responses`, see its docstring.
+- Responses API request logs (`input` and/or `output` items, also wrapped as
+  `{"request": …, "response": …}`), streamed responses (one event per line) and Responses
+  items one per line (a session dump): read by `lexkeep.core.read_responses`, see its docstring.
 
 Conversation id: the record's `id`, `conversation_id` or `session_id`; otherwise
 `<file name>#<n>` with n the 0-based index of the record in the file (stable across re-reads
@@ -38,7 +39,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.readers import JsonLine
-from lexkeep.core.requestlog import RequestLog, fingerprint
+from lexkeep.core.requestlog import Continued, RequestLog, fingerprint
 
 _ROLES = {"user", "assistant", "system", "developer", "tool", "function"}
 # Text a harness injects into a user turn; it must never be taken for the user speaking.
@@ -223,6 +224,29 @@ class OpenAIReader:
     """OpenAI chat: `messages`/`traj` conversations, or one chat message per line."""
 
     format = Format.OPENAI
+    continues = True  # read() takes `continued` (core.requestlog.Continued)
+
+    def claims(self, value: Any) -> bool:
+        """True when the one value `value` is, by itself, an OpenAI request-log line, whatever
+        file it is found in: a Responses request log (wrapped or not), an event of a streamed
+        response, or a chat record whose messages hold a `tool_calls` list or a `tool` result
+        (no other format writes either). Bare Responses items are not claimed: a bare-era
+        Codex rollout is made of them."""
+        if not isinstance(value, dict):
+            return False
+        if responses.is_request_log(value) or responses.is_stream_event(value):
+            return True
+        messages = value.get("messages")
+        if not isinstance(messages, list) or "payload" in value:
+            return False
+        return any(
+            isinstance(m, dict)
+            and (
+                isinstance(m.get("tool_calls"), list)
+                or (m.get("role") == "tool" and "tool_call_id" in m)
+            )
+            for m in messages
+        )
 
     def sniff(self, head: list[Any]) -> int:
         """Score records holding OpenAI chat messages (tool_calls / role tool weigh most) or
@@ -254,15 +278,27 @@ class OpenAIReader:
                 score += 1
         return score
 
-    def read(self, lines: Iterable[JsonLine | Skipped], path: str) -> Iterator[Record]:
-        """Yield a Conversation and its timeline per record (see the module docstring)."""
+    def read(
+        self,
+        lines: Iterable[JsonLine | Skipped],
+        path: str,
+        continued: Continued | None = None,
+    ) -> Iterator[Record]:
+        """Yield a Conversation and its timeline per record (see the module docstring).
+
+        `continued` holds what earlier files of the same ingest showed of the conversations
+        they share with this one (a rotated request log, per-day files): their requests go on
+        from there, and this file's are kept there for the next files."""
         stem = file_stem(path)
         index = 0
         file_conv_started = False
         file_ids = CallIds()  # bare messages: the whole file is one conversation
-        log = RequestLog()  # records sharing a conversation id repeat it so far
-        calls: dict[str, CallIds] = {}
-        chains = responses.Chains()  # Responses request logs: previous_response_id chains
+        shared = Continued() if continued is None else continued
+        log = shared.part("openai.log", RequestLog)  # records sharing an id repeat it so far
+        calls: dict[str, CallIds] = shared.part("openai.calls", dict)
+        # Responses request logs: previous_response_id chains
+        chains = shared.part("openai.chains", responses.Chains)
+        stream = responses.Stream()  # a streamed response's events, and its request
         started: set[str] = set()
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
@@ -271,7 +307,7 @@ class OpenAIReader:
             if isinstance(item, Skipped):
                 yield item
                 continue
-            value = item.value
+            value = responses.unwrapped(item.value)  # {"request": …, "response": …}
             src = Source(path, item.line)
             # Values of a JSON array written on one line all start on that line: the second
             # one there is L<line>.2, so that it is not taken for a copy of the first.
@@ -300,6 +336,33 @@ class OpenAIReader:
                     yield Conversation(conv, Format.OPENAI, src)
                 ids = calls.setdefault(conv, CallIds())
                 yield from responses.read_request_log(value, conv, src, ids, item, user_kind, log)
+                answered = responses.response_output(value) is not None
+                # A request logged before its streamed response: the stream is its conversation's.
+                stream.waiting = conv if value.get("stream") is True and not answered else None
+                stream.whole = responses.request_scope(value, conv, item.line) == conv
+            elif responses.is_stream_event(value):
+                response = value.get("response")
+                if isinstance(response, dict):
+                    conv = stream.begin(response, chains, f"{stem}#{index}")
+                elif stream.conv is None:  # items of a stream whose start the log does not hold
+                    conv = stream.begin({}, chains, f"{stem}#{index}")
+                else:
+                    conv = stream.conv
+                index += 1
+                found = stream.items(value)
+                if not found:
+                    yield Skipped(src, "metadata", f"stream event {value.get('type')}")
+                    continue
+                if conv not in started:
+                    started.add(conv)
+                    yield Conversation(conv, Format.OPENAI, src)
+                ids = calls.setdefault(conv, CallIds())
+                if stream.aligned:  # after the input of the request it answers (Stream)
+                    log.extend(conv, [responses.item_print(got) for _, got in found])
+                scope = f"{conv}/{stream.rid or at}"
+                for k, got in found:
+                    mid = responses.item_id(got, conv, f"{scope}/{k}")
+                    yield from responses.read_item(got, mid, conv, src, ids, item, user_kind)
             elif responses.is_item(value):
                 # A Responses item per line (a session dump): one conversation for the file.
                 index += 1

@@ -178,9 +178,44 @@ def response_output(value: dict[str, Any]) -> list[Any] | None:
     return None
 
 
+def _body(value: Any) -> dict[str, Any] | None:
+    """A request's or response's JSON as a log keeps it: the object, or its `body` object (an
+    HTTP exchange's log: `{"status_code": 200, "body": {…}}`)."""
+    if not isinstance(value, dict):
+        return None
+    body = value.get("body")
+    return body if isinstance(body, dict) else value
+
+
+def unwrapped(value: Any) -> Any:
+    """A request log written as `{"request": {…}, "response": {…}}` (a client's or proxy's log
+    of one call; each side may hold its JSON under `body`) as the request's own fields with
+    `response` beside them, read as any request log; any other value as it is.
+
+    The wrapper's own keys (`conversation_id`, `session_id`, a log `id`…) are kept where the
+    request has none of its own."""
+    if not isinstance(value, dict) or "input" in value or "messages" in value:
+        return value
+    request = _body(value.get("request"))
+    if request is None or "input" not in request or "messages" in request:
+        return value
+    merged = dict(request)
+    for key, got in value.items():
+        if key not in ("request", "response"):
+            merged.setdefault(key, got)
+    response = _body(value.get("response"))
+    if response is not None:
+        merged["response"] = response
+    return merged
+
+
 def is_request_log(value: Any) -> bool:
-    """A Responses request log: `input` items (or a string) and/or a response's `output`."""
+    """A Responses request log: `input` items (or a string) and/or a response's `output`
+    (also wrapped: `unwrapped`)."""
+    value = unwrapped(value)
     if not isinstance(value, dict) or "messages" in value or "traj" in value:
+        return False
+    if is_stream_event(value):  # `response.completed` holds a response too: Stream reads it
         return False
     if "payload" in value or ("conversation_id" in value and "type" in value):
         return False  # a Codex envelope, a lexkeep record
@@ -214,6 +249,8 @@ def sniff_value(value: Any) -> int:
     """Score of one head value as Responses data (0: not recognisably Responses)."""
     if is_request_log(value):
         return 8
+    if is_stream_event(value):
+        return 6
     if not isinstance(value, dict) or "payload" in value or "conversation_id" in value:
         return 0  # Codex envelopes and lexkeep records use some of the same type names
     if is_item(value):
@@ -288,13 +325,21 @@ class Chains:
     def __init__(self) -> None:
         self._of: dict[str, str] = {}
 
-    def conversation(self, value: dict[str, Any], fallback: str) -> str:
-        """The conversation id of request log `value` (and remember its response's)."""
+    def __len__(self) -> int:
+        """How many responses it knows the conversation of."""
+        return len(self._of)
+
+    def conversation(self, value: dict[str, Any], fallback: str, waiting: str | None = None) -> str:
+        """The conversation id of request log `value` (and remember its response's).
+
+        `waiting`: the conversation of the request a streamed response answers, taken before
+        the response's own id."""
         rid = response_id(value)
         prev = previous_response_id(value)
         conv = (
             _explicit_conversation(value)
             or (self._of.get(prev) if prev is not None else None)
+            or waiting
             or rid
             or fallback
         )
@@ -445,3 +490,78 @@ def read_request_log(
     for k, item in enumerate(items[start:], first):
         mid = item_id(item, conv, f"{scope}/{k}")
         yield from read_item(item, mid, conv, src, ids, line, user_kind)
+
+
+# -- streamed responses -----------------------------------------------------------------------
+
+# Events of a streamed response that hold the response object (`response`) or a whole item.
+_STREAM_STARTS = frozenset({"response.created", "response.queued", "response.in_progress"})
+_STREAM_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_ITEM_DONE = "response.output_item.done"
+
+
+def is_stream_event(value: Any) -> bool:
+    """An event of a streamed response (`response.output_item.done`, `response.completed`,
+    `response.output_text.delta`…), as a log of the stream keeps one per line."""
+    if not isinstance(value, dict) or "payload" in value or "conversation_id" in value:
+        return False
+    kind = value.get("type")
+    if not isinstance(kind, str) or not kind.startswith("response."):
+        return False
+    if kind in _STREAM_STARTS or kind in _STREAM_ENDS:
+        return isinstance(value.get("response"), dict)
+    if kind == _ITEM_DONE:
+        return isinstance(value.get("item"), dict)
+    return any(k in value for k in ("sequence_number", "item_id", "output_index", "delta"))
+
+
+class Stream:
+    """The streamed response one file's events are building, and the request it answers.
+
+    A stream log holds `response.created`, the items as they grow (`response.output_item.added`,
+    text and argument deltas), each item whole once done (`response.output_item.done`), and the
+    whole response again at the end (`response.completed`). The whole items are read: each
+    `output_item.done` item, then those items of the final response that no `done` event
+    gave (a log that kept only the final event). A request logged on the line before its
+    stream (`"stream": true`, no response) is `waiting`: the stream is its conversation's.
+    When that request sent the whole history (`whole`), the stream's items follow its input
+    on the conversation's timeline (`aligned`), as a response's `output` does in a request
+    log, so that the next request sending them back is aligned past them.
+    """
+
+    __slots__ = ("aligned", "conv", "rid", "seen", "waiting", "whole")
+
+    def __init__(self) -> None:
+        self.conv: str | None = None
+        self.rid: str | None = None
+        self.seen: set[bytes] = set()  # prints of the items read from the current response
+        self.waiting: str | None = None
+        self.whole = False  # the waiting request sent the whole history
+        self.aligned = False  # the current response's items go on its timeline
+
+    def begin(self, response: dict[str, Any], chains: Chains, fallback: str) -> str:
+        """The conversation of the streamed `response` (a new one resets what was read)."""
+        rid = response_id(response)
+        if self.conv is None or rid is None or rid != self.rid:
+            self.conv = chains.conversation(response, fallback, self.waiting)
+            self.aligned = self.waiting is not None and self.whole
+            self.rid, self.seen, self.waiting = rid, set(), None
+        return self.conv
+
+    def items(self, value: dict[str, Any]) -> list[tuple[int, Any]]:
+        """(output index, item) of the whole items event `value` gives that were not read."""
+        if value.get("type") == _ITEM_DONE:
+            at = value.get("output_index")
+            found = [(at if isinstance(at, int) else len(self.seen), value["item"])]
+        elif value.get("type") in _STREAM_ENDS:
+            output = value["response"].get("output")
+            found = list(enumerate(output)) if isinstance(output, list) else []
+        else:
+            return []
+        fresh = []
+        for at, item in found:
+            printed = item_print(item)
+            if printed not in self.seen:
+                self.seen.add(printed)
+                fresh.append((at, item))
+        return fresh

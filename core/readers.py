@@ -12,6 +12,10 @@ Re-reading a grown file: the ingest runs the reader over the whole file again (r
 state such as the session id from line 1) and keeps only records from new lines, so record
 ids derived from file content must be stable: derive them from the conversation id and the
 source line, never from counters that depend on where reading started.
+
+Request-log readers (`continues = True`: OpenAI, Anthropic) also take `continued`, the state
+the earlier files of the same ingest left (core.requestlog.Continued), so that a conversation
+continued in the next file of a rotated log goes on where it was.
 """
 
 from __future__ import annotations

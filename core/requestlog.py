@@ -19,18 +19,23 @@ list is aligned against the fingerprints of the messages seen so far in the file
 New messages get the next numbers of the timeline. A list that is the previous one plus new
 messages gets exactly its own indexes, so such logs keep the ids they always had. A message
 typed again (a user writing "ok" twice) follows the whole history the second time, so rule 1
-finds it new; a request sent twice adds nothing. The state covers one file read from its start,
-which keeps the numbers the same on every read and on re-reads of a grown file.
+finds it new; a request sent twice adds nothing. The state covers the files of one ingest or
+audit read in order from their start (`Continued`: a log rotated into several files, a folder
+of per-day files), which keeps the numbers the same on every read of the same files and on
+re-reads of a grown one.
 """
 
 from __future__ import annotations
 
+import copy
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from hashlib import blake2b
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
+
+_T = TypeVar("_T")
 
 
 def fingerprint(value: Any) -> bytes:
@@ -98,6 +103,18 @@ class RequestLog:
     def __init__(self) -> None:
         self._timelines: dict[str, _Timeline] = {}
 
+    def __len__(self) -> int:
+        """How many conversations it aligns."""
+        return len(self._timelines)
+
+    def extend(self, conversation: str, prints: Sequence[bytes]) -> None:
+        """Add messages known to follow the conversation's timeline (a streamed response's
+        items after the request they answer), without aligning them."""
+        timeline = self._timelines.get(conversation)
+        if timeline is None:
+            timeline = self._timelines[conversation] = _Timeline()
+        timeline.append(prints)
+
     def new_messages(self, conversation: str, prints: Sequence[bytes]) -> tuple[int, int]:
         """Align one request's message fingerprints with what the file showed before.
 
@@ -111,3 +128,43 @@ class RequestLog:
         if prints and timeline.prints:
             start = timeline.continued_from(prints) or timeline.matched(prints)
         return start, timeline.append(prints[start:])
+
+
+class Continued:
+    """What the request logs read so far in one ingest or audit hold for the files after them.
+
+    A conversation continued in another file (a log rotated into `requests.1.jsonl`,
+    `requests.2.jsonl`; a folder of per-day files) is recognised as within a file, by its
+    conversation id (or a `previous_response_id` naming a response read before), and its
+    requests are aligned with the timeline the earlier files built. A reader keeps its state
+    for the next files in `part(name, make)`; one that found nothing to keep leaves every
+    part empty (`empty()`), so its records do not depend on the files read before it.
+
+    Files that an ingest does not read again (unchanged since the last one) are read for their
+    state only when a later file needs it (`pending`, see lexkeep.core.ingest).
+    """
+
+    def __init__(self) -> None:
+        self._parts: dict[str, Any] = {}
+        # (path, format name) of files left unread since the state was last brought up to date
+        self.pending: list[tuple[str, str]] = []
+
+    def part(self, name: str, make: Callable[[], _T]) -> _T:
+        """The state kept under `name`, made by `make()` the first time."""
+        got = self._parts.get(name)
+        if got is None:
+            got = self._parts[name] = make()
+        return got  # type: ignore[no-any-return]
+
+    def empty(self) -> bool:
+        """True while no part holds anything (no conversation to continue)."""
+        return not any(len(part) for part in self._parts.values())
+
+    def snapshot(self) -> Continued:
+        """A copy to go back to (`restore`) when the files read after it are read again."""
+        return copy.deepcopy(self)
+
+    def restore(self, saved: Continued) -> None:
+        """Go back to the state `saved` (a `snapshot`) held."""
+        again = copy.deepcopy(saved)
+        self._parts, self.pending = again._parts, again.pending

@@ -697,3 +697,33 @@ def test_tool_calls_and_results_left_out_for_their_id_are_recorded_both_ways(tmp
         ("t4", None, 8, "f", '{"n":2}'),
         ("t5", None, 6, "k", '{"a": 1, "b": 2}'),  # the same JSON value, written otherwise
     ]
+
+
+def test_the_parsed_arguments_keep_integers_beyond_64_bits_both_ways(tmp_path):
+    """The parsed `arguments` column (what SQL on the store reads: `arguments ->> '$.account'`)
+    held a 24-digit account number as a double (`1.2345678901234569e23`); only
+    `arguments_raw` was exact. Integers of any size are now exact there, both ways; a decimal
+    is the number it writes (`1.50` reads as 1.5)."""
+    account = "123456789012345678901234"
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text=f"account {account}")
+        + _line(
+            "tool_call",
+            id="t1",
+            conversation_id="c1",
+            name="lookup",
+            arguments=f'{{"account": {account},\n "n": 1.50, "ok": [7, {account}]}}',
+        )
+        + f'{{"type":"tool_call","id":"t2","conversation_id":"c1","name":"lookup",'
+        f'"arguments":{{"account":{account},"n":1.50}}}}\n'.encode()
+    )
+    assert _took_fast_path(path, tmp_path)
+    for fast in (0, None):
+        with Store.open(None) as store:
+            ingest_paths(store, [str(path)], fast_min_bytes=fast)
+            got = store.con.execute(
+                "SELECT call_id, arguments ->> '$.account', arguments ->> '$.n',"
+                " arguments ->> '$.ok[1]' FROM tool_calls ORDER BY call_id"
+            ).fetchall()
+        assert got == [("t1", account, "1.5", account), ("t2", account, "1.5", None)], fast

@@ -115,11 +115,116 @@ def test_read_records_refuses_a_mixed_file(tmp_path):
 def test_no_real_claude_or_codex_session_is_called_mixed():
     """Real sessions hold line types no reader knows yet: none of them is another format."""
     checked = 0
-    for path in sorted(SHARED_DATA.rglob("*.jsonl")):
+    # .json too: tau-bench result documents are OpenAI chat records (with `tool_calls`)
+    for path in sorted([*SHARED_DATA.rglob("*.jsonl"), *SHARED_DATA.rglob("*.json")]):
         try:
             for _ in read_records(path):
                 pass
         except InputError as exc:
             assert "is read as" not in exc.message, f"{path}: {exc}"
+            assert "mixes formats" not in exc.message, f"{path}: {exc}"
         checked += 1
     assert checked > 100
+
+
+RESPONSES_REQUESTS = Path(__file__).resolve().parent / "fixtures" / "responses"
+RESPONSES_LOG = RESPONSES_REQUESTS / "responses_requests.jsonl"
+ANTHROPIC_LOG = Path(__file__).resolve().parent / "fixtures" / "request_logs"
+ANTHROPIC_LOG = ANTHROPIC_LOG / "anthropic_compaction.jsonl"
+# One OpenAI chat request as a proxy logs it: its tool call is OpenAI's alone.
+CHAT_REQUEST = {
+    "id": "chat-1",
+    "model": "gpt-4o",
+    "messages": [
+        {"role": "user", "content": "Refund ORD-77812"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "refund", "arguments": '{"order":"ORD-77812"}'},
+                }
+            ],
+        },
+    ],
+}
+STREAM_EVENT = {
+    "type": "response.output_item.done",
+    "output_index": 0,
+    "sequence_number": 4,
+    "item": {
+        "id": "fc_1",
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": "refund",
+        "arguments": '{"order":"ORD-77812"}',
+        "status": "completed",
+    },
+}
+
+
+def _line(value: dict) -> bytes:
+    return json.dumps(value).encode() + b"\n"
+
+
+@pytest.mark.parametrize(
+    ("first", "appended", "found", "read_as"),
+    [
+        (CLAUDE, RESPONSES_LOG.read_bytes().splitlines()[2] + b"\n", "openai", "claude"),
+        (CODEX, ANTHROPIC_LOG.read_bytes().splitlines()[3] + b"\n", "anthropic", "codex"),
+        (INVOICE, _line(CHAT_REQUEST), "openai", "lexkeep"),
+        (CLAUDE, _line(STREAM_EVENT), "openai", "claude"),
+        (ANTHROPIC_LOG, RESPONSES_LOG.read_bytes().splitlines()[0] + b"\n", "openai", "anthropic"),
+        (ANTHROPIC_LOG, _line(CHAT_REQUEST), "openai", "anthropic"),
+    ],
+    ids=[
+        "responses-in-claude",
+        "anthropic-in-codex",
+        "chat-in-lexkeep",
+        "stream-in-claude",
+        "responses-in-anthropic",
+        "chat-in-anthropic",
+    ],
+)
+def test_request_log_lines_in_another_format_s_file_are_refused(
+    cli, db_file, tmp_path, first, appended, found, read_as
+):
+    """A request-log or Responses line appended to another format's file was counted as an
+    `unknown_type` note and its user text and tool calls never read: it is refused like a
+    Claude Code or Codex line, at its own line."""
+    mixed = tmp_path / "m.jsonl"
+    mixed.write_bytes(first.read_bytes() + appended)
+    result = cli("ingest", mixed, "--db", db_file)
+    _assert_refused(result, mixed, _lines(first) + 1, found, read_as)
+    with Store.open(db_file) as store:
+        assert not any(ingest_rows(store).values())
+
+
+def test_an_anthropic_log_read_as_openai_chat_is_not_refused(cli, db_file, tmp_path):
+    """An Anthropic request log whose first requests hold only text is detected as OpenAI
+    chat, which reads `messages` records of both: a later request with a `tool_use` block is
+    not another format's line there."""
+    text_only = {
+        "id": "s1",
+        "model": "claude-sonnet-4-5",
+        "system": "You help.",
+        "messages": [{"role": "user", "content": "Refund ORD-77812"}],
+    }
+    with_tool = {
+        **text_only,
+        "messages": [
+            {"role": "user", "content": "Refund ORD-77812"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "refund", "input": {"o": 1}}
+                ],
+            },
+        ],
+    }
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(b"".join(_line(text_only) for _ in range(25)) + _line(with_tool))
+    result = cli("ingest", log, "--db", db_file)
+    assert result.exit_code == 0, result.stderr

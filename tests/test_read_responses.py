@@ -419,3 +419,184 @@ def test_full_history_requests_after_a_compaction_lose_no_item(tmp_path, cli):
     verdicts = _verdicts(cli, path)
     assert verdicts["ORD_30071"] == "missing"  # used before the compaction only
     assert verdicts["INV-2025-08-44719"] == "altered"
+
+
+# -- wrapped request logs and streamed responses ---------------------------------------------
+
+_RESPONSE_KEYS = ("id", "object", "created_at", "model", "output", "status")
+
+
+def _plain_requests() -> list[dict]:
+    return [json.loads(line) for line in REQUESTS.read_text().splitlines()]
+
+
+def _as_wrapped(record: dict, n: int) -> dict:
+    """A request log line as `{"request": …, "response": …}`; every other one keeps each side
+    under `body`, as a log of the HTTP exchange does."""
+    response = record.get("response") or {k: record[k] for k in _RESPONSE_KEYS if k in record}
+    request = {
+        k: v for k, v in record.items() if k not in (*_RESPONSE_KEYS, "response", "conversation_id")
+    }
+    request.setdefault("model", record.get("model", "gpt-5"))
+    wrapped: dict = {"request": request, "response": response}
+    if n % 2:
+        wrapped = {"request": {"body": request}, "response": {"status_code": 200, "body": response}}
+    if "conversation_id" in record:
+        wrapped["conversation_id"] = record["conversation_id"]
+    return wrapped
+
+
+def _as_stream(record: dict) -> list[dict]:
+    """A request logged as sent (`"stream": true`), then its response's events."""
+    request = {
+        k: v for k, v in record.items() if k not in (*_RESPONSE_KEYS, "response", "conversation_id")
+    }
+    request["model"] = record.get("model", "gpt-5")
+    request["stream"] = True
+    if "conversation_id" in record:
+        request["conversation_id"] = record["conversation_id"]
+    done = record.get("response") or {k: record[k] for k in _RESPONSE_KEYS if k in record}
+    started = {**done, "status": "in_progress", "output": []}
+    if "previous_response_id" in record:
+        started["previous_response_id"] = done["previous_response_id"] = record[
+            "previous_response_id"
+        ]
+    events: list[dict] = [request, {"type": "response.created", "response": started}]
+    for at, item in enumerate(done["output"]):
+        growing = {**item, "status": "in_progress"}
+        if item.get("type") == "function_call":
+            growing["arguments"] = ""
+        events.append({"type": "response.output_item.added", "output_index": at, "item": growing})
+        if item.get("type") == "function_call":
+            events.append(
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "item_id": item.get("id"),
+                    "output_index": at,
+                    "delta": item["arguments"][:5],
+                }
+            )
+        events.append({"type": "response.output_item.done", "output_index": at, "item": item})
+    events.append({"type": "response.completed", "response": {**done, "status": "completed"}})
+    return [{**e, "sequence_number": n} if "type" in e else e for n, e in enumerate(events)]
+
+
+def _read_back(path: Path) -> list[tuple]:
+    """What the audit reads of a file, without ids that name the file: user text, tool calls
+    (id, name, arguments) and boundaries, in order."""
+    out: list[tuple] = []
+    for r in read_records(path):
+        if isinstance(r, Message) and r.kind == MessageKind.USER_TEXT:
+            out.append(("user", r.text))
+        elif isinstance(r, ToolCall):
+            out.append(("call", r.call_id, r.name, r.arguments_raw))
+        elif isinstance(r, Boundary):
+            out.append(("boundary", r.id.rsplit("/", 1)[-1]))
+    return out
+
+
+def test_request_wrappers_read_as_the_request_logs_they_wrap(tmp_path, cli):
+    """`{"request": {…}, "response": {…}}` lines were read as their response alone: the
+    request's input (the user's text) was not read."""
+    wrapped = tmp_path / "wrapped.jsonl"
+    lines = [_as_wrapped(r, n) for n, r in enumerate(_plain_requests())]
+    wrapped.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    plain = [
+        (type(r).__name__, getattr(r, "id", None), getattr(r, "call_id", None), r.source.line)
+        for r in read_records(REQUESTS)
+        if not isinstance(r, Skipped)
+    ]
+    again = [
+        (type(r).__name__, getattr(r, "id", None), getattr(r, "call_id", None), r.source.line)
+        for r in read_records(wrapped)
+        if not isinstance(r, Skipped)
+    ]
+    assert again == plain
+    assert _verdicts(cli, wrapped) == _verdicts(cli, REQUESTS)
+
+
+def test_a_streamed_response_log_reads_each_whole_item_once(tmp_path, cli):
+    """A request logged as sent, then its response's stream events: the done items are read
+    once each (the final `response.completed` repeats them), deltas and partial items are
+    not, and `previous_response_id` chains the streamed responses as plain ones."""
+    streamed = tmp_path / "streamed.jsonl"
+    events = [e for r in _plain_requests() for e in _as_stream(r)]
+    streamed.write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert detect_format(JsonSource(streamed))[0] is Format.OPENAI
+    assert _read_back(streamed) == _read_back(REQUESTS)
+    calls = [r for r in read_records(streamed) if isinstance(r, ToolCall)]
+    for call in calls:  # each call at the line of its `output_item.done` event
+        assert events[call.source.line - 1]["type"] == "response.output_item.done"
+    convs = {r.conversation_id for r in read_records(streamed) if isinstance(r, Message)}
+    assert len(convs) == 3  # the chain of four responses, the lone one, support-42
+    assert _verdicts(cli, streamed) == _verdicts(cli, REQUESTS)
+
+
+def test_a_log_of_only_final_stream_events_reads_the_final_response(tmp_path):
+    """A stream log that kept only the final event of each response."""
+    only_final = tmp_path / "final.jsonl"
+    events = [
+        e
+        for r in _plain_requests()
+        for e in _as_stream(r)
+        if e.get("type") in (None, "response.completed")
+    ]
+    only_final.write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert _read_back(only_final) == _read_back(REQUESTS)
+    # each response in its request's conversation (a response alone started its own)
+    records = list(read_records(only_final))
+    assert len({r.conversation_id for r in records if isinstance(r, Message | ToolCall)}) == 3
+
+
+def test_streamed_responses_to_full_history_requests_are_aligned_as_logged_outputs(tmp_path):
+    """Requests of one session that send the whole history (no previous_response_id), each
+    followed by its streamed response: the next request sends the streamed items back. They
+    were read again, the function call as a second call (`call_1#2`); they are read as when
+    each request's line holds its response's `output`."""
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}]}
+    u1 = {**user, "content": [{"type": "input_text", "text": "Refund ORD-77812"}]}
+    u2 = {**user, "content": [{"type": "input_text", "text": "Thanks"}]}
+    fc = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "refund",
+        "arguments": '{"order":"ORD-77812"}',
+        "status": "completed",
+    }
+    fco = {"type": "function_call_output", "call_id": "call_1", "output": "done"}
+    msg = {
+        "type": "message",
+        "id": "msg_2",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Refunded."}],
+    }
+    turns = [
+        ([u1], [fc], "resp_1"),
+        ([u1, fc, fco], [msg], "resp_2"),
+        ([u1, fc, fco, msg, u2], [], "resp_3"),
+    ]
+    logged, streamed = [], []
+    for sent, output, rid in turns:
+        request = {"model": "gpt-5", "session_id": "s1", "input": sent}
+        logged.append({**request, "response": {"id": rid, "output": output}})
+        streamed += _as_stream({**request, "id": rid, "object": "response", "output": output})
+
+    def timeline(path: Path, lines: list[dict]) -> list[tuple]:
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        return [
+            (type(r).__name__, getattr(r, "id", None) or r.call_id)
+            for r in read_records(path)
+            if isinstance(r, Message | ToolCall | ToolResult)
+        ]
+
+    expected = timeline(tmp_path / "logged.jsonl", logged)
+    assert expected == [
+        ("Message", "s1/0"),
+        ("ToolCall", "call_1"),
+        ("ToolResult", "call_1"),
+        ("Message", "s1/msg_2"),
+        ("Message", "s1/4"),
+    ]
+    assert timeline(tmp_path / "streamed.jsonl", streamed) == expected

@@ -357,7 +357,10 @@ def test_a_request_log_split_over_files_sends_its_calls_again_without_a_conflict
     changed = [ask, use('{"depth":1.5,"path":"/var/log/app"}'), result()]
     day3 = write(tmp_path / "day3.jsonl", [{"session_id": "s", "messages": changed}])
     with Store.open(None) as store:
-        counts = ingest_paths(store, [str(day1), str(day2), str(day3)])
+        counts = ingest_paths(store, [str(day1), str(day2)])
+        # Ingested on its own later, day 3 is not aligned after days 1 and 2 (read with them,
+        # its call would be a new one, `toolu_1#2`): its call is the stored one sent again.
+        ingest_paths(store, [str(day3)])
         rows = store.con.execute("SELECT path, line, detail FROM ingest_errors").fetchall()
     assert counts[1].conflicts == (0, None) and counts[1].tool_calls_added == 0
     assert rows == [(str(day3), 1, "tool_call 'toolu_1' in conversation 's'")]
@@ -381,3 +384,203 @@ def test_a_request_log_conversation_starts_at_its_first_request(cli, tmp_path):
         assert shown["source_line"] == 1, log
     audited = json.loads(cli("audit", COMPACTED, "--format", "json").stdout)
     assert [c["line"] for c in audited["conversations"]] == [1]
+
+
+def _trimmed_chat_requests() -> list[dict]:
+    """The requests of test_openai_request_log_with_a_trimmed_history, plus a second
+    compaction after the user's last turn and a call that uses what the user typed."""
+    system = {"role": "system", "content": "You handle returns."}
+    u0 = _user("Refund order ORD-77812, invoice INV-2025-08-44719.")
+    a0 = {"role": "assistant", "content": None, "tool_calls": [_call("call_0", "lookup", {})]}
+    t0 = {"role": "tool", "tool_call_id": "call_0", "content": "delivered"}
+    a1 = {"role": "assistant", "content": "Delivered. Refund it?"}
+    u1 = _user("Yes, and email dana.kim@example.com.")
+    compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAB-opaque"}
+    a2 = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [_call("call_0", "refund", {"order": "ORD-77812"})],
+    }
+    t2 = {"role": "tool", "tool_call_id": "call_0", "content": "refunded"}
+    u2 = _user("Thanks, also ship to warehouse WH-4471-B.")
+    again = {"type": "compaction", "id": "cmp_2", "encrypted_content": "gAAAAB-opaque-2"}
+    a3 = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [_call("call_0", "ship", {"warehouse": "WH-4471-B"})],
+    }
+    return [
+        {"conversation_id": "chat-9", "messages": [system, u0]},
+        {"conversation_id": "chat-9", "messages": [system, u0, a0, t0]},
+        {"conversation_id": "chat-9", "messages": [system, u0, a0, t0, a1, u1]},
+        {"conversation_id": "chat-9", "messages": [system, compaction, a2, t2]},
+        {"conversation_id": "chat-9", "messages": [system, compaction, a2, t2, u2]},
+        {"conversation_id": "chat-9", "messages": [system, again, a3]},
+    ]
+
+
+def _stored(db: Path) -> dict[str, list[tuple]]:
+    """Messages, tool calls and boundaries by id (without where they came from), and the
+    ingest errors."""
+    with Store.open(db) as store:
+        con = store.con
+        return {
+            "messages": con.execute("SELECT id, kind, text FROM messages ORDER BY id").fetchall(),
+            "tool_calls": con.execute(
+                "SELECT call_id, name, arguments_raw FROM tool_calls ORDER BY call_id"
+            ).fetchall(),
+            "boundaries": con.execute("SELECT id FROM boundaries ORDER BY id").fetchall(),
+            "errors": con.execute(
+                "SELECT path, line, reason, detail FROM ingest_errors ORDER BY ALL"
+            ).fetchall(),
+        }
+
+
+def test_a_request_log_rotated_into_several_files_is_aligned_across_them(cli, tmp_path):
+    """A log rotated after the third request: the fourth request, first of the next file,
+    sends the trimmed history. Read per file, it was numbered from 0 again and its messages,
+    its `call_0` and the user's next turn were left out as `id_conflict` against the first
+    file's; a folder (or several files) is aligned as the one file would be."""
+    requests = _trimmed_chat_requests()
+    whole = _write(tmp_path / "requests.jsonl", requests)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _write(logs / "requests.1.jsonl", requests[:3])
+    second = _write(logs / "requests.2.jsonl", requests[3:])
+    for name, target in (("whole", whole), ("split", logs)):
+        assert cli("ingest", target, "--db", tmp_path / f"{name}.duckdb").exit_code == 0
+    split = _stored(tmp_path / "split.duckdb")
+    assert split["errors"] == []
+    assert split == _stored(tmp_path / "whole.duckdb")
+
+    audited = cli("audit", logs, "--format", "json", "--exit-zero")
+    assert audited.exit_code == 0, audited.stderr
+    report = json.loads(audited.stdout)
+    found = {f["value"]: f for f in report["findings"]}
+    assert found["WH-4471-B"]["verdict"] == "kept"
+    assert found["WH-4471-B"]["message"] == {"file": str(second), "line": 2}
+    # the call that kept it is the second file's third line, its own `call_0` (the third)
+    assert (found["WH-4471-B"]["evidence"]["file"], found["WH-4471-B"]["evidence"]["line"]) == (
+        str(second),
+        3,
+    )
+    assert found["WH-4471-B"]["evidence"]["call_id"] == "call_0#3"
+    assert found["ORD-77812"]["verdict"] == "kept"
+    assert (found["ORD-77812"]["evidence"]["file"], found["ORD-77812"]["evidence"]["line"]) == (
+        str(second),
+        1,
+    )
+    assert report["notes"] == []
+
+
+def test_a_rotated_request_log_read_again_when_its_last_file_grew(cli, tmp_path):
+    """The folder ingested while its last file held one request, then again once it grew:
+    the unchanged first file is not stored again, yet the grown one is still aligned after
+    it, as one ingest of the whole folder aligns it."""
+    requests = _trimmed_chat_requests()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _write(logs / "requests.1.jsonl", requests[:3])
+    _write(logs / "requests.2.jsonl", requests[3:4])
+    db = tmp_path / "grown.duckdb"
+    assert cli("ingest", logs, "--db", db).exit_code == 0
+    _write(logs / "requests.2.jsonl", requests[3:])
+    grown = cli("ingest", logs, "--db", db)
+    assert grown.exit_code == 0, grown.stderr
+    assert "unchanged" in grown.stderr and "appended" in grown.stderr
+    assert cli("ingest", logs, "--db", tmp_path / "once.duckdb").exit_code == 0
+    assert _stored(db) == _stored(tmp_path / "once.duckdb")
+    assert _stored(db)["errors"] == []
+
+
+def test_a_rotated_request_log_read_ahead_by_workers_is_aligned_as_one_read(tmp_path, monkeypatch):
+    """Workers that read small files ahead each read one file alone: a request log's file
+    is read again in order by the writing process, after the files before it."""
+    from lexkeep.core.ingest import ingest_paths
+
+    monkeypatch.setenv("LEXKEEP_READ_WORKERS", "2")
+    requests = _trimmed_chat_requests()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for n in range(3):  # three files of two requests each
+        _write(logs / f"requests.{n + 1}.jsonl", requests[2 * n : 2 * n + 2])
+    whole = _write(tmp_path / "requests.jsonl", requests)
+    for name, target, min_bytes in (("ahead", logs, 0), ("whole", whole, None)):
+        with Store.open(tmp_path / f"{name}.duckdb") as store:
+            ingest_paths(store, [str(target)], read_ahead_min_bytes=min_bytes)
+    assert _stored(tmp_path / "ahead.duckdb") == _stored(tmp_path / "whole.duckdb")
+
+
+def test_a_rotated_request_log_before_a_bad_file_is_kept_whole(cli, tmp_path):
+    """A bad line in the folder's last file stops the ingest, and the files before it are
+    written again without it: read again from the state before them, not after."""
+    requests = _trimmed_chat_requests()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _write(logs / "requests.1.jsonl", requests[:3])
+    _write(logs / "requests.2.jsonl", requests[3:])
+    whole = _write(tmp_path / "requests.jsonl", requests)
+    (logs / "requests.3.jsonl").write_text(json.dumps(requests[-1]) + "\n{not json\n")
+    bad = cli("ingest", logs, "--db", tmp_path / "split.duckdb")
+    assert bad.exit_code == 2 and "requests.3.jsonl:2" in bad.stderr
+    assert cli("ingest", whole, "--db", tmp_path / "whole.duckdb").exit_code == 0
+    assert _stored(tmp_path / "split.duckdb") == _stored(tmp_path / "whole.duckdb")
+
+
+def test_a_responses_chain_continues_in_the_next_file_of_the_same_ingest(tmp_path):
+    """`previous_response_id` naming a response logged in an earlier file of the folder: the
+    same conversation, as within one file."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    first = {
+        "model": "gpt-4.1",
+        "input": "Refund order ORD-77812.",
+        "response": {
+            "id": "resp_1",
+            "output": [{"type": "message", "role": "assistant", "content": "Which card?"}],
+        },
+    }
+    second = {
+        "model": "gpt-4.1",
+        "previous_response_id": "resp_1",
+        "input": "The Visa, and email dana.kim@example.com.",
+        "response": {"id": "resp_2", "output": []},
+    }
+    _write(logs / "2025-01-09.jsonl", [first])
+    _write(logs / "2025-01-10.jsonl", [second])
+    records = [r for p in sorted(logs.iterdir()) for r in read_records(p)]
+    assert {r.conversation_id for r in records if isinstance(r, Message)} == {
+        "resp_1",
+        "resp_2",
+    }  # read one file at a time, the chain is cut
+    from lexkeep.core.ingest import ingest_paths
+
+    with Store.open(None) as store:
+        ingest_paths(store, [str(logs)])
+        rows = store.con.execute(
+            "SELECT conversation_id, text FROM messages ORDER BY position"
+        ).fetchall()
+    assert rows == [
+        ("resp_1", "Refund order ORD-77812."),
+        ("resp_1", "Which card?"),
+        ("resp_1", "The Visa, and email dana.kim@example.com."),
+    ]
+
+
+def test_unchanged_files_of_other_formats_before_a_request_log_are_not_read_again(cli, tmp_path):
+    """A folder holding a Claude Code session and a request log, ingested again once the log
+    grew: only request logs are read again for their state (the session's reader has none)."""
+    from conftest import SAMPLE_TRACES
+
+    requests = _trimmed_chat_requests()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a-session.jsonl").write_bytes((SAMPLE_TRACES / "claude_lost_path.jsonl").read_bytes())
+    _write(logs / "b-requests.1.jsonl", requests[:3])
+    _write(logs / "c-requests.2.jsonl", requests[3:4])
+    db = tmp_path / "store.duckdb"
+    assert cli("ingest", logs, "--db", db).exit_code == 0
+    _write(logs / "c-requests.2.jsonl", requests[3:])
+    grown = cli("ingest", logs, "--db", db)
+    assert grown.exit_code == 0, grown.stderr
+    assert _stored(db)["errors"] == []
