@@ -21,7 +21,7 @@ from typing import TypeVar
 import duckdb
 
 from lexkeep.compaction.binding import JobIdentity, source_digest
-from lexkeep.compaction.pairs import Pair, eligible_pairs_many
+from lexkeep.compaction.pairs import SOURCE_STATE_SQL, Pair, eligible_pairs_many
 from lexkeep.compaction.planning import is_segment
 from lexkeep.core.errors import RuleError
 from lexkeep.core.inspect import require_conversations
@@ -440,6 +440,9 @@ class Completion:
     kept_verbatim: Sequence[str]  # the original user texts of the range
     identifiers_total: int
     identifiers_kept: int
+    # The source state (pairs.source_states) read with the pairs the job's identity was bound
+    # to, or None: `lexkeep compactions` then recomputes the digest to tell whether it is stale.
+    source_state: str | None = None
 
 
 def complete(
@@ -511,6 +514,7 @@ def complete_many(
                 "inputs": [d.input_sha256 for _, d in ok],
                 "totals": [d.identifiers_total for _, d in ok],
                 "kepts": [d.identifiers_kept for _, d in ok],
+                "states": [d.source_state for _, d in ok],
                 "now": at,
             }
             con.execute(
@@ -518,10 +522,11 @@ def complete_many(
                 "summary_sha256 = v.sha, input_sha256 = v.input, identifiers_total = v.total, "
                 "identifiers_kept = v.kept, lease_owner = NULL, lease_expires_at = NULL, "
                 "completed_at = $now, boundary_id = 'lexkeep-compaction/' || v.id, "
-                "last_error = NULL "
+                "last_error = NULL, source_state = v.state "
                 "FROM (SELECT unnest($ids) AS id, unnest($owners) AS owner, "
                 "unnest($summaries) AS summary, unnest($shas) AS sha, unnest($inputs) AS input, "
-                "unnest($totals) AS total, unnest($kepts) AS kept) v "
+                "unnest($totals) AS total, unnest($kepts) AS kept, "
+                "unnest($states::VARCHAR[]) AS state) v "
                 "WHERE compactions.id = v.id AND compactions.status = 'running' "
                 "AND compactions.lease_owner = v.owner",
                 {k: params[k] for k in params if k != "attempts"},
@@ -818,7 +823,7 @@ def list_jobs(
         params.append(list(conversation_ids))
     sql += " ORDER BY conversation_id, from_pair, created_at"
     rows = [JobRow(*row) for row in con.execute(sql, params).fetchall()]
-    rows = _with_staleness(con, rows)
+    rows = _with_staleness(con, rows, conversation_ids)
     if conversation_ids:
         # A mistyped id must not read as "no jobs". Only ids without jobs are looked up: the
         # schema has no foreign key, and a job is listed even without its conversation row.
@@ -831,17 +836,66 @@ def list_jobs(
 _STALENESS_BATCH = 500
 
 
-def _with_staleness(con: duckdb.DuckDBPyConnection, rows: list[JobRow]) -> list[JobRow]:
+def _has_source_states(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the store records source states (migration 003; a store opened read-only
+    may be older)."""
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM pragma_table_info('compactions') WHERE name = 'source_state'"
+        ).fetchone()[0]
+    )
+
+
+def unchanged_summaries(
+    con: duckdb.DuckDBPyConnection, conversation_ids: Sequence[str] | None = None
+) -> set[str]:
+    """Ids of the completed jobs whose source state is still the one they were summarised
+    from, compared in SQL: their source digest is unchanged (pairs.SOURCE_STATE_SQL).
+
+    A job not in the set may still be valid (its state is older than this lexkeep, or a
+    change elsewhere in the conversation's earlier turns moved it): only the recomputed
+    digest can tell.
+    """
+    if not _has_source_states(con):
+        return set()
+    where = "status = 'completed' AND source_state IS NOT NULL"
+    params: dict[str, object] = {}
+    if conversation_ids:
+        where += " AND conversation_id IN (SELECT unnest($cids::VARCHAR[]))"
+        params["cids"] = list(conversation_ids)
+    wanted = (
+        "SELECT id AS k, conversation_id AS cid, source_message_ids[19] AS uid, "
+        f"source_state FROM compactions WHERE {where}"
+    )
+    sql = (
+        f"SELECT s.k FROM ({SOURCE_STATE_SQL.format(wanted=wanted)}) s "
+        f"JOIN ({wanted}) j ON j.k = s.k WHERE j.source_state = s.state"
+    )
+    return {k for (k,) in con.execute(sql, params).fetchall()}
+
+
+def _with_staleness(
+    con: duckdb.DuckDBPyConnection, rows: list[JobRow], conversation_ids: Sequence[str] | None
+) -> list[JobRow]:
     """`rows` with the stale reason of each completed job, judged as the next-run context does.
 
-    The pairs are read 500 conversations at a time and let go after their jobs are judged, so
+    A job whose source state is unchanged (`unchanged_summaries`) keeps its digest, so only
+    its prompt version is judged; the others have their digest recomputed from the current
+    pairs, read 500 conversations at a time and let go after their jobs are judged, so
     memory holds one batch of pairs, not the store's text.
     """
+    judged = list(rows)
+    completed_any = any(r.status == "completed" for r in rows)
+    unchanged = unchanged_summaries(con, conversation_ids) if completed_any else set()
     jobs: dict[str, list[int]] = {}  # conversation -> indexes of its completed jobs in rows
     for index, r in enumerate(rows):
-        if r.status == "completed":
+        if r.status != "completed":
+            continue
+        if r.id in unchanged:
+            reason = _summary_unusable(r.prompt_version, r.source_digest, r.source_digest)
+            judged[index] = replace(r, stale_reason=reason)
+        else:
             jobs.setdefault(r.conversation_id, []).append(index)
-    judged = list(rows)
     completed = list(jobs)
     for at in range(0, len(completed), _STALENESS_BATCH):
         batch = eligible_pairs_many(con, completed[at : at + _STALENESS_BATCH])
