@@ -42,6 +42,7 @@ from lexkeep.compaction.binding import source_digest
 from lexkeep.compaction.jobs import CONSUMABLE_VERSIONS, CompletedSummary, valid_summary
 from lexkeep.compaction.pairs import Pair, pairs_and_user_positions
 from lexkeep.compaction.planning import plan_segments
+from lexkeep.core.controls import visible
 from lexkeep.core.errors import BudgetError, ConfigError, NotFoundError
 from lexkeep.core.inspect import unknown_conversation_hint
 from lexkeep.core.store import Store
@@ -241,6 +242,20 @@ def _render(
     )
 
 
+# orjson writes DEL and the C1 controls (U+0080-U+009F; U+009B is CSI) as they are, and some
+# terminals act on them; written as \u escapes instead, which decode to the same text. In UTF-8
+# the byte 0xC2 followed by 0x80-0x9F is exactly the encoding of U+0080-U+009F.
+_JSON_RAW_CONTROL = re.compile(rb"\x7f|\xc2[\x80-\x9f]")
+
+
+def _dumps(obj: object) -> bytes:
+    """orjson.dumps with every control character escaped (orjson escapes the C0 ones)."""
+    data = orjson.dumps(obj)
+    if b"\x7f" not in data and b"\xc2" not in data:
+        return data
+    return _JSON_RAW_CONTROL.sub(lambda m: b"\\u%04x" % ord(m.group().decode("utf-8")), data)
+
+
 class _Json:
     """Compact JSON, one document and a trailing newline; `history` is the last key."""
 
@@ -255,10 +270,10 @@ class _Json:
             "pinned_identifiers": [{"kind": p.kind, "value": p.value} for p in ctx.pinned],
             "sidecar_complete": ctx.sidecar_complete,
         }
-        return orjson.dumps(doc)[:-1] + b',"omitted":'
+        return _dumps(doc)[:-1] + b',"omitted":'
 
     def omission(self, o: Omission) -> bytes:
-        return orjson.dumps(
+        return _dumps(
             {
                 "from_pair": o.from_pair,
                 "to_pair": o.to_pair,
@@ -277,7 +292,7 @@ class _Json:
         stale = [
             {"from_pair": s.from_pair, "to_pair": s.to_pair, "reason": s.reason} for s in ctx.stale
         ]
-        return b',"stale_summaries":' + orjson.dumps(stale) + b',"history":['
+        return b',"stale_summaries":' + _dumps(stale) + b',"history":['
 
     def item(self, item: HistoryItem) -> bytes:
         if isinstance(item, RawPair):
@@ -316,7 +331,7 @@ class _Json:
                     for p in item.pairs
                 ],
             }
-        return orjson.dumps(obj)
+        return _dumps(obj)
 
     def tail(self) -> bytes:
         return b"]}\n"
@@ -327,7 +342,12 @@ def _pairs_label(a: int, b: int) -> str:
 
 
 class _Text:
-    """Plain text for a model prompt: sections with plain headings, user text verbatim."""
+    """Plain text for a model prompt: sections with plain headings, user text verbatim.
+
+    Verbatim except for control characters (core.controls): a NUL, an ESC sequence or a C1
+    control in a stored text would reach the prompt or the terminal, so each is written as
+    `\\uXXXX` (line feeds, tabs and CRLF line ends stay).
+    """
 
     separator = b""
 
@@ -345,13 +365,13 @@ class _Text:
         if not ctx.sidecar_complete:
             lines.append("(some user messages were not fully scanned for identifiers)")
         lines.append("")
-        return ("\n".join(lines) + "\n").encode("utf-8")
+        return visible("\n".join(lines) + "\n").encode("utf-8")
 
     def omission(self, o: Omission) -> bytes:
         return (
             f"- {_pairs_label(o.from_pair, o.to_pair)}: {_REASON_TEXT[o.reason]}"
             f" (would have needed {o.bytes_needed} bytes)\n"
-        ).encode()
+        ).encode()  # numbers and fixed words only
 
     def omitted_block(self, entries: Sequence[bytes]) -> bytes:
         return self._NOT_INCLUDED + b"".join(entries) if entries else self._NOTHING
@@ -366,7 +386,7 @@ class _Text:
             lines += [f"- {_pairs_label(s.from_pair, s.to_pair)}: {s.reason}" for s in ctx.stale]
             lines.append("")
         lines.append("## Earlier exchanges, oldest first")
-        return ("\n".join(lines) + "\n").encode("utf-8")
+        return visible("\n".join(lines) + "\n").encode("utf-8")
 
     def item(self, item: HistoryItem) -> bytes:
         if isinstance(item, RawPair):
@@ -406,7 +426,7 @@ class _Text:
                     f"[assistant {p.assistant.id}]{note}",
                     p.assistant.text,
                 ]
-        return ("\n".join(out) + "\n").encode("utf-8")
+        return visible("\n".join(out) + "\n").encode("utf-8")
 
     def tail(self) -> bytes:
         return b""

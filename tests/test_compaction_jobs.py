@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
 import duckdb
@@ -315,3 +316,24 @@ def test_fail_owned_gives_back_only_the_owners_running_claims(store):
     assert attempt == [("failed", "cancelled: stop", NOW + 2)]
     again = jobs.claim(store.con, ident_for(store, "c1"), owner="w3", now=NOW + 4)
     assert isinstance(again, jobs.Claim) and again.attempt == 2
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("  \n", "an empty summary is never written"),
+        ("x" * 6001, "summary has 6001 characters (limit 6000)"),
+        ("ok \x1b[2J", "the summary holds control character U+001B at character 3"),
+        ("ok\x00", "the summary holds control character U+0000 at character 2"),
+    ],
+)
+def test_complete_refuses_a_summary_the_generation_contract_refuses(store, text, problem):
+    """The library call writes only what `compact` would: a caller that skips
+    check_generation cannot store NUL or terminal escapes either."""
+    build(store, {"c1": 30})
+    c = jobs.claim(store.con, ident_for(store), owner="w1", now=NOW)
+    with pytest.raises(RuleError, match=f"^job {c.job_id[:12]}: {re.escape(problem)}"):
+        jobs.complete(store.con, c, done(text), now=NOW + 1)
+    row = store.con.execute("SELECT status, summary FROM compactions").fetchone()
+    assert row == ("running", None)
+    jobs.complete(store.con, c, done("a\tplain\r\nsummary"), now=NOW + 2)
