@@ -491,11 +491,18 @@ def complete_many(
             state = _states(con, [c.job_id for c, _ in items])
             results: list[str | RuleError] = []
             ok: list[tuple[Claim, Completion]] = []
+            expired: list[tuple[str, int]] = []
             for c, done in items:
                 problem = _not_writable(c, state.get(c.job_id))
+                if problem is None:
+                    problem = _too_late(c, state[c.job_id], at)
+                    if problem is not None:  # still held by this claim, but its lease ran out
+                        expired.append((c.job_id, c.attempt))
                 results.append(problem or f"lexkeep-compaction/{c.job_id}")
                 if problem is None:
                     ok.append((c, done))
+            if expired:  # point 7: an expired lease is a failed attempt, late or not
+                _expire_many(con, expired, at)
             if not ok:
                 return results
             conv_ids = list(dict.fromkeys(c.identity.conversation_id for c, _ in ok))
@@ -659,8 +666,9 @@ def fail_owned(
 
 
 def _states(con: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str, tuple]:
+    """{job id: (status, lease owner, attempts, lease expiry)} of the jobs that exist."""
     rows = con.execute(
-        "SELECT id, status, lease_owner, attempts FROM compactions "
+        "SELECT id, status, lease_owner, attempts, lease_expires_at FROM compactions "
         "WHERE id IN (SELECT unnest(?::VARCHAR[]))",
         [job_ids],
     ).fetchall()
@@ -693,7 +701,7 @@ def _finish_attempts(
 def _not_writable(c: Claim, row: tuple | None) -> RuleError | None:
     if row is None:
         return RuleError(f"job {c.job_id[:12]} does not exist")
-    status, lease_owner, _ = row
+    status, lease_owner, _, _ = row
     if status == "completed":
         return RuleError(
             f"job {c.job_id[:12]} is completed; a completed summary is never updated",
@@ -705,6 +713,24 @@ def _not_writable(c: Claim, row: tuple | None) -> RuleError | None:
             "(its lease expired and was counted as a failed attempt)"
         )
     return None
+
+
+def _too_late(c: Claim, row: tuple, at: float) -> RuleError | None:
+    """Refuse a write to a job whose lease expired before `at`, though no other claim took
+    it: the lease is the whole time an attempt has (DESIGN.md point 7)."""
+    expires = row[3]
+    if expires is None or expires >= at:
+        return None
+    return RuleError(
+        f"job {c.job_id[:12]}: its lease expired {_seconds(at - expires)} s before the summary "
+        "arrived; the attempt counts as failed (lease expired) and nothing was written",
+        hint="give summaries more time: raise --lease-seconds",
+    )
+
+
+def _seconds(value: float) -> str:
+    """`2.5`, `1`, `42`: a duration for a message, to a tenth below 10 s."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}".removesuffix(".0")
 
 
 def update_summary(con: duckdb.DuckDBPyConnection, job_id: str, text: str) -> None:
