@@ -424,3 +424,48 @@ def test_json_output_escapes_every_control_character_and_keeps_the_text(store, t
     doc = orjson.loads(raw)
     assert doc["history"][0]["assistant_history_summary"] == summary
     assert len(raw) == ctx.bytes
+
+
+def _big_newest(i: int) -> str:
+    return ("a long answer " * 300) if i in (37, 39) else f"answer {i}"
+
+
+def test_text_output_says_how_many_newest_pairs_did_not_fit(store, tmp_path):
+    """The newest raw pairs come first (DESIGN), but one too big for the budget is left out
+    while an older summary still fits: without a word, the text read as if the summary and
+    the pairs shown were the latest of the conversation."""
+    load(store, tmp_path, pair_records("c7", 40, answer=_big_newest))
+    summarise(store, "c7", 0, "summary of the first ten answers")
+    everything = build_context(store, "c7", 10**9, format="text")
+    big = len(("a long answer " * 300).encode())
+    budget = everything.bytes - big + 300  # 300: room for the list of what is left out
+    ctx = build_context(store, "c7", budget, format="text")
+    assert [(o.from_pair, o.to_pair) for o in ctx.omitted] == [(37, 37)]
+    assert isinstance(ctx.history[0], SummaryCandidate)
+    note = (
+        "- note: 1 of the 20 newest exchanges (pairs 20-39) did not fit; what is shown below"
+        " lacks them, even where it shows older exchanges\n"
+    )
+    assert note in ctx.output
+    assert ctx.output.index("## NOT INCLUDED") < ctx.output.index(note)
+    assert len(ctx.output.encode()) == ctx.bytes <= budget
+    assert "- note:" not in everything.output
+    assert "note" not in build_context(store, "c7", budget, format="json").output
+    tight = build_context(store, "c7", 2_000, format="text")
+    newest_left_out = sum(
+        o.to_pair - o.from_pair + 1 for o in tight.omitted if o.reason == "raw_too_big"
+    )
+    assert newest_left_out > 1
+    assert f"- note: {newest_left_out} of the 20 newest exchanges (pairs 20-39)" in tight.output
+
+
+def test_the_note_is_counted_in_the_budget_to_the_byte(store, tmp_path):
+    load(store, tmp_path, pair_records("c6", 40, answer=_big_newest))
+    summarise(store, "c6", 0, "summary of the first ten answers")
+    sizes = set()
+    for budget in range(4300, 4700, 7):
+        ctx = build_context(store, "c6", budget, format="text")
+        assert len(ctx.output.encode()) == ctx.bytes <= budget
+        if "- note:" in ctx.output:
+            sizes.add(ctx.bytes)
+    assert sizes  # the range of budgets does hit outputs with the note
