@@ -21,7 +21,7 @@ from typing import TypeVar
 import duckdb
 
 from lexkeep.compaction.binding import JobIdentity, source_digest
-from lexkeep.compaction.pairs import SOURCE_STATE_SQL, Pair, eligible_pairs_many
+from lexkeep.compaction.pairs import SOURCE_STATE_SQL, WANTED_ONLY, Pair, eligible_pairs_many
 from lexkeep.compaction.planning import is_segment
 from lexkeep.core.controls import first_control
 from lexkeep.core.errors import RuleError
@@ -902,7 +902,7 @@ def unchanged_summaries(
         f"source_state FROM compactions WHERE {where}"
     )
     sql = (
-        f"SELECT s.k FROM ({SOURCE_STATE_SQL.format(wanted=wanted)}) s "
+        f"SELECT s.k FROM ({SOURCE_STATE_SQL.format(wanted=wanted, within=WANTED_ONLY)}) s "
         f"JOIN ({wanted}) j ON j.k = s.k WHERE j.source_state = s.state"
     )
     return {k for (k,) in con.execute(sql, params).fetchall()}

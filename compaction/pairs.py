@@ -76,21 +76,22 @@ _MANY = (
 # summary whose range ends at that message still has the digest it was bound to. DuckDB's
 # `hash` is fast but not kept across DuckDB versions, so its version is part of the state
 # (another version only compares unequal). `{wanted}` is a query of (k, cid, uid) rows:
-# a key, the conversation, the id of the user message; the result is (k, state), and no row
-# for a key whose user message is not a real user message with a run.
+# a key, the conversation, the id of the user message; `{within}` limits the scans to those
+# conversations (WANTED_ONLY, or with a range as _MANY has). The result is (k, state), and no
+# row for a key whose user message is not a real user message with a run.
 SOURCE_STATE_SQL = f"""
 WITH wanted AS ({{wanted}}),
 msg AS (
   SELECT conversation_id AS cid, run_id, id, role, position,
          hash(id, run_id, role, kind, status, position, text) AS h
   FROM messages
-  WHERE conversation_id IN (SELECT cid FROM wanted) AND run_id IS NOT NULL
+  WHERE {{within}} AND run_id IS NOT NULL
     AND ((role = '{Role.USER.value}' AND kind = '{MessageKind.USER_TEXT.value}')
       OR (role = '{Role.ASSISTANT.value}' AND kind = '{MessageKind.ASSISTANT_TEXT.value}'))
 ),
 calls AS (
   SELECT DISTINCT conversation_id AS cid, message_id FROM tool_calls
-  WHERE message_id IS NOT NULL AND conversation_id IN (SELECT cid FROM wanted)
+  WHERE message_id IS NOT NULL AND {{within}}
 ),
 run_messages AS (
   SELECT cid, run_id, min(position) FILTER (WHERE role = '{Role.USER.value}') AS first_user,
@@ -106,7 +107,8 @@ per_run AS (
   SELECT rm.cid, rm.first_user, hash(rm.run_id, rm.h, rm.n, rc.h, rc.n, r.id, r.status) AS h
   FROM run_messages rm
   LEFT JOIN run_calls rc ON rc.cid = rm.cid AND rc.run_id = rm.run_id
-  LEFT JOIN runs r ON r.id = rm.run_id AND r.conversation_id = rm.cid
+  LEFT JOIN (SELECT id, conversation_id, status FROM runs WHERE {{within}}) r
+    ON r.id = rm.run_id AND r.conversation_id = rm.cid
   WHERE rm.first_user IS NOT NULL
 )
 SELECT w.k, 'duckdb-hash/' || version() || ':' || count(*) || ':' || bit_xor(p.h) AS state
@@ -229,6 +231,9 @@ def _pairs_many(
     return result, positions
 
 
+WANTED_ONLY = "conversation_id IN (SELECT cid FROM wanted)"
+
+
 def source_states(
     con: duckdb.DuckDBPyConnection, wanted: Sequence[tuple[str, str]]
 ) -> list[str | None]:
@@ -237,12 +242,17 @@ def source_states(
     if not wanted:
         return []
     sql = SOURCE_STATE_SQL.format(
-        wanted="SELECT unnest($ks) AS k, unnest($cids) AS cid, unnest($uids) AS uid"
+        wanted="SELECT unnest($ks) AS k, unnest($cids) AS cid, unnest($uids) AS uid",
+        # the range lets DuckDB skip row groups, as in the pairs' own reads
+        within=f"conversation_id BETWEEN $lo AND $hi AND {WANTED_ONLY}",
     )
+    cids = [cid for cid, _ in wanted]
     params = {
         "ks": list(range(len(wanted))),
-        "cids": [cid for cid, _ in wanted],
+        "cids": cids,
         "uids": [uid for _, uid in wanted],
+        "lo": min(cids),
+        "hi": max(cids),
     }
     found = dict(con.execute(sql, params).fetchall())
     return [found.get(k) for k in range(len(wanted))]
