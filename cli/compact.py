@@ -16,6 +16,7 @@ from lexkeep.cli.common import (
     progress,
     stdout_console,
 )
+from lexkeep.core.controls import visible
 
 SCHEMA_VERSION = 1
 
@@ -272,8 +273,12 @@ def _print_report(report, *, interrupted: bool = False) -> None:
     for seg in report.segments:
         if seg.outcome == "failed":
             lines.append(
-                f"failed: {seg.conversation_id} pairs {seg.from_pair}–{seg.to_pair} "
-                f"(attempt {seg.attempt}): {seg.detail}"
+                # the detail may hold a summariser's own output (a program's stderr, an
+                # HTTP body): its control characters are shown, not sent to the terminal
+                visible(
+                    f"failed: {seg.conversation_id} pairs {seg.from_pair}–{seg.to_pair} "
+                    f"(attempt {seg.attempt}): {seg.detail}"
+                )
             )
     if interrupted:
         lines.append(

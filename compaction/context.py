@@ -42,6 +42,7 @@ from lexkeep.compaction.binding import source_digest
 from lexkeep.compaction.jobs import CONSUMABLE_VERSIONS, CompletedSummary, valid_summary
 from lexkeep.compaction.pairs import Pair, pairs_and_user_positions
 from lexkeep.compaction.planning import plan_segments
+from lexkeep.core.controls import visible
 from lexkeep.core.errors import BudgetError, ConfigError, NotFoundError
 from lexkeep.core.inspect import unknown_conversation_hint
 from lexkeep.core.store import Store
@@ -204,15 +205,40 @@ class _Serialiser(Protocol):
 
     def omission(self, o: Omission) -> bytes: ...  # pragma: no cover - protocol
 
-    def omitted_block(self, entries: Sequence[bytes]) -> bytes: ...  # pragma: no cover
+    def omitted_block(
+        self, entries: Sequence[bytes], newest: _Newest
+    ) -> bytes: ...  # pragma: no cover
 
-    def omitted_block_size(self, count: int, entry_bytes: int) -> int: ...  # pragma: no cover
+    def omitted_block_size(
+        self, count: int, entry_bytes: int, newest: _Newest
+    ) -> int: ...  # pragma: no cover
 
     def after(self, ctx: _Meta) -> bytes: ...  # pragma: no cover - protocol
 
     def item(self, item: HistoryItem) -> bytes: ...  # pragma: no cover - protocol
 
     def tail(self) -> bytes: ...  # pragma: no cover - protocol
+
+
+@dataclass(frozen=True, slots=True)
+class _Newest:
+    """The newest raw pairs (after the last segment): pairs first..last, `omitted` of them
+    left out. They are placed before anything older (DESIGN.md), so when some do not fit, older
+    exchanges may be shown while they are not, and the text format says so."""
+
+    first: int
+    last: int
+    omitted: int = 0
+
+    def note(self) -> bytes:
+        """The line the text format adds to the omission list, or nothing."""
+        if not self.omitted:
+            return b""
+        return (
+            f"- note: {self.omitted} of the {self.last - self.first + 1} newest exchanges"
+            f" (pairs {self.first}-{self.last}) did not fit; what is shown below lacks them,"
+            " even where it shows older exchanges\n"
+        ).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,15 +256,33 @@ def _said(s: Said) -> dict[str, str]:
 
 
 def _render(
-    ser: _Serialiser, meta: _Meta, omitted: Sequence[Omission], items: Sequence[HistoryItem]
+    ser: _Serialiser,
+    meta: _Meta,
+    omitted: Sequence[Omission],
+    newest: _Newest,
+    items: Sequence[HistoryItem],
 ) -> bytes:
     return (
         ser.before(meta)
-        + ser.omitted_block([ser.omission(o) for o in omitted])
+        + ser.omitted_block([ser.omission(o) for o in omitted], newest)
         + ser.after(meta)
         + ser.separator.join(ser.item(i) for i in items)
         + ser.tail()
     )
+
+
+# orjson writes DEL and the C1 controls (U+0080-U+009F; U+009B is CSI) as they are, and some
+# terminals act on them; written as \u escapes instead, which decode to the same text. In UTF-8
+# the byte 0xC2 followed by 0x80-0x9F is exactly the encoding of U+0080-U+009F.
+_JSON_RAW_CONTROL = re.compile(rb"\x7f|\xc2[\x80-\x9f]")
+
+
+def _dumps(obj: object) -> bytes:
+    """orjson.dumps with every control character escaped (orjson escapes the C0 ones)."""
+    data = orjson.dumps(obj)
+    if b"\x7f" not in data and b"\xc2" not in data:
+        return data
+    return _JSON_RAW_CONTROL.sub(lambda m: b"\\u%04x" % ord(m.group().decode("utf-8")), data)
 
 
 class _Json:
@@ -255,10 +299,10 @@ class _Json:
             "pinned_identifiers": [{"kind": p.kind, "value": p.value} for p in ctx.pinned],
             "sidecar_complete": ctx.sidecar_complete,
         }
-        return orjson.dumps(doc)[:-1] + b',"omitted":'
+        return _dumps(doc)[:-1] + b',"omitted":'
 
     def omission(self, o: Omission) -> bytes:
-        return orjson.dumps(
+        return _dumps(
             {
                 "from_pair": o.from_pair,
                 "to_pair": o.to_pair,
@@ -267,17 +311,18 @@ class _Json:
             }
         )
 
-    def omitted_block(self, entries: Sequence[bytes]) -> bytes:
+    def omitted_block(self, entries: Sequence[bytes], newest: _Newest) -> bytes:
+        # The omitted newest pairs are the `raw_too_big` entries: no note needed.
         return b"[" + b",".join(entries) + b"]"
 
-    def omitted_block_size(self, count: int, entry_bytes: int) -> int:
+    def omitted_block_size(self, count: int, entry_bytes: int, newest: _Newest) -> int:
         return 2 + entry_bytes + max(0, count - 1)
 
     def after(self, ctx: _Meta) -> bytes:
         stale = [
             {"from_pair": s.from_pair, "to_pair": s.to_pair, "reason": s.reason} for s in ctx.stale
         ]
-        return b',"stale_summaries":' + orjson.dumps(stale) + b',"history":['
+        return b',"stale_summaries":' + _dumps(stale) + b',"history":['
 
     def item(self, item: HistoryItem) -> bytes:
         if isinstance(item, RawPair):
@@ -316,7 +361,7 @@ class _Json:
                     for p in item.pairs
                 ],
             }
-        return orjson.dumps(obj)
+        return _dumps(obj)
 
     def tail(self) -> bytes:
         return b"]}\n"
@@ -327,7 +372,12 @@ def _pairs_label(a: int, b: int) -> str:
 
 
 class _Text:
-    """Plain text for a model prompt: sections with plain headings, user text verbatim."""
+    """Plain text for a model prompt: sections with plain headings, user text verbatim.
+
+    Verbatim except for control characters (core.controls): a NUL, an ESC sequence or a C1
+    control in a stored text would reach the prompt or the terminal, so each is written as
+    `\\uXXXX` (line feeds, tabs and CRLF line ends stay).
+    """
 
     separator = b""
 
@@ -345,19 +395,23 @@ class _Text:
         if not ctx.sidecar_complete:
             lines.append("(some user messages were not fully scanned for identifiers)")
         lines.append("")
-        return ("\n".join(lines) + "\n").encode("utf-8")
+        return visible("\n".join(lines) + "\n").encode("utf-8")
 
     def omission(self, o: Omission) -> bytes:
         return (
             f"- {_pairs_label(o.from_pair, o.to_pair)}: {_REASON_TEXT[o.reason]}"
             f" (would have needed {o.bytes_needed} bytes)\n"
-        ).encode()
+        ).encode()  # numbers and fixed words only
 
-    def omitted_block(self, entries: Sequence[bytes]) -> bytes:
-        return self._NOT_INCLUDED + b"".join(entries) if entries else self._NOTHING
+    def omitted_block(self, entries: Sequence[bytes], newest: _Newest) -> bytes:
+        if not entries:
+            return self._NOTHING
+        return self._NOT_INCLUDED + newest.note() + b"".join(entries)
 
-    def omitted_block_size(self, count: int, entry_bytes: int) -> int:
-        return len(self._NOT_INCLUDED) + entry_bytes if count else len(self._NOTHING)
+    def omitted_block_size(self, count: int, entry_bytes: int, newest: _Newest) -> int:
+        if not count:
+            return len(self._NOTHING)
+        return len(self._NOT_INCLUDED) + len(newest.note()) + entry_bytes
 
     def after(self, ctx: _Meta) -> bytes:
         lines = [""]
@@ -366,7 +420,7 @@ class _Text:
             lines += [f"- {_pairs_label(s.from_pair, s.to_pair)}: {s.reason}" for s in ctx.stale]
             lines.append("")
         lines.append("## Earlier exchanges, oldest first")
-        return ("\n".join(lines) + "\n").encode("utf-8")
+        return visible("\n".join(lines) + "\n").encode("utf-8")
 
     def item(self, item: HistoryItem) -> bytes:
         if isinstance(item, RawPair):
@@ -406,7 +460,7 @@ class _Text:
                     f"[assistant {p.assistant.id}]{note}",
                     p.assistant.text,
                 ]
-        return ("\n".join(out) + "\n").encode("utf-8")
+        return visible("\n".join(out) + "\n").encode("utf-8")
 
     def tail(self) -> bytes:
         return b""
@@ -568,9 +622,13 @@ class _Omitted:
     renders, which keeps assembly fast on conversations with hundreds of pairs.
     """
 
-    def __init__(self, units: Sequence[_Unit], ser: _Serialiser) -> None:
+    def __init__(self, units: Sequence[_Unit], ser: _Serialiser, newest: _Newest) -> None:
         self.units = units
         self.ser = ser
+        # Every unit starts omitted: the newest pairs' units are the raw_too_big ones.
+        self.newest = replace(
+            newest, omitted=sum(u.reason == OmissionReason.RAW_TOO_BIG for u in units)
+        )
         self.prefix = [0]
         for u in units:
             self.prefix.append(self.prefix[-1] + u.needed)
@@ -600,14 +658,25 @@ class _Omitted:
     def _entry_size(self, start: int, end: int) -> int:
         return len(self.ser.omission(self.entry(start, end)))
 
-    def block_size(self, count: int | None = None, entry_bytes: int | None = None) -> int:
+    def block_size(
+        self,
+        count: int | None = None,
+        entry_bytes: int | None = None,
+        newest: _Newest | None = None,
+    ) -> int:
         """Bytes of the serialised omission block (now, or for the given entries)."""
         return self.ser.omitted_block_size(
             self.count if count is None else count,
             self.entry_bytes if entry_bytes is None else entry_bytes,
+            self.newest if newest is None else newest,
         )
 
-    def without(self, ui: int) -> tuple[int, tuple[int, list[tuple[int, int, int]]]]:
+    def _newest_without(self, ui: int) -> _Newest:
+        if self.units[ui].reason != OmissionReason.RAW_TOO_BIG:
+            return self.newest
+        return replace(self.newest, omitted=self.newest.omitted - 1)
+
+    def without(self, ui: int) -> tuple[int, tuple[int, int, list[tuple[int, int, int]]]]:
         """The block size if unit `ui` were placed, and the split that would do it."""
         start = self.starts[bisect_right(self.starts, ui) - 1]
         end = self.ends[start]
@@ -616,11 +685,12 @@ class _Omitted:
         ]
         count = self.count - 1 + len(parts)
         entry_bytes = self.entry_bytes - self.sizes[start] + sum(size for _, _, size in parts)
-        return self.block_size(count, entry_bytes), (start, parts)
+        return self.block_size(count, entry_bytes, self._newest_without(ui)), (ui, start, parts)
 
-    def remove(self, split: tuple[int, list[tuple[int, int, int]]]) -> None:
+    def remove(self, split: tuple[int, int, list[tuple[int, int, int]]]) -> None:
         """Apply a split returned by `without`."""
-        start, parts = split
+        ui, start, parts = split
+        self.newest = self._newest_without(ui)
         self.starts.remove(start)
         self.entry_bytes -= self.sizes.pop(start)
         del self.ends[start]
@@ -827,7 +897,7 @@ def build_context(
         raw = sized([RawPair(p.index, *_said_of(p))])
         units.append(unit(p.index, p.index, [raw], OmissionReason.RAW_TOO_BIG))
 
-    omitted = _Omitted(units, ser)
+    omitted = _Omitted(units, ser, _Newest(n_segments * 10, len(pairs) - 1))
     frame = len(ser.before(meta)) + len(ser.after(meta)) + len(ser.tail())
 
     def total(items_bytes: int, items_count: int, block: int) -> int:
@@ -867,7 +937,7 @@ def build_context(
 
     history = [item for u in units if u.chosen for item, _ in u.chosen]
     omissions = omitted.entries()
-    rendered = _render(ser, meta, omissions, history)
+    rendered = _render(ser, meta, omissions, omitted.newest, history)
     # The sizes above are exact; this guards the promise itself, should they ever drift.
     if len(rendered) > budget_bytes:  # pragma: no cover - would be a bug in the accounting
         raise AssertionError(f"context of {len(rendered)} bytes exceeds {budget_bytes}")

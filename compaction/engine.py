@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from lexkeep.compaction import jobs
 from lexkeep.compaction.binding import JobIdentity, identity
-from lexkeep.compaction.pairs import Pair, eligible_pairs_many
+from lexkeep.compaction.pairs import Pair, eligible_pairs_many, source_states
 from lexkeep.compaction.planning import plan_segments
 from lexkeep.compaction.summarizers import (
     _CANCELLED,
@@ -106,6 +106,7 @@ class _Task:
     ident: JobIdentity
     key: str  # ident.key(), computed once
     pairs: tuple[Pair, ...]
+    state: str | None = None  # the source state read with `pairs` (pairs.source_states)
 
     def outcome(
         self, outcome: str, job_id: str | None, attempt: int | None, detail: str
@@ -168,33 +169,42 @@ def run_compaction(
         for start in range(0, len(ids), BATCH_CONVERSATIONS):
             batch = ids[start : start + BATCH_CONVERSATIONS]
             tasks: list[_Task] = []
-            with _use(access) as con:
+            # One read transaction: the source states taken below describe the very pairs
+            # the identities are bound to, even when another process writes meanwhile.
+            with _use(access) as con, jobs.transaction(con):
                 by_conv = eligible_pairs_many(con, batch)
                 known = _known_jobs(con, batch)
-            for cid in batch:
-                pairs = by_conv[cid]
-                for from_pair, to_pair in plan_segments(len(pairs)):
-                    seg = pairs[from_pair : to_pair + 1]
-                    ident = identity(
-                        cid,
-                        from_pair,
-                        to_pair,
-                        seg,
-                        model_id=summarizer.model_id,
-                        prompt_version=jobs.PROMPT_VERSION,
+                for cid in batch:
+                    pairs = by_conv[cid]
+                    for from_pair, to_pair in plan_segments(len(pairs)):
+                        seg = pairs[from_pair : to_pair + 1]
+                        ident = identity(
+                            cid,
+                            from_pair,
+                            to_pair,
+                            seg,
+                            model_id=summarizer.model_id,
+                            prompt_version=jobs.PROMPT_VERSION,
+                        )
+                        report.planned += 1
+                        key = ident.key()
+                        reason = _already(known.get((cid, from_pair), ()), ident, key)
+                        if reason:
+                            _skip(report, ident, key, reason, on_progress)
+                        elif dry_run:
+                            out = SegmentOutcome(cid, from_pair, to_pair, "planned", key)
+                            report.segments.append(out)
+                            if on_progress:
+                                on_progress(out)
+                        else:
+                            tasks.append(_Task(ident, key, tuple(seg)))
+                if tasks:
+                    states = source_states(
+                        con,
+                        [(t.ident.conversation_id, t.ident.source_message_ids[18]) for t in tasks],
                     )
-                    report.planned += 1
-                    key = ident.key()
-                    reason = _already(known.get((cid, from_pair), ()), ident, key)
-                    if reason:
-                        _skip(report, ident, key, reason, on_progress)
-                    elif dry_run:
-                        out = SegmentOutcome(cid, from_pair, to_pair, "planned", key)
-                        report.segments.append(out)
-                        if on_progress:
-                            on_progress(out)
-                    else:
-                        tasks.append(_Task(ident, key, tuple(seg)))
+                    for i, state in enumerate(states):
+                        tasks[i] = dataclasses.replace(tasks[i], state=state)
             if on_planned:
                 on_planned(report.planned)
             if tasks:
@@ -460,6 +470,7 @@ def _summarise_granted(
                 kept_verbatim=[p.user.text for p in task.pairs],
                 identifiers_total=len(values),
                 identifiers_kept=kept,
+                source_state=task.state,
             )
             out = SegmentOutcome(cid, a, b, "completed", c.job_id, c.attempt, "", len(values), kept)
             done.append((c, completion, out))

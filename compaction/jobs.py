@@ -21,8 +21,9 @@ from typing import TypeVar
 import duckdb
 
 from lexkeep.compaction.binding import JobIdentity, source_digest
-from lexkeep.compaction.pairs import Pair, eligible_pairs_many
+from lexkeep.compaction.pairs import SOURCE_STATE_SQL, WANTED_ONLY, Pair, eligible_pairs_many
 from lexkeep.compaction.planning import is_segment
+from lexkeep.core.controls import first_control
 from lexkeep.core.errors import RuleError
 from lexkeep.core.inspect import require_conversations
 
@@ -440,6 +441,9 @@ class Completion:
     kept_verbatim: Sequence[str]  # the original user texts of the range
     identifiers_total: int
     identifiers_kept: int
+    # The source state (pairs.source_states) read with the pairs the job's identity was bound
+    # to, or None: `lexkeep compactions` then recomputes the digest to tell whether it is stale.
+    source_state: str | None = None
 
 
 def complete(
@@ -471,6 +475,13 @@ def complete_many(
                 f"job {c.job_id[:12]}: summary has {len(done.summary)} characters "
                 f"(limit {MAX_SUMMARY_CHARS})"
             )
+        odd = first_control(done.summary)
+        if odd is not None:
+            raise RuleError(
+                f"job {c.job_id[:12]}: the summary holds control character "
+                f"U+{ord(odd.group()[0]):04X} at character {odd.start()}",
+                hint="a summary is plain text: no NUL, terminal escapes or other controls",
+            )
     if not items:
         return []
     at = time.time() if now is None else now
@@ -480,11 +491,18 @@ def complete_many(
             state = _states(con, [c.job_id for c, _ in items])
             results: list[str | RuleError] = []
             ok: list[tuple[Claim, Completion]] = []
+            expired: list[tuple[str, int]] = []
             for c, done in items:
                 problem = _not_writable(c, state.get(c.job_id))
+                if problem is None:
+                    problem = _too_late(c, state[c.job_id], at)
+                    if problem is not None:  # still held by this claim, but its lease ran out
+                        expired.append((c.job_id, c.attempt))
                 results.append(problem or f"lexkeep-compaction/{c.job_id}")
                 if problem is None:
                     ok.append((c, done))
+            if expired:  # point 7: an expired lease is a failed attempt, late or not
+                _expire_many(con, expired, at)
             if not ok:
                 return results
             conv_ids = list(dict.fromkeys(c.identity.conversation_id for c, _ in ok))
@@ -511,6 +529,7 @@ def complete_many(
                 "inputs": [d.input_sha256 for _, d in ok],
                 "totals": [d.identifiers_total for _, d in ok],
                 "kepts": [d.identifiers_kept for _, d in ok],
+                "states": [d.source_state for _, d in ok],
                 "now": at,
             }
             con.execute(
@@ -518,10 +537,11 @@ def complete_many(
                 "summary_sha256 = v.sha, input_sha256 = v.input, identifiers_total = v.total, "
                 "identifiers_kept = v.kept, lease_owner = NULL, lease_expires_at = NULL, "
                 "completed_at = $now, boundary_id = 'lexkeep-compaction/' || v.id, "
-                "last_error = NULL "
+                "last_error = NULL, source_state = v.state "
                 "FROM (SELECT unnest($ids) AS id, unnest($owners) AS owner, "
                 "unnest($summaries) AS summary, unnest($shas) AS sha, unnest($inputs) AS input, "
-                "unnest($totals) AS total, unnest($kepts) AS kept) v "
+                "unnest($totals) AS total, unnest($kepts) AS kept, "
+                "unnest($states::VARCHAR[]) AS state) v "
                 "WHERE compactions.id = v.id AND compactions.status = 'running' "
                 "AND compactions.lease_owner = v.owner",
                 {k: params[k] for k in params if k != "attempts"},
@@ -646,8 +666,9 @@ def fail_owned(
 
 
 def _states(con: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str, tuple]:
+    """{job id: (status, lease owner, attempts, lease expiry)} of the jobs that exist."""
     rows = con.execute(
-        "SELECT id, status, lease_owner, attempts FROM compactions "
+        "SELECT id, status, lease_owner, attempts, lease_expires_at FROM compactions "
         "WHERE id IN (SELECT unnest(?::VARCHAR[]))",
         [job_ids],
     ).fetchall()
@@ -680,7 +701,7 @@ def _finish_attempts(
 def _not_writable(c: Claim, row: tuple | None) -> RuleError | None:
     if row is None:
         return RuleError(f"job {c.job_id[:12]} does not exist")
-    status, lease_owner, _ = row
+    status, lease_owner, _, _ = row
     if status == "completed":
         return RuleError(
             f"job {c.job_id[:12]} is completed; a completed summary is never updated",
@@ -692,6 +713,24 @@ def _not_writable(c: Claim, row: tuple | None) -> RuleError | None:
             "(its lease expired and was counted as a failed attempt)"
         )
     return None
+
+
+def _too_late(c: Claim, row: tuple, at: float) -> RuleError | None:
+    """Refuse a write to a job whose lease expired before `at`, though no other claim took
+    it: the lease is the whole time an attempt has (DESIGN.md point 7)."""
+    expires = row[3]
+    if expires is None or expires >= at:
+        return None
+    return RuleError(
+        f"job {c.job_id[:12]}: its lease expired {_seconds(at - expires)} s before the summary "
+        "arrived; the attempt counts as failed (lease expired) and nothing was written",
+        hint="give summaries more time: raise --lease-seconds",
+    )
+
+
+def _seconds(value: float) -> str:
+    """`2.5`, `1`, `42`: a duration for a message, to a tenth below 10 s."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}".removesuffix(".0")
 
 
 def update_summary(con: duckdb.DuckDBPyConnection, job_id: str, text: str) -> None:
@@ -818,7 +857,7 @@ def list_jobs(
         params.append(list(conversation_ids))
     sql += " ORDER BY conversation_id, from_pair, created_at"
     rows = [JobRow(*row) for row in con.execute(sql, params).fetchall()]
-    rows = _with_staleness(con, rows)
+    rows = _with_staleness(con, rows, conversation_ids)
     if conversation_ids:
         # A mistyped id must not read as "no jobs". Only ids without jobs are looked up: the
         # schema has no foreign key, and a job is listed even without its conversation row.
@@ -831,17 +870,66 @@ def list_jobs(
 _STALENESS_BATCH = 500
 
 
-def _with_staleness(con: duckdb.DuckDBPyConnection, rows: list[JobRow]) -> list[JobRow]:
+def _has_source_states(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the store records source states (migration 003; a store opened read-only
+    may be older)."""
+    return bool(
+        con.execute(
+            "SELECT count(*) FROM pragma_table_info('compactions') WHERE name = 'source_state'"
+        ).fetchone()[0]
+    )
+
+
+def unchanged_summaries(
+    con: duckdb.DuckDBPyConnection, conversation_ids: Sequence[str] | None = None
+) -> set[str]:
+    """Ids of the completed jobs whose source state is still the one they were summarised
+    from, compared in SQL: their source digest is unchanged (pairs.SOURCE_STATE_SQL).
+
+    A job not in the set may still be valid (its state is older than this lexkeep, or a
+    change elsewhere in the conversation's earlier turns moved it): only the recomputed
+    digest can tell.
+    """
+    if not _has_source_states(con):
+        return set()
+    where = "status = 'completed' AND source_state IS NOT NULL"
+    params: dict[str, object] = {}
+    if conversation_ids:
+        where += " AND conversation_id IN (SELECT unnest($cids::VARCHAR[]))"
+        params["cids"] = list(conversation_ids)
+    wanted = (
+        "SELECT id AS k, conversation_id AS cid, source_message_ids[19] AS uid, "
+        f"source_state FROM compactions WHERE {where}"
+    )
+    sql = (
+        f"SELECT s.k FROM ({SOURCE_STATE_SQL.format(wanted=wanted, within=WANTED_ONLY)}) s "
+        f"JOIN ({wanted}) j ON j.k = s.k WHERE j.source_state = s.state"
+    )
+    return {k for (k,) in con.execute(sql, params).fetchall()}
+
+
+def _with_staleness(
+    con: duckdb.DuckDBPyConnection, rows: list[JobRow], conversation_ids: Sequence[str] | None
+) -> list[JobRow]:
     """`rows` with the stale reason of each completed job, judged as the next-run context does.
 
-    The pairs are read 500 conversations at a time and let go after their jobs are judged, so
+    A job whose source state is unchanged (`unchanged_summaries`) keeps its digest, so only
+    its prompt version is judged; the others have their digest recomputed from the current
+    pairs, read 500 conversations at a time and let go after their jobs are judged, so
     memory holds one batch of pairs, not the store's text.
     """
+    judged = list(rows)
+    completed_any = any(r.status == "completed" for r in rows)
+    unchanged = unchanged_summaries(con, conversation_ids) if completed_any else set()
     jobs: dict[str, list[int]] = {}  # conversation -> indexes of its completed jobs in rows
     for index, r in enumerate(rows):
-        if r.status == "completed":
+        if r.status != "completed":
+            continue
+        if r.id in unchanged:
+            reason = _summary_unusable(r.prompt_version, r.source_digest, r.source_digest)
+            judged[index] = replace(r, stale_reason=reason)
+        else:
             jobs.setdefault(r.conversation_id, []).append(index)
-    judged = list(rows)
     completed = list(jobs)
     for at in range(0, len(completed), _STALENESS_BATCH):
         batch = eligible_pairs_many(con, completed[at : at + _STALENESS_BATCH])

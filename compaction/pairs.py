@@ -67,6 +67,57 @@ _MANY = (
     "conversation_id BETWEEN $lo AND $hi AND conversation_id IN (SELECT unnest($ids::VARCHAR[]))"
 )
 
+# The state of a conversation's source up to one user message, in SQL: a fingerprint of every
+# row the pairing above reads for the runs that have a real user message at or before that
+# message's position (their candidate messages with the columns pairing and the source digest
+# use, their run rows, the tool calls on their messages). The pairs up to that user message
+# depend on those rows only: a run without such a message pairs after it, and a turn appended
+# later leaves the state alone. Equal states therefore mean equal pairs up to there, so a
+# summary whose range ends at that message still has the digest it was bound to. DuckDB's
+# `hash` is fast but not kept across DuckDB versions, so its version is part of the state
+# (another version only compares unequal). `{wanted}` is a query of (k, cid, uid) rows:
+# a key, the conversation, the id of the user message; `{within}` limits the scans to those
+# conversations (WANTED_ONLY, or with a range as _MANY has). The result is (k, state), and no
+# row for a key whose user message is not a real user message with a run.
+SOURCE_STATE_SQL = f"""
+WITH wanted AS ({{wanted}}),
+msg AS (
+  SELECT conversation_id AS cid, run_id, id, role, position,
+         hash(id, run_id, role, kind, status, position, text) AS h
+  FROM messages
+  WHERE {{within}} AND run_id IS NOT NULL
+    AND ((role = '{Role.USER.value}' AND kind = '{MessageKind.USER_TEXT.value}')
+      OR (role = '{Role.ASSISTANT.value}' AND kind = '{MessageKind.ASSISTANT_TEXT.value}'))
+),
+calls AS (
+  SELECT DISTINCT conversation_id AS cid, message_id FROM tool_calls
+  WHERE message_id IS NOT NULL AND {{within}}
+),
+run_messages AS (
+  SELECT cid, run_id, min(position) FILTER (WHERE role = '{Role.USER.value}') AS first_user,
+         bit_xor(h) AS h, count(*) AS n
+  FROM msg GROUP BY cid, run_id
+),
+run_calls AS (
+  SELECT m.cid, m.run_id, bit_xor(hash(c.message_id)) AS h, count(*) AS n
+  FROM msg m JOIN calls c ON c.cid = m.cid AND c.message_id = m.id
+  GROUP BY m.cid, m.run_id
+),
+per_run AS (
+  SELECT rm.cid, rm.first_user, hash(rm.run_id, rm.h, rm.n, rc.h, rc.n, r.id, r.status) AS h
+  FROM run_messages rm
+  LEFT JOIN run_calls rc ON rc.cid = rm.cid AND rc.run_id = rm.run_id
+  LEFT JOIN (SELECT id, conversation_id, status FROM runs WHERE {{within}}) r
+    ON r.id = rm.run_id AND r.conversation_id = rm.cid
+  WHERE rm.first_user IS NOT NULL
+)
+SELECT w.k, 'duckdb-hash/' || version() || ':' || count(*) || ':' || bit_xor(p.h) AS state
+FROM wanted w
+JOIN msg u ON u.id = w.uid AND u.cid = w.cid AND u.role = '{Role.USER.value}'
+JOIN per_run p ON p.cid = w.cid AND p.first_user <= u.position
+GROUP BY w.k
+"""
+
 _ELIGIBLE_RUNS = frozenset(ELIGIBLE_RUN_STATUSES)
 _USER = Role.USER.value
 _COMPLETED = MessageStatus.COMPLETED.value
@@ -178,6 +229,33 @@ def _pairs_many(
             result[cid] = _pair_rows(cid, conv_rows, runs, with_calls)
         positions = {row[1]: row[9] for row in rows if row[3] == _USER} if with_positions else {}
     return result, positions
+
+
+WANTED_ONLY = "conversation_id IN (SELECT cid FROM wanted)"
+
+
+def source_states(
+    con: duckdb.DuckDBPyConnection, wanted: Sequence[tuple[str, str]]
+) -> list[str | None]:
+    """The source state (see SOURCE_STATE_SQL) of each (conversation id, user message id):
+    None where that message is not a real user message with a run in the conversation."""
+    if not wanted:
+        return []
+    sql = SOURCE_STATE_SQL.format(
+        wanted="SELECT unnest($ks) AS k, unnest($cids) AS cid, unnest($uids) AS uid",
+        # the range lets DuckDB skip row groups, as in the pairs' own reads
+        within=f"conversation_id BETWEEN $lo AND $hi AND {WANTED_ONLY}",
+    )
+    cids = [cid for cid, _ in wanted]
+    params = {
+        "ks": list(range(len(wanted))),
+        "cids": cids,
+        "uids": [uid for _, uid in wanted],
+        "lo": min(cids),
+        "hi": max(cids),
+    }
+    found = dict(con.execute(sql, params).fetchall())
+    return [found.get(k) for k in range(len(wanted))]
 
 
 def pair_range(pairs: Sequence[Pair], from_pair: int, to_pair: int) -> list[Pair]:

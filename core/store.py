@@ -36,6 +36,11 @@ DEFAULT_MEMORY_LIMIT = "1GB"
 # a writing open never waits (a second writer is refused at once).
 DEFAULT_LOCK_WAIT = 2.0
 _MIGRATIONS_PACKAGE = "lexkeep.core"
+# The oldest schema a read-only open accepts without migrating. Migrations after it only add
+# what readers can do without: 003 adds compactions.source_state, and a store without it has
+# every summary's digest recomputed (lexkeep.compaction.jobs.unchanged_summaries). A migration
+# that readers cannot do without raises it to its own number.
+READABLE_FROM = 2
 
 
 def migrations() -> list[tuple[int, str, str]]:
@@ -274,7 +279,8 @@ class Store:
             )
 
     def check_version(self) -> None:
-        """Refuse a store that is missing migrations or was made by a newer lexkeep."""
+        """Refuse a store that misses migrations readers need (before READABLE_FROM) or was
+        made by a newer lexkeep."""
         known = len(migrations())
         have = self.schema_version()
         if have == 0:
@@ -289,7 +295,7 @@ class Store:
                 f" (schema {have}, this one knows {known})",
                 hint="upgrade lexkeep",
             )
-        if have < known:
+        if have < READABLE_FROM:
             raise StoreError(
                 f"{self.path} needs migrating (schema {have} of {known}) but was opened read-only",
                 hint=f"ingest into it once (lexkeep ingest TRACES... --db {self.path})",

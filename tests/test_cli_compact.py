@@ -310,3 +310,27 @@ def test_compact_openai_with_a_base_url_that_is_not_http_is_a_usage_error(cli, d
         assert "Hint: e.g. --base-url https://api.openai.com/v1" in r.stderr
     r = cli("compactions", "--db", db_file, "--format", "json")
     assert json.loads(r.stdout)["jobs"] == []  # no attempt was spent
+
+
+def test_compact_shows_a_failed_summariser_s_escape_sequences_instead_of_sending_them(
+    cli, db_file, tmp_path
+):
+    """A `command:` program's stderr is part of the failure detail; its ESC sequences reached
+    the terminal through the `failed:` line."""
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    script = tmp_path / "fails.py"
+    script.write_text(
+        "import sys\nsys.stdin.read()\n"
+        "sys.stderr.write('quota \\x1b]0;pwned\\x07 \\x1b[31mred \\x9b2J')\nsys.exit(1)\n",
+        encoding="utf-8",
+    )
+    r = cli("compact", "--db", db_file, "--summarizer", f'command:"{sys.executable} {script}"')
+    assert r.exit_code == 1, r.stderr
+    (line,) = [x for x in r.stdout.splitlines() if x.startswith("failed:")]
+    assert "quota \\u001b]0;pwned\\u0007 \\u001b[31mred \\u009b2J" in line
+    assert not any(c in r.stdout for c in "\x1b\x07\x9b")
+    # the store keeps the error as it was; JSON escapes it
+    with Store.open(db_file, read_only=True) as store:
+        (error,) = store.con.execute("SELECT last_error FROM compactions").fetchone()
+    assert "\x1b]0;pwned\x07" in error

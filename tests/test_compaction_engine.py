@@ -23,6 +23,7 @@ from lexkeep.compaction.summarizers import (
 )
 from lexkeep.core.errors import NotFoundError
 from lexkeep.core.identifiers import extract
+from lexkeep.core.store import Store
 
 
 class Recording(Summarizer):
@@ -506,3 +507,38 @@ def test_ctrl_c_in_one_slot_leaves_no_claim_held(db_file, by_path):
     assert (again.completed, again.skipped) == (6, 0), again.skipped_reasons
     same = run_compaction(db_file, summarizer=InterruptedAfter(0))  # never interrupts
     assert (same.completed, same.skipped) == (0, 6)  # each range has its summary now
+
+
+class Slow(Summarizer):
+    """Answers after `seconds`: longer than a short lease."""
+
+    name = "slow"
+    model_id = "test/slow"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        time.sleep(self.seconds)
+        return Generation("summary of " + ", ".join(a.message_id for a in request.answers))
+
+
+def test_a_summary_that_outlives_its_lease_is_a_failed_attempt(db_file):
+    """Nobody else claimed the range meanwhile, and the late summary used to be written."""
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    report = run_compaction(db_file, summarizer=Slow(1.5), lease_seconds=1)
+    assert (report.completed, report.failed) == (0, 1), report
+    [segment] = report.segments
+    assert segment.outcome == "failed"
+    assert "lease expired" in segment.detail and "nothing was written" in segment.detail
+    with Store.open(db_file, read_only=True) as store:
+        assert store.con.execute(
+            "SELECT status, attempts, summary FROM compactions"
+        ).fetchone() == ("failed", 1, None)
+        assert store.con.execute("SELECT outcome FROM compaction_attempts").fetchall() == [
+            ("lease_expired",)
+        ]
+        assert store.con.execute("SELECT count(*) FROM boundaries").fetchone()[0] == 0
+    again = run_compaction(db_file, summarizer=Slow(0), lease_seconds=30)
+    assert (again.completed, again.segments[0].attempt) == (1, 2)

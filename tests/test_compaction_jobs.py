@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
 import duckdb
@@ -315,3 +316,81 @@ def test_fail_owned_gives_back_only_the_owners_running_claims(store):
     assert attempt == [("failed", "cancelled: stop", NOW + 2)]
     again = jobs.claim(store.con, ident_for(store, "c1"), owner="w3", now=NOW + 4)
     assert isinstance(again, jobs.Claim) and again.attempt == 2
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("  \n", "an empty summary is never written"),
+        ("x" * 6001, "summary has 6001 characters (limit 6000)"),
+        ("ok \x1b[2J", "the summary holds control character U+001B at character 3"),
+        ("ok\x00", "the summary holds control character U+0000 at character 2"),
+    ],
+)
+def test_complete_refuses_a_summary_the_generation_contract_refuses(store, text, problem):
+    """The library call writes only what `compact` would: a caller that skips
+    check_generation cannot store NUL or terminal escapes either."""
+    build(store, {"c1": 30})
+    c = jobs.claim(store.con, ident_for(store), owner="w1", now=NOW)
+    with pytest.raises(RuleError, match=f"^job {c.job_id[:12]}: {re.escape(problem)}"):
+        jobs.complete(store.con, c, done(text), now=NOW + 1)
+    row = store.con.execute("SELECT status, summary FROM compactions").fetchone()
+    assert row == ("running", None)
+    jobs.complete(store.con, c, done("a\tplain\r\nsummary"), now=NOW + 2)
+
+
+def test_a_completion_after_its_lease_expired_is_refused_even_if_nobody_claimed_since(store):
+    """DESIGN point 7: an expired lease counts as a failed attempt. A summary that arrived
+    after its lease expired was written all the same when no other claim had taken the range
+    meanwhile."""
+    build(store, {"c1": 30, "c2": 30})
+    c = jobs.claim(store.con, ident_for(store), owner="slow", now=NOW, lease_seconds=10)
+    with pytest.raises(RuleError) as info:
+        jobs.complete(store.con, c, done(), now=NOW + 12.5)
+    assert str(info.value) == (
+        f"job {c.job_id[:12]}: its lease expired 2.5 s before the summary arrived; "
+        "the attempt counts as failed (lease expired) and nothing was written"
+    )
+    assert info.value.hint == "give summaries more time: raise --lease-seconds"
+    row = store.con.execute("SELECT status, attempts, summary, last_error FROM compactions")
+    assert row.fetchone() == (
+        "failed",
+        1,
+        None,
+        "lease expired: the worker stopped before finishing",
+    )
+    assert store.con.execute("SELECT attempt, outcome FROM compaction_attempts").fetchall() == [
+        (1, "lease_expired")
+    ]
+    assert store.con.execute("SELECT count(*) FROM boundaries").fetchone()[0] == 0
+    again = jobs.claim(store.con, ident_for(store), owner="w", now=NOW + 13)
+    assert isinstance(again, jobs.Claim) and again.attempt == 2
+    # up to and including the lease's last instant the write is in time
+    c2 = jobs.claim(store.con, ident_for(store, "c2"), owner="w", now=NOW, lease_seconds=10)
+    assert jobs.complete(store.con, c2, done(), now=NOW + 10) == f"lexkeep-compaction/{c2.job_id}"
+
+
+def test_a_batch_completion_refuses_only_the_claims_whose_lease_expired(store):
+    build(store, {"c1": 30, "c2": 30})
+    first = jobs.claim(store.con, ident_for(store), owner="w", now=NOW, lease_seconds=10)
+    second = jobs.claim(store.con, ident_for(store, "c2"), owner="w", now=NOW + 5, lease_seconds=10)
+    results = jobs.complete_many(store.con, [(first, done()), (second, done())], now=NOW + 11)
+    assert isinstance(results[0], RuleError) and "lease expired 1 s before" in str(results[0])
+    assert results[1] == f"lexkeep-compaction/{second.job_id}"
+    assert store.con.execute(
+        "SELECT conversation_id, status, attempts FROM compactions ORDER BY ALL"
+    ).fetchall() == [("c1", "failed", 1), ("c2", "completed", 1)]
+
+
+def test_a_late_completion_on_the_last_attempt_leaves_the_range_raw(store):
+    build(store, {"c1": 30})
+    c1 = jobs.claim(store.con, ident_for(store), owner="w", now=NOW)
+    jobs.fail(store.con, c1, "boom", now=NOW)
+    c2 = jobs.claim(store.con, ident_for(store), owner="w", now=NOW + 1, lease_seconds=10)
+    with pytest.raises(RuleError, match="lease expired"):
+        jobs.complete(store.con, c2, done(), now=NOW + 20)
+    assert store.con.execute("SELECT status, attempts, summary FROM compactions").fetchone() == (
+        "exhausted",
+        2,
+        None,
+    )

@@ -327,3 +327,42 @@ def test_openai_text_with_a_lone_surrogate_is_a_failed_attempt_not_a_crash(opena
     assert (report.completed, report.failed) == (0, 1)
     [row] = store.con.execute("SELECT status, last_error, summary FROM compactions").fetchall()
     assert row[0] == "failed" and "not plain text" in row[1] and row[2] is None
+
+
+@pytest.mark.parametrize(
+    "text, code, at",
+    [
+        ("Summary \x1b[2J here", "U+001B", 8),  # ESC: clear the screen
+        ("order\x00 ORD_1", "U+0000", 5),  # NUL: ends a C string, a prompt
+        ("x \x9b31m red", "U+009B", 2),  # CSI as one C1 character
+        ("rm -rf /\rls", "U+000D", 8),  # a lone carriage return overwrites the line
+        ("bell\x07", "U+0007", 4),
+        ("del\x7f", "U+007F", 3),
+        ("page\x0cbreak", "U+000C", 4),
+    ],
+)
+def test_a_summary_with_a_control_character_breaks_the_contract(text, code, at):
+    problem = check_generation(Generation(text))
+    assert problem == f"the summary is not plain text: control character {code} at character {at}"
+
+
+def test_tabs_line_breaks_and_crlf_are_plain_text():
+    assert check_generation(Generation("a\tb\nc\r\nd\r\n")) is None
+
+
+def test_a_command_printing_terminal_escapes_is_a_failed_attempt(tmp_path, store):
+    """A `command:` summariser whose output held ESC sequences was stored as the summary, and
+    `lexkeep context --format text` sent them to the user's terminal."""
+    from test_compaction_support import build
+
+    from lexkeep.compaction.engine import run_compaction
+
+    build(store, {"c1": 30})
+    spec = _script(
+        tmp_path, "import sys\nsys.stdin.read()\nprint('Summary \\x1b]0;pwned\\x07 ok')\n"
+    )
+    report = run_compaction(store, summarizer=create(spec, SummarizerOptions(timeout=30)))
+    assert (report.completed, report.failed) == (0, 1)
+    [row] = store.con.execute("SELECT status, last_error, summary FROM compactions").fetchall()
+    assert row[0] == "failed" and row[2] is None
+    assert row[1] == "the summary is not plain text: control character U+001B at character 8"

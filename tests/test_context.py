@@ -17,6 +17,7 @@ from lexkeep.compaction.context import (
     build_context,
     clip_answer,
 )
+from lexkeep.core.controls import first_control
 from lexkeep.core.errors import BudgetError, ConfigError, NotFoundError
 from lexkeep.core.store import Store
 
@@ -366,3 +367,105 @@ def test_pinned_identifiers_come_in_message_then_span_order(store, tmp_path):
     assert expected[-1][1] == "ORD_31337"
     got = build_context(store, "c6", 100_000).pinned
     assert [(p.kind, p.value) for p in got] == expected
+
+
+CONTROLS = "\x00\x01\x07\x08\x0b\x0c\x0e\x1b\x1f\x7f\x80\x9b\x9f"
+
+
+def _store_summary_as_written_before(store: Store, job_id: str, text: str) -> None:
+    """A summary an earlier lexkeep accepted: control characters were not refused then."""
+    store.con.execute(
+        "UPDATE compactions SET summary = $t, summary_sha256 = sha256($t) WHERE id = $id",
+        {"t": text, "id": job_id},
+    )
+
+
+def test_text_output_shows_control_characters_instead_of_printing_them(store, tmp_path):
+    """A stored summary (and a user message) holding ESC sequences, NUL or C1 controls reached
+    the terminal or the prompt as they were through `lexkeep context --format text`."""
+    load(
+        store,
+        tmp_path,
+        pair_records(
+            "c9",
+            30,
+            user=lambda i: f"question {i} \x1b[31mred\x1b[0m" if i == 3 else f"question {i}",
+            answer=lambda i: f"answer {i}\x9b2J and\rover" if i == 25 else f"answer {i}",
+        ),
+    )
+    job = summarise(store, "c9", 0, "placeholder")
+    summary = "Summary \x1b]0;pwned\x07 done\x00" + CONTROLS + " and a\r\nCRLF\tline"
+    _store_summary_as_written_before(store, job, summary)
+
+    ctx = _everything(store, "c9", "text")
+    assert [type(i).__name__ for i in ctx.history][0] == "SummaryCandidate"
+    assert first_control(ctx.output) is None
+    assert "a\r\nCRLF\tline" in ctx.output  # line ends and tabs stay as they are
+    assert "Summary \\u001b]0;pwned\\u0007 done\\u0000" in ctx.output
+    assert "question 3 \\u001b[31mred\\u001b[0m" in ctx.output
+    assert "answer 25\\u009b2J and\\u000dover" in ctx.output
+    assert len(ctx.output.encode("utf-8")) == ctx.bytes
+    for c in CONTROLS:
+        assert f"\\u{ord(c):04x}" in ctx.output
+    # One byte less than it needs: the escapes are counted, so something is left out.
+    smaller = build_context(store, "c9", ctx.bytes - 1, format="text")
+    assert smaller.bytes <= ctx.bytes - 1 and smaller.omitted
+
+
+def test_json_output_escapes_every_control_character_and_keeps_the_text(store, tmp_path):
+    load(store, tmp_path, pair_records("c8", 30))
+    job = summarise(store, "c8", 0, "placeholder")
+    summary = "Summary " + CONTROLS + " end"
+    _store_summary_as_written_before(store, job, summary)
+    ctx = _everything(store, "c8", "json")
+    raw = ctx.output.encode("utf-8")
+    assert not any(chr(b) in CONTROLS for b in raw)
+    assert not any(raw[i] == 0xC2 and 0x80 <= raw[i + 1] <= 0x9F for i in range(len(raw) - 1))
+    doc = orjson.loads(raw)
+    assert doc["history"][0]["assistant_history_summary"] == summary
+    assert len(raw) == ctx.bytes
+
+
+def _big_newest(i: int) -> str:
+    return ("a long answer " * 300) if i in (37, 39) else f"answer {i}"
+
+
+def test_text_output_says_how_many_newest_pairs_did_not_fit(store, tmp_path):
+    """The newest raw pairs come first (DESIGN), but one too big for the budget is left out
+    while an older summary still fits: without a word, the text read as if the summary and
+    the pairs shown were the latest of the conversation."""
+    load(store, tmp_path, pair_records("c7", 40, answer=_big_newest))
+    summarise(store, "c7", 0, "summary of the first ten answers")
+    everything = build_context(store, "c7", 10**9, format="text")
+    big = len(("a long answer " * 300).encode())
+    budget = everything.bytes - big + 300  # 300: room for the list of what is left out
+    ctx = build_context(store, "c7", budget, format="text")
+    assert [(o.from_pair, o.to_pair) for o in ctx.omitted] == [(37, 37)]
+    assert isinstance(ctx.history[0], SummaryCandidate)
+    note = (
+        "- note: 1 of the 20 newest exchanges (pairs 20-39) did not fit; what is shown below"
+        " lacks them, even where it shows older exchanges\n"
+    )
+    assert note in ctx.output
+    assert ctx.output.index("## NOT INCLUDED") < ctx.output.index(note)
+    assert len(ctx.output.encode()) == ctx.bytes <= budget
+    assert "- note:" not in everything.output
+    assert "note" not in build_context(store, "c7", budget, format="json").output
+    tight = build_context(store, "c7", 2_000, format="text")
+    newest_left_out = sum(
+        o.to_pair - o.from_pair + 1 for o in tight.omitted if o.reason == "raw_too_big"
+    )
+    assert newest_left_out > 1
+    assert f"- note: {newest_left_out} of the 20 newest exchanges (pairs 20-39)" in tight.output
+
+
+def test_the_note_is_counted_in_the_budget_to_the_byte(store, tmp_path):
+    load(store, tmp_path, pair_records("c6", 40, answer=_big_newest))
+    summarise(store, "c6", 0, "summary of the first ten answers")
+    sizes = set()
+    for budget in range(4300, 4700, 7):
+        ctx = build_context(store, "c6", budget, format="text")
+        assert len(ctx.output.encode()) == ctx.bytes <= budget
+        if "- note:" in ctx.output:
+            sizes.add(ctx.bytes)
+    assert sizes  # the range of budgets does hit outputs with the note

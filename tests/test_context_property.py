@@ -16,6 +16,7 @@ from test_context_support import load, pair_records, summarise
 from lexkeep.compaction.context import ContextFormat, Projection, RawPair, build_context
 from lexkeep.compaction.pairs import eligible_pairs
 from lexkeep.compaction.planning import plan_segments
+from lexkeep.core.controls import first_control
 from lexkeep.core.errors import BudgetError
 from lexkeep.core.store import Store
 
@@ -72,7 +73,15 @@ def test_output_never_exceeds_the_budget(shared, conv):
     summaries = {}
     for (start, _), text in zip(segments, conv["summaries"], strict=False):
         if text is not None and text.strip():
-            summarise(store, cid, start, text)
+            if first_control(text) is None:
+                summarise(store, cid, start, text)
+            else:  # stored as an earlier lexkeep did; complete() refuses control characters
+                job = summarise(store, cid, start, "placeholder")
+                store.con.execute(
+                    "UPDATE compactions SET summary = $t, summary_sha256 = sha256($t) "
+                    "WHERE id = $id",
+                    {"t": text, "id": job},
+                )
             summaries[start] = text
     if conv["stale"] and summaries:
         start = min(summaries)
