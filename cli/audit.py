@@ -6,7 +6,14 @@ from typing import Annotated
 
 import typer
 
-from lexkeep.cli.common import DbOption, is_terminal, output_stream, progress, reader_gone
+from lexkeep.cli.common import (
+    DbOption,
+    is_terminal,
+    output_stream,
+    progress,
+    reader_gone,
+    refuse_output_over_inputs,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -102,6 +109,7 @@ def register(app: typer.Typer) -> None:
             "format": fmt,
             "redact": redact,
         }
+        refuse_output_over_inputs(output, paths or (), db)
         # The total opens every file: found only when a bar is shown.
         total = functools.partial(input_size, paths) if paths else None
         with progress("reading traces", total) as advance:

@@ -334,6 +334,29 @@ def test_output_file_and_stdout(cli, tmp_path):
     assert findings(target.read_text(encoding="utf-8")) == ALL_VALUES
 
 
+def test_output_naming_an_input_trace_is_refused_and_the_trace_kept(cli, tmp_path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    trace = folder / INVOICE.name
+    trace.write_bytes(INVOICE.read_bytes())
+    for given in (trace, folder):  # the file itself, or a folder that holds it
+        result = ok(cli("audit", given, "--format", "json", "-o", trace), 2)
+        assert f"-o {trace}" in result.stderr and "input" in result.stderr
+        assert trace.read_bytes() == INVOICE.read_bytes()
+
+
+def test_output_naming_the_store_is_refused_and_the_store_kept(cli, sample_db, tmp_path):
+    store = tmp_path / "copy.duckdb"
+    store.write_bytes(sample_db.read_bytes())
+    link = tmp_path / "report.json"
+    link.symlink_to(store)  # the same file under another name
+    for target in (store, link):
+        result = ok(cli("audit", "--db", store, "--format", "json", "-o", target), 2)
+        assert "store" in result.stderr
+    assert store.read_bytes() == sample_db.read_bytes()
+    assert findings(ok(cli("audit", "--db", store, "--format", "json"), 1).stdout) == ALL_VALUES
+
+
 def test_help_ends_with_an_example(cli):
     out = ok(cli("audit", "--help"), 0).stdout
     assert "Example: lexkeep audit" in out
