@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from lexkeep.core.errors import LexkeepError, SettingsWarning, is_query_interrupt
+from lexkeep.core.errors import (
+    LexkeepError,
+    SettingsWarning,
+    is_query_interrupt,
+    storage_error,
+)
 from lexkeep.core.store import default_db_path
 
 if TYPE_CHECKING:
@@ -144,6 +149,10 @@ def handle_errors(fn: F) -> F:
             if is_query_interrupt(err):
                 sys.stderr.write("Interrupted.\n")
                 raise typer.Exit(EXIT_INTERRUPTED) from None
+            storage = storage_error(err)
+            if storage is not None:  # a full disk or a read-only folder: the user's to fix
+                print_error(storage)
+                raise typer.Exit(EXIT_ERROR) from err
             sys.stderr.write(f"Error: internal error: {type(err).__name__}: {err}\n")
             if os.environ.get("LEXKEEP_DEBUG"):
                 traceback.print_exc()

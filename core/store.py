@@ -671,6 +671,10 @@ def bulk_insert(
                 elif added_ids is not None:
                     added_ids.update(row[-len(id_columns) :] for row in chunk)
         return count
+    except OSError as exc:
+        if exc.filename is None:  # a full disk fails the temporary file's write: name it
+            exc.filename = tmp
+        raise
     finally:
         os.unlink(tmp)
 

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import resource
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -339,3 +344,47 @@ def test_progress_finds_its_total_only_when_it_shows_a_bar(monkeypatch: pytest.M
     with progress("reading", total) as advance:
         advance(5)
     assert asked == [1]
+
+
+def _ingest_with_file_size_limit(limit: int, db: Path, *paths: Path) -> subprocess.CompletedProcess:
+    """`lexkeep ingest` in a process that may not write a file past `limit` bytes: the write
+    fails with EFBIG (File too large), as a full disk fails it with ENOSPC."""
+
+    def limit_writes() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write, do not kill the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    return subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", "ingest", *map(str, paths), "--db", str(db)],
+        preexec_fn=limit_writes,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_write_that_runs_out_of_room_is_a_clear_error_and_keeps_the_store(
+    cli, db_file: Path, tmp_path: Path
+) -> None:
+    ok(cli("ingest", SAMPLE_TRACES, "--db", db_file))
+    before = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    big = tmp_path / "big.jsonl"
+    with big.open("w", encoding="utf-8") as out:
+        for c in range(60):
+            out.write(json.dumps({"type": "conversation", "id": f"big{c}"}) + "\n")
+            for m in range(20):
+                role = "user" if m % 2 == 0 else "assistant"
+                text = f"order ORD-{c}{m}77 " + "lorem ipsum " * 500
+                record = {"type": "message", "id": f"big{c}/{m}", "conversation_id": f"big{c}"}
+                out.write(json.dumps({**record, "role": role, "text": text}) + "\n")
+    assert big.stat().st_size > 4 << 20
+    result = _ingest_with_file_size_limit(2 << 20, db_file, big)
+    assert result.returncode == 2, result.stderr
+    assert "internal error" not in result.stderr
+    assert "Error: cannot write " in result.stderr and "File too large" in result.stderr
+    assert "Hint: " in result.stderr
+    after = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert after == before  # nothing of the failed file, everything from before
