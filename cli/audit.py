@@ -14,6 +14,7 @@ from lexkeep.cli.common import (
     reader_gone,
     refuse_output_over_inputs,
 )
+from lexkeep.core.formats import format_names
 
 
 def register(app: typer.Typer) -> None:
@@ -42,6 +43,17 @@ def register(app: typer.Typer) -> None:
                 "--skip-invalid", help="Skip trace lines that cannot be read (counted, not fatal)."
             ),
         ] = False,
+        input_format: Annotated[
+            str | None,
+            typer.Option(
+                "--input-format",
+                metavar="FORMAT",
+                help="Force the trace format, as for ingest: "
+                + ", ".join(format_names())
+                + " [default: detect per file].",
+                show_default=False,
+            ),
+        ] = None,
         fmt: Annotated[
             str | None,
             typer.Option(
@@ -118,6 +130,7 @@ def register(app: typer.Typer) -> None:
                 db=db,
                 rules=rules,
                 skip_invalid=skip_invalid,
+                input_format=input_format,
                 flags=flags,
                 on_progress=advance,
                 on_phase=lambda text: advance(0, description=text),

@@ -357,6 +357,21 @@ def test_output_naming_the_store_is_refused_and_the_store_kept(cli, sample_db, t
     assert findings(ok(cli("audit", "--db", store, "--format", "json"), 1).stdout) == ALL_VALUES
 
 
+def test_input_format_forces_the_reader_as_the_mixed_file_hint_says(cli, tmp_path):
+    mixed = tmp_path / "mixed.jsonl"  # `cat` of a Codex rollout and a Claude Code session
+    mixed.write_bytes(CODEX.read_bytes() + CLAUDE.read_bytes())
+    refused = ok(cli("audit", mixed, "--format", "json"), 2)
+    assert "--input-format" in refused.stderr  # the hint names the option: audit has it
+    data = json.loads(
+        ok(cli("audit", mixed, "--input-format", "codex", "--format", "json"), 0).stdout
+    )
+    assert findings(json.dumps(data)) == EXPECTED[CODEX]
+    assert any("unknown_type" in note for note in data["notes"])  # the Claude lines, said
+    wrong = ok(cli("audit", INVOICE, "--input-format", "claude"), 2)
+    assert "no line is a claude record" in wrong.stderr
+    ok(cli("audit", INVOICE, "--input-format", "nope"), 2)
+
+
 def test_help_ends_with_an_example(cli):
     out = ok(cli("audit", "--help"), 0).stdout
     assert "Example: lexkeep audit" in out
