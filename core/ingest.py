@@ -10,7 +10,9 @@ import glob as globmod
 import gzip
 import hashlib
 import io
+import os
 import re
+import stat
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -640,6 +642,7 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
                     found.append((str(child), True))
             continue
         if path.exists():
+            _refuse_stream(given)
             found.append((given, False))
             continue
         matches = sorted(globmod.glob(given, recursive=True))
@@ -649,8 +652,27 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
             if Path(match).is_dir():
                 found.extend(expand_paths([match]))
             else:
+                _refuse_stream(match)
                 found.append((match, True))
     return found
+
+
+def _refuse_stream(path: str) -> None:
+    """A named pipe, socket or character device (`<(zcat dump.gz)`, /dev/stdin on a pipe) can
+    be read only once, and a trace file is opened more than once (its format is detected
+    first): refused before it is opened, which would wait for a writer."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # opening it says why
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode):
+        raise InputError(
+            "a pipe or device, not a file: it can be read only once, and a trace file is read"
+            " more than once",
+            path=path,
+            hint="pass it on standard input instead (zcat dump.jsonl.gz | lexkeep audit -),"
+            " or save it to a file first",
+        )
 
 
 def input_size(paths: Sequence[str]) -> int | None:

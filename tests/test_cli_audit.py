@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -885,3 +887,26 @@ def test_records_of_a_type_the_reader_does_not_know_are_named_in_the_notes(cli, 
     assert f"{mixed}:{len(lines) + 1}: this line is a claude record" in err
     clean = json.loads(ok(cli("audit", INVOICE, "--format", "json", env=env), 1).stdout)
     assert clean["notes"] == []
+
+
+def test_a_named_pipe_is_refused_with_the_way_to_pass_it(cli, tmp_path):
+    # `lexkeep audit <(zcat dump.jsonl.gz)` names a pipe, which can be read only once.
+    pipe = tmp_path / "trace.jsonl"
+    os.mkfifo(pipe)
+
+    def feed() -> None:
+        with contextlib.suppress(OSError), open(pipe, "wb") as out:
+            out.write(INVOICE.read_bytes())
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        for args in (("audit", pipe), ("ingest", pipe, "--db", tmp_path / "s.duckdb")):
+            result = ok(cli(*args), 2)
+            assert "internal error" not in result.stderr
+            assert f"Error: {pipe}: " in result.stderr and "pipe" in result.stderr
+            assert "standard input" in result.stderr
+    finally:  # let the writer go, whatever was read
+        fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+        os.close(fd)
+        writer.join(5)
