@@ -57,7 +57,13 @@ from lexkeep.core.parallel import ReadAhead, read_workers
 from lexkeep.core.readers import BOM, LEADING, JsonLine
 from lexkeep.core.rules import load_rules
 from lexkeep.core.sidecar import Known, index_pending
-from lexkeep.core.store import Store, close_position_holes, drop_keys, is_duckdb_file
+from lexkeep.core.store import (
+    Store,
+    close_position_holes,
+    drop_keys,
+    is_duckdb_file,
+    restore_file_order,
+)
 
 # How many decoded values the format sniffers see, and how many lines (values or not) are read
 # to find them: a binary file (a DuckDB store given as a trace) is all bad "lines".
@@ -757,6 +763,8 @@ class _Batch:
         # Files read again (ingest_runs key, lines read before): the errors earlier ingests
         # recorded for the lines read now are replaced by this read's (see finish).
         self.reread: list[tuple[str, int]] = []
+        # Conversations of files read again from their start (restore_file_order in finish).
+        self.reread_convs: set[str] = set()
         # The group's ingest_runs rows, written in finish(): one statement per group, not one
         # round trip per file (about 2.5 ms each, most of a small file's ingest).
         self.ingest_runs: list[tuple[Any, ...]] = []
@@ -1050,6 +1058,10 @@ class _Batch:
             given = {conv: self.max_pos[conv] for conv in self.touched}
             bases = {conv: self.base[conv] for conv in self.touched}
             self.max_pos.update(close_position_holes(self.con, bases, given))
+        if self.reread_convs:
+            # Lines read again: a fixed one takes its place among the stored ones.
+            restore_file_order(self.con, self.reread_convs & self.touched)
+            self.reread_convs.clear()
         if self.appended_runs and not self.lean:
             self._place_appended_runs()
         conv_rows = []
@@ -1826,6 +1838,8 @@ def _ingest_one(
     )
     if prev is not None and path != "-":
         batch.reread.append((key, skip_lines))
+        if not skip_lines:  # read again from its start: a line may now stand before stored ones
+            batch.reread_convs.update(state.convs)
     stored = batch.names[path]
     batch.run_index[stored] = run_id
     batch.errors.extend(

@@ -388,3 +388,24 @@ def test_a_write_that_runs_out_of_room_is_a_clear_error_and_keeps_the_store(
     assert "Hint: " in result.stderr
     after = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
     assert after == before  # nothing of the failed file, everything from before
+
+
+def test_a_line_read_again_after_a_fix_takes_its_place_in_the_file_order(
+    cli, db_file: Path, tmp_path: Path
+) -> None:
+    # The tool call before the compaction (line 4) is broken, skipped, then fixed: read again,
+    # it must sit before the boundary, or the audit would take it for a call made after it.
+    story = SAMPLE_TRACES / "invoice_altered.jsonl"
+    lines = story.read_text(encoding="utf-8").splitlines(keepends=True)
+    trace = tmp_path / "story.jsonl"
+    trace.write_text("".join(lines[:3] + ["{x" + lines[3][1:]] + lines[4:]), encoding="utf-8")
+    ok(cli("ingest", trace, "--db", db_file, "--skip-invalid"))
+    trace.write_text("".join(lines), encoding="utf-8")
+    ok(cli("ingest", trace, "--db", db_file))
+    shown = json.loads(ok(cli("show", "support-4471", "--db", db_file, "--format", "json")).stdout)
+    lines_in_order = [e["source_line"] for e in shown["entries"]]
+    assert lines_in_order == sorted(lines_in_order)
+    audit = cli("audit", "--db", db_file, "--format", "json")
+    assert audit.exit_code == 1, audit.stderr
+    verdicts = {f["value"]: f["verdict"] for f in json.loads(audit.stdout)["findings"]}
+    assert verdicts == {"INV-2025-08-44719": "altered"}  # as an audit of the file says
