@@ -121,6 +121,28 @@ def open_input(path: str | Path) -> BinaryIO:
 
 GZIP_MAGIC = b"\x1f\x8b"
 
+# Byte-order marks of the encodings Windows tools write instead of UTF-8 (PowerShell's `>`).
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
+def _wide_encoding(path: str | None) -> str | None:
+    """ "UTF-16" or "UTF-32" when the file at `path` starts with that byte-order mark (after
+    gzip); None otherwise, for standard input (read once) and for a file that cannot be read."""
+    if path is None or path == "-":
+        return None
+    try:
+        stream = open_input(path)
+    except InputError:
+        return None
+    with stream:
+        head = stream.read(4)
+    return next((name for bom, name in _WIDE_BOMS if head.startswith(bom)), None)
+
 
 def is_gzip(path: str | Path) -> bool:
     """True when the file at `path` starts as gzip does (how open_input decides, not the name);
@@ -521,12 +543,17 @@ def detect_format(
                 hint=_hints_for(first_bad.reason),
             )
         if first_bad is not None and not head:
+            detail, hint = first_bad.detail or first_bad.reason, "the file is not valid JSON/JSONL"
+            wide = _wide_encoding(path) if first_bad.reason == "invalid_utf8" else None
+            if wide is not None:
+                detail = f"{wide} text, not UTF-8 (it starts with a {wide} byte-order mark)"
+                hint = f"convert it first: iconv -f {wide} -t UTF-8 {display} > NEW_FILE"
             raise InputError(
-                first_bad.detail or first_bad.reason,
+                detail,
                 path=first_bad.source.file,
                 line=first_bad.source.line,
                 col=first_bad.col,
-                hint="the file is not valid JSON/JSONL",
+                hint=hint,
             )
         raise UnrecognisedFormat(
             "not a recognised trace format",

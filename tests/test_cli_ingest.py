@@ -409,3 +409,17 @@ def test_a_line_read_again_after_a_fix_takes_its_place_in_the_file_order(
     assert audit.exit_code == 1, audit.stderr
     verdicts = {f["value"]: f["verdict"] for f in json.loads(audit.stdout)["findings"]}
     assert verdicts == {"INV-2025-08-44719": "altered"}  # as an audit of the file says
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_a_utf16_or_utf32_file_is_named_as_such_with_the_conversion(
+    cli, db_file: Path, tmp_path: Path, encoding: str
+) -> None:
+    # Windows PowerShell's `>` writes UTF-16 with a byte-order mark.
+    trace = tmp_path / "story.jsonl"
+    trace.write_text(INVOICE.read_text(encoding="utf-8"), encoding=encoding)
+    for args in (("ingest", trace, "--db", db_file), ("audit", trace)):
+        result = cli(*args)
+        assert result.exit_code == 2, result.stderr
+        assert f"Error: {trace}:1:1: {encoding.upper()} text, not UTF-8" in result.stderr
+        assert f"iconv -f {encoding.upper()} -t UTF-8" in result.stderr
