@@ -46,6 +46,7 @@ from lexkeep.audit.report import (
 from lexkeep.audit.settings import AuditSettings, resolve
 from lexkeep.core.errors import ConfigError, InputError
 from lexkeep.core.fastload import READER_FIELDS
+from lexkeep.core.formats import get_reader
 from lexkeep.core.ingest import expand_paths, ingest_paths
 from lexkeep.core.inspect import ID_CONFLICT, left_out
 from lexkeep.core.model import ArgumentsKind, FileCounts, Format, Source, Verdict
@@ -245,6 +246,7 @@ def audit_command(
     db: str | None = None,
     rules: str | None = None,
     skip_invalid: bool = False,
+    input_format: str | None = None,
     flags: Mapping[str, Any] | None = None,
     on_progress: Callable[[int], None] | None = None,
     on_phase: Callable[[str], None] | None = None,
@@ -259,6 +261,7 @@ def audit_command(
             db=db,
             rules=rules,
             skip_invalid=skip_invalid,
+            input_format=input_format,
             settings=settings,
             on_progress=on_progress,
             on_phase=on_phase,
@@ -306,6 +309,7 @@ def run_audit(
     db: str | None = None,
     rules: str | None = None,
     skip_invalid: bool = False,
+    input_format: str | None = None,
     settings: AuditSettings | None = None,
     fast: bool = True,
     on_progress: Callable[[int], None] | None = None,
@@ -314,7 +318,9 @@ def run_audit(
     """Audit trace files (ingested into an in-memory store) or an existing store (read-only).
 
     One lexkeep JSONL file takes the DuckDB fast path (audit/fastload.py) unless `fast` is
-    False; anything it cannot reproduce exactly goes through the normal ingest.
+    False or `input_format` forces a format; anything it cannot reproduce exactly goes through
+    the normal ingest. `input_format` (a format name) reads every file as that format, as
+    `lexkeep ingest --input-format` does.
     `on_progress(n)` is told the bytes of trace input read; `on_phase(text)` what the audit
     does now, when that changes (a progress bar's description).
     """
@@ -322,6 +328,11 @@ def run_audit(
     settings = settings or AuditSettings()
     if skip_invalid and not paths:
         raise ConfigError("--skip-invalid only applies when auditing trace files")
+    if input_format is not None and not paths:
+        raise ConfigError(
+            "--input-format only applies when auditing trace files",
+            hint="a store's files were read at ingest: lexkeep ingest --input-format FORMAT",
+        )
     if paths and db:
         raise ConfigError(
             "give trace files or --db, not both",
@@ -333,7 +344,9 @@ def run_audit(
         files = expand_paths(list(paths))
         if not files:
             raise _no_traces(paths, 0)
-        if fast and len(files) == 1:
+        if input_format is not None:
+            get_reader(input_format)  # an unknown format fails before any file is read
+        if fast and len(files) == 1 and input_format is None:
             with Store.open(None, memory_limit=AUDIT_MEMORY_LIMIT) as store:
                 phase("loading the file (DuckDB)")
                 if fast_load(
@@ -352,6 +365,7 @@ def run_audit(
                 counts = ingest_paths(
                     store,
                     list(paths),
+                    format=input_format,
                     skip_invalid=skip_invalid,
                     rules=loaded_rules,
                     on_progress=on_progress,

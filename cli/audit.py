@@ -6,7 +6,15 @@ from typing import Annotated
 
 import typer
 
-from lexkeep.cli.common import DbOption, is_terminal, output_stream, progress, reader_gone
+from lexkeep.cli.common import (
+    DbOption,
+    is_terminal,
+    output_stream,
+    progress,
+    reader_gone,
+    refuse_output_over_inputs,
+)
+from lexkeep.core.formats import format_names
 
 
 def register(app: typer.Typer) -> None:
@@ -35,6 +43,17 @@ def register(app: typer.Typer) -> None:
                 "--skip-invalid", help="Skip trace lines that cannot be read (counted, not fatal)."
             ),
         ] = False,
+        input_format: Annotated[
+            str | None,
+            typer.Option(
+                "--input-format",
+                metavar="FORMAT",
+                help="Force the trace format, as for ingest: "
+                + ", ".join(format_names())
+                + " [default: detect per file].",
+                show_default=False,
+            ),
+        ] = None,
         fmt: Annotated[
             str | None,
             typer.Option(
@@ -102,6 +121,7 @@ def register(app: typer.Typer) -> None:
             "format": fmt,
             "redact": redact,
         }
+        refuse_output_over_inputs(output, paths or (), db)
         # The total opens every file: found only when a bar is shown.
         total = functools.partial(input_size, paths) if paths else None
         with progress("reading traces", total) as advance:
@@ -110,6 +130,7 @@ def register(app: typer.Typer) -> None:
                 db=db,
                 rules=rules,
                 skip_invalid=skip_invalid,
+                input_format=input_format,
                 flags=flags,
                 on_progress=advance,
                 on_phase=lambda text: advance(0, description=text),

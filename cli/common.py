@@ -6,14 +6,19 @@ import os
 import sys
 import traceback
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from lexkeep.core.errors import LexkeepError, SettingsWarning, is_query_interrupt
+from lexkeep.core.errors import (
+    LexkeepError,
+    SettingsWarning,
+    is_query_interrupt,
+    storage_error,
+)
 from lexkeep.core.store import default_db_path
 
 if TYPE_CHECKING:
@@ -144,6 +149,10 @@ def handle_errors(fn: F) -> F:
             if is_query_interrupt(err):
                 sys.stderr.write("Interrupted.\n")
                 raise typer.Exit(EXIT_INTERRUPTED) from None
+            storage = storage_error(err)
+            if storage is not None:  # a full disk or a read-only folder: the user's to fix
+                print_error(storage)
+                raise typer.Exit(EXIT_ERROR) from err
             sys.stderr.write(f"Error: internal error: {type(err).__name__}: {err}\n")
             if os.environ.get("LEXKEEP_DEBUG"):
                 traceback.print_exc()
@@ -169,6 +178,49 @@ def _show_warning(
     else:
         stream.write(warnings.formatwarning(message, category, filename, lineno, line))
     stream.flush()
+
+
+def refuse_output_over_inputs(output: str | None, paths: Sequence[str], db: str | None) -> None:
+    """Refuse `-o FILE` when FILE is what the command reads: one of the trace files `paths`
+    names (directly, in a folder or by a glob) or, without paths, the store. The report would
+    replace it (`-o` writes a new file over the old one), and with it the traces or the store.
+
+    Only a regular file that exists can be one of them; a missing file, `-` or a device
+    (/dev/null) costs nothing here.
+    """
+    if output is None or output == "-" or not Path(output).is_file():
+        return
+    hint = "pass -o a file name of its own, e.g. -o audit-report.json"
+    if not paths:
+        store = db_path(db)
+        if _same_file(output, store):
+            raise LexkeepError(
+                f"-o {output} is the store the audit reads ({store}): the report would replace it",
+                hint=hint,
+            )
+        return
+    from lexkeep.core.errors import InputError
+    from lexkeep.core.ingest import expand_paths
+
+    try:
+        found = expand_paths(paths)
+    except InputError:
+        return  # the audit itself names the path that does not exist
+    for trace, _ in found:
+        if trace != "-" and _same_file(output, trace):
+            raise LexkeepError(
+                f"-o {output} is one of the audit's input traces ({trace}): the report would"
+                " replace it",
+                hint=hint,
+            )
+
+
+def _same_file(a: str, b: str) -> bool:
+    """True when both paths exist and name one file (through links, or two spellings)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 @contextmanager

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import re
+
 
 class LexkeepError(Exception):
     """An error a user can act on: message, optional location (path, line, column) and hint."""
@@ -110,3 +113,56 @@ def is_query_interrupt(exc: BaseException) -> bool:
     return type(exc).__name__ == "InterruptException" or (
         type(exc) is RuntimeError and str(exc) == "Query interrupted"
     )
+
+
+# Why a write can fail that is the machine's, not lexkeep's: strerror text -> kind of fix.
+_NO_ROOM = {
+    errno.ENOSPC: "No space left on device",
+    errno.EDQUOT: "Disk quota exceeded",
+    errno.EFBIG: "File too large",
+}
+_NOT_WRITABLE = {
+    errno.EROFS: "Read-only file system",
+    errno.EACCES: "Permission denied",
+}
+# DuckDB reports the same failures as text: `Could not write file "PATH": No space left on
+# device`, `Cannot open file "PATH.wal": Permission denied` (inside a commit or checkpoint).
+_DUCKDB_FILE_ERROR = re.compile(
+    r"(?:Could not|Cannot|Failed to) (write|open|create|truncate|sync|extend)\w* "
+    r'(?:to )?(?:file|directory) "([^"]+)": ('
+    + "|".join(re.escape(text) for text in (*_NO_ROOM.values(), *_NOT_WRITABLE.values()))
+    + ")"
+)
+
+
+def storage_error(exc: BaseException) -> StoreError | None:
+    """A write that failed for want of room or permission (a full disk, a quota, a file size
+    limit, a read-only folder), as an error naming the file and what to do; None for any other
+    exception. DuckDB rolls back the transaction that failed, and lexkeep writes each file's
+    ingest and each batch of compactions in one, so what was stored before stays stored."""
+    reason: str | None = None
+    verb, where = "write", None
+    if isinstance(exc, OSError) and not isinstance(exc, LexkeepError):
+        reason = _NO_ROOM.get(exc.errno or 0)
+        if reason is None and exc.filename is not None:
+            reason = _NOT_WRITABLE.get(exc.errno or 0)
+        where = None if exc.filename is None else str(exc.filename)
+    elif type(exc).__module__.split(".")[0] in ("duckdb", "_duckdb"):
+        found = _DUCKDB_FILE_ERROR.search(str(exc))
+        if found is not None:
+            verb, where, reason = found.group(1), found.group(2), found.group(3)
+    if reason is None:
+        return None
+    target = where if where is not None else "a temporary file"
+    if reason in _NO_ROOM.values():
+        hint = (
+            "free space (or raise the quota or file size limit) where it is written, or point"
+            " --db or $TMPDIR at another disk, then run the command again: the write that"
+            " failed stored nothing, and what was stored before it stays"
+        )
+    else:
+        hint = (
+            "a store is written together with FILE.wal beside it: make its folder writable, or"
+            " copy the store to a folder that is (audit --db, stats and show open it read-only)"
+        )
+    return StoreError(f"cannot {verb} {target}: {reason}", hint=hint)

@@ -10,7 +10,9 @@ import glob as globmod
 import gzip
 import hashlib
 import io
+import os
 import re
+import stat
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -56,7 +58,13 @@ from lexkeep.core.readers import BOM, LEADING, JsonLine, same_call
 from lexkeep.core.requestlog import Continued
 from lexkeep.core.rules import load_rules
 from lexkeep.core.sidecar import Known, index_pending
-from lexkeep.core.store import Store, close_position_holes, drop_keys, is_duckdb_file
+from lexkeep.core.store import (
+    Store,
+    close_position_holes,
+    drop_keys,
+    is_duckdb_file,
+    restore_file_order,
+)
 
 # How many decoded values the format sniffers see, and how many lines (values or not) are read
 # to find them: a binary file (a DuckDB store given as a trace) is all bad "lines".
@@ -113,6 +121,28 @@ def open_input(path: str | Path) -> BinaryIO:
 
 
 GZIP_MAGIC = b"\x1f\x8b"
+
+# Byte-order marks of the encodings Windows tools write instead of UTF-8 (PowerShell's `>`).
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
+def _wide_encoding(path: str | None) -> str | None:
+    """ "UTF-16" or "UTF-32" when the file at `path` starts with that byte-order mark (after
+    gzip); None otherwise, for standard input (read once) and for a file that cannot be read."""
+    if path is None or path == "-":
+        return None
+    try:
+        stream = open_input(path)
+    except InputError:
+        return None
+    with stream:
+        head = stream.read(4)
+    return next((name for bom, name in _WIDE_BOMS if head.startswith(bom)), None)
 
 
 def is_gzip(path: str | Path) -> bool:
@@ -554,12 +584,17 @@ def detect_format(
                 hint=_hints_for(first_bad.reason),
             )
         if first_bad is not None and not head:
+            detail, hint = first_bad.detail or first_bad.reason, "the file is not valid JSON/JSONL"
+            wide = _wide_encoding(path) if first_bad.reason == "invalid_utf8" else None
+            if wide is not None:
+                detail = f"{wide} text, not UTF-8 (it starts with a {wide} byte-order mark)"
+                hint = f"convert it first: iconv -f {wide} -t UTF-8 {display} > NEW_FILE"
             raise InputError(
-                first_bad.detail or first_bad.reason,
+                detail,
                 path=first_bad.source.file,
                 line=first_bad.source.line,
                 col=first_bad.col,
-                hint="the file is not valid JSON/JSONL",
+                hint=hint,
             )
         raise UnrecognisedFormat(
             "not a recognised trace format",
@@ -681,6 +716,7 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
                     found.append((str(child), True))
             continue
         if path.exists():
+            _refuse_stream(given)
             found.append((given, False))
             continue
         matches = sorted(globmod.glob(given, recursive=True))
@@ -690,8 +726,27 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
             if Path(match).is_dir():
                 found.extend(expand_paths([match]))
             else:
+                _refuse_stream(match)
                 found.append((match, True))
     return found
+
+
+def _refuse_stream(path: str) -> None:
+    """A named pipe, socket or character device (`<(zcat dump.gz)`, /dev/stdin on a pipe) can
+    be read only once, and a trace file is opened more than once (its format is detected
+    first): refused before it is opened, which would wait for a writer."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # opening it says why
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode):
+        raise InputError(
+            "a pipe or device, not a file: it can be read only once, and a trace file is read"
+            " more than once",
+            path=path,
+            hint="pass it on standard input instead (zcat dump.jsonl.gz | lexkeep audit -),"
+            " or save it to a file first",
+        )
 
 
 def input_size(paths: Sequence[str]) -> int | None:
@@ -777,6 +832,8 @@ class _Batch:
         # Files read again (ingest_runs key, lines read before): the errors earlier ingests
         # recorded for the lines read now are replaced by this read's (see finish).
         self.reread: list[tuple[str, int]] = []
+        # Conversations of files read again from their start (restore_file_order in finish).
+        self.reread_convs: set[str] = set()
         # The group's ingest_runs rows, written in finish(): one statement per group, not one
         # round trip per file (about 2.5 ms each, most of a small file's ingest).
         self.ingest_runs: list[tuple[Any, ...]] = []
@@ -1067,6 +1124,10 @@ class _Batch:
             given = {conv: self.max_pos[conv] for conv in self.touched}
             bases = {conv: self.base[conv] for conv in self.touched}
             self.max_pos.update(close_position_holes(self.con, bases, given))
+        if self.reread_convs:
+            # Lines read again: a fixed one takes its place among the stored ones.
+            restore_file_order(self.con, self.reread_convs & self.touched)
+            self.reread_convs.clear()
         if self.appended_runs and not self.lean:
             self._place_appended_runs()
         conv_rows = []
@@ -1885,6 +1946,8 @@ def _ingest_one(
     )
     if prev is not None and path != "-":
         batch.reread.append((key, skip_lines))
+        if not skip_lines:  # read again from its start: a line may now stand before stored ones
+            batch.reread_convs.update(state.convs)
     stored = batch.names[path]
     batch.run_index[stored] = run_id
     batch.errors.extend(

@@ -675,6 +675,10 @@ def bulk_insert(
             added += len(chunk)
             added_per_file.update(row[0] for row in chunk)
         return added if count_added else count
+    except OSError as exc:
+        if exc.filename is None:  # a full disk fails the temporary file's write: name it
+            exc.filename = tmp
+        raise
     finally:
         os.unlink(tmp)
 
@@ -739,6 +743,50 @@ def close_position_holes(
         {"c": list(new_max), "new": list(new_max.values())},
     )
     return new_max
+
+
+def restore_file_order(con: duckdb.DuckDBPyConnection, convs: Iterable[str]) -> None:
+    """Put the records of each conversation in `convs` that comes from one file back in that
+    file's line order, on the positions they hold (so max_position stays).
+
+    New records take positions after the stored ones, which is the file order when a file
+    grows. A line read again after it was fixed (skipped by --skip-invalid, or rewritten)
+    stands before stored lines, though: left at the end, a tool call made before a compaction
+    would count as made after it. A conversation with records from several files (a resumed
+    session, a `lexkeep compact` boundary) keeps its positions: lines of different files
+    have no order between them. Runs at a moved record move with it.
+    """
+    convs = list(convs)
+    if not convs:
+        return
+    union = " UNION ALL ".join(
+        f"SELECT conversation_id AS c, position, source_file, source_line FROM {table}"
+        f" WHERE conversation_id IN (SELECT unnest($convs))"
+        for table in TIMELINE_TABLES
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE lexkeep_reorder AS
+        WITH t AS ({union}),
+        one AS (SELECT c FROM t GROUP BY c HAVING count(DISTINCT source_file) = 1),
+        r AS (
+            SELECT t.c, t.position AS old,
+                   row_number() OVER (PARTITION BY t.c ORDER BY t.source_line, t.position) AS k,
+                   row_number() OVER (PARTITION BY t.c ORDER BY t.position) AS j
+            FROM t JOIN one ON t.c = one.c
+        )
+        SELECT a.c, a.old, b.old AS new FROM r a JOIN r b ON a.c = b.c AND a.k = b.j
+        WHERE a.old <> b.old
+        """,
+        {"convs": convs},
+    )
+    if con.execute("SELECT count(*) FROM lexkeep_reorder").fetchone()[0]:  # type: ignore[index]
+        for table in (*TIMELINE_TABLES, "runs"):
+            con.execute(
+                f"UPDATE {table} SET position = r.new FROM lexkeep_reorder r"
+                f" WHERE {table}.conversation_id = r.c AND {table}.position = r.old"
+            )
+    con.execute("DROP TABLE lexkeep_reorder")
 
 
 def drop_keys(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -332,6 +334,44 @@ def test_output_file_and_stdout(cli, tmp_path):
     result = ok(cli("audit", SAMPLE_TRACES, "--format", "json", "-o", target), 1)
     assert result.stdout == ""
     assert findings(target.read_text(encoding="utf-8")) == ALL_VALUES
+
+
+def test_output_naming_an_input_trace_is_refused_and_the_trace_kept(cli, tmp_path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    trace = folder / INVOICE.name
+    trace.write_bytes(INVOICE.read_bytes())
+    for given in (trace, folder):  # the file itself, or a folder that holds it
+        result = ok(cli("audit", given, "--format", "json", "-o", trace), 2)
+        assert f"-o {trace}" in result.stderr and "input" in result.stderr
+        assert trace.read_bytes() == INVOICE.read_bytes()
+
+
+def test_output_naming_the_store_is_refused_and_the_store_kept(cli, sample_db, tmp_path):
+    store = tmp_path / "copy.duckdb"
+    store.write_bytes(sample_db.read_bytes())
+    link = tmp_path / "report.json"
+    link.symlink_to(store)  # the same file under another name
+    for target in (store, link):
+        result = ok(cli("audit", "--db", store, "--format", "json", "-o", target), 2)
+        assert "store" in result.stderr
+    assert store.read_bytes() == sample_db.read_bytes()
+    assert findings(ok(cli("audit", "--db", store, "--format", "json"), 1).stdout) == ALL_VALUES
+
+
+def test_input_format_forces_the_reader_as_the_mixed_file_hint_says(cli, tmp_path):
+    mixed = tmp_path / "mixed.jsonl"  # `cat` of a Codex rollout and a Claude Code session
+    mixed.write_bytes(CODEX.read_bytes() + CLAUDE.read_bytes())
+    refused = ok(cli("audit", mixed, "--format", "json"), 2)
+    assert "--input-format" in refused.stderr  # the hint names the option: audit has it
+    data = json.loads(
+        ok(cli("audit", mixed, "--input-format", "codex", "--format", "json"), 0).stdout
+    )
+    assert findings(json.dumps(data)) == EXPECTED[CODEX]
+    assert any("unknown_type" in note for note in data["notes"])  # the Claude lines, said
+    wrong = ok(cli("audit", INVOICE, "--input-format", "claude"), 2)
+    assert "no line is a claude record" in wrong.stderr
+    ok(cli("audit", INVOICE, "--input-format", "nope"), 2)
 
 
 def test_help_ends_with_an_example(cli):
@@ -873,3 +913,26 @@ def test_records_of_a_type_the_reader_does_not_know_are_named_in_the_notes(cli, 
     assert f"{mixed}:{len(lines) + 1}: this line is a claude record" in err
     clean = json.loads(ok(cli("audit", INVOICE, "--format", "json", env=env), 1).stdout)
     assert clean["notes"] == []
+
+
+def test_a_named_pipe_is_refused_with_the_way_to_pass_it(cli, tmp_path):
+    # `lexkeep audit <(zcat dump.jsonl.gz)` names a pipe, which can be read only once.
+    pipe = tmp_path / "trace.jsonl"
+    os.mkfifo(pipe)
+
+    def feed() -> None:
+        with contextlib.suppress(OSError), open(pipe, "wb") as out:
+            out.write(INVOICE.read_bytes())
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        for args in (("audit", pipe), ("ingest", pipe, "--db", tmp_path / "s.duckdb")):
+            result = ok(cli(*args), 2)
+            assert "internal error" not in result.stderr
+            assert f"Error: {pipe}: " in result.stderr and "pipe" in result.stderr
+            assert "standard input" in result.stderr
+    finally:  # let the writer go, whatever was read
+        fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+        os.close(fd)
+        writer.join(5)

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import resource
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -339,3 +344,82 @@ def test_progress_finds_its_total_only_when_it_shows_a_bar(monkeypatch: pytest.M
     with progress("reading", total) as advance:
         advance(5)
     assert asked == [1]
+
+
+def _ingest_with_file_size_limit(limit: int, db: Path, *paths: Path) -> subprocess.CompletedProcess:
+    """`lexkeep ingest` in a process that may not write a file past `limit` bytes: the write
+    fails with EFBIG (File too large), as a full disk fails it with ENOSPC."""
+
+    def limit_writes() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write, do not kill the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    return subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", "ingest", *map(str, paths), "--db", str(db)],
+        preexec_fn=limit_writes,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_write_that_runs_out_of_room_is_a_clear_error_and_keeps_the_store(
+    cli, db_file: Path, tmp_path: Path
+) -> None:
+    ok(cli("ingest", SAMPLE_TRACES, "--db", db_file))
+    before = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    big = tmp_path / "big.jsonl"
+    with big.open("w", encoding="utf-8") as out:
+        for c in range(60):
+            out.write(json.dumps({"type": "conversation", "id": f"big{c}"}) + "\n")
+            for m in range(20):
+                role = "user" if m % 2 == 0 else "assistant"
+                text = f"order ORD-{c}{m}77 " + "lorem ipsum " * 500
+                record = {"type": "message", "id": f"big{c}/{m}", "conversation_id": f"big{c}"}
+                out.write(json.dumps({**record, "role": role, "text": text}) + "\n")
+    assert big.stat().st_size > 4 << 20
+    result = _ingest_with_file_size_limit(2 << 20, db_file, big)
+    assert result.returncode == 2, result.stderr
+    assert "internal error" not in result.stderr
+    assert "Error: cannot write " in result.stderr and "File too large" in result.stderr
+    assert "Hint: " in result.stderr
+    after = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert after == before  # nothing of the failed file, everything from before
+
+
+def test_a_line_read_again_after_a_fix_takes_its_place_in_the_file_order(
+    cli, db_file: Path, tmp_path: Path
+) -> None:
+    # The tool call before the compaction (line 4) is broken, skipped, then fixed: read again,
+    # it must sit before the boundary, or the audit would take it for a call made after it.
+    story = SAMPLE_TRACES / "invoice_altered.jsonl"
+    lines = story.read_text(encoding="utf-8").splitlines(keepends=True)
+    trace = tmp_path / "story.jsonl"
+    trace.write_text("".join(lines[:3] + ["{x" + lines[3][1:]] + lines[4:]), encoding="utf-8")
+    ok(cli("ingest", trace, "--db", db_file, "--skip-invalid"))
+    trace.write_text("".join(lines), encoding="utf-8")
+    ok(cli("ingest", trace, "--db", db_file))
+    shown = json.loads(ok(cli("show", "support-4471", "--db", db_file, "--format", "json")).stdout)
+    lines_in_order = [e["source_line"] for e in shown["entries"]]
+    assert lines_in_order == sorted(lines_in_order)
+    audit = cli("audit", "--db", db_file, "--format", "json")
+    assert audit.exit_code == 1, audit.stderr
+    verdicts = {f["value"]: f["verdict"] for f in json.loads(audit.stdout)["findings"]}
+    assert verdicts == {"INV-2025-08-44719": "altered"}  # as an audit of the file says
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_a_utf16_or_utf32_file_is_named_as_such_with_the_conversion(
+    cli, db_file: Path, tmp_path: Path, encoding: str
+) -> None:
+    # Windows PowerShell's `>` writes UTF-16 with a byte-order mark.
+    trace = tmp_path / "story.jsonl"
+    trace.write_text(INVOICE.read_text(encoding="utf-8"), encoding=encoding)
+    for args in (("ingest", trace, "--db", db_file), ("audit", trace)):
+        result = cli(*args)
+        assert result.exit_code == 2, result.stderr
+        assert f"Error: {trace}:1:1: {encoding.upper()} text, not UTF-8" in result.stderr
+        assert f"iconv -f {encoding.upper()} -t UTF-8" in result.stderr
