@@ -7,7 +7,9 @@ Mapping, in short (details in docs/agent-formats.md):
   `sessionId: "<session>#agent-<agentId>"`: they go to `<session>/agent-<agentId>` likewise.
 - `system` `compact_boundary` → Boundary (trigger from compactMetadata); the following `user` line
   with `isCompactSummary` is its summary text (MessageKind.SUMMARY, never the user speaking).
-- `user` lines: tool_result blocks → ToolResult; text that the harness injects (isMeta,
+- `user` lines: tool_result blocks → ToolResult (a second result for a call with the same text
+  is a `duplicate`; with other text it is yielded, and the ingest records it as an
+  `id_conflict`, readers.result_digest); text that the harness injects (isMeta,
   `<system-reminder>`, `<command-name>`, local-command caveats/output, IDE context, interrupts,
   teammate/task notifications) → INJECTED; the rest → USER_TEXT (in a sub-agent conversation the
   "user" is the parent agent, so its text is INJECTED).
@@ -51,7 +53,7 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
-from lexkeep.core.readers import JsonLine, json_text, same_call
+from lexkeep.core.readers import JsonLine, json_text, result_digest, same_call
 
 CHAIN_TYPES = frozenset({"user", "assistant", "system", "attachment"})
 # Line types Claude Code writes that carry no timeline content for lexkeep.
@@ -179,7 +181,8 @@ class _State:
         self.emitted_messages: set[str] = set()
         # (conversation, call id) -> (name, raw arguments) of the first tool_use with that id
         self.calls: dict[tuple[str, str], tuple[str, str]] = {}
-        self.result_ids: set[tuple[str, str]] = set()
+        # (conversation, call id) -> result_digest of the first tool_result for that call
+        self.results: dict[tuple[str, str], bytes] = {}
         self.sidechain_conv: dict[str, str] = {}  # uuid → conversation, inline sidechains
         self.last_sidechain: str | None = None
         self.user_text: dict[tuple[str, str], str] = {}  # (conv, uuid) → real user text
@@ -584,18 +587,18 @@ class ClaudeReader:
                     yield Skipped(src, "missing_id", "tool_result without tool_use_id", fatal=True)
                     emitted = True
                     continue
-                if (cid, call_id) in st.result_ids:
+                text = block_text(block.get("content"))
+                digest = result_digest(text)
+                first = st.results.get((cid, call_id))
+                if first is None:
+                    st.results[(cid, call_id)] = digest
+                elif first == digest:
                     yield Skipped(src, "duplicate", f"second result for {call_id}")
                     emitted = True
                     continue
-                st.result_ids.add((cid, call_id))
-                yield ToolResult(
-                    call_id,
-                    cid,
-                    block_text(block.get("content")),
-                    src,
-                    is_error=block.get("is_error") is True,
-                )
+                # A result with other text for a call given a result before is yielded all
+                # the same, for the ingest to keep the first and record it as `id_conflict`.
+                yield ToolResult(call_id, cid, text, src, is_error=block.get("is_error") is True)
                 emitted = True
             elif btype == "text" and isinstance(block.get("text"), str):
                 text = block["text"]

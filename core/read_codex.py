@@ -14,7 +14,9 @@ Mapping, in short:
 - function_call / custom_tool_call / local_shell_call / tool_search_call / web_search_call →
   ToolCall with the arguments exactly as recorded; *_output → ToolResult. A call id seen
   before in the file with the same name and arguments is a `duplicate`; with other arguments
-  it is yielded, and the ingest records it as an `id_conflict` (readers.same_call).
+  it is yielded, and the ingest records it as an `id_conflict` (readers.same_call). So is a
+  second output for a call id: the same text is a `duplicate`, other text an `id_conflict`
+  (readers.result_digest).
 - `compacted` → Boundary (local: readable summary + the real user messages of
   `replacement_history`; remote: opaque, summary None; legacy: no replacement_history).
 
@@ -45,7 +47,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.read_responses import call_arguments, content_text, output_text
-from lexkeep.core.readers import JsonLine, same_call
+from lexkeep.core.readers import JsonLine, result_digest, same_call
 
 # codex-rs/core/templates/compact/summary_prefix.md is one line; the summary follows a "\n".
 SUMMARY_PREFIX = "Another language model started to solve this problem"
@@ -182,7 +184,7 @@ class _State:
             "item": deque(maxlen=_DEDUP_WINDOW),
         }
         self.calls: dict[str, tuple[str, str]] = {}  # call id -> (name, raw arguments), first
-        self.result_ids: set[str] = set()
+        self.results: dict[str, bytes] = {}  # call id -> result_digest of its first output
         self.line: JsonLine | None = None  # the line being read
 
     def fallback_id(self) -> str:
@@ -380,11 +382,16 @@ class CodexReader:
             if not isinstance(call_id, str) or not call_id:
                 yield Skipped(src, "missing_id", f"{kind} without call_id", fatal=True)
                 return
-            if call_id in st.result_ids:
+            text, is_error = output_text(p.get("output"), st.line)
+            digest = result_digest(text)
+            first = st.results.get(call_id)
+            if first is None:
+                st.results[call_id] = digest
+            elif first == digest:
                 yield Skipped(src, "duplicate", f"second output for {call_id}")
                 return
-            st.result_ids.add(call_id)
-            text, is_error = output_text(p.get("output"), st.line)
+            # Other text for a call given an output before is yielded all the same, for the
+            # ingest to keep the first and record this one as left out (`id_conflict`).
             yield ToolResult(call_id, cid, text, src, is_error=is_error)
         elif kind in RESPONSE_ITEM_TYPES:
             # ghost snapshots, opaque compaction items, image generation, control items

@@ -20,6 +20,7 @@ continued in the next file of a rotated log goes on where it was.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -88,6 +89,14 @@ def same_call(name: str, raw: str, other_name: str, other_raw: str) -> bool:
     `duplicate`; any other repeat it yields, and the ingest keeps the first call and records
     the repeat as left out (`id_conflict`), as for the same call id in two files."""
     return name == other_name and same_json(raw, other_raw)
+
+
+def result_digest(text: str) -> bytes:
+    """What a reader keeps of a tool result's text, to tell a result given again under its call
+    id with the same text (a `duplicate`, dropped) from one with other text (yielded; the ingest
+    keeps the first and records the repeat as left out, `id_conflict`, as for tool calls). A
+    digest, not the text: a file's tool output is not held until the end of the file."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 class Reader(Protocol):

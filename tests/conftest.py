@@ -139,3 +139,45 @@ def repeated_call_file(tmp_path: Path, fmt: str) -> tuple[Path, str, str]:
         path, conv = tmp_path / "rollout-r1.jsonl", "r1"
     path.write_bytes(b"".join(orjson.dumps(v) + b"\n" for v in values))
     return path, conv, "Bash" if fmt == "claude" else "shell"
+
+
+def repeated_result_file(tmp_path: Path, fmt: str) -> tuple[Path, str]:
+    """A session file of `fmt` with one tool call `call_1` (line 2) whose result comes three
+    times: line 3 first, line 4 with other text, line 5 as on line 3. (file, conversation)."""
+
+    def claude(uuid: str, kind: str, **kw: object) -> dict:
+        return {"type": kind, "uuid": uuid, "sessionId": "s1", "parentUuid": None, **kw}
+
+    def result(uuid: str, text: str) -> dict:
+        block = {"type": "tool_result", "tool_use_id": "call_1", "content": text}
+        return claude(uuid, "user", message={"role": "user", "content": [block]})
+
+    def codex(payload: dict) -> dict:
+        return {"timestamp": "2026-01-02T03:04:05Z", "type": "response_item", "payload": payload}
+
+    def output(text: str) -> dict:
+        return codex({"type": "function_call_output", "call_id": "call_1", "output": text})
+
+    if fmt == "claude":
+        use = {"type": "tool_use", "id": "call_1", "name": "Bash", "input": {"command": "ls"}}
+        values = [
+            claude("u1", "user", message={"role": "user", "content": "list INV-2041 please"}),
+            claude("a1", "assistant", message={"id": "msg_1", "content": [use]}),
+            result("r1", "INV-2041.txt"),
+            result("r2", "INV-2014.txt"),
+            result("r3", "INV-2041.txt"),
+        ]
+        path, conv = tmp_path / "s1.jsonl", "s1"
+    else:
+        meta = {"id": "r1", "timestamp": "2026-01-02T03:04:05Z"}
+        call = {"type": "function_call", "call_id": "call_1", "name": "shell", "arguments": "{}"}
+        values = [
+            {"timestamp": "2026-01-02T03:04:05Z", "type": "session_meta", "payload": meta},
+            codex(call),
+            output("INV-2041.txt"),
+            output("INV-2014.txt"),
+            output("INV-2041.txt"),
+        ]
+        path, conv = tmp_path / "rollout-r1.jsonl", "r1"
+    path.write_bytes(b"".join(orjson.dumps(v) + b"\n" for v in values))
+    return path, conv

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SAMPLE_TRACES, repeated_call_file, shared_data
+from conftest import REPO, SAMPLE_TRACES, repeated_call_file, repeated_result_file, shared_data
 
 from lexkeep.core.ingest import ingest_paths
 from lexkeep.core.store import Store
@@ -747,6 +747,36 @@ def test_a_call_id_repeated_in_a_session_file_with_other_input_is_named(cli, tmp
     files = cli("audit", path, "--format", "json", "--exit-zero")
     assert files.exit_code == 0, files.stderr
     assert note in json.loads(files.stdout)["notes"]
+
+
+@pytest.mark.parametrize("fmt", ["claude", "codex"])
+def test_a_result_repeated_in_a_session_file_with_other_text_is_named(cli, tmp_path, fmt):
+    """A Claude Code session or Codex rollout giving one call's result twice with other text
+    lost the second without a word; ingest, stats and an audit of the store now name it. An
+    audit of the file reads no tool output, so it has nothing left out to name."""
+    path, conv = repeated_result_file(tmp_path, fmt)
+    first = f"tool_result 'call_1' in conversation '{conv}' at {path}:4, stored from {path}:3"
+    db = tmp_path / "s.duckdb"
+    ingest = cli("ingest", path, "--db", db)
+    assert ingest.exit_code == 0, ingest.stderr
+    assert "skipped duplicate=1;" in ingest.stderr  # line 5: the first result again
+    assert (
+        "1 record(s) left out: their conversation already holds their id with other content"
+        f" (first: {first})"
+    ) in ingest.stderr
+    stats = json.loads(cli("stats", "--db", db, "--format", "json").stdout)
+    assert stats["errors_by_reason"] == {"id_conflict": 1}
+    assert stats["first_left_out"] == first
+    note = (
+        "1 record(s) were left out because their conversation already held their id with"
+        f" other content (first: {first}); whatever they held is not in this audit"
+    )
+    store = cli("audit", "--db", db, "--format", "json", "--exit-zero")
+    assert store.exit_code == 0, store.stderr
+    assert note in json.loads(store.stdout)["notes"]
+    files = cli("audit", path, "--format", "json", "--exit-zero")
+    assert files.exit_code == 0, files.stderr
+    assert not [n for n in json.loads(files.stdout)["notes"] if "left out" in n]
 
 
 def test_a_tool_call_left_out_for_its_id_is_named_by_ingest_stats_and_audit(cli, tmp_path):

@@ -7,7 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import INGEST_TABLES, SAMPLE_TRACES, position_holes, repeated_call_file
+from conftest import (
+    INGEST_TABLES,
+    SAMPLE_TRACES,
+    position_holes,
+    repeated_call_file,
+    repeated_result_file,
+)
 
 from lexkeep.core import store as store_module
 from lexkeep.core.errors import InputError
@@ -1144,3 +1150,31 @@ def test_a_call_id_repeated_in_one_file_with_other_input_is_an_id_conflict(tmp_p
             "SELECT name, arguments_raw, source_line FROM tool_calls"
         ).fetchall()
         assert (stored, line) == (name, 2) and "ls INV-2041" in raw  # the first stays
+
+
+@pytest.mark.parametrize("fmt", ["claude", "codex"])
+@pytest.mark.parametrize("lean", [False, True])
+def test_a_result_repeated_in_one_file_with_other_text_is_an_id_conflict(tmp_path, fmt, lean):
+    """A Claude Code session or Codex rollout that gave one call's result twice with other
+    text dropped the second as a quiet `duplicate`. It is now left out as an `id_conflict`
+    (counted, named, recorded), as a repeated call with other input is; a repeat with the
+    same text stays quiet. The audit's lean store keeps no results: there it is counted
+    like any other output, and nothing is recorded or lost."""
+    path, conv = repeated_result_file(tmp_path, fmt)
+    with Store.open(None) as store:
+        [counts] = ingest_paths(store, [str(path)], lean=lean)
+        assert counts.status == "ingested"
+        assert counts.skipped.get("duplicate") == 1  # line 5: the same result again
+        max_position = store.con.execute("SELECT max_position FROM conversations").fetchone()
+        if lean:
+            assert counts.conflicts == (0, None)
+            assert _left_out(store) == []
+            return
+        detail = f"tool_result 'call_1' in conversation '{conv}'"
+        assert _left_out(store) == [(str(path), 4, None, detail)]
+        assert counts.conflicts == (1, f"{detail} at {path}:4, stored from {path}:3")
+        [(text, line, position)] = store.con.execute(
+            "SELECT text, source_line, position FROM tool_results"
+        ).fetchall()
+        assert (text, line) == ("INV-2041.txt", 3)  # the first stays
+        assert max_position == (position,)  # no hole where the one left out was

@@ -261,6 +261,39 @@ def test_missing_ids_are_fatal_and_odd_shapes_are_skipped():
     assert b.kind is BoundaryKind.REMOTE and b.summary_text is None
 
 
+def test_a_repeated_call_id_is_a_duplicate_only_when_it_is_the_same_call_or_output():
+    """A call or output given again as it was (a copied line) is a quiet duplicate; other
+    arguments or other output under the id are yielded for the ingest to record as
+    id_conflict. A function call without a name is malformed whether or not its id came
+    before: Codex's rollout writer always records a function call's name, so such a line is
+    no copy Codex wrote, and the first one is refused the same way."""
+
+    def item(payload: dict) -> dict:
+        return {"type": "response_item", "payload": payload}
+
+    call = {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": '{"a": 1}'}
+    out = {"type": "function_call_output", "call_id": "c1", "output": "one"}
+    recs = feed(
+        [
+            {"type": "session_meta", "payload": {"id": "r1"}},
+            item(call),
+            item({**call, "arguments": '{"a":1}'}),  # the same JSON value
+            item({**call, "arguments": '{"a": 2}'}),
+            item({k: v for k, v in call.items() if k != "name"}),
+            item(out),
+            item(out),
+            item({**out, "output": "two"}),
+        ]
+    )
+    skipped = [(r.source.line, r.reason, r.fatal) for r in recs if isinstance(r, Skipped)]
+    assert skipped == [(3, "duplicate", False), (5, "malformed", True), (7, "duplicate", False)]
+    assert [(r.source.line, r.arguments_raw) for r in of(recs, ToolCall)] == [
+        (2, '{"a": 1}'),
+        (4, '{"a": 2}'),
+    ]
+    assert [(r.source.line, r.text) for r in of(recs, ToolResult)] == [(6, "one"), (8, "two")]
+
+
 def test_repeated_user_text_is_not_collapsed_across_turns():
     def turn(text: str) -> list[dict]:
         item = {
