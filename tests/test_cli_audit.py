@@ -847,3 +847,47 @@ def test_records_of_a_type_the_reader_does_not_know_are_named_in_the_notes(cli, 
     assert f"{mixed}:{len(lines) + 1}: this line is a claude record" in err
     clean = json.loads(ok(cli("audit", INVOICE, "--format", "json", env=env), 1).stdout)
     assert clean["notes"] == []
+
+
+@pytest.mark.parametrize(
+    ("typed", "written"),
+    [
+        ("+15550109999", "+1 (555) 010-9999"),  # typed compact, written in groups
+        ("+1 (555) 010-9999", "+15550109999"),  # typed in groups, written compact
+        ("+1 415-555-0132", "+1 415 555 0132"),  # other groups
+    ],
+)
+def test_a_phone_written_in_other_groups_is_altered_not_missing(cli, tmp_path, typed, written):
+    trace = tmp_path / "phone.jsonl"
+    trace.write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in (
+                {
+                    "type": "message",
+                    "id": "m1",
+                    "conversation_id": "c1",
+                    "role": "user",
+                    "text": f"Please call me at {typed} tomorrow",
+                },
+                {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "x"},
+                {
+                    "type": "tool_call",
+                    "id": "t1",
+                    "conversation_id": "c1",
+                    "name": "dial",
+                    "arguments": json.dumps({"to": written, "when": "tomorrow 10:00"}),
+                },
+            )
+        )  # fmt: skip
+    )
+    report = json.loads(ok(cli("audit", trace, "--format", "json"), 1).stdout)
+    [finding] = report["findings"]
+    assert (finding["kind"], finding["value"], finding["verdict"]) == ("phone", typed, "altered")
+    evidence = finding["evidence"]
+    assert (evidence["found"], evidence["difference"], evidence["distance"]) == (
+        written,
+        "separator",
+        0,
+    )
+    assert (evidence["call_id"], evidence["line"]) == ("t1", 3)
