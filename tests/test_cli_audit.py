@@ -891,3 +891,26 @@ def test_a_phone_written_in_other_groups_is_altered_not_missing(cli, tmp_path, t
         0,
     )
     assert (evidence["call_id"], evidence["line"]) == ("t1", 3)
+
+
+def _audit_user_text(cli, tmp_path: Path, text: str, arguments: dict) -> list[tuple[str, str, str]]:
+    """(kind, value, verdict) of every finding of one user message audited against one call."""
+    trace = tmp_path / "one.jsonl"
+    records = (
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user", "text": text},
+        {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "x"},
+        {"type": "tool_call", "id": "t1", "conversation_id": "c1", "name": "run",
+         "arguments": json.dumps(arguments)},
+    )  # fmt: skip
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = cli("audit", trace, "--format", "json", "--exit-zero")
+    report = json.loads(ok(result, 0).stdout)
+    return [(f["kind"], f["value"], f["verdict"]) for f in report["findings"]]
+
+
+def test_a_list_of_three_short_numbers_is_no_phone_to_lose(cli, tmp_path):
+    """`100 200 300` read as a phone number failed the gate when the call used the sizes."""
+    got = _audit_user_text(
+        cli, tmp_path, "resize the icons to 100 200 300 please", {"sizes": [100, 200, 300]}
+    )
+    assert got == []

@@ -485,3 +485,31 @@ def test_absolute_paths_with_other_brackets_are_whole_or_nothing(
     text: str, expected: list[str]
 ) -> None:
     assert [v for kind, v in found(text) if kind == "path_posix"] == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sizes 100 200 300 tried",
+        "widths 10 200 300",
+        "1 100 200 300",
+        "call 612 345 678",  # three groups of three: a list, unless written with + or dashes
+    ],
+)
+def test_three_short_numbers_are_no_phone(text: str) -> None:
+    assert found(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("call 415 555 0132", "415 555 0132"),
+        ("call 020 7946 0958", "020 7946 0958"),
+        ("call +34 612 345 678", "+34 612 345 678"),
+        ("call (612) 345 678", "(612) 345 678"),
+    ],
+)
+def test_a_phone_in_groups_with_a_group_of_four_or_a_sign_stays_a_phone(
+    text: str, value: str
+) -> None:
+    assert found(text) == [("phone", value)]
