@@ -914,3 +914,17 @@ def test_a_list_of_three_short_numbers_is_no_phone_to_lose(cli, tmp_path):
         cli, tmp_path, "resize the icons to 100 200 300 please", {"sizes": [100, 200, 300]}
     )
     assert got == []
+
+
+@pytest.mark.parametrize(
+    ("text", "phone"),
+    [
+        ("Call 415-555-0132 2 times if busy", "415-555-0132"),
+        ("Call at 10:30 415-555-0132 please", "415-555-0132"),
+    ],
+)
+def test_a_phone_beside_a_bare_number_is_audited(cli, tmp_path, text, phone):
+    """The phone was not extracted at all, so losing it could never fail the gate."""
+    assert _audit_user_text(cli, tmp_path, text, {"to": phone}) == [("phone", phone, "kept")]
+    lost = _audit_user_text(cli, tmp_path, text, {"to": "415-555-0199"})
+    assert lost == [("phone", phone, "missing")]

@@ -513,3 +513,35 @@ def test_a_phone_in_groups_with_a_group_of_four_or_a_sign_stays_a_phone(
     text: str, value: str
 ) -> None:
     assert found(text) == [("phone", value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("call 415-555-0132 2 times", "415-555-0132"),
+        ("at 10:30 415-555-0132", "415-555-0132"),
+        ("at 10:30 +1 415-555-0132", "+1 415-555-0132"),
+        ("call +1 415-555-0132 3 times", "+1 415-555-0132"),
+        ("room 12 (415) 555-0199", "(415) 555-0199"),
+        ("call 1-800-555-0199 3 times", "1-800-555-0199"),
+        ("dial 415-555-0132 1234 is the pin", "415-555-0132"),
+        ("on 2 +49 30 1234 5678", "+49 30 1234 5678"),  # a "+" starts a number
+        ("at 10:30 +49 30 1234 5678", "+49 30 1234 5678"),
+        ("ref AB1 1 415-555-0132", "1 415-555-0132"),
+    ],
+)
+def test_a_phone_in_dashes_next_to_a_bare_number_is_found(text: str, value: str) -> None:
+    """The number beside it is no further group of it: its groups are joined by dashes."""
+    assert [(k, v) for k, v in found(text) if k == "phone"] == [("phone", value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "call 415 555 0132 2 times",  # groups with spaces: the 2 may be a further group
+        "at 10:30 415 555 0132",
+        "ref 12 415 555-0132",
+    ],
+)
+def test_a_phone_in_spaced_groups_next_to_a_number_is_still_nothing(text: str) -> None:
+    assert [v for k, v in found(text) if k == "phone"] == []
