@@ -35,7 +35,7 @@ from lexkeep.core.errors import RuleError
 WALL_SLACK = 10.0
 
 # Bumped whenever the extraction code changes what a rule means, so stored scans re-run.
-ENGINE_VERSION = "2"
+ENGINE_VERSION = "3"
 TIERS = ("A", "B", "C", "suppressor")
 REQUIRE = ("digit", "letter", "upper", "lower", "hexletter")
 VALIDATORS = (

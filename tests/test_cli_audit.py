@@ -928,3 +928,17 @@ def test_a_phone_beside_a_bare_number_is_audited(cli, tmp_path, text, phone):
     assert _audit_user_text(cli, tmp_path, text, {"to": phone}) == [("phone", phone, "kept")]
     lost = _audit_user_text(cli, tmp_path, text, {"to": "415-555-0199"})
     assert lost == [("phone", phone, "missing")]
+
+
+@pytest.mark.parametrize(
+    ("written", "verdict"),
+    [
+        ("MU17 BOMM 0101 1010 3030 0200 000M UR", "kept"),
+        ("MU17BOMM0101101030300200000MUR", "altered"),
+    ],
+)
+def test_a_mauritius_iban_is_audited_as_one_iban(cli, tmp_path, written, verdict):
+    """Its last letters read as an amount ('000M'): the audit saw a code and a card number."""
+    iban = "MU17 BOMM 0101 1010 3030 0200 000M UR"
+    got = _audit_user_text(cli, tmp_path, f"Refund to {iban} today", {"iban": written})
+    assert got == [("iban", iban, verdict)]

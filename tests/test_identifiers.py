@@ -545,3 +545,36 @@ def test_a_phone_in_dashes_next_to_a_bare_number_is_found(text: str, value: str)
 )
 def test_a_phone_in_spaced_groups_next_to_a_number_is_still_nothing(text: str) -> None:
     assert [v for k, v in found(text) if k == "phone"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        # Mauritius and Seychelles IBANs end in a currency code: the last group is letters
+        # that an amount or a quantity would otherwise claim ("000M", "1497 USD")
+        ("pay MU17 BOMM 0101 1010 3030 0200 000M UR now", "MU17 BOMM 0101 1010 3030 0200 000M UR"),
+        ("pay SC18 SSCB 1101 0000 0000 0000 1497 USD.", "SC18 SSCB 1101 0000 0000 0000 1497 USD"),
+        ("iban mu17 bomm 0101 1010 3030 0200 000m ur", "mu17 bomm 0101 1010 3030 0200 000m ur"),
+        ("iban sc18 sscb 1101 0000 0000 0000 1497 usd", "sc18 sscb 1101 0000 0000 0000 1497 usd"),
+        ("iban MU17BOMM0101101030300200000MUR", "MU17BOMM0101101030300200000MUR"),
+        ("QA58 DOHB 0000 1234 5678 90AB CDEF G", "QA58 DOHB 0000 1234 5678 90AB CDEF G"),
+        # run together and valid, an IBAN of hex letters is an IBAN, not a hex hash
+        ("iban DE89370400440532013000", "DE89370400440532013000"),
+        ("iban BE68539007547034 ok", "BE68539007547034"),
+    ],
+)
+def test_ibans_whose_groups_read_as_amounts_or_hex_are_ibans(text: str, value: str) -> None:
+    assert found(text) == [("iban", value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pay BE68 5390 0754 7034 USD",  # a currency after a whole Belgian IBAN is no group of it
+        "MU17 BOMM 0101 1010 3030 0200 UR",  # letters where a Mauritius IBAN is too short
+        "at DE89 3704 0044 10:30",  # no IBAN cut before a clock time
+        "v DE89 3704 0044 10.5",
+    ],
+)
+def test_no_iban_takes_letters_or_numbers_that_are_no_part_of_it(text: str) -> None:
+    assert [v for k, v in found(text) if k == "iban"] == []
