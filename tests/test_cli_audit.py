@@ -942,3 +942,18 @@ def test_a_mauritius_iban_is_audited_as_one_iban(cli, tmp_path, written, verdict
     iban = "MU17 BOMM 0101 1010 3030 0200 000M UR"
     got = _audit_user_text(cli, tmp_path, f"Refund to {iban} today", {"iban": written})
     assert got == [("iban", iban, verdict)]
+
+
+@pytest.mark.parametrize(
+    ("text", "folder"),
+    [
+        ("The types live in node_modules/@types/node/ now", "node_modules/@types/node/"),
+        ("Move the button to src/components/.", "src/components/"),
+    ],
+)
+def test_a_folder_path_is_audited_whole(cli, tmp_path, text, folder):
+    """It gave pieces (node_modules, @types) or nothing, never the folder the agent lists."""
+    got = _audit_user_text(cli, tmp_path, text, {"path": folder})
+    assert got == [("path_rel", folder, "kept")]
+    got = _audit_user_text(cli, tmp_path, text, {"path": folder.rstrip("/")})
+    assert got == [("path_rel", folder, "altered")]

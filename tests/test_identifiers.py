@@ -578,3 +578,42 @@ def test_ibans_whose_groups_read_as_amounts_or_hex_are_ibans(text: str, value: s
 )
 def test_no_iban_takes_letters_or_numbers_that_are_no_part_of_it(text: str) -> None:
     assert [v for k, v in found(text) if k == "iban"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("see node_modules/@types/node/ for it", "node_modules/@types/node/"),
+        ("look in src/components/.", "src/components/"),
+        ("(under src/components/)", "src/components/"),
+        ("open @src/components/ please", "src/components/"),
+        ("the packages/core/src/ folder", "packages/core/src/"),
+        ("routes in app/(marketing)/about/", "app/(marketing)/about/"),
+        ("call api/v2/users/ now", "api/v2/users/"),
+        ("move them to **src/lib/**", "src/lib/"),
+    ],
+)
+def test_a_folder_path_ending_in_a_slash_is_one_path(text: str, value: str) -> None:
+    assert found(text) == [("path_rel", value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "and/or yes/no client/server input/output",
+        "use it w/ care, in src/ and lib/",  # one name: a word with a slash as often as a folder
+        "red/green/blue and he/she/they",  # no slash at the end: prose
+        "glob src/components/*.tsx",  # more than the folder: a pattern, not the folder
+        "in src/**/test/",
+        "src/components/.github",
+        "exp 12/26/ ok",  # a first name of digits: a date, not a folder
+        "it is done./next/ ok",  # a name ending in '.': a sentence
+    ],
+)
+def test_prose_with_slashes_is_no_folder_path(text: str) -> None:
+    assert [v for k, v in found(text) if k == "path_rel"] == []
+
+
+def test_a_relative_path_never_starts_after_a_plus() -> None:
+    assert found("see x+src/a.py") == [("path_rel", "x+src/a.py")]
+    assert found("see .x+src/a.py now") == []  # not the piece after the '+'
