@@ -1221,15 +1221,29 @@ _VALIDATE: dict[str, Any] = {
 }
 
 
+# Tokens that join a context word to its value and count as no word of the window.
+_OPERATORS = frozenset(["=", "==", "===", ":=", ":", "->", "=>", "-->", "==>", "→", "⇒"])
+
+
 def _context_ok(text: str, start: int, kind: Kind) -> bool:
     ctx = kind.context
     assert ctx is not None
     before = text[max(0, start - 24 * ctx.window) : start]
-    # Whitespace-separated words with surrounding punctuation stripped ("zip:" is "zip");
-    # str.split is far cheaper here than a regex word scan.
-    words = [w.strip(_PUNCTUATION).lower() for w in before.split()[-ctx.window :]]
-    hit = not ctx.single_words.isdisjoint(words)
+    # Whitespace-separated words with surrounding punctuation stripped ("zip:" is "zip"); an
+    # operator between a word and the value ("=", "->") is no word. str.split is far cheaper
+    # here than a regex word scan.
+    words = [
+        w.strip(_PUNCTUATION).lower()
+        for w in before.split()[-2 * ctx.reach :]
+        if w not in _OPERATORS
+    ][-ctx.reach :]
+    window = len(words) - ctx.window  # the first index of the window's words
+    hit = not ctx.single_words.isdisjoint(words[max(window, 0) :])
     if not hit and ctx.phrases:
-        window = f" {' '.join(words)} "
-        hit = any(f" {phrase} " in window for phrase in ctx.phrases)
+        # A phrase counts as one word of the window: it ends among the window's words.
+        hit = any(
+            end >= len(phrase) and tuple(words[end - len(phrase) : end]) == phrase
+            for end in range(max(window + 1, 1), len(words) + 1)
+            for phrase in ctx.phrases
+        )
     return hit if ctx.mode == "require" else not hit

@@ -957,3 +957,12 @@ def test_a_folder_path_is_audited_whole(cli, tmp_path, text, folder):
     assert got == [("path_rel", folder, "kept")]
     got = _audit_user_text(cli, tmp_path, text, {"path": folder.rstrip("/")})
     assert got == [("path_rel", folder, "altered")]
+
+
+def test_a_version_after_version_is_is_no_address_to_lose(cli, tmp_path):
+    """`version is 7.1.17.0` read as an IPv4 address failed the gate when the agent used
+    `v7.1.17.0`; right after `version` it was already no address."""
+    for text in ("The version is 7.1.17.0 now", "Set version = 7.1.17.0 please"):
+        assert _audit_user_text(cli, tmp_path, text, {"tag": "v7.1.17.0"}) == []
+    got = _audit_user_text(cli, tmp_path, "the release is on 10.0.0.7", {"host": "10.0.0.8"})
+    assert got == [("ipv4", "10.0.0.7", "missing")]

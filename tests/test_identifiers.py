@@ -617,3 +617,35 @@ def test_prose_with_slashes_is_no_folder_path(text: str) -> None:
 def test_a_relative_path_never_starts_after_a_plus() -> None:
     assert found("see x+src/a.py") == [("path_rel", "x+src/a.py")]
     assert found("see .x+src/a.py now") == []  # not the piece after the '+'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "version is 7.1.17.0",
+        "the version was 7.1.17.0 yesterday",
+        "version = 7.1.17.0",
+        "version == 7.1.17.0",
+        "version -> 7.1.17.0",
+        "firmware version is 4.2.1.0",
+        "build number 7.1.17.0",
+        "the build is 7.1.17.0",
+        "release was 1.2.3.4",
+    ],
+)
+def test_a_four_part_version_after_version_is_or_was_is_no_address(text: str) -> None:
+    assert [kind for kind, _ in found(text) if kind == "ipv4"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("the release went to 10.0.0.7", "10.0.0.7"),
+        ("the release is on 10.0.0.7", "10.0.0.7"),
+        ("version 2 is on 10.0.0.5", "10.0.0.5"),
+        ("the build is done, ssh 10.0.0.5", "10.0.0.5"),
+        ("ship the version to 10.0.0.5", "10.0.0.5"),
+    ],
+)
+def test_an_address_a_word_after_a_version_phrase_is_found(text: str, value: str) -> None:
+    assert [v for kind, v in found(text) if kind == "ipv4"] == [value]
