@@ -1232,18 +1232,18 @@ def _context_ok(text: str, start: int, kind: Kind) -> bool:
     # Whitespace-separated words with surrounding punctuation stripped ("zip:" is "zip"); an
     # operator between a word and the value ("=", "->") is no word. str.split is far cheaper
     # here than a regex word scan.
-    words = [
-        w.strip(_PUNCTUATION).lower()
-        for w in before.split()[-2 * ctx.reach :]
-        if w not in _OPERATORS
-    ][-ctx.reach :]
-    window = len(words) - ctx.window  # the first index of the window's words
-    hit = not ctx.single_words.isdisjoint(words[max(window, 0) :])
-    if not hit and ctx.phrases:
+    tokens = before.split()
+    if not _OPERATORS.isdisjoint(tokens[-ctx.reach :]):  # rare: read past the operators
+        tokens = [token for token in tokens if token not in _OPERATORS]
+    in_window = [w.strip(_PUNCTUATION).lower() for w in tokens[-ctx.window :]]
+    hit = not ctx.single_words.isdisjoint(in_window)
+    if not hit and ctx.phrases and not ctx.phrase_ends.isdisjoint(in_window):
         # A phrase counts as one word of the window: it ends among the window's words.
+        words = [w.strip(_PUNCTUATION).lower() for w in tokens[-ctx.reach :]]
+        first = len(words) - len(in_window)
         hit = any(
             end >= len(phrase) and tuple(words[end - len(phrase) : end]) == phrase
-            for end in range(max(window + 1, 1), len(words) + 1)
+            for end in range(first + 1, len(words) + 1)
             for phrase in ctx.phrases
         )
     return hit if ctx.mode == "require" else not hit

@@ -99,6 +99,7 @@ class Context:
     mode: str
     single_words: frozenset[str] = frozenset()  # one-word entries, matched by set lookup
     phrases: tuple[tuple[str, ...], ...] = ()  # multi-word entries, as their words
+    phrase_ends: frozenset[str] = frozenset()  # the last word of each phrase
     reach: int = 0  # words to read before a match: the window, and a phrase ending in it
 
 
@@ -588,6 +589,7 @@ def _context(raw: Any, fail: Any) -> Context | None:
         mode,
         frozenset(w for w in folded if " " not in w),
         phrases,
+        frozenset(p[-1] for p in phrases),
         window + max((len(p) for p in phrases), default=1) - 1,
     )
 
