@@ -606,8 +606,9 @@ def test_a_folder_path_ending_in_a_slash_is_one_path(text: str, value: str) -> N
         "glob src/components/*.tsx",  # more than the folder: a pattern, not the folder
         "in src/**/test/",
         "src/components/.github",
-        "exp 12/26/ ok",  # a first name of digits: a date, not a folder
         "it is done./next/ ok",  # a name ending in '.': a sentence
+        "exp 12/26/ ok",  # numbers alone: a date, not a folder
+        "sizes 1/2.5/ ok",
     ],
 )
 def test_prose_with_slashes_is_no_folder_path(text: str) -> None:
