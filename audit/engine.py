@@ -422,9 +422,11 @@ def _with_unknown_records(report: AuditReport, counts: Sequence[FileCounts]) -> 
         return report
     total = sum(c.skipped["unknown_type"] for c in files)
     first = files[0]
+    # FILE:LINE of its first such record, so it can be opened
+    where = first.path + (f":{first.unknown_type_line}" if first.unknown_type_line else "")
     note = (
         f"{total} record(s) of a type their file's reader does not know were skipped"
-        f" (unknown_type) in {len(files)} file(s) (first: {first.path}, read as {first.format});"
+        f" (unknown_type) in {len(files)} file(s) (first: {where}, read as {first.format});"
         " whatever they held is not in this audit"
     )
     return dataclasses.replace(report, notes=(*report.notes, note))

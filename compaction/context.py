@@ -473,12 +473,11 @@ def _words_before(text: str, end: int) -> Iterator[str]:
 def _joined(text: str, left_start: int, left_end: int, right: str) -> bool:
     """True when the words around the single space at `left_end` may be one identifier.
 
-    Every built-in identifier kind that holds spaces (`phone`, `date_text`, `money`,
-    `percent`, `quantity`, `clock_time`, `iso_datetime`, `iban`, `ups_tracking`,
-    `card_number`, `digit_groups`) joins its words with one ASCII space, and each such space
-    has a number part (`_number_part`) on one side, except inside `20th of September` and
-    between letter groups of an IBAN or UPS number (`QA58 DOHB ... 90AB CDEF G`), whose
-    first group holds digits.
+    Every built-in identifier kind that holds spaces (`default_rules().spaced_kinds`, derived
+    from the kinds' definitions; tests/test_context_clip.py runs each one's examples through
+    clip_answer) joins its words with one ASCII space, and each such space has a number part
+    (`_number_part`) on one side, except inside `20th of September` and between letter groups
+    of an IBAN or UPS number (`QA58 DOHB ... 90AB CDEF G`), whose first group holds digits.
     """
     left = text[left_start:left_end]
     if _number_part(left) or _number_part(right):
@@ -530,9 +529,10 @@ def clip_answer(message_id: str, text: str, limit: int) -> ClippedAnswer:
     `+1 415 555 0100`, `July 24th, 2024`, `144.2 MB`, `10:30 am`, `DE89 3704`), the space
     after `of` in `20th of September`, and a space between two groups of at most 4 letters or
     digits that follow such a number part within 8 groups (`90AB CDEF G`). The cut then moves
-    back to before the whole run, so no identifier of a built-in kind is split; a user-defined
-    kind whose values hold spaces elsewhere may be. An answer that is such a run from its
-    start is left out whole (empty text, every byte in `clipped_bytes`).
+    back to before the whole run, so no identifier of a built-in kind is split (those that
+    hold spaces: `default_rules().spaced_kinds`); a user-defined kind whose values hold spaces
+    elsewhere may be. An answer that is such a run from its start is left out whole (empty
+    text, every byte in `clipped_bytes`).
     """
     raw = text.encode("utf-8")
     if len(raw) <= limit:

@@ -487,7 +487,8 @@ SELECT count(*) FILTER (WHERE type = 'message'),
        count(DISTINCT CASE WHEN type = 'conversation' THEN x_id
                            WHEN type IN ('message', 'tool_call', 'tool_result', 'compaction')
                            THEN x_conv END),
-       max(line)
+       max(line),
+       min(line) FILTER (WHERE type NOT IN {TYPES_SQL})
 FROM lexkeep_ingest_lines
 """
 
@@ -504,6 +505,7 @@ class FastCounts:
     tool_calls: int
     boundaries: int
     skipped: dict[str, int] = field(default_factory=dict)
+    unknown_type_line: int | None = None  # the first line of a type the reader does not know
     messages_added: int | None = None  # written: fewer when the store held some already
     tool_calls_added: int | None = None
     boundaries_added: int | None = None
@@ -678,6 +680,7 @@ def stage(
             tool_calls=counts[1],
             boundaries=counts[2],
             skipped={"unknown_type": counts[3]} if counts[3] else {},
+            unknown_type_line=counts[6],
         ),
     )
 

@@ -30,7 +30,6 @@ from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, wr
 from lexkeep.core.formats import detect, get_reader, other_claims
 from lexkeep.core.identifiers import extract_many, prepare
 from lexkeep.core.inspect import ID_CONFLICT, conflict_detail
-from lexkeep.core.jsonnumbers import same_json
 from lexkeep.core.keyset import Keys
 from lexkeep.core.model import (
     ArgumentsKind,
@@ -52,7 +51,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.parallel import ReadAhead, read_workers
-from lexkeep.core.readers import BOM, LEADING, JsonLine
+from lexkeep.core.readers import BOM, LEADING, JsonLine, same_call
 from lexkeep.core.rules import load_rules
 from lexkeep.core.sidecar import Known, index_pending
 from lexkeep.core.store import Store, close_position_holes, drop_keys, is_duckdb_file
@@ -985,23 +984,20 @@ class _Batch:
             ("boundaries", boundaries),
         ):
             if rows:
-                checked = seen is None and table in _CHECKED
-                ids: set[Any] | None = set() if checked else None
                 counter = None if seen is not None else added.get(table)
-                before = sum(counter.values()) if counter is not None else 0
-                store.bulk_insert(
+                inserted = store.bulk_insert(
                     table,
                     None,
                     rows,
                     on_conflict=conflict,
                     added_per_file=counter,
-                    added_ids=ids,
-                    id_columns=_KEY_COLUMNS.get(table, ("id",)),
+                    count_added=True,
                 )
-                if counter is not None and sum(counter.values()) - before < len(rows):
-                    self.holes = True  # rows left out as already stored took positions
-                if ids is not None and len(ids) < len(rows):
-                    left_out[table] = _not_inserted(rows, ids, _ROW_KEY.get(table, itemgetter(0)))
+                if seen is None and inserted < len(rows):
+                    if counter is not None:
+                        self.holes = True  # rows left out as already stored took positions
+                    if table in _CHECKED:
+                        left_out[table] = _not_inserted(self, table, rows)
         for table, rows in left_out.items():
             if table in _OWN_IDS:
                 _check_ids(self, table, rows)
@@ -1151,32 +1147,47 @@ _TEXT_AT = {"messages": 7, "boundaries": 5}
 _TEXT_COLUMN = {"messages": "text", "boundaries": "summary_text"}
 
 
-# Tool calls and results: keyed by conversation and call id, checked by _check_calls. Their
-# key columns, their key in a row, and per table (what an error calls such a record, the
-# index of its source file in a row (its line follows), the indexes of its content).
-_KEY_COLUMNS = {
-    "tool_calls": ("conversation_id", "call_id"),
-    "tool_results": ("conversation_id", "call_id"),
-}
-_ROW_KEY = {table: itemgetter(0, 1) for table in _KEY_COLUMNS}
+# Tool calls and results: keyed by conversation and call id, checked by _check_calls. Per
+# table: what an error calls such a record, the index of its source file in a row (its line
+# follows), the indexes of its content.
 _CALLS = {"tool_calls": ("tool_call", 9, (4, 5)), "tool_results": ("tool_result", 5, (3,))}
 _CALL_CONTENT_SQL = {"tool_calls": "name, arguments_raw", "tool_results": "text"}
 # Tables whose rows an insert may leave out as already stored, to be checked.
 _CHECKED = frozenset({"messages", "boundaries", *_CALLS})
+# Where a row of each of them sits (see _not_inserted): its key column (with the conversation),
+# and the indexes of its conversation, key and position in a row.
+_ROW_SLOT = {
+    "messages": ("id", 1, 0, 3),
+    "boundaries": ("id", 1, 0, 2),
+    "tool_calls": ("call_id", 0, 1, 3),
+    "tool_results": ("call_id", 0, 1, 2),
+}
 
 
-def _not_inserted(
-    rows: list[tuple[Any, ...]], inserted: set[Any], key_of: Callable[[Any], Any] = itemgetter(0)
-) -> list[tuple[Any, ...]]:
-    """The rows an insert left out: a key it did not return, or one an earlier row took."""
-    out = []
-    taken: set[Any] = set()
-    for row in rows:
-        key = key_of(row)
-        if key not in inserted or key in taken:
-            out.append(row)
-        taken.add(key)
-    return out
+def _not_inserted(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The rows of `rows` an insert into `table` left out as already stored (in row order).
+
+    Asked of the store only when its count says some were: an inserted row is the one the
+    table holds under its key at the position this write gave it (a position no row held
+    before), so a row left out is one of `rows` the table does not hold there.
+    """
+    key, conv_at, key_at, pos_at = _ROW_SLOT[table]
+    found = batch.con.execute(
+        f"""
+        SELECT r.i FROM (SELECT unnest($conv) AS conversation_id, unnest($key) AS k,
+                                unnest($pos) AS position, unnest($i) AS i) r
+        WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.conversation_id = r.conversation_id
+                          AND t.position = r.position AND t.{key} = r.k)
+        ORDER BY r.i
+        """,
+        {
+            "conv": [row[conv_at] for row in rows],
+            "key": [row[key_at] for row in rows],
+            "pos": [row[pos_at] for row in rows],
+            "i": list(range(len(rows))),
+        },
+    ).fetchall()
+    return [rows[i] for (i,) in found]
 
 
 class _Names(dict[str, str]):
@@ -1261,9 +1272,10 @@ def _check_calls(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> None
 
 def _same_call(table: str, held: list[Any], read: list[Any]) -> bool:
     """A stored tool call's (name, raw arguments) and one read again are the same call: same
-    name, and arguments one JSON value written twice (same_json); a result's text is equal."""
+    name, and arguments one JSON value written twice (readers.same_call); a result's text is
+    equal."""
     if table == "tool_calls":
-        return held[0] == read[0] and same_json(held[1], read[1])
+        return same_call(held[0], held[1], read[0], read[1])
     return held == read
 
 
@@ -1297,6 +1309,7 @@ class _FileIngest:
         self.skip_invalid = skip_invalid
         self.errors: list[tuple[int, int | None, str, str]] = []
         self.skipped: dict[str, int] = {}
+        self.unknown_type_line: int | None = None  # the first line skipped as unknown_type
         self.truncated = False
         self.truncated_document = False
         self.truncated_line: int | None = None  # the incomplete last line left unread
@@ -1406,6 +1419,8 @@ class _FileIngest:
             )
         elif item.fatal:
             self.errors.append((item.source.line, item.col, item.reason, item.detail))
+        elif item.reason == "unknown_type" and self.unknown_type_line is None:
+            self.unknown_type_line = item.source.line
         self.skipped[item.reason] = self.skipped.get(item.reason, 0) + 1
 
     def _name_run(self, run_id: str, conv: str, src: Source) -> None:
@@ -1508,6 +1523,7 @@ class _Read:
         "fmt",
         "records",
         "counted",
+        "unknown_type_line",
         "extracted",
         "sha256",
         "bytes_consumed",
@@ -1521,10 +1537,12 @@ class _Read:
         counted: dict[str, int],
         extracted: dict[str, tuple[str, Extraction]],
         source: JsonSource,
+        unknown_type_line: int | None = None,
     ) -> None:
         self.fmt = fmt
         self.records = records
         self.counted = counted
+        self.unknown_type_line = unknown_type_line  # of the counted: the first unknown_type
         self.extracted = extracted
         self.sha256 = source.sha256
         self.bytes_consumed = source.bytes_consumed
@@ -1641,6 +1659,7 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
         fmt, items = detect_format(source, format)
         records: list[Record] = []
         counted: dict[str, int] = {}
+        unknown: int | None = None
         append = records.append
         for record in get_reader(fmt).read(items, path):
             if (
@@ -1648,13 +1667,15 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
                 and not record.fatal
                 and record.reason != "truncated_last_line"  # see _FileIngest._skipped
             ):
-                counted[record.reason] = counted.get(record.reason, 0) + 1
+                reason = record.reason
+                counted[reason] = counted.get(reason, 0) + 1
+                if reason == "unknown_type" and unknown is None:
+                    unknown = record.source.line
                 continue
             append(record)
         extracted = _extract_users(records)
-        if lean:
-            return _Read(fmt, list(_pack(records)), counted, extracted, source)
-        return _Read(fmt, records, counted, extracted, source)
+        sent: Sequence[Record | tuple[Any, ...]] = list(_pack(records)) if lean else records
+        return _Read(fmt, sent, counted, extracted, source, unknown)
     except Exception:
         return None
 
@@ -1759,6 +1780,10 @@ def _ingest_one(
     if read is not None:
         for reason, count in read.counted.items():
             state.skipped[reason] = state.skipped.get(reason, 0) + count
+        if read.unknown_type_line is not None:
+            # the reader's skipped records are counted apart from those it passed on (none of
+            # them unknown_type, which is never fatal): its first is the file's
+            state.unknown_type_line = read.unknown_type_line
         for message_id, got in read.extracted.items():
             batch.extracted.setdefault(message_id, got)
     state.finish()
@@ -1821,6 +1846,7 @@ def _ingest_one(
         truncated_last_line=state.truncated,
         truncated_document=state.truncated_document,
         truncated_line=state.truncated_line,
+        unknown_type_line=state.unknown_type_line,
     )
     return counts, skip_lines
 
@@ -1932,6 +1958,7 @@ def _fast_write(
         messages_added=got.messages_added,
         tool_calls_added=got.tool_calls_added,
         boundaries_added=got.boundaries_added,
+        unknown_type_line=got.unknown_type_line,
     )
 
 

@@ -254,6 +254,8 @@ class FileCounts:
     # Records left out because their conversation holds their id with other content: how many,
     # and the first of them as text (None when there was none).
     conflicts: tuple[int, str | None] = (0, None)
+    # The line of the file's first record skipped as `unknown_type` (None when there was none).
+    unknown_type_line: int | None = None
 
 
 for _cls in (

@@ -13,6 +13,8 @@ Mapping, in short (details in docs/agent-formats.md):
   "user" is the parent agent, so its text is INJECTED).
 - `assistant` lines split over several lines with the same `message.id` are joined into one
   message (repeated blocks de-duplicated); `tool_use` → ToolCall (input object kept as JSON text).
+  A tool_use id seen before in the file with the same name and input is a `duplicate`; with
+  other input it is yielded, and the ingest records it as an `id_conflict` (readers.same_call).
 - `attachment` lines with hook context → INJECTED; `progress`, `summary` (titles),
   `file-history-snapshot`, `queue-operation`, other `system` subtypes … → skipped as metadata.
 
@@ -49,7 +51,7 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
-from lexkeep.core.readers import JsonLine, json_text
+from lexkeep.core.readers import JsonLine, json_text, same_call
 
 CHAIN_TYPES = frozenset({"user", "assistant", "system", "attachment"})
 # Line types Claude Code writes that carry no timeline content for lexkeep.
@@ -175,7 +177,8 @@ class _State:
         self.conversations: set[str] = set()
         self.seen_uuids: set[str] = set()
         self.emitted_messages: set[str] = set()
-        self.call_ids: set[tuple[str, str]] = set()
+        # (conversation, call id) -> (name, raw arguments) of the first tool_use with that id
+        self.calls: dict[tuple[str, str], tuple[str, str]] = {}
         self.result_ids: set[tuple[str, str]] = set()
         self.sidechain_conv: dict[str, str] = {}  # uuid → conversation, inline sidechains
         self.last_sidechain: str | None = None
@@ -451,15 +454,19 @@ class ClaudeReader:
         call_id = block.get("id")
         if not isinstance(call_id, str) or not call_id:
             return Skipped(src, "missing_id", "tool_use block without id", fatal=True)
-        if (cid, call_id) in st.call_ids:
-            return Skipped(src, "duplicate", f"tool_use {call_id} seen earlier in this file")
-        st.call_ids.add((cid, call_id))
         name = block.get("name") if isinstance(block.get("name"), str) else ""
         args = block.get("input")
         if isinstance(args, str):
             raw, kind = args, ArgumentsKind.JSON_STRING
         else:
             raw, kind = json_text(args if args is not None else {}, st.line), ArgumentsKind.OBJECT
+        first = st.calls.get((cid, call_id))
+        if first is None:
+            st.calls[(cid, call_id)] = (name, raw)
+        elif same_call(*first, name, raw):
+            return Skipped(src, "duplicate", f"tool_use {call_id} seen earlier in this file")
+        # else other input under a call id seen before: yielded all the same, for the ingest
+        # to keep the first and record this one as left out (`id_conflict`)
         return ToolCall(call_id, cid, name, raw, kind, src, message_id=message_id, time=time)
 
     def _summary(

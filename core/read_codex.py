@@ -12,7 +12,9 @@ Mapping, in short:
   `event_msg` user_message / agent_message views of the same text are dropped as duplicates
   (whichever view comes first is kept, so files with only one view still read fully).
 - function_call / custom_tool_call / local_shell_call / tool_search_call / web_search_call →
-  ToolCall with the arguments exactly as recorded; *_output → ToolResult.
+  ToolCall with the arguments exactly as recorded; *_output → ToolResult. A call id seen
+  before in the file with the same name and arguments is a `duplicate`; with other arguments
+  it is yielded, and the ingest records it as an `id_conflict` (readers.same_call).
 - `compacted` → Boundary (local: readable summary + the real user messages of
   `replacement_history`; remote: opaque, summary None; legacy: no replacement_history).
 
@@ -43,7 +45,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.read_responses import call_arguments, content_text, output_text
-from lexkeep.core.readers import JsonLine
+from lexkeep.core.readers import JsonLine, same_call
 
 # codex-rs/core/templates/compact/summary_prefix.md is one line; the summary follows a "\n".
 SUMMARY_PREFIX = "Another language model started to solve this problem"
@@ -179,7 +181,7 @@ class _State:
             "event": deque(maxlen=_DEDUP_WINDOW),
             "item": deque(maxlen=_DEDUP_WINDOW),
         }
-        self.call_ids: set[str] = set()
+        self.calls: dict[str, tuple[str, str]] = {}  # call id -> (name, raw arguments), first
         self.result_ids: set[str] = set()
         self.line: JsonLine | None = None  # the line being read
 
@@ -431,14 +433,17 @@ class CodexReader:
             # local_shell_call.call_id and web_search_call ids are optional in the protocol
             other = p.get("id")
             call_id = other if isinstance(other, str) and other else f"{cid}:L{src.line}"
-        if call_id in st.call_ids:
+        name, raw, akind = call_arguments(p, st.line)
+        first = st.calls.get(call_id)
+        if first is not None and name is not None and same_call(*first, name, raw):
             yield Skipped(src, "duplicate", f"second call with id {call_id}")
             return
-        name, raw, akind = call_arguments(p, st.line)
         if name is None:
             yield Skipped(src, "malformed", f"{kind} without name", fatal=True)
             return
-        st.call_ids.add(call_id)
+        # A call id seen before with other arguments is yielded all the same, for the ingest
+        # to keep the first and record this one as left out (`id_conflict`).
+        st.calls.setdefault(call_id, (name, raw))
         yield ToolCall(call_id, cid, name, raw, akind, src, time=time)
 
     # -- events -----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from lexkeep.core.jsonnumbers import compact_text, counterparts, float_text, holds_float
+from lexkeep.core.jsonnumbers import compact_text, counterparts, float_text, holds_float, same_json
 from lexkeep.core.model import Format, Record, Skipped
 
 BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, skipped before a file's first line or value
@@ -75,6 +75,15 @@ def json_text(value: Any, line: JsonLine | None) -> str:
         return line.json_text(value) if line is not None else compact_text(value)
     except TypeError:  # a value no JSON writer takes (decoded by another parser)
         return str(value)
+
+
+def same_call(name: str, raw: str, other_name: str, other_raw: str) -> bool:
+    """True when two tool calls under one call id are the same call written twice: the same
+    name, and arguments that are one JSON value (`same_json`: key order, spacing and escapes
+    aside). A reader that meets a call id again in its file drops such a repeat as a
+    `duplicate`; any other repeat it yields, and the ingest keeps the first call and records
+    the repeat as left out (`id_conflict`), as for the same call id in two files."""
+    return name == other_name and same_json(raw, other_raw)
 
 
 class Reader(Protocol):

@@ -157,6 +157,16 @@ class RuleSet:
     origin: str = "built-in"
     disabled: tuple[str, ...] = field(default=())
 
+    @property
+    def spaced_kinds(self) -> frozenset[str]:
+        """Ids of the kinds whose values may hold a space (`+1 415 555 0100`, `May 20`): those
+        with a positive example whose value holds one (its pattern finds it: checked at load).
+
+        What `lexkeep context`'s clip rule keeps whole is stated for these kinds of the
+        built-in rules (compaction.context.clip_answer), so the list is never kept by hand.
+        """
+        return frozenset(k.id for k in self.kinds if any(" " in e.value for e in k.positive))
+
     def kind(self, kind_id: str) -> Kind:
         """The kind with this id (KeyError when absent)."""
         for kind in self.kinds:

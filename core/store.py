@@ -14,7 +14,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import orjson
@@ -59,6 +58,8 @@ def migrations() -> list[tuple[int, str, str]]:
 SPILL_PREFIX = "lexkeep-spill-"
 # The file in a spill folder that its process keeps locked while the folder is in use.
 SPILL_OWNER = ".owner"
+# The temp folders this process has looked through for stale spill folders (once each).
+_SWEPT: set[str] = set()
 
 
 def new_spill_folder() -> tuple[str, int | None]:
@@ -66,11 +67,15 @@ def new_spill_folder() -> tuple[str, int | None]:
     descriptor of its owner file, which holds an exclusive lock (flock) until closed.
 
     A process killed by a signal never runs its cleanup, and leaves its folder; the kernel
-    releases its lock then. Every new folder first removes the folders whose owner file no
-    process holds locked any more (remove_stale_spill_folders). Without flock (not POSIX) no
-    folder is marked, and none removed.
+    releases its lock then. A process's first new folder first removes the folders whose owner
+    file no process holds locked any more (remove_stale_spill_folders); later ones do not list
+    $TMPDIR again, a cost that grows with a busy temp folder (a folder left meanwhile goes
+    with the next process). Without flock (not POSIX) no folder is marked, and none removed.
     """
-    remove_stale_spill_folders()
+    parent = tempfile.gettempdir()
+    if parent not in _SWEPT:
+        _SWEPT.add(parent)
+        remove_stale_spill_folders(parent)
     folder = tempfile.mkdtemp(prefix=SPILL_PREFIX)
     if fcntl is None:
         return folder, None
@@ -355,18 +360,17 @@ class Store:
         on_conflict: str = "DO NOTHING",
         tmpdir: str | None = None,
         added_per_file: Counter[str] | None = None,
-        added_ids: set[Any] | None = None,
-        id_columns: tuple[str, ...] = ("id",),
+        count_added: bool = False,
     ) -> int:
-        """Insert rows through DuckDB's own JSON reader (no per-row inserts); returns rows read.
+        """Insert rows through DuckDB's own JSON reader (no per-row inserts); returns rows read
+        (with `count_added`: rows inserted, fewer when a conflict left some out).
 
         `columns` are (name, DuckDB type), or None for every column of the table in declaration
         order; each row is a list or tuple in that order. Rows are written to a temporary file
         as JSON arrays, one per line, and loaded with `read_json`, each element cast to its
         column's type, so the load runs in C++ and nothing is guessed from the first lines.
         `added_per_file` counts the rows actually inserted (not left out by a conflict) by
-        their `source_file`; `added_ids` receives their `id`s, or the tuples of their
-        `id_columns` when those are several (a tool call's conversation and call id).
+        their `source_file`.
         """
         if columns is None:
             columns = self.columns(table)
@@ -378,8 +382,7 @@ class Store:
             on_conflict=on_conflict,
             tmpdir=tmpdir,
             added_per_file=added_per_file,
-            added_ids=added_ids,
-            id_columns=id_columns,
+            count_added=count_added,
         )
 
 
@@ -611,8 +614,7 @@ def bulk_insert(
     on_conflict: str = "DO NOTHING",
     tmpdir: str | None = None,
     added_per_file: Counter[str] | None = None,
-    added_ids: set[Any] | None = None,
-    id_columns: tuple[str, ...] = ("id",),
+    count_added: bool = False,
 ) -> int:
     """See `Store.bulk_insert`; usable with a bare connection.
 
@@ -651,10 +653,7 @@ def bulk_insert(
         column_list = ", ".join(f'"{name}"' for name, _ in columns)
         values = ", ".join(_element_sql(i, typ, as_json) for i, (_, typ) in enumerate(columns, 1))
         conflict = f" ON CONFLICT {on_conflict}" if on_conflict else ""
-        returned = ["source_file"] if added_per_file is not None else []
-        if added_ids is not None:
-            returned.extend(id_columns)
-        returning = f" RETURNING {', '.join(returned)}" if returned else ""
+        returning = " RETURNING source_file" if added_per_file is not None else ""
         result = con.execute(
             f"INSERT INTO {table} ({column_list}) "
             f"SELECT {values} FROM read_json(?, format='newline_delimited', records=false, "
@@ -662,15 +661,14 @@ def bulk_insert(
             f"maximum_object_size={max_size}){conflict}{returning}",
             [tmp],
         )
-        if returned:
-            while chunk := result.fetchmany(65536):
-                if added_per_file is not None:
-                    added_per_file.update(row[0] for row in chunk)
-                if added_ids is not None and len(id_columns) == 1:
-                    added_ids.update(row[-1] for row in chunk)
-                elif added_ids is not None:
-                    added_ids.update(row[-len(id_columns) :] for row in chunk)
-        return count
+        if added_per_file is None:
+            # an INSERT without RETURNING answers the number of rows it inserted
+            return result.fetchone()[0] if count_added else count
+        added = 0
+        while chunk := result.fetchmany(65536):
+            added += len(chunk)
+            added_per_file.update(row[0] for row in chunk)
+        return added if count_added else count
     finally:
         os.unlink(tmp)
 

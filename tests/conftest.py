@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import orjson
 import pytest
 from typer.testing import CliRunner
 
@@ -101,3 +102,40 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared corpus not found at {SHARED_DATA} (set LEXKEEP_SHARED_DATA)")
     return SHARED_DATA
+
+
+def repeated_call_file(tmp_path: Path, fmt: str) -> tuple[Path, str, str]:
+    """A session file of `fmt` whose call id `call_1` comes three times: line 2 first, line 3
+    with other input, line 4 as on line 2 (in other key order). (file, conversation, name)."""
+
+    def claude(uuid: str, kind: str, **kw: object) -> dict:
+        return {"type": kind, "uuid": uuid, "sessionId": "s1", "parentUuid": None, **kw}
+
+    def use(uuid: str, mid: str, args: dict) -> dict:
+        block = {"type": "tool_use", "id": "call_1", "name": "Bash", "input": args}
+        return claude(uuid, "assistant", message={"id": mid, "content": [block]})
+
+    def codex(args: str) -> dict:
+        call = {"type": "function_call", "call_id": "call_1", "name": "shell", "arguments": args}
+        return {"timestamp": "2026-01-02T03:04:05Z", "type": "response_item", "payload": call}
+
+    if fmt == "claude":
+        text = {"role": "user", "content": "list INV-2041 please"}
+        values = [
+            claude("u1", "user", message=text),
+            use("a1", "msg_1", {"command": "ls INV-2041", "timeout": 5}),
+            use("a2", "msg_2", {"command": "ls INV-2014", "timeout": 5}),
+            use("a3", "msg_3", {"timeout": 5, "command": "ls INV-2041"}),
+        ]
+        path, conv = tmp_path / "s1.jsonl", "s1"
+    else:
+        meta = {"id": "r1", "timestamp": "2026-01-02T03:04:05Z"}
+        values = [
+            {"timestamp": "2026-01-02T03:04:05Z", "type": "session_meta", "payload": meta},
+            codex('{"cmd": "ls INV-2041", "timeout": 5}'),
+            codex('{"cmd": "ls INV-2014", "timeout": 5}'),
+            codex('{"timeout":5,"cmd":"ls INV-2041"}'),
+        ]
+        path, conv = tmp_path / "rollout-r1.jsonl", "r1"
+    path.write_bytes(b"".join(orjson.dumps(v) + b"\n" for v in values))
+    return path, conv, "Bash" if fmt == "claude" else "shell"

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SAMPLE_TRACES, shared_data
+from conftest import REPO, SAMPLE_TRACES, repeated_call_file, shared_data
 
 from lexkeep.core.ingest import ingest_paths
 from lexkeep.core.store import Store
@@ -685,6 +685,30 @@ def test_records_left_out_are_named_by_an_audit_of_the_store_and_stats(cli, tmp_
     ]
 
 
+@pytest.mark.parametrize("fmt", ["claude", "codex"])
+def test_a_call_id_repeated_in_a_session_file_with_other_input_is_named(cli, tmp_path, fmt):
+    """A Claude Code session or Codex rollout repeating a call id with other input lost the
+    repeat without a word; ingest, stats and an audit of the file now name it."""
+    path, conv, _ = repeated_call_file(tmp_path, fmt)
+    first = f"tool_call 'call_1' in conversation '{conv}' at {path}:3, stored from {path}:2"
+    db = tmp_path / "s.duckdb"
+    ingest = cli("ingest", path, "--db", db)
+    assert ingest.exit_code == 0, ingest.stderr
+    assert (
+        "1 record(s) left out: their conversation already holds their id with other content"
+        f" (first: {first})"
+    ) in ingest.stderr
+    stats = json.loads(cli("stats", "--db", db, "--format", "json").stdout)
+    assert stats["errors_by_reason"] == {"id_conflict": 1}
+    note = (
+        "1 record(s) were left out because their conversation already held their id with"
+        f" other content (first: {first}); whatever they held is not in this audit"
+    )
+    files = cli("audit", path, "--format", "json", "--exit-zero")
+    assert files.exit_code == 0, files.stderr
+    assert note in json.loads(files.stdout)["notes"]
+
+
 def test_a_tool_call_left_out_for_its_id_is_named_by_ingest_stats_and_audit(cli, tmp_path):
     """A second file's tool call under a call id its conversation holds with other arguments
     was left out without a word: the store kept n:1 and nothing named b.jsonl:1."""
@@ -833,14 +857,16 @@ def test_records_of_a_type_the_reader_does_not_know_are_named_in_the_notes(cli, 
     """A lexkeep writer's misspelt type (`compation`) is skipped as unknown_type: the audit may
     then pass on what it never read, so its notes say how many records that was and in which
     file. A Claude session pasted after a lexkeep file is no unknown type but another format's
-    lines: the audit stops there (tests/test_mixed_formats.py)."""
+    lines: the audit stops there (tests/test_mixed_formats.py). The note names the first such
+    line, FILE:LINE, so it can be opened."""
     lines = INVOICE.read_text().splitlines(keepends=True)
     typo = tmp_path / "typo.jsonl"
     typo.write_text("".join(lines).replace('"type":"compaction"', '"type":"compation"'))
     env = {"LEXKEEP_READ_WORKERS": workers}
     result = ok(cli("audit", typo, "--format", "json", env=env), 0)  # nothing crosses one
     notes = json.loads(result.stdout)["notes"]
-    assert any("1 record(s)" in n and f"first: {typo}, read as lexkeep" in n for n in notes)
+    at = next(i for i, t in enumerate(lines, 1) if '"type":"compaction"' in t)
+    assert any("1 record(s)" in n and f"first: {typo}:{at}, read as lexkeep" in n for n in notes)
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text("".join(lines) + CLAUDE.read_text())
     err = ok(cli("audit", mixed, "--format", "json", env=env), 2).stderr

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import INGEST_TABLES, SAMPLE_TRACES, position_holes
+from conftest import INGEST_TABLES, SAMPLE_TRACES, position_holes, repeated_call_file
 
 from lexkeep.core import store as store_module
 from lexkeep.core.errors import InputError
@@ -1124,3 +1124,23 @@ def test_files_are_read_by_what_they_hold_not_by_their_names_case(store, tmp_pat
     with Store.open(tmp_path / "other.duckdb") as other:
         [counts] = ingest_paths(other, [str(renamed)])
         assert (counts.status, counts.messages) == ("ingested", 7)
+
+
+@pytest.mark.parametrize("fmt", ["claude", "codex"])
+@pytest.mark.parametrize("lean", [False, True])
+def test_a_call_id_repeated_in_one_file_with_other_input_is_an_id_conflict(tmp_path, fmt, lean):
+    """A Claude Code session or Codex rollout that repeats a tool call's id with other input
+    lost the repeat as a quiet `duplicate`, though tool arguments are what the audit checks.
+    It is now left out as an `id_conflict` (counted, named, recorded), as the same call id
+    with other arguments is across files; a repeat with the same input stays quiet."""
+    path, conv, name = repeated_call_file(tmp_path, fmt)
+    with Store.open(None) as store:
+        [counts] = ingest_paths(store, [str(path)], lean=lean)
+        detail = f"tool_call 'call_1' in conversation '{conv}'"
+        assert _left_out(store) == [(str(path), 3, None, detail)]
+        assert counts.conflicts == (1, f"{detail} at {path}:3, stored from {path}:2")
+        assert counts.skipped.get("duplicate") == 1  # line 4: the same call again
+        [(stored, raw, line)] = store.con.execute(
+            "SELECT name, arguments_raw, source_line FROM tool_calls"
+        ).fetchall()
+        assert (stored, line) == (name, 2) and "ls INV-2041" in raw  # the first stays

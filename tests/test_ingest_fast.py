@@ -163,6 +163,21 @@ def test_edge_file_is_identical_both_ways(tmp_path):
     _assert_same(fast, slow)
 
 
+def test_the_first_line_of_an_unknown_type_is_kept_both_ways(tmp_path):
+    """A file's summary keeps the line of its first record of an unknown type (the audit's
+    note names FILE:LINE), whether DuckDB or the reader read it."""
+    path = tmp_path / "edge.jsonl"
+    mystery = _line("mystery", id="x")
+    path.write_bytes(EDGE.replace(mystery, mystery + _line("telemetry", id="y")))
+    at = EDGE.splitlines(keepends=True).index(mystery) + 1
+    assert _took_fast_path(path, tmp_path)
+    for fast_min in (0, None):
+        with Store.open(None) as store:
+            [got] = ingest_paths(store, [str(path)], fast_min_bytes=fast_min, rules=RULES)
+        assert got.skipped == {"unknown_type": 2}
+        assert got.unknown_type_line == at
+
+
 def test_fast_file_after_a_general_one_in_the_same_conversation(tmp_path):
     base = tmp_path / "base.jsonl"
     base.write_bytes(

@@ -134,6 +134,26 @@ def test_bulk_insert_goes_through_read_json_and_skips_conflicts(store):
     assert got == [("c1", "lexkeep"), ("c2", "openai")]
 
 
+def test_bulk_insert_counts_the_rows_it_inserted(store):
+    """The ingest learns from the count alone whether a write left rows out, instead of
+    taking every inserted key back into Python."""
+    from collections import Counter
+
+    cols = [("id", "VARCHAR"), ("format", "VARCHAR"), ("source_file", "VARCHAR")]
+    cols.append(("source_line", "BIGINT"))
+    rows = [("c1", "lexkeep", "a.jsonl", 1), ("c2", "openai", "b.json", 3)]
+    assert store.bulk_insert("conversations", cols, rows[:1], count_added=True) == 1
+    assert store.bulk_insert("conversations", cols, rows + rows, count_added=True) == 1
+    assert store.bulk_insert("conversations", cols, rows, count_added=True) == 0
+    per_file: Counter[str] = Counter()
+    more = [("c3", "lexkeep", "a.jsonl", 2), ("c1", "lexkeep", "a.jsonl", 1)]
+    assert (
+        store.bulk_insert("conversations", cols, more, added_per_file=per_file, count_added=True)
+        == 1
+    )
+    assert per_file == {"a.jsonl": 1}
+
+
 # Text DuckDB can hold (no lone surrogates), including NUL, controls, quotes and backslashes.
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 _ROW = st.tuples(
@@ -471,3 +491,46 @@ def test_spill_folders_of_killed_processes_go_with_the_next_open(tmp_path: Path)
             proc.kill()
             proc.wait(timeout=30)
     assert unrelated.is_dir()
+
+
+def test_temp_folder_is_listed_for_stale_spill_folders_once_per_process(tmp_path: Path) -> None:
+    """Every in-memory store open (each audit, each `context` build in a long process) listed
+    all of $TMPDIR to find stale spill folders, a cost that grows with a busy /tmp. A process
+    now looks once: a folder left stale after its first open waits for the next process."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys\n"
+        "from lexkeep.core.store import SPILL_OWNER, SPILL_PREFIX, Store\n"
+        "def stale(name):\n"
+        "    folder = os.path.join(sys.argv[1], SPILL_PREFIX + name)\n"
+        "    os.mkdir(folder)\n"
+        "    open(os.path.join(folder, SPILL_OWNER), 'w').close()  # no process holds it\n"
+        "    return folder\n"
+        "first = stale('first')\n"
+        "Store.open(None).close()\n"
+        "second = stale('second')  # stale after the first open\n"
+        "Store.open(None).close()\n"
+        "print(os.path.exists(first), os.path.exists(second))\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    got = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == ["False", "True"]
+    again = subprocess.run(
+        [sys.executable, "-c", "from lexkeep.core.store import Store; Store.open(None).close()"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert again.returncode == 0, again.stderr
+    assert not (tmp_path / "lexkeep-spill-second").exists()  # the next process removes it
