@@ -1184,14 +1184,18 @@ _IBAN_LENGTHS = {
 
 def _is_iban(value: str) -> bool:
     """At least 8 digits after the check digits, and: in groups, capitals or the length of
-    its country's IBANs (always that length when the last group is letters only: a currency
-    code ends a Mauritius or Seychelles IBAN, a currency after another is no part of it);
+    its country's IBANs (always that length when a short last group is letters only: a
+    currency code ends a Mauritius or Seychelles IBAN, a currency after another is no part
+    of it);
     else (run together) the mod-97 check."""
     compact = value.replace(" ", "")
     if sum(c.isdigit() for c in compact[4:]) < 8:
         return False
-    if value.rpartition(" ")[2].isalpha() and (
-        _IBAN_LENGTHS.get(compact[:2].upper()) != len(compact)
+    last = value.rpartition(" ")[2]
+    if (
+        len(last) < 4
+        and last.isalpha()
+        and (_IBAN_LENGTHS.get(compact[:2].upper()) != len(compact))
     ):
         return False
     # In groups the shape says enough (a mistyped IBAN is still what the user typed): in
