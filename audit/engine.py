@@ -53,11 +53,14 @@ from lexkeep.core.model import ArgumentsKind, FileCounts, Format, Source, Verdic
 from lexkeep.core.nearmiss import (
     _EDGE_PUNCT,
     Difference,
+    GroupedRun,
     NearMiss,
     candidates,
     fold,
+    grouped_runs,
     is_kept,
     skeleton,
+    with_grouped,
 )
 from lexkeep.core.store import Store, default_db_path
 
@@ -785,13 +788,15 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
         _NEAR_SQL, {"rids": probe_rids, "probes": probes, "lo": batch.lo, "hi": batch.hi}
     )
     for call_id, name, raw, kind, file, line, call_rids in _stream(result):
-        tokens = _call_tokens(raw, kind, forms)
+        leaves = decode_arguments(raw, kind)
+        tokens = _leaf_tokens(leaves, forms)
         if not tokens:
             continue
+        runs = _GroupedLeaves(leaves)
         for rid in call_rids:
             if rid in settled:
                 continue
-            miss = fast_best_near_miss(expected[batch.row(rid)[4]], tokens)
+            miss = fast_best_near_miss(expected[batch.row(rid)[4]], tokens, runs)
             if miss is None:
                 continue
             key = (_RANK[miss.difference], miss.distance)
@@ -808,10 +813,48 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
 _Token = tuple[str, str, str]
 
 
+class _GroupedLeaves:
+    """The grouped token runs (`core.nearmiss.grouped_runs`) of a call's argument strings,
+    computed per string on first use and only for strings that can hold the value: most
+    identifiers find their near miss, or none, without them."""
+
+    __slots__ = ("bare", "leaves", "runs")
+
+    def __init__(self, leaves: list[str]) -> None:
+        self.leaves = leaves
+        # An ASCII string folded without separators (lower case, no white space, no
+        # -_.:/#\+()): a grouped near miss's skeleton is a substring of it. None: not ASCII,
+        # always searched (NFKC may join characters across a token's edge).
+        self.bare = [leaf.lower().translate(_ASCII_BARE) if leaf.isascii() else None
+                     for leaf in leaves]  # fmt: skip
+        self.runs: dict[int, list[GroupedRun]] = {}
+
+    def __call__(self, want: str) -> list[GroupedRun]:
+        out: list[GroupedRun] = []
+        for index, leaf in enumerate(self.leaves):
+            bare = self.bare[index]
+            if bare is not None and want not in bare:
+                continue
+            runs = self.runs.get(index)
+            if runs is None:
+                runs = self.runs[index] = grouped_runs(leaf)
+            out.extend(runs)
+        return out
+
+
+# ASCII white space (what `regex`'s \s matches there) and the separators of a skeleton.
+_ASCII_BARE = str.maketrans("", "", " \t\n\v\f\r-_.:/#\\+()")
+
+
 def _call_tokens(raw: str, kind: str, forms: dict[str, _Token]) -> list[_Token]:
     """The tokens of a call's decoded arguments (`core.nearmiss.candidates`), with their forms."""
+    return _leaf_tokens(decode_arguments(raw, kind), forms)
+
+
+def _leaf_tokens(leaves: list[str], forms: dict[str, _Token]) -> list[_Token]:
+    """The tokens of argument strings (`core.nearmiss.candidates`), with their forms."""
     out = []
-    for leaf in decode_arguments(raw, kind):
+    for leaf in leaves:
         if not leaf.isascii():
             for token in candidates(leaf):
                 got = forms.get(token)
@@ -905,11 +948,17 @@ def _may_be_within(got: str, pieces: tuple[tuple[str, int], ...], limit: int) ->
     return False
 
 
-def fast_best_near_miss(expected: _Expected, tokens: Sequence[_Token]) -> NearMiss | None:
+def fast_best_near_miss(
+    expected: _Expected,
+    tokens: Sequence[_Token],
+    runs: Callable[[str], list[GroupedRun]] = lambda _: [],
+) -> NearMiss | None:
     """`core.nearmiss.best_near_miss` over pre-tokenised, pre-folded argument text.
 
     Same answer (tests/test_audit_fastload.py checks it against the original): the first
-    token with the lowest (difference rank, distance); it only skips work that cannot match.
+    token with the lowest (difference rank, distance), or a value written in groups over
+    several tokens (`runs`: the texts' `grouped_runs`, asked for only when such a near miss
+    could still win); it only skips work that cannot match.
     """
     best: NearMiss | None = None
     best_key = (9, 0)
@@ -930,7 +979,7 @@ def fast_best_near_miss(expected: _Expected, tokens: Sequence[_Token]) -> NearMi
             best, best_key = miss, key
             if key[0] == 0:
                 return best
-    return best
+    return with_grouped(best, value, want, runs)
 
 
 _RANK = {

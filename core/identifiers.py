@@ -1184,9 +1184,19 @@ _IBAN_LENGTHS = {
 
 def _is_iban(value: str) -> bool:
     """At least 8 digits after the check digits, and: in groups, capitals or the length of
-    its country's IBANs; else (run together) the mod-97 check."""
+    its country's IBANs (always that length when a short last group is letters only: a
+    currency code ends a Mauritius or Seychelles IBAN, a currency after another is no part
+    of it);
+    else (run together) the mod-97 check."""
     compact = value.replace(" ", "")
     if sum(c.isdigit() for c in compact[4:]) < 8:
+        return False
+    last = value.rpartition(" ")[2]
+    if (
+        len(last) < 4
+        and last.isalpha()
+        and (_IBAN_LENGTHS.get(compact[:2].upper()) != len(compact))
+    ):
         return False
     # In groups the shape says enough (a mistyped IBAN is still what the user typed): in
     # capitals, or in any case at the length of its country's IBANs.
@@ -1215,15 +1225,29 @@ _VALIDATE: dict[str, Any] = {
 }
 
 
+# Tokens that join a context word to its value and count as no word of the window.
+_OPERATORS = frozenset(["=", "==", "===", ":=", ":", "->", "=>", "-->", "==>", "→", "⇒"])
+
+
 def _context_ok(text: str, start: int, kind: Kind) -> bool:
     ctx = kind.context
     assert ctx is not None
     before = text[max(0, start - 24 * ctx.window) : start]
-    # Whitespace-separated words with surrounding punctuation stripped ("zip:" is "zip");
-    # str.split is far cheaper here than a regex word scan.
-    words = [w.strip(_PUNCTUATION).lower() for w in before.split()[-ctx.window :]]
-    hit = not ctx.single_words.isdisjoint(words)
-    if not hit and ctx.phrases:
-        window = f" {' '.join(words)} "
-        hit = any(f" {phrase} " in window for phrase in ctx.phrases)
+    # Whitespace-separated words with surrounding punctuation stripped ("zip:" is "zip"); an
+    # operator between a word and the value ("=", "->") is no word. str.split is far cheaper
+    # here than a regex word scan.
+    tokens = before.split()
+    if not _OPERATORS.isdisjoint(tokens[-ctx.reach :]):  # rare: read past the operators
+        tokens = [token for token in tokens if token not in _OPERATORS]
+    in_window = [w.strip(_PUNCTUATION).lower() for w in tokens[-ctx.window :]]
+    hit = not ctx.single_words.isdisjoint(in_window)
+    if not hit and ctx.phrases and not ctx.phrase_ends.isdisjoint(in_window):
+        # A phrase counts as one word of the window: it ends among the window's words.
+        words = [w.strip(_PUNCTUATION).lower() for w in tokens[-ctx.reach :]]
+        first = len(words) - len(in_window)
+        hit = any(
+            end >= len(phrase) and tuple(words[end - len(phrase) : end]) == phrase
+            for end in range(first + 1, len(words) + 1)
+            for phrase in ctx.phrases
+        )
     return hit if ctx.mode == "require" else not hit

@@ -9,6 +9,7 @@ separators, a truncation or extension, or a small edit.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -21,6 +22,11 @@ _SEPARATORS = regex.compile(r"[\s\-_.:/#\\+()]+")
 # Candidate tokens in a tool argument: runs of identifier-ish characters.
 _TOKEN = regex.compile(r"[\p{L}\p{N}\-_.:/#\\@+~]+")
 _EDGE_PUNCT = ".,;:!?'\")]}>"
+# Two or more tokens with only white space and brackets between them: one value may be
+# written so in groups ("+1 (555) 010-9999", "DE89 3704 0044 0532 0130 00"). A comma, a quote
+# or any other character between two tokens makes them items of a list, not groups.
+_GROUPS = regex.compile(r"[\p{L}\p{N}\-_.:/#\\@+~]+(?:[\s()]+[\p{L}\p{N}\-_.:/#\\@+~]+)+")
+_ASCII_DIGIT = regex.compile(r"[0-9]")
 
 
 class Difference(StrEnum):
@@ -125,6 +131,71 @@ _RANK = {
 }
 
 
+# A run of grouped tokens: its text, (start, end, fold without separators) per token, and
+# those folds joined (a value's skeleton can only be found in a run whose join holds it).
+GroupedRun = tuple[str, tuple[tuple[int, int, str], ...], str]
+
+
+def grouped_runs(text: str) -> list[GroupedRun]:
+    """Runs of two or more tokens of `text` separated only by white space and brackets."""
+    out = []
+    for run in _GROUPS.finditer(text):
+        tokens = tuple(
+            (m.start(), m.end(), _SEPARATORS.sub("", fold(m.group())))
+            for m in _TOKEN.finditer(text, run.start(), run.end())
+        )
+        out.append((text, tokens, "".join(t[2] for t in tokens)))
+    return out
+
+
+def grouped_near_miss(expected: str, want: str, runs: list[GroupedRun]) -> NearMiss | None:
+    """A case or separator near miss of `expected` written over two or more grouped tokens.
+
+    `want` is skeleton(expected). A value typed as one token may be written in groups
+    (`+15550109999` as `+1 (555) 010-9999`), which tokens split at spaces and brackets never
+    show. Only values with an ASCII digit and 4 skeleton characters or more: words of prose
+    are no groups of a value. The first case change wins, else the first separator change;
+    the near miss is the grouped text as written, brackets around its groups included.
+    """
+    if not may_be_grouped(want):
+        return None
+    best: NearMiss | None = None
+    for text, tokens, joined in runs:
+        if want not in joined:
+            continue
+        for i in range(len(tokens) - 1):
+            acc = tokens[i][2]
+            if not acc or not want.startswith(acc.lstrip("0")):
+                continue
+            for j in range(i + 1, len(tokens)):
+                acc += tokens[j][2]
+                got = acc.lstrip("0")
+                if len(got) >= len(want) or not want.startswith(got):
+                    if got == want:
+                        miss = classify(expected, _grouped_text(text, tokens[i][0], tokens[j][1]))
+                        if miss is not None and miss.difference == Difference.CASE:
+                            return miss
+                        if miss is not None and best is None:
+                            best = miss
+                    break
+    return best
+
+
+def may_be_grouped(want: str) -> bool:
+    """Whether a value of skeleton `want` is looked for in grouped tokens at all."""
+    return len(want) >= 4 and _ASCII_DIGIT.search(want) is not None
+
+
+def _grouped_text(text: str, start: int, end: int) -> str:
+    """text[start:end] without edge punctuation, with a bracket it opens or closes."""
+    span = text[start:end].strip(_EDGE_PUNCT)
+    if span.count(")") > span.count("(") and text[start - 1 : start] == "(":
+        span = "(" + span
+    elif span.count("(") > span.count(")") and text[end : end + 1] == ")":
+        span += ")"
+    return span
+
+
 def candidates(text: str) -> list[str]:
     """Identifier-like tokens of a text, edge punctuation trimmed."""
     out = []
@@ -138,7 +209,8 @@ def candidates(text: str) -> list[str]:
 def best_near_miss(expected: str, texts: list[str] | tuple[str, ...]) -> NearMiss | None:
     """The closest near miss of `expected` among the tokens of `texts` (case < separator < ...)."""
     best: NearMiss | None = None
-    want_len = len(skeleton(expected))
+    want = skeleton(expected)
+    want_len = len(want)
     for text in texts:
         for token in candidates(text):
             # Cheap length filter before any folding: near misses are within 0.6x-1.7x.
@@ -154,4 +226,23 @@ def best_near_miss(expected: str, texts: list[str] | tuple[str, ...]) -> NearMis
                 best = miss
                 if _RANK[best.difference] == 0:
                     return best
+    return with_grouped(best, expected, want, lambda _: [r for t in texts for r in grouped_runs(t)])
+
+
+def with_grouped(
+    best: NearMiss | None, expected: str, want: str, runs: Callable[[str], list[GroupedRun]]
+) -> NearMiss | None:
+    """`best` (the first closest single token), or a grouped near miss that ranks before it.
+
+    `runs(want)` gives the grouped runs of the texts (it may leave out texts that cannot hold
+    `want`); it is called only when a grouped near miss could still win (it can only be a
+    case or separator change), so a caller can compute the runs lazily.
+    """
+    if not may_be_grouped(want) or (
+        best is not None and _RANK[best.difference] < _RANK[Difference.SEPARATOR]
+    ):
+        return best
+    grouped = grouped_near_miss(expected, want, runs(want))
+    if grouped is not None and (best is None or _RANK[grouped.difference] < _RANK[best.difference]):
+        return grouped
     return best

@@ -35,7 +35,7 @@ from lexkeep.core.errors import RuleError
 WALL_SLACK = 10.0
 
 # Bumped whenever the extraction code changes what a rule means, so stored scans re-run.
-ENGINE_VERSION = "2"
+ENGINE_VERSION = "4"
 TIERS = ("A", "B", "C", "suppressor")
 REQUIRE = ("digit", "letter", "upper", "lower", "hexletter")
 VALIDATORS = (
@@ -88,13 +88,19 @@ class Example:
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """Whole-word context gate: `require` a word in the `window` words before, or `veto` on one."""
+    """Whole-word context gate: `require` a word in the `window` words before, or `veto` on one.
+
+    A phrase (an entry of several words) counts as one word of the window: it ends among the
+    `window` words before the match. An operator token (`=`, `==`, `:`, `->`, `=>`) is no word.
+    """
 
     words: tuple[str, ...]
     window: int
     mode: str
     single_words: frozenset[str] = frozenset()  # one-word entries, matched by set lookup
-    phrases: tuple[str, ...] = ()  # multi-word entries, matched within the word window
+    phrases: tuple[tuple[str, ...], ...] = ()  # multi-word entries, as their words
+    phrase_ends: frozenset[str] = frozenset()  # the last word of each phrase
+    reach: int = 0  # words to read before a match: the window, and a phrase ending in it
 
 
 @dataclass(frozen=True, slots=True)
@@ -586,12 +592,15 @@ def _context(raw: Any, fail: Any) -> Context | None:
         raise fail(f"context.mode must be one of {', '.join(CONTEXT_MODES)}, not {mode!r}")
     # Whole-word, case-folded phrases; normalised to single spaces for the window match.
     folded = tuple(" ".join(w.lower().split()) for w in words)
+    phrases = tuple(tuple(w.split()) for w in folded if " " in w)
     return Context(
         folded,
         window,
         mode,
         frozenset(w for w in folded if " " not in w),
-        tuple(w for w in folded if " " in w),
+        phrases,
+        frozenset(p[-1] for p in phrases),
+        window + max((len(p) for p in phrases), default=1) - 1,
     )
 
 

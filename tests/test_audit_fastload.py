@@ -32,7 +32,14 @@ from lexkeep.audit.fastload import LineCheck, fast_load, read_alike
 from lexkeep.audit.render import render, report_dict
 from lexkeep.audit.settings import AuditSettings
 from lexkeep.core.errors import InputError
-from lexkeep.core.nearmiss import best_near_miss, candidates, edit_distance, fold, skeleton
+from lexkeep.core.nearmiss import (
+    best_near_miss,
+    candidates,
+    edit_distance,
+    fold,
+    grouped_runs,
+    skeleton,
+)
 from lexkeep.core.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -404,10 +411,25 @@ _values = st.text(_alphabet, min_size=1, max_size=20)
 
 
 @settings(max_examples=250, deadline=None)
-@given(value=_values, texts=st.lists(st.text(_alphabet | st.just(" "), max_size=40), max_size=4))
+@given(
+    value=_values | st.text(_alphabet | st.sampled_from(" ()"), min_size=1, max_size=20),
+    texts=st.lists(st.text(_alphabet | st.sampled_from("  ()"), max_size=40), max_size=4),
+)
 def test_fast_best_near_miss_equals_best_near_miss(value, texts):
     tokens = [(t, fold(t), skeleton(t)) for text in texts for t in candidates(text)]
-    assert fast_best_near_miss(_Expected.of(value), tokens) == best_near_miss(value, texts)
+    runs = lambda _: [r for text in texts for r in grouped_runs(text)]  # noqa: E731
+    assert fast_best_near_miss(_Expected.of(value), tokens, runs) == best_near_miss(value, texts)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [("+15550109999", "+1 (555) 010-9999"), ("DE89 3704 0044", "de89 3704 0044")],
+)
+def test_fast_best_near_miss_finds_a_value_written_in_groups(value, text):
+    tokens = [(t, fold(t), skeleton(t)) for t in candidates(text)]
+    miss = fast_best_near_miss(_Expected.of(value), tokens, lambda _: grouped_runs(text))
+    assert miss is not None and miss.found == text
+    assert miss == best_near_miss(value, [text])
 
 
 def test_the_first_of_equally_near_tokens_wins():

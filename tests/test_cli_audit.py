@@ -966,3 +966,122 @@ def test_a_named_pipe_is_refused_with_the_way_to_pass_it(cli, tmp_path):
         fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
         os.close(fd)
         writer.join(5)
+
+
+@pytest.mark.parametrize(
+    ("typed", "written"),
+    [
+        ("+15550109999", "+1 (555) 010-9999"),  # typed compact, written in groups
+        ("+1 (555) 010-9999", "+15550109999"),  # typed in groups, written compact
+        ("+1 415-555-0132", "+1 415 555 0132"),  # other groups
+    ],
+)
+def test_a_phone_written_in_other_groups_is_altered_not_missing(cli, tmp_path, typed, written):
+    trace = tmp_path / "phone.jsonl"
+    trace.write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in (
+                {
+                    "type": "message",
+                    "id": "m1",
+                    "conversation_id": "c1",
+                    "role": "user",
+                    "text": f"Please call me at {typed} tomorrow",
+                },
+                {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "x"},
+                {
+                    "type": "tool_call",
+                    "id": "t1",
+                    "conversation_id": "c1",
+                    "name": "dial",
+                    "arguments": json.dumps({"to": written, "when": "tomorrow 10:00"}),
+                },
+            )
+        )  # fmt: skip
+    )
+    report = json.loads(ok(cli("audit", trace, "--format", "json"), 1).stdout)
+    [finding] = report["findings"]
+    assert (finding["kind"], finding["value"], finding["verdict"]) == ("phone", typed, "altered")
+    evidence = finding["evidence"]
+    assert (evidence["found"], evidence["difference"], evidence["distance"]) == (
+        written,
+        "separator",
+        0,
+    )
+    assert (evidence["call_id"], evidence["line"]) == ("t1", 3)
+
+
+def _audit_user_text(cli, tmp_path: Path, text: str, arguments: dict) -> list[tuple[str, str, str]]:
+    """(kind, value, verdict) of every finding of one user message audited against one call."""
+    trace = tmp_path / "one.jsonl"
+    records = (
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user", "text": text},
+        {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "x"},
+        {"type": "tool_call", "id": "t1", "conversation_id": "c1", "name": "run",
+         "arguments": json.dumps(arguments)},
+    )  # fmt: skip
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = cli("audit", trace, "--format", "json", "--exit-zero")
+    report = json.loads(ok(result, 0).stdout)
+    return [(f["kind"], f["value"], f["verdict"]) for f in report["findings"]]
+
+
+def test_a_list_of_three_short_numbers_is_no_phone_to_lose(cli, tmp_path):
+    """`100 200 300` read as a phone number failed the gate when the call used the sizes."""
+    got = _audit_user_text(
+        cli, tmp_path, "resize the icons to 100 200 300 please", {"sizes": [100, 200, 300]}
+    )
+    assert got == []
+
+
+@pytest.mark.parametrize(
+    ("text", "phone"),
+    [
+        ("Call 415-555-0132 2 times if busy", "415-555-0132"),
+        ("Call at 10:30 415-555-0132 please", "415-555-0132"),
+    ],
+)
+def test_a_phone_beside_a_bare_number_is_audited(cli, tmp_path, text, phone):
+    """The phone was not extracted at all, so losing it could never fail the gate."""
+    assert _audit_user_text(cli, tmp_path, text, {"to": phone}) == [("phone", phone, "kept")]
+    lost = _audit_user_text(cli, tmp_path, text, {"to": "415-555-0199"})
+    assert lost == [("phone", phone, "missing")]
+
+
+@pytest.mark.parametrize(
+    ("written", "verdict"),
+    [
+        ("MU17 BOMM 0101 1010 3030 0200 000M UR", "kept"),
+        ("MU17BOMM0101101030300200000MUR", "altered"),
+    ],
+)
+def test_a_mauritius_iban_is_audited_as_one_iban(cli, tmp_path, written, verdict):
+    """Its last letters read as an amount ('000M'): the audit saw a code and a card number."""
+    iban = "MU17 BOMM 0101 1010 3030 0200 000M UR"
+    got = _audit_user_text(cli, tmp_path, f"Refund to {iban} today", {"iban": written})
+    assert got == [("iban", iban, verdict)]
+
+
+@pytest.mark.parametrize(
+    ("text", "folder"),
+    [
+        ("The types live in node_modules/@types/node/ now", "node_modules/@types/node/"),
+        ("Move the button to src/components/.", "src/components/"),
+    ],
+)
+def test_a_folder_path_is_audited_whole(cli, tmp_path, text, folder):
+    """It gave pieces (node_modules, @types) or nothing, never the folder the agent lists."""
+    got = _audit_user_text(cli, tmp_path, text, {"path": folder})
+    assert got == [("path_rel", folder, "kept")]
+    got = _audit_user_text(cli, tmp_path, text, {"path": folder.rstrip("/")})
+    assert got == [("path_rel", folder, "altered")]
+
+
+def test_a_version_after_version_is_is_no_address_to_lose(cli, tmp_path):
+    """`version is 7.1.17.0` read as an IPv4 address failed the gate when the agent used
+    `v7.1.17.0`; right after `version` it was already no address."""
+    for text in ("The version is 7.1.17.0 now", "Set version = 7.1.17.0 please"):
+        assert _audit_user_text(cli, tmp_path, text, {"tag": "v7.1.17.0"}) == []
+    got = _audit_user_text(cli, tmp_path, "the release is on 10.0.0.7", {"host": "10.0.0.8"})
+    assert got == [("ipv4", "10.0.0.7", "missing")]

@@ -485,3 +485,168 @@ def test_absolute_paths_with_other_brackets_are_whole_or_nothing(
     text: str, expected: list[str]
 ) -> None:
     assert [v for kind, v in found(text) if kind == "path_posix"] == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sizes 100 200 300 tried",
+        "widths 10 200 300",
+        "1 100 200 300",
+        "call 612 345 678",  # three groups of three: a list, unless written with + or dashes
+    ],
+)
+def test_three_short_numbers_are_no_phone(text: str) -> None:
+    assert found(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("call 415 555 0132", "415 555 0132"),
+        ("call 020 7946 0958", "020 7946 0958"),
+        ("call +34 612 345 678", "+34 612 345 678"),
+        ("call (612) 345 678", "(612) 345 678"),
+    ],
+)
+def test_a_phone_in_groups_with_a_group_of_four_or_a_sign_stays_a_phone(
+    text: str, value: str
+) -> None:
+    assert found(text) == [("phone", value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("call 415-555-0132 2 times", "415-555-0132"),
+        ("at 10:30 415-555-0132", "415-555-0132"),
+        ("at 10:30 +1 415-555-0132", "+1 415-555-0132"),
+        ("call +1 415-555-0132 3 times", "+1 415-555-0132"),
+        ("room 12 (415) 555-0199", "(415) 555-0199"),
+        ("call 1-800-555-0199 3 times", "1-800-555-0199"),
+        ("dial 415-555-0132 1234 is the pin", "415-555-0132"),
+        ("on 2 +49 30 1234 5678", "+49 30 1234 5678"),  # a "+" starts a number
+        ("at 10:30 +49 30 1234 5678", "+49 30 1234 5678"),
+        ("ref AB1 1 415-555-0132", "1 415-555-0132"),
+    ],
+)
+def test_a_phone_in_dashes_next_to_a_bare_number_is_found(text: str, value: str) -> None:
+    """The number beside it is no further group of it: its groups are joined by dashes."""
+    assert [(k, v) for k, v in found(text) if k == "phone"] == [("phone", value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "call 415 555 0132 2 times",  # groups with spaces: the 2 may be a further group
+        "at 10:30 415 555 0132",
+        "ref 12 415 555-0132",
+    ],
+)
+def test_a_phone_in_spaced_groups_next_to_a_number_is_still_nothing(text: str) -> None:
+    assert [v for k, v in found(text) if k == "phone"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        # Mauritius and Seychelles IBANs end in a currency code: the last group is letters
+        # that an amount or a quantity would otherwise claim ("000M", "1497 USD")
+        ("pay MU17 BOMM 0101 1010 3030 0200 000M UR now", "MU17 BOMM 0101 1010 3030 0200 000M UR"),
+        ("pay SC18 SSCB 1101 0000 0000 0000 1497 USD.", "SC18 SSCB 1101 0000 0000 0000 1497 USD"),
+        ("iban mu17 bomm 0101 1010 3030 0200 000m ur", "mu17 bomm 0101 1010 3030 0200 000m ur"),
+        ("iban sc18 sscb 1101 0000 0000 0000 1497 usd", "sc18 sscb 1101 0000 0000 0000 1497 usd"),
+        ("iban MU17BOMM0101101030300200000MUR", "MU17BOMM0101101030300200000MUR"),
+        ("QA58 DOHB 0000 1234 5678 90AB CDEF G", "QA58 DOHB 0000 1234 5678 90AB CDEF G"),
+        # run together and valid, an IBAN of hex letters is an IBAN, not a hex hash
+        ("iban DE89370400440532013000", "DE89370400440532013000"),
+        ("iban BE68539007547034 ok", "BE68539007547034"),
+    ],
+)
+def test_ibans_whose_groups_read_as_amounts_or_hex_are_ibans(text: str, value: str) -> None:
+    assert found(text) == [("iban", value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pay BE68 5390 0754 7034 USD",  # a currency after a whole Belgian IBAN is no group of it
+        "MU17 BOMM 0101 1010 3030 0200 UR",  # letters where a Mauritius IBAN is too short
+        "at DE89 3704 0044 10:30",  # no IBAN cut before a clock time
+        "v DE89 3704 0044 10.5",
+    ],
+)
+def test_no_iban_takes_letters_or_numbers_that_are_no_part_of_it(text: str) -> None:
+    assert [v for k, v in found(text) if k == "iban"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("see node_modules/@types/node/ for it", "node_modules/@types/node/"),
+        ("look in src/components/.", "src/components/"),
+        ("(under src/components/)", "src/components/"),
+        ("open @src/components/ please", "src/components/"),
+        ("the packages/core/src/ folder", "packages/core/src/"),
+        ("routes in app/(marketing)/about/", "app/(marketing)/about/"),
+        ("call api/v2/users/ now", "api/v2/users/"),
+        ("move them to **src/lib/**", "src/lib/"),
+    ],
+)
+def test_a_folder_path_ending_in_a_slash_is_one_path(text: str, value: str) -> None:
+    assert found(text) == [("path_rel", value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "and/or yes/no client/server input/output",
+        "use it w/ care, in src/ and lib/",  # one name: a word with a slash as often as a folder
+        "red/green/blue and he/she/they",  # no slash at the end: prose
+        "glob src/components/*.tsx",  # more than the folder: a pattern, not the folder
+        "in src/**/test/",
+        "src/components/.github",
+        "it is done./next/ ok",  # a name ending in '.': a sentence
+        "exp 12/26/ ok",  # numbers alone: a date, not a folder
+        "sizes 1/2.5/ ok",
+    ],
+)
+def test_prose_with_slashes_is_no_folder_path(text: str) -> None:
+    assert [v for k, v in found(text) if k == "path_rel"] == []
+
+
+def test_a_relative_path_never_starts_after_a_plus() -> None:
+    assert found("see x+src/a.py") == [("path_rel", "x+src/a.py")]
+    assert found("see .x+src/a.py now") == []  # not the piece after the '+'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "version is 7.1.17.0",
+        "the version was 7.1.17.0 yesterday",
+        "version = 7.1.17.0",
+        "version == 7.1.17.0",
+        "version -> 7.1.17.0",
+        "firmware version is 4.2.1.0",
+        "build number 7.1.17.0",
+        "the build is 7.1.17.0",
+        "release was 1.2.3.4",
+    ],
+)
+def test_a_four_part_version_after_version_is_or_was_is_no_address(text: str) -> None:
+    assert [kind for kind, _ in found(text) if kind == "ipv4"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("the release went to 10.0.0.7", "10.0.0.7"),
+        ("the release is on 10.0.0.7", "10.0.0.7"),
+        ("version 2 is on 10.0.0.5", "10.0.0.5"),
+        ("the build is done, ssh 10.0.0.5", "10.0.0.5"),
+        ("ship the version to 10.0.0.5", "10.0.0.5"),
+    ],
+)
+def test_an_address_a_word_after_a_version_phrase_is_found(text: str, value: str) -> None:
+    assert [v for kind, v in found(text) if kind == "ipv4"] == [value]

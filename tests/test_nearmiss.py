@@ -111,3 +111,59 @@ def test_edit_distance_is_symmetric_and_bounded(a, b):
 )
 def test_phone_formatting_is_a_separator_change(expected: str, found: str) -> None:
     assert classify(expected, found) == NearMiss(found, Difference.SEPARATOR, 0)
+
+
+@pytest.mark.parametrize(
+    ("expected", "text", "found", "difference"),
+    [
+        # typed compact, written in groups: the groups are one near miss, not three tokens
+        ("+15550109999", '{"phone": "+1 (555) 010-9999"}', "+1 (555) 010-9999", "separator"),
+        ("5550109999", "call (555) 010-9999 now", "(555) 010-9999", "separator"),
+        ("DE89370400440532013000", "iban DE89 3704 0044 0532 0130 00.", None, "separator"),
+        ("4111111111111111", "card 4111 1111 1111 1111, exp 12/26", None, "separator"),
+        ("ORD_88412", "order ORD 88412 shipped", "ORD 88412", "separator"),
+        # typed in groups, written in other groups or another case
+        ("+1 415-555-0132", "dial +1 415 555 0132", "+1 415 555 0132", "separator"),
+        (
+            "DE89 3704 0044 0532 0130 00",
+            "iban de89 3704 0044 0532 0130 00",
+            "de89 3704 0044 0532 0130 00",
+            "case",
+        ),
+    ],
+)
+def test_a_value_written_in_groups_is_a_separator_near_miss(
+    expected: str, text: str, found: str | None, difference: str
+) -> None:
+    miss = best_near_miss(expected, [text])
+    assert miss is not None
+    assert miss.difference == difference
+    assert miss.distance == 0
+    if found is None:
+        found = text.split(" ", 1)[1].split(",")[0].rstrip(".")
+    assert miss.found == found
+    assert miss.found in text
+
+
+@pytest.mark.parametrize(
+    ("expected", "text"),
+    [
+        ("+15550109999", "+1, 555, 010, 9999"),  # a list, not one number in groups
+        ("+15550109999", '["+1", "555", "010-9999"]'),
+        ("in_progress", "the job is in progress"),  # no digit: words of prose, not groups
+        ("AB12 3456", "see AB12 3456"),  # kept as typed: no near miss at all
+        ("15550109999", "+1 555 010 99999"),  # the groups hold more than the value
+        ("+15550109999", "1 5550 109"),
+    ],
+)
+def test_words_or_list_items_are_no_grouped_near_miss(expected: str, text: str) -> None:
+    miss = best_near_miss(expected, [text])
+    assert miss is None or " " not in miss.found
+
+
+def test_a_single_token_near_miss_comes_before_an_equal_grouped_one() -> None:
+    miss = best_near_miss("ORD-88412", ["ORD 88412 or ORD_88412"])
+    assert miss == NearMiss("ORD_88412", Difference.SEPARATOR, 0)
+    # a case change in groups beats a separator change in one token
+    miss = best_near_miss("AB12 3456 7890", ["AB12-3456-7890 or ab12 3456 7890"])
+    assert miss == NearMiss("ab12 3456 7890", Difference.CASE, 0)

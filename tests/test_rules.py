@@ -454,3 +454,38 @@ def test_a_rule_that_slips_past_the_load_check_is_cut_off_at_its_budget(tmp_path
         timeout=120,
     )
     assert json.loads(done.stdout)["complete"] is False, done.stderr
+
+
+CONTEXT_KIND = """
+[[kinds]]
+id = "acme_ref"
+tier = "C"
+priority = 85
+keywords = ["acme-"]
+regex = '''(?<![\\p{L}\\p{N}_-])ACME-[0-9]{4}(?![\\p{L}\\p{N}_])'''
+context = { words = ["ref", "order number"], window = 1, mode = "require" }
+tests.positive = [{ text = "ref ACME-1234", value = "ACME-1234" }]
+tests.negative = ["ACME-1234"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("ref ACME-1234", True),
+        ("ref = ACME-1234", True),  # an operator between them is no word
+        ("ref: -> ACME-1234", True),
+        ("ref x ACME-1234", False),
+        ("ref - ACME-1234", False),  # a dash (a bullet, a range) still counts as a word
+        ("order number ACME-1234", True),  # a phrase is one word of the window
+        ("the order number = ACME-1234", True),
+        ("order number x ACME-1234", False),
+        ("number ACME-1234", False),
+    ],
+)
+def test_context_window_counts_phrases_as_one_word_and_skips_punctuation(
+    tmp_path: Path, text: str, found: bool
+) -> None:
+    rules = load_rules(write(tmp_path, CONTEXT_KIND))
+    got = [i.value for i in extract(text, rules).identifiers if i.kind == "acme_ref"]
+    assert got == (["ACME-1234"] if found else [])
