@@ -90,6 +90,12 @@ class RuleError(ConfigError):
     """An identifier rule failed its own checks when it was loaded."""
 
 
+class BackendUnreachableError(LexkeepError):
+    """A summariser backend that cannot be reached at all: no request reached it (name lookup,
+    connection or TLS handshake failed) or its program cannot be started. Nothing was
+    generated, so the run gives its claims back without counting an attempt and stops."""
+
+
 class StoreError(LexkeepError):
     """The DuckDB store is missing, locked, or from an incompatible version."""
 
