@@ -14,7 +14,31 @@ from lexkeep.cli.common import (
     reader_gone,
     refuse_output_over_inputs,
 )
+from lexkeep.core.errors import LexkeepError
 from lexkeep.core.formats import format_names
+
+
+def _requested_format(fmt: str | None) -> str | None:
+    """The report format asked for (flag, then environment, then settings file), or None
+    when the settings that name it cannot be read."""
+    if fmt is not None:
+        return fmt.strip().lower()
+    from lexkeep.audit.settings import resolve
+
+    try:
+        return resolve({}).format
+    except LexkeepError:
+        return None
+
+
+def _annotate_error(err: LexkeepError) -> None:
+    """An `::error` annotation on stdout for an audit that could not run: GitHub Actions
+    shows it on the job, where the `Error:` line on stderr is only in the log."""
+    from lexkeep.audit.render import github_error_line
+
+    message = err.message + (f" (hint: {err.hint})" if err.hint else "")
+    sys.stdout.write(github_error_line(message, path=err.path, line=err.line, col=err.col))
+    sys.stdout.flush()
 
 
 def register(app: typer.Typer) -> None:
@@ -121,20 +145,25 @@ def register(app: typer.Typer) -> None:
             "format": fmt,
             "redact": redact,
         }
-        refuse_output_over_inputs(output, paths or (), db)
-        # The total opens every file: found only when a bar is shown.
-        total = functools.partial(input_size, paths) if paths else None
-        with progress("reading traces", total) as advance:
-            report, settings = audit_command(
-                paths=paths or (),
-                db=db,
-                rules=rules,
-                skip_invalid=skip_invalid,
-                input_format=input_format,
-                flags=flags,
-                on_progress=advance,
-                on_phase=lambda text: advance(0, description=text),
-            )
+        try:
+            refuse_output_over_inputs(output, paths or (), db)
+            # The total opens every file: found only when a bar is shown.
+            total = functools.partial(input_size, paths) if paths else None
+            with progress("reading traces", total) as advance:
+                report, settings = audit_command(
+                    paths=paths or (),
+                    db=db,
+                    rules=rules,
+                    skip_invalid=skip_invalid,
+                    input_format=input_format,
+                    flags=flags,
+                    on_progress=advance,
+                    on_phase=lambda text: advance(0, description=text),
+                )
+        except LexkeepError as err:  # exit 2 (handle_errors); a GitHub job must see it too
+            if _requested_format(fmt) == "github":
+                _annotate_error(err)
+            raise
         try:
             with output_stream(output) as stream:
                 color = settings.format == "table" and output in (None, "-") and is_terminal(stream)
@@ -142,6 +171,10 @@ def register(app: typer.Typer) -> None:
                 stream.flush()
         except BrokenPipeError:
             raise reader_gone(report.exit_code) from None
+        except LexkeepError as err:  # e.g. -o names a file that cannot be written
+            if settings.format == "github":
+                _annotate_error(err)
+            raise
         if output not in (None, "-") and is_terminal(sys.stderr):
             sys.stderr.write(f"Wrote {output}\n")
         raise typer.Exit(report.exit_code)
