@@ -45,6 +45,11 @@ class SettingsWarning(UserWarning):
     """Settings that are read around, not refused: the CLI shows it as one `Warning:` line."""
 
 
+class SkippedInputWarning(SettingsWarning):
+    """An input a folder walk or a glob found but could not read (a broken symbolic link):
+    skipped, and named in one `Warning:` line, as settings read around are."""
+
+
 class InputError(LexkeepError):
     """A trace file (or standard input) could not be read as the format it claims to be."""
 
