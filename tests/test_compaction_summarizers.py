@@ -410,3 +410,19 @@ def test_a_command_printing_terminal_escapes_is_a_failed_attempt(tmp_path, store
     [row] = store.con.execute("SELECT status, last_error, summary FROM compactions").fetchall()
     assert row[0] == "failed" and row[2] is None
     assert row[1] == "the summary is not plain text: control character U+001B at character 8"
+
+
+def test_unreachable_with_several_slots_gives_every_claim_back(db_file):
+    from test_compaction_support import build
+
+    from lexkeep.compaction.engine import run_compaction
+    from lexkeep.core.store import Store
+
+    with Store.open(db_file) as store:
+        build(store, {"c1": 60, "c2": 60})  # 8 segments for 3 slots
+    down = SummarizerOptions(base_url=refusing_url(), timeout=5)
+    with pytest.raises(BackendUnreachableError):
+        run_compaction(db_file, summarizer=create("openai:m", down), workers=3)
+    with Store.open(db_file, read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM compactions").fetchone()[0] == 0
+        assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone()[0] == 0
