@@ -1,5 +1,6 @@
 """`lexkeep` commands for the audit area."""
 
+import contextlib
 import functools
 import sys
 from typing import Annotated
@@ -31,14 +32,23 @@ def _requested_format(fmt: str | None) -> str | None:
         return None
 
 
-def _annotate_error(err: LexkeepError) -> None:
-    """An `::error` annotation on stdout for an audit that could not run: GitHub Actions
-    shows it on the job, where the `Error:` line on stderr is only in the log."""
+def _annotate_error(exc: Exception) -> None:
+    """An `::error` annotation on stdout for an audit that could not run (exit 2): GitHub
+    Actions shows it on the job, where the `Error:` line on stderr is only in the log."""
     from lexkeep.audit.render import github_error_line
+    from lexkeep.core.errors import is_query_interrupt, storage_error
 
-    message = err.message + (f" (hint: {err.hint})" if err.hint else "")
-    sys.stdout.write(github_error_line(message, path=err.path, line=err.line, col=err.col))
-    sys.stdout.flush()
+    if isinstance(exc, typer.Exit | typer.Abort) or is_query_interrupt(exc):
+        return  # an exit already decided, or Ctrl-C (130): not an error to annotate
+    err = exc if isinstance(exc, LexkeepError) else storage_error(exc)
+    if err is None:  # a crash: handle_errors reports it as an internal error, exit 2
+        line = github_error_line(f"internal error: {type(exc).__name__}: {exc}")
+    else:
+        message = err.message + (f" (hint: {err.hint})" if err.hint else "")
+        line = github_error_line(message, path=err.path, line=err.line, col=err.col)
+    with contextlib.suppress(OSError, ValueError):  # stdout itself may be what failed
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def register(app: typer.Typer) -> None:
@@ -160,7 +170,7 @@ def register(app: typer.Typer) -> None:
                     on_progress=advance,
                     on_phase=lambda text: advance(0, description=text),
                 )
-        except LexkeepError as err:  # exit 2 (handle_errors); a GitHub job must see it too
+        except Exception as err:  # exit 2 (handle_errors); a GitHub job must see it too
             if _requested_format(fmt) == "github":
                 _annotate_error(err)
             raise
@@ -171,7 +181,7 @@ def register(app: typer.Typer) -> None:
                 stream.flush()
         except BrokenPipeError:
             raise reader_gone(report.exit_code) from None
-        except LexkeepError as err:  # e.g. -o names a file that cannot be written
+        except Exception as err:  # e.g. -o names a file that cannot be written
             if settings.format == "github":
                 _annotate_error(err)
             raise

@@ -323,6 +323,12 @@ def test_github_format_annotates_an_audit_that_could_not_run(cli, tmp_path):
         "::error title=lexkeep audit could not run::--min-ratio: 7.0 is outside 0..1"
         " (hint: e.g. 0.95 or 1.0)\n"
     )
+    # a report that cannot be written (-o names a folder) is annotated too
+    result = ok(cli("audit", INVOICE, "-f", "github", "-o", tmp_path), 2)
+    assert result.stdout == (
+        f"::error title=lexkeep audit could not run::cannot write {tmp_path}: it is a folder"
+        " (hint: -o takes a file name)\n"
+    )
     # other formats write nothing to stdout on exit 2, as before
     assert ok(cli("audit", bad, "-f", "json"), 2).stdout == ""
 
