@@ -529,14 +529,21 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
         ).fetchone()[0]
         # A scan that ran out of its time budget may have stopped before some identifiers:
         # those are in no finding at all, so the report must say how many messages that hit.
-        incomplete = con.execute(
+        # The count, and the first such message's FILE:LINE so the user can look at it.
+        incomplete_row = con.execute(
             """
-            SELECT count(*) FROM messages m JOIN identifier_scans s ON s.message_id = m.id
+            SELECT count(*) OVER (), m.source_file, m.source_line
+            FROM messages m JOIN identifier_scans s ON s.message_id = m.id
             WHERE m.kind = 'user_text' AND NOT s.complete
               AND m.position < (SELECT max(b.position) FROM boundaries b
                                 WHERE b.conversation_id = m.conversation_id)
+            ORDER BY m.source_file, m.source_line LIMIT 1
             """
-        ).fetchone()[0]
+        ).fetchone()
+        incomplete = 0 if incomplete_row is None else incomplete_row[0]
+        first_incomplete = (
+            None if incomplete_row is None else f"{shown[incomplete_row[1]]}:{incomplete_row[2]}"
+        )
         # Lines dropped by --skip-invalid may have held user identifiers or tool calls: a
         # report that passes without saying so would overstate what was checked.
         skipped = con.execute(
@@ -555,6 +562,7 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
         inputs,
         unscanned=unscanned,
         incomplete_scans=incomplete,
+        first_incomplete_scan=first_incomplete,
         skipped_lines=skipped,
         left_out=conflicts,
     )
@@ -579,6 +587,7 @@ def build_report(
     *,
     unscanned: int = 0,
     incomplete_scans: int = 0,
+    first_incomplete_scan: str | None = None,
     skipped_lines: int = 0,
     left_out: tuple[int, str | None] = (0, None),
 ) -> AuditReport:
@@ -615,7 +624,8 @@ def build_report(
     if incomplete_scans:
         notes.append(
             f"{incomplete_scans} user message(s) before a boundary were scanned only in part"
-            " (the scan's time budget ran out, or the text is longer than the rules' max_chars);"
+            + (f" (first: {first_incomplete_scan})" if first_incomplete_scan else "")
+            + " (the scan's time budget ran out, or the text is longer than the rules' max_chars);"
             " identifiers the scan did not reach are not in this audit"
         )
     if skipped_lines:

@@ -558,6 +558,22 @@ def render_github(report: AuditReport, stream: TextIO, color: bool = False) -> N
     stream.write(f"::{level} title=lexkeep audit::{_gh_data(verdict_line(report))}\n")
 
 
+def github_error_line(
+    message: str, *, path: str | None = None, line: int | None = None, col: int | None = None
+) -> str:
+    """One `::error` workflow command for an audit that could not run (exit 2), naming the
+    file (and line, column) when the error has one, escaped as the annotations above are."""
+    props = []
+    if path is not None:
+        props.append(f"file={_gh_prop(path)}")
+        if line is not None:
+            props.append(f"line={line}")
+            if col is not None:
+                props.append(f"col={col}")
+    props.append(f"title={_gh_prop('lexkeep audit could not run')}")
+    return f"::error {','.join(props)}::{_gh_data(message)}\n"
+
+
 # -- markdown ---------------------------------------------------------------------------------
 
 

@@ -1,5 +1,6 @@
 """`lexkeep` commands for the audit area."""
 
+import contextlib
 import functools
 import sys
 from typing import Annotated
@@ -14,7 +15,40 @@ from lexkeep.cli.common import (
     reader_gone,
     refuse_output_over_inputs,
 )
+from lexkeep.core.errors import LexkeepError
 from lexkeep.core.formats import format_names
+
+
+def _requested_format(fmt: str | None) -> str | None:
+    """The report format asked for (flag, then environment, then settings file), or None
+    when the settings that name it cannot be read."""
+    if fmt is not None:
+        return fmt.strip().lower()
+    from lexkeep.audit.settings import resolve
+
+    try:
+        return resolve({}).format
+    except LexkeepError:
+        return None
+
+
+def _annotate_error(exc: Exception) -> None:
+    """An `::error` annotation on stdout for an audit that could not run (exit 2): GitHub
+    Actions shows it on the job, where the `Error:` line on stderr is only in the log."""
+    from lexkeep.audit.render import github_error_line
+    from lexkeep.core.errors import is_query_interrupt, storage_error
+
+    if isinstance(exc, typer.Exit | typer.Abort) or is_query_interrupt(exc):
+        return  # an exit already decided, or Ctrl-C (130): not an error to annotate
+    err = exc if isinstance(exc, LexkeepError) else storage_error(exc)
+    if err is None:  # a crash: handle_errors reports it as an internal error, exit 2
+        line = github_error_line(f"internal error: {type(exc).__name__}: {exc}")
+    else:
+        message = err.message + (f" (hint: {err.hint})" if err.hint else "")
+        line = github_error_line(message, path=err.path, line=err.line, col=err.col)
+    with contextlib.suppress(OSError, ValueError):  # stdout itself may be what failed
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def register(app: typer.Typer) -> None:
@@ -121,20 +155,25 @@ def register(app: typer.Typer) -> None:
             "format": fmt,
             "redact": redact,
         }
-        refuse_output_over_inputs(output, paths or (), db)
-        # The total opens every file: found only when a bar is shown.
-        total = functools.partial(input_size, paths) if paths else None
-        with progress("reading traces", total) as advance:
-            report, settings = audit_command(
-                paths=paths or (),
-                db=db,
-                rules=rules,
-                skip_invalid=skip_invalid,
-                input_format=input_format,
-                flags=flags,
-                on_progress=advance,
-                on_phase=lambda text: advance(0, description=text),
-            )
+        try:
+            refuse_output_over_inputs(output, paths or (), db)
+            # The total opens every file: found only when a bar is shown.
+            total = functools.partial(input_size, paths) if paths else None
+            with progress("reading traces", total) as advance:
+                report, settings = audit_command(
+                    paths=paths or (),
+                    db=db,
+                    rules=rules,
+                    skip_invalid=skip_invalid,
+                    input_format=input_format,
+                    flags=flags,
+                    on_progress=advance,
+                    on_phase=lambda text: advance(0, description=text),
+                )
+        except Exception as err:  # exit 2 (handle_errors); a GitHub job must see it too
+            if _requested_format(fmt) == "github":
+                _annotate_error(err)
+            raise
         try:
             with output_stream(output) as stream:
                 color = settings.format == "table" and output in (None, "-") and is_terminal(stream)
@@ -142,6 +181,10 @@ def register(app: typer.Typer) -> None:
                 stream.flush()
         except BrokenPipeError:
             raise reader_gone(report.exit_code) from None
+        except Exception as err:  # e.g. -o names a file that cannot be written
+            if settings.format == "github":
+                _annotate_error(err)
+            raise
         if output not in (None, "-") and is_terminal(sys.stderr):
             sys.stderr.write(f"Wrote {output}\n")
         raise typer.Exit(report.exit_code)

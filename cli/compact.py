@@ -99,8 +99,9 @@ def register(app: typer.Typer) -> None:
         Only assistant answers reach the summariser; every summary is bound to the SHA-256 of
         its 10 source pairs and written once. Counts go to stdout; progress to stderr.
         Exit 0 when every claimed segment completed, 1 when an attempt failed (recorded; a
-        later run retries it), 2 when the run could not start, 130 on Ctrl-C (after the
-        counts of what finished before it).
+        later run retries it), 2 when the run could not start or the summariser could not be
+        reached at all (no attempt is counted), 130 on Ctrl-C (after the counts of what
+        finished before it).
 
         Example: lexkeep compact --db traces.duckdb --summarizer extractive --workers 4
         """

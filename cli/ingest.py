@@ -7,7 +7,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from lexkeep.cli.common import DbOption, db_path, progress, stdout_console
+from lexkeep.cli.common import EXIT_INTERRUPTED, DbOption, db_path, progress, stdout_console
 from lexkeep.core.formats import format_names
 from lexkeep.core.inspect import Stats, Timeline, show, stats
 from lexkeep.core.model import FileCounts
@@ -75,6 +75,30 @@ def _print_line(line: str) -> None:
     # Plain stderr writes: summary lines stay one line each (no wrapping) for log readers.
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
+
+
+def _totals_line(counts: list[FileCounts], stored: list[int] | None) -> str:
+    """The last line of an ingest: files by outcome, then the messages and tool calls read
+    (and how many of them the store held already, when `stored` says what was added)."""
+    added = [c for c in counts if c.status in ("ingested", "appended")]
+    read = (sum(c.messages for c in added), sum(c.tool_calls for c in added))
+    # empty files are neither ingested nor unchanged: count them so the numbers add up
+    empty = sum(c.status == "empty" for c in counts)
+    # Records read that the store held already (a resumed Claude Code session copies its
+    # earlier lines into the new file): kept once, so say how many were not added.
+    copies = (
+        [f"{n - new} {what}" for n, new, what in zip(read, stored, _WHAT, strict=True) if n > new]
+        if stored is not None
+        else []
+    )
+    return (
+        f"{len(counts)} files: {len(added)} ingested, "
+        f"{sum(c.status == 'unchanged' for c in counts)} unchanged, "
+        f"{sum(c.status == 'unrecognised' for c in counts)} not traces"
+        + (f", {empty} empty" if empty else "")
+        + f"; {read[0]} messages, {read[1]} tool calls"
+        + (f" ({', '.join(copies)} already stored)" if copies else "")
+    )
 
 
 def _print_summary(counts: FileCounts) -> None:
@@ -243,39 +267,52 @@ def register(app: typer.Typer) -> None:
 
         Example: lexkeep ingest sample_traces/ --db traces.duckdb
         """
+        from lexkeep.core.errors import is_query_interrupt
         from lexkeep.core.ingest import ingest_paths, input_size  # not needed for --help
 
+        counts: list[FileCounts] = []  # every file stored, as its line is printed
+
+        def on_file(got: FileCounts) -> None:
+            counts.append(got)
+            _print_summary(got)
+
+        interrupted = False
         # The total opens every file: found only when a bar is shown.
         total = functools.partial(input_size, paths)
         with Store.open(db_path(db)) as store, progress("ingesting", total) as advance:
             before = _stored(store)
-            counts = ingest_paths(
-                store,
-                paths,
-                format=format,
-                skip_invalid=skip_invalid,
-                on_file=_print_summary,
-                on_progress=advance,
-                on_phase=lambda text: advance(0, description=text),
+            try:
+                ingest_paths(
+                    store,
+                    paths,
+                    format=format,
+                    skip_invalid=skip_invalid,
+                    on_file=on_file,
+                    on_progress=advance,
+                    on_phase=lambda text: advance(0, description=text),
+                )
+            except BaseException as exc:
+                # Ctrl-C (Python's, or DuckDB's answer to it inside a query): the files listed
+                # so far are committed; say what they added before exiting 130.
+                if not (isinstance(exc, KeyboardInterrupt) or is_query_interrupt(exc)):
+                    raise
+                interrupted = True
+            try:
+                stored: list[int] | None = [
+                    after - was for after, was in zip(_stored(store), before, strict=True)
+                ]
+            except Exception:
+                if not interrupted:
+                    raise
+                stored = None  # the interrupted connection cannot count: no "already stored"
+        _print_line(_totals_line(counts, stored))
+        if interrupted:
+            _print_line(
+                "interrupted: the files above were stored before Ctrl-C; the ones being read"
+                " then were not (ingest them again to add them)"
             )
-            stored = [after - was for after, was in zip(_stored(store), before, strict=True)]
-        added = [c for c in counts if c.status in ("ingested", "appended")]
-        read = (sum(c.messages for c in added), sum(c.tool_calls for c in added))
-        # empty files are neither ingested nor unchanged: count them so the numbers add up
-        empty = sum(c.status == "empty" for c in counts)
-        # Records read that the store held already (a resumed Claude Code session copies its
-        # earlier lines into the new file): kept once, so say how many were not added.
-        copies = [
-            f"{n - new} {what}" for n, new, what in zip(read, stored, _WHAT, strict=True) if n > new
-        ]
-        _print_line(
-            f"{len(counts)} files: {len(added)} ingested, "
-            f"{sum(c.status == 'unchanged' for c in counts)} unchanged, "
-            f"{sum(c.status == 'unrecognised' for c in counts)} not traces"
-            + (f", {empty} empty" if empty else "")
-            + f"; {read[0]} messages, {read[1]} tool calls"
-            + (f" ({', '.join(copies)} already stored)" if copies else "")
-        )
+            sys.stderr.write("Interrupted.\n")
+            raise typer.Exit(EXIT_INTERRUPTED)
 
     @app.command(name="stats")
     def stats_command(db: DbOption = None, format: OutputFormat = "text") -> None:

@@ -39,7 +39,12 @@ from lexkeep.compaction.summarizers import (
     create,
     prompt_text,
 )
-from lexkeep.core.errors import ConfigError, RuleError, is_query_interrupt
+from lexkeep.core.errors import (
+    BackendUnreachableError,
+    ConfigError,
+    RuleError,
+    is_query_interrupt,
+)
 from lexkeep.core.inspect import require_conversations
 from lexkeep.core.model import Extraction
 from lexkeep.core.store import Store, StoreOnDemand
@@ -337,6 +342,7 @@ def _run_tasks(
                     inflight,
                 )
         except BaseException as exc:  # surfaced to the caller after the other slots stop
+            stopping.set()  # the other slots claim nothing more either
             if _is_interrupt(exc):  # Ctrl-C reaches a slot only when it is the only one
                 error = _cancel_claims(access, owner)
                 if error is not None:  # the claims in flight are failed attempts now
@@ -442,7 +448,9 @@ def _summarise_granted(
 ) -> None:
     done: list[tuple[jobs.Claim, jobs.Completion, SegmentOutcome]] = []
     failed: list[tuple[jobs.Claim, str, SegmentOutcome]] = []
-    for task, c in granted:
+    unreachable: BackendUnreachableError | None = None
+    given_back: list[jobs.Claim] = []  # claims of a backend that could not be reached
+    for n, (task, c) in enumerate(granted):
         ident = task.ident
         cid, a, b = ident.conversation_id, ident.from_pair, ident.to_pair
         # Assistant answers only, each with its id: user text never reaches a summariser.
@@ -454,6 +462,11 @@ def _summarise_granted(
         try:
             gen = summarizer.summarize(request)
             problem = check_generation(gen)
+        except BackendUnreachableError as exc:
+            # Nothing was generated: not an attempt. Give this claim and the rest back, stop.
+            unreachable = exc
+            given_back = [claim for _, claim in granted[n:]]
+            break
         except Exception as exc:  # a crashing backend is a failed attempt, never a crashed run
             gen, problem = None, f"summarizer crashed: {type(exc).__name__}: {exc}"
         if problem is None and gen is not None:
@@ -477,11 +490,12 @@ def _summarise_granted(
         else:
             out = SegmentOutcome(cid, a, b, "failed", c.job_id, c.attempt, problem or "failed")
             failed.append((c, problem or "unknown failure", out))
-    if not (done or failed):
+    if not (done or failed or given_back):
         return
     with _use(access) as cursor:  # the summaries above ran with the store closed
         completed = jobs.complete_many(cursor, [(c, g) for c, g, _ in done]) if done else []
         failures = jobs.fail_many(cursor, [(c, p) for c, p, _ in failed]) if failed else []
+        jobs.release_many(cursor, given_back)
     for (_, _, out), result in zip(done, completed, strict=True):
         if isinstance(result, RuleError):  # lease lost meanwhile: nothing was written
             out = dataclasses.replace(out, outcome="failed", detail=str(result))
@@ -492,6 +506,8 @@ def _summarise_granted(
         else:
             out = dataclasses.replace(out, detail=f"{result}: {out.detail}")
         record(out)
+    if unreachable is not None:
+        raise unreachable
 
 
 def _is_interrupt(exc: BaseException) -> bool:

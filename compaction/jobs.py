@@ -665,6 +665,45 @@ def fail_owned(
     return retry_on_race(run)
 
 
+def release_many(con: duckdb.DuckDBPyConnection, claims: Sequence[Claim]) -> int:
+    """Give claims back WITHOUT counting an attempt (the backend was never reached, so nothing
+    was generated): a first attempt's job is removed, a later one is `failed` again with the
+    attempts it had before. Only claims still running under their own lease; returns how many."""
+    if not claims:
+        return 0
+
+    def run() -> int:
+        with transaction(con):
+            state = _states(con, [c.job_id for c in claims])
+            mine = [c for c in claims if _not_writable(c, state.get(c.job_id)) is None]
+            first = [c.job_id for c in mine if c.attempt == 1]
+            later = [(c.job_id, c.attempt) for c in mine if c.attempt > 1]
+            con.execute(
+                "DELETE FROM compaction_attempts USING (SELECT unnest($ids) AS id, "
+                "unnest($attempts) AS attempt) v "
+                "WHERE compaction_attempts.job_id = v.id "
+                "AND compaction_attempts.attempt = v.attempt",
+                {"ids": [c.job_id for c in mine], "attempts": [c.attempt for c in mine]},
+            )
+            if first:
+                con.execute(
+                    "DELETE FROM compactions WHERE id IN (SELECT unnest(?::VARCHAR[])) "
+                    "AND status = 'running'",
+                    [first],
+                )
+            if later:
+                con.execute(
+                    "UPDATE compactions SET status = 'failed', attempts = v.attempt - 1, "
+                    "lease_owner = NULL, lease_expires_at = NULL "
+                    "FROM (SELECT unnest($ids) AS id, unnest($attempts) AS attempt) v "
+                    "WHERE compactions.id = v.id AND compactions.status = 'running'",
+                    {"ids": [k for k, _ in later], "attempts": [a for _, a in later]},
+                )
+            return len(mine)
+
+    return retry_on_race(run)
+
+
 def _states(con: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str, tuple]:
     """{job id: (status, lease owner, attempts, lease expiry)} of the jobs that exist."""
     rows = con.execute(

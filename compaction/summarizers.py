@@ -38,7 +38,7 @@ from typing import Any
 
 from lexkeep.compaction.jobs import MAX_SUMMARY_CHARS, PROMPT_VERSION
 from lexkeep.core.controls import first_control
-from lexkeep.core.errors import ConfigError
+from lexkeep.core.errors import BackendUnreachableError, ConfigError
 from lexkeep.core.model import Extraction
 
 ENTRY_POINT_GROUP = "lexkeep.summarizers"
@@ -162,7 +162,12 @@ class Summarizer(ABC):
 
     @abstractmethod
     def summarize(self, request: SummaryRequest) -> Generation:
-        """Summarise the request's assistant answers; report failures in the Generation."""
+        """Summarise the request's assistant answers; report failures in the Generation.
+
+        Raise `lexkeep.core.errors.BackendUnreachableError` only when the backend could not be
+        reached at all (nothing was generated): the run then gives its claims back without
+        counting an attempt and stops with that error.
+        """
 
     def cancel(self) -> None:  # noqa: B027 (optional: a backend without calls to stop)
         """Stop the calls in progress and refuse new ones: the run was interrupted.
@@ -360,8 +365,11 @@ class CommandSummarizer(Summarizer):
                     stderr=subprocess.PIPE,
                     start_new_session=True,
                 )
-            except OSError as exc:
-                return Generation("", "error", error=f"cannot run {self.argv[0]}: {exc}")
+            except OSError as exc:  # nothing ran, so no attempt is spent (the run stops)
+                raise BackendUnreachableError(
+                    f"cannot run {self.argv[0]}: {exc}",
+                    hint="check the program's name and path in --summarizer 'command:...'",
+                ) from exc
             self._running.add(proc)
         try:
             stdout, stderr = proc.communicate(request.render().encode("utf-8"), self.timeout)
@@ -491,6 +499,14 @@ class _DeadlineResponse(http.client.HTTPResponse):
         super().__init__(_DeadlineSocket(sock, deadline), *args, **kwargs)  # type: ignore[arg-type]
 
 
+class _NotConnected(OSError):
+    """The connection could not be established, so the request was never sent."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(str(cause) or type(cause).__name__)
+        self.cause = cause
+
+
 class _DeadlineConnection(http.client.HTTPConnection):
     """An HTTP connection whose sending and response reading end by `deadline`."""
 
@@ -500,8 +516,15 @@ class _DeadlineConnection(http.client.HTTPConnection):
         self.response_class = functools.partial(_DeadlineResponse, deadline=deadline)  # type: ignore[assignment]
 
     def connect(self) -> None:
-        """Connect within the timeout, then leave sending only the time left."""
-        super().connect()
+        """Connect within the timeout, then leave sending only the time left.
+
+        A failure before the request could be sent (name lookup, TCP connection, TLS handshake,
+        a proxy's tunnel) raises `_NotConnected`: the server never saw the request.
+        """
+        try:
+            super().connect()
+        except OSError as exc:
+            raise _NotConnected(exc) from exc
         self.sock.settimeout(_time_left(self.deadline))
 
 
@@ -596,6 +619,12 @@ class OpenAISummarizer(Summarizer):
         except TimeoutError:
             return Generation("", "timeout", error=late)
         except urllib.error.URLError as exc:
+            if isinstance(exc.reason, _NotConnected):  # not reached: no attempt is spent
+                cause = exc.reason.cause
+                raise BackendUnreachableError(
+                    f"cannot reach {self.url}: {str(cause) or type(cause).__name__}",
+                    hint="start the server or fix --base-url; nothing was counted as an attempt",
+                ) from exc
             if isinstance(exc.reason, TimeoutError | socket.timeout):
                 return Generation("", "timeout", error=late)
             return Generation("", "error", error=f"cannot reach {self.url}: {exc.reason}")

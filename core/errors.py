@@ -45,6 +45,11 @@ class SettingsWarning(UserWarning):
     """Settings that are read around, not refused: the CLI shows it as one `Warning:` line."""
 
 
+class SkippedInputWarning(SettingsWarning):
+    """An input a folder walk or a glob found but could not read (a broken symbolic link):
+    skipped, and named in one `Warning:` line, as settings read around are."""
+
+
 class InputError(LexkeepError):
     """A trace file (or standard input) could not be read as the format it claims to be."""
 
@@ -88,6 +93,12 @@ class ConfigError(LexkeepError):
 
 class RuleError(ConfigError):
     """An identifier rule failed its own checks when it was loaded."""
+
+
+class BackendUnreachableError(LexkeepError):
+    """A summariser backend that cannot be reached at all: no request reached it (name lookup,
+    connection or TLS handshake failed) or its program cannot be started. Nothing was
+    generated, so the run gives its claims back without counting an attempt and stops."""
 
 
 class StoreError(LexkeepError):

@@ -14,6 +14,7 @@ import os
 import re
 import stat
 import sys
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext, suppress
@@ -27,7 +28,7 @@ from typing import IO, Any, BinaryIO
 import orjson
 
 from lexkeep.core.collector import paused
-from lexkeep.core.errors import InputError, ReusedIdError
+from lexkeep.core.errors import InputError, ReusedIdError, SkippedInputWarning
 from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, write
 from lexkeep.core.formats import detect, get_reader, other_claims
 from lexkeep.core.identifiers import extract_many, prepare
@@ -712,23 +713,62 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
             for child in sorted(path.rglob("*")):
                 name = child.name.lower().removesuffix(".gz")  # A.JSONL from Windows too
                 hidden = any(part.startswith(".") for part in child.relative_to(path).parts)
-                if not hidden and child.is_file() and name.endswith(TRACE_SUFFIXES):
+                if hidden or not name.endswith(TRACE_SUFFIXES):
+                    continue
+                if child.is_file():
                     found.append((str(child), True))
+                elif _broken_link(child):
+                    _warn_broken_link(str(child))
             continue
         if path.exists():
             _refuse_stream(given)
             found.append((given, False))
             continue
+        if _broken_link(path):  # named directly: the user asked for exactly this file
+            raise InputError(
+                f"a broken symbolic link: its target {_link_target(path)} does not exist",
+                path=given,
+                hint="point the link at an existing trace file, or name the file itself",
+            )
         matches = sorted(globmod.glob(given, recursive=True))
         if not matches:
             raise InputError("no such file, folder or matching glob", path=given)
         for match in matches:
             if Path(match).is_dir():
                 found.extend(expand_paths([match]))
+            elif _broken_link(Path(match)):
+                _warn_broken_link(match)
             else:
                 _refuse_stream(match)
                 found.append((match, True))
     return found
+
+
+def _broken_link(path: Path) -> bool:
+    """A symbolic link whose target does not exist (or a loop of links)."""
+    try:
+        return path.is_symlink() and not path.exists()
+    except OSError:
+        return False
+
+
+def _link_target(path: Path) -> str:
+    """Where the link `path` points, as an absolute path (or as written, when unreadable)."""
+    try:
+        target = Path(os.readlink(path))
+    except OSError:
+        return "(unreadable)"
+    return str(target if target.is_absolute() else path.parent / target)
+
+
+def _warn_broken_link(path: str) -> None:
+    """Name a broken link a folder walk or a glob found: skipped, the run goes on."""
+    warnings.warn(
+        f"{path}: skipped, a broken symbolic link (its target {_link_target(Path(path))}"
+        " does not exist)",
+        SkippedInputWarning,
+        stacklevel=1,  # one place: a path listed again (audit, ingest) is named once
+    )
 
 
 def _refuse_stream(path: str) -> None:

@@ -473,16 +473,19 @@ def test_unscanned_user_messages_are_noted(store):
 
 def test_incomplete_scans_before_a_boundary_are_noted(store):
     t = Timeline(store)
+    t.user("m0", ("code", "ORD_00000"))
     t.user("m1", ("code", "ORD_11111"), complete=False)
-    t.user("m2", ("code", "ORD_22222"))
+    t.user("m2", ("code", "ORD_22222"), complete=False)
     t.boundary("b1")
     t.user("m3", ("code", "ORD_33333"), complete=False)  # after the last boundary: not counted
     t.save()
     report = run(store)
-    assert any(
-        n.startswith("1 user message(s) before a boundary were scanned only in part")
-        for n in report.notes
-    ), report.notes
+    notes = [n for n in report.notes if "scanned only in part" in n]
+    assert len(notes) == 1, report.notes
+    # the count, and where the first such message is, as the other notes name theirs
+    assert notes[0].startswith(
+        f"2 user message(s) before a boundary were scanned only in part (first: {FILE}:3)"
+    ), notes[0]
 
 
 def test_audit_of_files_reports_progress_in_bytes_read():

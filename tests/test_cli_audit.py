@@ -304,6 +304,35 @@ def test_invalid_trace_line_exits_2_with_file_and_line(cli, tmp_path):
     assert findings(skipped.stdout) == EXPECTED[INVOICE]
 
 
+def test_github_format_annotates_an_audit_that_could_not_run(cli, tmp_path):
+    bad = tmp_path / "bad,run:1.jsonl"  # a comma and a colon must be escaped in file=
+    good = INVOICE.read_text(encoding="utf-8").splitlines()
+    bad.write_text("\n".join([*good[:3], "{not json", *good[3:]]) + "\n", encoding="utf-8")
+    for how, env in ((("-f", "github"), None), ((), {"LEXKEEP_FORMAT": "github"})):
+        result = ok(cli("audit", bad, *how, env=env), 2)
+        assert re.search(r"^Error: .*bad,run:1\.jsonl:4", result.stderr, re.M), result.stderr
+        lines = result.stdout.splitlines()
+        assert len(lines) == 1, result.stdout
+        escaped = str(bad).replace(":", "%3A").replace(",", "%2C")
+        assert lines[0].startswith(
+            f"::error file={escaped},line=4,col=2,title=lexkeep audit could not run::invalid JSON"
+        ), lines[0]
+    # a usage error found after parsing names no file: no file= property
+    result = ok(cli("audit", INVOICE, "--min-ratio", "7", "-f", "github"), 2)
+    assert result.stdout == (
+        "::error title=lexkeep audit could not run::--min-ratio: 7.0 is outside 0..1"
+        " (hint: e.g. 0.95 or 1.0)\n"
+    )
+    # a report that cannot be written (-o names a folder) is annotated too
+    result = ok(cli("audit", INVOICE, "-f", "github", "-o", tmp_path), 2)
+    assert result.stdout == (
+        f"::error title=lexkeep audit could not run::cannot write {tmp_path}: it is a folder"
+        " (hint: -o takes a file name)\n"
+    )
+    # other formats write nothing to stdout on exit 2, as before
+    assert ok(cli("audit", bad, "-f", "json"), 2).stdout == ""
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

@@ -334,3 +334,60 @@ def test_compact_shows_a_failed_summariser_s_escape_sequences_instead_of_sending
     with Store.open(db_file, read_only=True) as store:
         (error,) = store.con.execute("SELECT last_error FROM compactions").fetchone()
     assert "\x1b]0;pwned\x07" in error
+
+
+def test_compact_with_an_unreachable_summariser_stops_and_spends_no_attempt(cli, db_file, tmp_path):
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from test_compaction_summarizers import FakeOpenAI, refusing_url
+
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    down = refusing_url()
+    for _ in range(3):  # was: two failed attempts, then "skipped: exhausted" for good
+        r = cli(
+            "compact",
+            "--db",
+            db_file,
+            "--summarizer",
+            "openai",
+            "--base-url",
+            down,
+            "--model",
+            "m",
+            "--timeout",
+            "5",
+        )
+        assert r.exit_code == 2, r.stdout + r.stderr
+        assert f"Error: cannot reach {down}/chat/completions" in r.stderr
+        assert "Hint: start the server or fix --base-url" in r.stderr
+        jobs = json.loads(cli("compactions", "--db", db_file, "--format", "json").stdout)["jobs"]
+        assert jobs == []
+    r = cli("compact", "--db", db_file, "--summarizer", f'command:"{tmp_path / "missing"}"')
+    assert r.exit_code == 2 and f"Error: cannot run {tmp_path / 'missing'}" in r.stderr
+    # A server that answers: the same range is summarised on the first attempt.
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        up = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        r = cli(
+            "compact",
+            "--db",
+            db_file,
+            "--summarizer",
+            "openai",
+            "--base-url",
+            up,
+            "--model",
+            "m",
+            "--timeout",
+            "5",
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert r.exit_code == 0, r.stdout + r.stderr
+    jobs = json.loads(cli("compactions", "--db", db_file, "--format", "json").stdout)["jobs"]
+    assert [(j["status"], j["attempts"]) for j in jobs] == [("completed", 1)]

@@ -423,3 +423,33 @@ def test_a_utf16_or_utf32_file_is_named_as_such_with_the_conversion(
         assert result.exit_code == 2, result.stderr
         assert f"Error: {trace}:1:1: {encoding.upper()} text, not UTF-8" in result.stderr
         assert f"iconv -f {encoding.upper()} -t UTF-8" in result.stderr
+
+
+def test_a_broken_link_in_a_folder_is_named_and_skipped(cli, db_file, tmp_path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "invoice.jsonl").write_bytes(INVOICE.read_bytes())
+    target = tmp_path / "moved-away.jsonl"
+    (folder / "gone.jsonl").symlink_to(target)
+    for args in (("ingest", folder, "--db", db_file), ("audit", folder, "-f", "json")):
+        result = cli(*args)
+        assert result.exit_code in (0, 1), result.stderr  # the other file is still read
+        warning = (
+            f"Warning: {folder / 'gone.jsonl'}: skipped, a broken symbolic link (its target"
+            f" {target} does not exist)"
+        )
+        assert result.stderr.count(warning) == 1, result.stderr
+    # The same through a glob
+    result = cli("ingest", str(folder / "*.jsonl"), "--db", db_file)
+    assert result.exit_code == 0 and "a broken symbolic link" in result.stderr
+    # Named directly, the broken link is an error (nothing else was asked for)
+    for args in (
+        ("ingest", folder / "gone.jsonl", "--db", db_file),
+        ("audit", folder / "gone.jsonl"),
+    ):
+        result = cli(*args)
+        assert result.exit_code == 2
+        assert result.stderr.startswith(
+            f"Error: {folder / 'gone.jsonl'}: a broken symbolic link: its target {target}"
+            " does not exist"
+        ), result.stderr

@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -29,7 +30,7 @@ from lexkeep.compaction.summarizers import (
     prompt_text,
     register,
 )
-from lexkeep.core.errors import ConfigError
+from lexkeep.core.errors import BackendUnreachableError, ConfigError
 
 
 def request() -> SummaryRequest:
@@ -131,9 +132,10 @@ def test_command_timeout_stops_the_programs_children_too(tmp_path):
             os.kill(child, signal.SIGKILL)
 
 
-def test_command_missing_program_is_a_failure_not_a_crash(tmp_path):
-    gen = CommandSummarizer(str(tmp_path / "no-such-program"), 5).summarize(request())
-    assert gen.finish_reason == "error" and "cannot run" in gen.error
+def test_command_missing_program_is_unreachable_not_a_failed_generation(tmp_path):
+    missing = tmp_path / "no-such-program"
+    with pytest.raises(BackendUnreachableError, match=f"cannot run {missing}"):
+        CommandSummarizer(str(missing), 5).summarize(request())
 
 
 def test_command_without_program_is_a_config_error():
@@ -278,9 +280,51 @@ def test_openai_timeout_is_a_deadline_for_the_whole_call(openai_url, model):
     assert 0.9 < elapsed < 2.5, elapsed
 
 
-def test_openai_unreachable_is_a_failure():
-    gen = _openai("http://127.0.0.1:9/v1", "stop", timeout=2).summarize(request())
-    assert gen.finish_reason in ("error", "timeout") and check_generation(gen) is not None
+def refusing_url() -> str:
+    """A loopback URL whose port refuses connections (bound once, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_openai_refused_connection_is_unreachable_not_a_failed_generation():
+    url = refusing_url()
+    with pytest.raises(BackendUnreachableError, match=f"cannot reach {url}/chat/completions"):
+        _openai(url, "stop", timeout=2).summarize(request())
+
+
+def test_openai_unknown_host_is_unreachable():
+    with pytest.raises(BackendUnreachableError, match="cannot reach http://no-such-host.invalid"):
+        _openai("http://no-such-host.invalid/v1", "stop", timeout=5).summarize(request())
+
+
+def test_openai_unreachable_through_the_engine_spends_no_attempt(openai_url, store):
+    from test_compaction_support import build
+
+    from lexkeep.compaction.engine import run_compaction
+
+    build(store, {"c1": 30})
+    down = SummarizerOptions(base_url=refusing_url(), timeout=5)
+    up = SummarizerOptions(base_url=openai_url, timeout=10)
+    for _ in range(3):  # a server that is down never uses up the range's two attempts
+        with pytest.raises(BackendUnreachableError):
+            run_compaction(store, summarizer=create("openai:length", down))
+        assert store.con.execute("SELECT count(*) FROM compactions").fetchone()[0] == 0
+        assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone()[0] == 0
+    # An answer that is rejected counts: attempt 1 fails ...
+    assert run_compaction(store, summarizer=create("openai:length", up)).failed == 1
+    # ... the server goes down: attempt 2 is given back, not spent ...
+    with pytest.raises(BackendUnreachableError):
+        run_compaction(store, summarizer=create("openai:length", down))
+    rows = store.con.execute("SELECT status, attempts, lease_owner FROM compactions").fetchall()
+    assert rows == [("failed", 1, None)]
+    assert store.con.execute("SELECT attempt FROM compaction_attempts").fetchall() == [(1,)]
+    # ... and comes back: attempt 2 is a real one, after which the range stays raw.
+    report = run_compaction(store, summarizer=create("openai:length", up))
+    assert report.failed == 1 and report.segments[0].attempt == 2
+    rows = store.con.execute("SELECT status, attempts FROM compactions").fetchall()
+    assert rows == [("exhausted", 2)]
 
 
 def test_openai_needs_base_url_and_model():
@@ -366,3 +410,19 @@ def test_a_command_printing_terminal_escapes_is_a_failed_attempt(tmp_path, store
     [row] = store.con.execute("SELECT status, last_error, summary FROM compactions").fetchall()
     assert row[0] == "failed" and row[2] is None
     assert row[1] == "the summary is not plain text: control character U+001B at character 8"
+
+
+def test_unreachable_with_several_slots_gives_every_claim_back(db_file):
+    from test_compaction_support import build
+
+    from lexkeep.compaction.engine import run_compaction
+    from lexkeep.core.store import Store
+
+    with Store.open(db_file) as store:
+        build(store, {"c1": 60, "c2": 60})  # 8 segments for 3 slots
+    down = SummarizerOptions(base_url=refusing_url(), timeout=5)
+    with pytest.raises(BackendUnreachableError):
+        run_compaction(db_file, summarizer=create("openai:m", down), workers=3)
+    with Store.open(db_file, read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM compactions").fetchone()[0] == 0
+        assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone()[0] == 0

@@ -60,3 +60,37 @@ def test_ctrl_c_during_a_folder_ingest(tmp_path: Path) -> None:
         runs = store.con.execute("SELECT count(*), sum(messages) FROM ingest_runs").fetchone()
         rows = store.con.execute("SELECT count(*) FROM messages").fetchone()[0]
     assert runs[0] > 0 and rows == runs[1]  # whole groups only: every file's rows or none
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+def test_ctrl_c_during_an_ingest_prints_the_totals_of_what_was_stored(tmp_path: Path) -> None:
+    # The file is stored first; then the ingest waits on standard input (a pipe kept open)
+    # until Ctrl-C comes.
+    trace = REPO / "tests" / "fixtures" / "lexkeep" / "invoice.jsonl"
+    db = tmp_path / "s.duckdb"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lexkeep.cli.main", "ingest", str(trace), "-", "--db", str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert proc.stderr is not None and proc.stdin is not None
+    try:
+        first = proc.stderr.readline()
+        assert first.startswith(f"{trace}: ingested (lexkeep) 1 conversations".encode()), first
+        os.killpg(proc.pid, signal.SIGINT)
+        rest = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 130
+    finally:
+        proc.stdin.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert rest == (
+        "1 files: 1 ingested, 0 unchanged, 0 not traces; 7 messages, 3 tool calls\n"
+        "interrupted: the files above were stored before Ctrl-C; the ones being read then"
+        " were not (ingest them again to add them)\n"
+        "Interrupted.\n"
+    ), rest
+    with Store.open(str(db), read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM messages").fetchone()[0] == 7
