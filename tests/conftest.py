@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,11 +12,41 @@ from typer.testing import CliRunner
 from lexkeep.cli.main import app
 from lexkeep.core.store import Store
 
+# The tests start hundreds of `lexkeep` processes. Where PYTHONDONTWRITEBYTECODE is set (as on
+# some CI machines), each one compiled lexkeep's sources again (about 0.15 s of CPU a process)
+# and every pytest process rewrote and compiled each test module again: let them write
+# __pycache__ (ignored by git) once and reuse it. What runs is the same code.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 REPO = Path(__file__).resolve().parent.parent
+
 # The shared corpus sits beside the repo; a git worktree elsewhere names it in the environment.
 SHARED_DATA = Path(os.environ.get("LEXKEEP_SHARED_DATA") or REPO.parent / "shared" / "data")
 SAMPLE_TRACES = REPO / "sample_traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+# What a test process started by pytest-xdist finds changed in its environment: COLUMNS and
+# LINES appear (80x24), which narrows every table a piped command prints, and PYTHONPATH gains
+# the checkout. The run's own values are handed to each such process and put back below.
+XDIST_ENV = ("COLUMNS", "LINES", "PYTHONPATH")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """(pytest-xdist, in the main process) Hand each test process the run's environment."""
+    node.workerinput["lexkeep_env"] = {k: os.environ.get(k) for k in XDIST_ENV}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a pytest-xdist test process, put back the environment the run was started with."""
+    given = getattr(config, "workerinput", {}).get("lexkeep_env")
+    for key, value in (given or {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture
