@@ -83,9 +83,10 @@ def test_store_is_free_during_summaries_and_killed_worker_lease_expires(tmp_path
     script.write_text(SLEEPER, encoding="utf-8")
     marker, fast = tmp_path / "marker", tmp_path / "fast"
     spec = f'command:"{sys.executable} {script} {marker} {fast}"'
-    # The lease must outlast the three commands run below while it holds (each a new process,
-    # slow to start on a busy machine: at 3 s, the second compact sometimes found it expired).
-    lease = 8
+    # The lease must outlast the summariser's start and the three commands run below while it
+    # holds, each a new process: on a busy machine (other test files run beside this one) a
+    # 3 s lease, and even an 8 s one, sometimes expired first and the second compact claimed.
+    lease = 15
     common = ["--db", str(db), "--summarizer", spec, "--lease-seconds", str(lease)]
     common += ["--timeout", "60"]
 
