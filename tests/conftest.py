@@ -27,10 +27,10 @@ SAMPLE_TRACES = REPO / "sample_traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-# What a test process started by pytest-xdist finds changed in its environment: COLUMNS and
-# LINES appear (80x24), which narrows every table a piped command prints, and PYTHONPATH gains
-# the checkout. The run's own values are handed to each such process and put back below.
-XDIST_ENV = ("COLUMNS", "LINES", "PYTHONPATH")
+# A test process started by pytest-xdist finds COLUMNS=80 and LINES=24 in its environment,
+# which narrows every table a piped command prints. The values the run was started with (none,
+# usually) are handed to each such process and put back below.
+XDIST_ENV = ("COLUMNS", "LINES")
 
 
 @pytest.hookimpl(optionalhook=True)
