@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import orjson
@@ -12,11 +13,41 @@ from typer.testing import CliRunner
 from lexkeep.cli.main import app
 from lexkeep.core.store import Store
 
+# The tests start hundreds of `lexkeep` processes. Where PYTHONDONTWRITEBYTECODE is set (as on
+# some CI machines), each one compiled lexkeep's sources again (about 0.15 s of CPU a process)
+# and every pytest process rewrote and compiled each test module again: let them write
+# __pycache__ (ignored by git) once and reuse it. What runs is the same code.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 REPO = Path(__file__).resolve().parent.parent
+
 # The shared corpus sits beside the repo; a git worktree elsewhere names it in the environment.
 SHARED_DATA = Path(os.environ.get("LEXKEEP_SHARED_DATA") or REPO.parent / "shared" / "data")
 SAMPLE_TRACES = REPO / "sample_traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+# A test process started by pytest-xdist finds COLUMNS=80 and LINES=24 in its environment,
+# which narrows every table a piped command prints. The values the run was started with (none,
+# usually) are handed to each such process and put back below.
+XDIST_ENV = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """(pytest-xdist, in the main process) Hand each test process the run's environment."""
+    node.workerinput["lexkeep_env"] = {k: os.environ.get(k) for k in XDIST_ENV}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a pytest-xdist test process, put back the environment the run was started with."""
+    given = getattr(config, "workerinput", {}).get("lexkeep_env")
+    for key, value in (given or {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture

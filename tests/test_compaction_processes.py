@@ -44,6 +44,26 @@ def lexkeep(*args: str, **kwargs) -> subprocess.Popen:
     )
 
 
+def wait_for_completed(db: Path, seconds: float) -> None:
+    """Wait until a running `compact` has recorded a completed range in `db` (it opens the
+    store only to record, so a read-only open between two of its writes succeeds)."""
+    import duckdb
+
+    deadline = time.monotonic() + seconds
+    while True:
+        with contextlib.suppress(duckdb.IOException):
+            con = duckdb.connect(str(db), read_only=True)
+            try:
+                query = "SELECT count(*) FROM compactions WHERE status = 'completed'"
+                if con.execute(query).fetchone()[0]:
+                    return
+            finally:
+                con.close()
+        if time.monotonic() > deadline:
+            pytest.fail(f"no range of {db} completed within {seconds} s")
+        time.sleep(0.05)
+
+
 def wait_for(path: Path, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while not path.exists():
@@ -63,7 +83,12 @@ def test_store_is_free_during_summaries_and_killed_worker_lease_expires(tmp_path
     script.write_text(SLEEPER, encoding="utf-8")
     marker, fast = tmp_path / "marker", tmp_path / "fast"
     spec = f'command:"{sys.executable} {script} {marker} {fast}"'
-    common = ["--db", str(db), "--summarizer", spec, "--lease-seconds", "3", "--timeout", "60"]
+    # The lease must outlast the summariser's start and the three commands run below while it
+    # holds, each a new process: on a busy machine (other test files run beside this one) a
+    # 3 s lease, and even an 8 s one, sometimes expired first and the second compact claimed.
+    lease = 15
+    common = ["--db", str(db), "--summarizer", spec, "--lease-seconds", str(lease)]
+    common += ["--timeout", "60"]
 
     # a new session, so the kill reaches the worker and nothing else of the test's; the
     # summariser runs in a session of its own and is killed by the pid it recorded
@@ -102,7 +127,7 @@ def test_store_is_free_during_summaries_and_killed_worker_lease_expires(tmp_path
         assert store.con.execute("SELECT * FROM runs ORDER BY id").fetchall() == runs_before
 
     # after the lease expires, the next run counts the dead attempt as failed and tries again
-    time.sleep(max(0.0, claimed_at + 3.5 - time.time()))
+    time.sleep(max(0.0, claimed_at + lease + 0.5 - time.time()))
     fast.write_text("go", encoding="utf-8")
     third = lexkeep("compact", *common)
     out, err = third.communicate(timeout=120)
@@ -224,6 +249,9 @@ def test_ctrl_c_prints_what_finished_before_it(tmp_path, workers, fmt):
             assert time.monotonic() < deadline, "the second summary did not start"
             assert worker.poll() is None, worker.communicate()
             time.sleep(0.05)
+        # With two slots the first summary may have ended without the run having recorded it
+        # yet: Ctrl-C then cancelled both. Interrupt once it is recorded, as the test intends.
+        wait_for_completed(db, 60)
         os.killpg(worker.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         out, err = worker.communicate(timeout=30)
     finally:
