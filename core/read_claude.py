@@ -182,7 +182,7 @@ class _State:
         # (conversation, call id) -> (name, raw arguments) of the first tool_use with that id
         self.calls: dict[tuple[str, str], tuple[str, str]] = {}
         # (conversation, call id) -> result_digest of the first tool_result for that call
-        self.results: dict[tuple[str, str], bytes] = {}
+        self.results: dict[tuple[str, str], tuple[int, int]] = {}
         self.sidechain_conv: dict[str, str] = {}  # uuid → conversation, inline sidechains
         self.last_sidechain: str | None = None
         self.user_text: dict[tuple[str, str], str] = {}  # (conv, uuid) → real user text

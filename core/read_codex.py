@@ -184,7 +184,8 @@ class _State:
             "item": deque(maxlen=_DEDUP_WINDOW),
         }
         self.calls: dict[str, tuple[str, str]] = {}  # call id -> (name, raw arguments), first
-        self.results: dict[str, bytes] = {}  # call id -> result_digest of its first output
+        # call id -> result_digest of its first output
+        self.results: dict[str, tuple[int, int]] = {}
         self.line: JsonLine | None = None  # the line being read
 
     def fallback_id(self) -> str:

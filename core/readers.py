@@ -20,7 +20,6 @@ continued in the next file of a rotated log goes on where it was.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -91,12 +90,15 @@ def same_call(name: str, raw: str, other_name: str, other_raw: str) -> bool:
     return name == other_name and same_json(raw, other_raw)
 
 
-def result_digest(text: str) -> bytes:
+def result_digest(text: str) -> tuple[int, int]:
     """What a reader keeps of a tool result's text, to tell a result given again under its call
     id with the same text (a `duplicate`, dropped) from one with other text (yielded; the ingest
-    keeps the first and records the repeat as left out, `id_conflict`, as for tool calls). A
-    digest, not the text: a file's tool output is not held until the end of the file."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    keeps the first and records the repeat as left out, `id_conflict`, as for tool calls). Not
+    the text: a file's tool output is not held until the end of the file. The length and
+    Python's string hash (cached on the string, a fifth of a cryptographic digest's cost on
+    tool output, which is most of a dump's bytes); digests are compared only within one
+    reader in one process, where two texts of one length share a hash with odds of 2^-64."""
+    return len(text), hash(text)
 
 
 class Reader(Protocol):
