@@ -100,12 +100,16 @@ def register(app: typer.Typer) -> None:
         its 10 source pairs and written once. Counts go to stdout; progress to stderr.
         Exit 0 when every claimed segment completed, 1 when an attempt failed (recorded; a
         later run retries it), 2 when the run could not start or the summariser could not be
-        reached at all (no attempt is counted), 130 on Ctrl-C (after the counts of what
-        finished before it).
+        reached (no attempt is counted; a run it stopped first prints the counts of what
+        finished before), 130 on Ctrl-C (after those counts too).
 
         Example: lexkeep compact --db traces.duckdb --summarizer extractive --workers 4
         """
-        from lexkeep.compaction.engine import CompactionInterrupted, run_compaction
+        from lexkeep.compaction.engine import (
+            CompactionInterrupted,
+            CompactionStopped,
+            run_compaction,
+        )
         from lexkeep.compaction.summarizers import SummarizerOptions
         from lexkeep.core.errors import ConfigError, StoreError
 
@@ -121,6 +125,7 @@ def register(app: typer.Typer) -> None:
         # Given the path, the run opens the store only to read, claim and write: a model or a
         # program summarising leaves it free for `context`, `ingest` or another `compact`.
         interrupted = False
+        stopped: CompactionStopped | None = None
         try:
             with progress("compacting", None, unit="items") as tick:
                 report = run_compaction(
@@ -137,12 +142,20 @@ def register(app: typer.Typer) -> None:
         except CompactionInterrupted as stop:
             # Ctrl-C: what finished before it is in the store; say what, then exit 130.
             report, interrupted = stop.report, True
+        except CompactionStopped as stop:
+            # The summariser went away mid-run: what finished before is in the store, and the
+            # counts say so before the error (exit 2) does.
+            report, stopped = stop.report, stop
         if fmt == "json":
             doc = _report_json(report)
             doc["interrupted"] = interrupted
+            doc["unreachable"] = None if stopped is None else str(stopped)
             sys.stdout.write(orjson.dumps(doc).decode() + "\n")
         else:
-            _print_report(report, interrupted=interrupted)
+            _print_report(report, interrupted=interrupted, stopped=stopped is not None)
+        if stopped is not None:
+            sys.stdout.flush()
+            raise stopped  # `Error:` and `Hint:` on stderr, exit 2
         if interrupted:
             sys.stdout.flush()
             sys.stderr.write("Interrupted.\n")
@@ -234,6 +247,7 @@ def _report_json(report) -> dict:
         "failed": report.failed,
         "skipped": report.skipped,
         "skipped_reasons": dict(report.skipped_reasons),
+        "remaining": report.remaining,
         "identifiers_total": report.identifiers_total,
         "identifiers_kept": report.identifiers_kept,
         "identifier_share": report.identifier_share,
@@ -253,7 +267,7 @@ def _report_json(report) -> dict:
     }
 
 
-def _print_report(report, *, interrupted: bool = False) -> None:
+def _print_report(report, *, interrupted: bool = False, stopped: bool = False) -> None:
     # Plain writes: these lines are parsed by scripts and must never be re-wrapped.
     lines = []
     verb = "would claim" if report.dry_run else "claimed"
@@ -285,6 +299,14 @@ def _print_report(report, *, interrupted: bool = False) -> None:
         lines.append(
             "interrupted: these counts are what finished before Ctrl-C; a claim in progress"
             " counts as a failed attempt (cancelled), and a later run takes up the rest"
+        )
+    if stopped:
+        left = report.remaining
+        lines.append(
+            "stopped: the summariser could not be reached; these counts are what finished"
+            f" before it; {left} planned segment{'' if left == 1 else 's'}"
+            f" {'was' if left == 1 else 'were'} not summarised (no attempt was counted),"
+            " and a later run takes them up"
         )
     sys.stdout.write("".join(line + "\n" for line in lines))
 

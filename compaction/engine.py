@@ -85,6 +85,11 @@ class CompactionReport:
     segments: list[SegmentOutcome] = field(default_factory=list)
 
     @property
+    def remaining(self) -> int:
+        """Planned segments this run neither completed, failed nor skipped (a later run's)."""
+        return self.planned - self.completed - self.failed - self.skipped
+
+    @property
     def identifier_share(self) -> float | None:
         """Share of the summarised answers' identifiers found verbatim in their summaries."""
         if self.identifiers_total == 0:
@@ -103,6 +108,22 @@ class CompactionInterrupted(KeyboardInterrupt):
 
     def __init__(self, report: CompactionReport) -> None:
         super().__init__("the run was interrupted")
+        self.report = report
+
+
+class CompactionStopped(BackendUnreachableError):
+    """The summariser could not be reached mid-run; `report` holds what finished before it.
+
+    A `BackendUnreachableError` with the same message and hint as the backend's, so code that
+    handles that error still does. The claims of the call that could not be made, and of the
+    segments claimed with it, were given back without counting an attempt: they are not in
+    `report.claimed`, and `report.remaining` counts them with the segments never claimed.
+    """
+
+    def __init__(self, report: CompactionReport, cause: BackendUnreachableError) -> None:
+        super().__init__(
+            cause.message, path=cause.path, line=cause.line, col=cause.col, hint=cause.hint
+        )
         self.report = report
 
 
@@ -229,6 +250,11 @@ def run_compaction(
                     )
         report.seconds = time.perf_counter() - started
         return report
+    except BackendUnreachableError as exc:
+        if isinstance(exc, CompactionStopped):
+            raise
+        report.seconds = time.perf_counter() - started
+        raise CompactionStopped(report, exc) from exc
     except BaseException as exc:
         if not _is_interrupt(exc) or isinstance(exc, CompactionInterrupted):
             raise
@@ -431,7 +457,7 @@ def _run_batch(
             inflight[:] = granted
             with lock:
                 report.claimed += len(granted)
-            _summarise_granted(access, granted, summarizer, instructions, record)
+            _summarise_granted(access, granted, summarizer, instructions, record, report, lock)
             inflight.clear()
         pending = waiting
         if pending:
@@ -445,6 +471,8 @@ def _summarise_granted(
     summarizer: Summarizer,
     instructions: str,
     record: Callable[[SegmentOutcome], None],
+    report: CompactionReport,
+    lock: threading.Lock,
 ) -> None:
     done: list[tuple[jobs.Claim, jobs.Completion, SegmentOutcome]] = []
     failed: list[tuple[jobs.Claim, str, SegmentOutcome]] = []
@@ -495,7 +523,10 @@ def _summarise_granted(
     with _use(access) as cursor:  # the summaries above ran with the store closed
         completed = jobs.complete_many(cursor, [(c, g) for c, g, _ in done]) if done else []
         failures = jobs.fail_many(cursor, [(c, p) for c, p, _ in failed]) if failed else []
-        jobs.release_many(cursor, given_back)
+        released = jobs.release_many(cursor, given_back)
+    if released:  # undone as if never made: these segments are the next run's to claim
+        with lock:
+            report.claimed -= released
     for (_, _, out), result in zip(done, completed, strict=True):
         if isinstance(result, RuleError):  # lease lost meanwhile: nothing was written
             out = dataclasses.replace(out, outcome="failed", detail=str(result))

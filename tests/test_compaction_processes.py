@@ -11,8 +11,10 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -283,3 +285,122 @@ def test_ctrl_c_prints_what_finished_before_it(tmp_path, workers, fmt):
         assert f"failed: c1 pairs {hung}–{hung + 9} (attempt 1): " in out
         assert "the run was interrupted" in out
         assert lines[-1].startswith("interrupted:"), out
+
+
+def serve_then_vanish(answers: int) -> str:
+    """A chat-completions server on 127.0.0.1 that answers `answers` requests (one at a time,
+    a normal stop each) and then goes away: its port refuses every later connection. The
+    listening socket is closed before the last answer is sent, so the next request, sent only
+    after that answer arrived, is always refused (never half-served)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(60)
+    port = listener.getsockname()[1]
+    body = json.dumps(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "Summary: ORD_88400."},
+                    "finish_reason": "stop",
+                }
+            ]
+        }
+    ).encode()
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            for n in range(answers):
+                conn, _ = listener.accept()
+                with conn:
+                    conn.settimeout(30)
+                    data = b""
+                    while b"\r\n\r\n" not in data:
+                        data += conn.recv(65536)
+                    head, _, rest = data.partition(b"\r\n\r\n")
+                    length = next(
+                        int(line.split(b":", 1)[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    )
+                    while len(rest) < length:
+                        rest += conn.recv(65536)
+                    if n == answers - 1:
+                        listener.close()
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                        + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                        + body
+                    )
+        listener.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{port}/v1"
+
+
+VANISHING_PROGRAM = """\
+import os, sys
+sys.stdin.read()
+calls = sys.argv[1]
+n = len(os.listdir(calls))
+open(os.path.join(calls, str(n)), "w").close()
+if n == {answers} - 1:
+    os.remove(sys.argv[0])  # the program is gone for every later call
+print("Summary: ORD_88400.")
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="an executable script needs a shebang")
+@pytest.mark.parametrize("backend", ["openai", "command"])
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_an_unreachable_summariser_mid_run_still_reports_what_finished(tmp_path, backend, fmt):
+    """A summariser that answered two segments and then could not be reached stopped the run
+    with exit 2 and only the error: the two summaries were stored, but nothing said so, nor
+    how many segments were left for a later run."""
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 60})  # four segments: 0-9, 10-19, 20-29, 30-39
+    if backend == "openai":
+        url = serve_then_vanish(2)
+        spec = ["--summarizer", "openai", "--base-url", url, "--model", "m"]
+        error = f"Error: cannot reach {url}/chat/completions: "
+    else:
+        program = tmp_path / "summarise"
+        program.write_text(
+            f"#!{sys.executable}\n" + VANISHING_PROGRAM.replace("{answers}", "2"),
+            encoding="utf-8",
+        )
+        program.chmod(0o755)
+        calls = tmp_path / "calls"
+        calls.mkdir()
+        spec = ["--summarizer", f'command:"{program} {calls}"']
+        error = f"Error: cannot run {program}: "
+    worker = lexkeep("compact", "--db", str(db), *spec, "--timeout", "30", "--format", fmt)
+    out, err = worker.communicate(timeout=120)
+    assert worker.returncode == 2, out + err
+    assert err.startswith(error), err
+    assert "nothing was counted as an attempt" in err or "Hint: check the program" in err, err
+    with Store.open(db, read_only=True) as store:
+        rows = store.con.execute(
+            "SELECT from_pair, status, attempts FROM compactions ORDER BY from_pair"
+        ).fetchall()
+    assert rows == [(0, "completed", 1), (10, "completed", 1)]  # the third was given back
+    if fmt == "json":
+        doc = json.loads(out)
+        counts = ("planned", "claimed", "completed", "failed", "skipped", "remaining")
+        assert [doc[k] for k in counts] == [4, 2, 2, 0, 0, 2], doc
+        assert doc["interrupted"] is False
+        assert doc["unreachable"] == err.splitlines()[0].removeprefix("Error: ")
+        assert [(s["from_pair"], s["outcome"]) for s in doc["segments"]] == [
+            (0, "completed"),
+            (10, "completed"),
+        ]
+    else:
+        lines = out.splitlines()
+        assert lines[0] == (
+            "1 conversations: planned 4, claimed 2, completed 2, failed 0, skipped 0"
+        ), out
+        assert lines[-1] == (
+            "stopped: the summariser could not be reached; these counts are what finished"
+            " before it; 2 planned segments were not summarised (no attempt was counted),"
+            " and a later run takes them up"
+        ), out

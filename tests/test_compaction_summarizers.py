@@ -421,8 +421,12 @@ def test_unreachable_with_several_slots_gives_every_claim_back(db_file):
     with Store.open(db_file) as store:
         build(store, {"c1": 60, "c2": 60})  # 8 segments for 3 slots
     down = SummarizerOptions(base_url=refusing_url(), timeout=5)
-    with pytest.raises(BackendUnreachableError):
+    with pytest.raises(BackendUnreachableError) as stopped:
         run_compaction(db_file, summarizer=create("openai:m", down), workers=3)
+    # The error carries the run's counts: every claim was given back, so none stands.
+    report = stopped.value.report
+    assert (report.planned, report.claimed, report.completed, report.failed) == (8, 0, 0, 0)
+    assert report.remaining == 8 and report.segments == []
     with Store.open(db_file, read_only=True) as store:
         assert store.con.execute("SELECT count(*) FROM compactions").fetchone()[0] == 0
         assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone()[0] == 0
