@@ -42,7 +42,7 @@ from lexkeep.compaction.binding import source_digest
 from lexkeep.compaction.jobs import CONSUMABLE_VERSIONS, CompletedSummary, valid_summary
 from lexkeep.compaction.pairs import Pair, pairs_and_user_positions
 from lexkeep.compaction.planning import plan_segments
-from lexkeep.core.controls import visible
+from lexkeep.core.controls import visible, visible_json
 from lexkeep.core.errors import BudgetError, ConfigError, NotFoundError
 from lexkeep.core.inspect import unknown_conversation_hint
 from lexkeep.core.store import Store
@@ -271,18 +271,15 @@ def _render(
     )
 
 
-# orjson writes DEL and the C1 controls (U+0080-U+009F; U+009B is CSI) as they are, and some
-# terminals act on them; written as \u escapes instead, which decode to the same text. In UTF-8
-# the byte 0xC2 followed by 0x80-0x9F is exactly the encoding of U+0080-U+009F.
-_JSON_RAW_CONTROL = re.compile(rb"\x7f|\xc2[\x80-\x9f]")
-
-
 def _dumps(obj: object) -> bytes:
-    """orjson.dumps with every control character escaped (orjson escapes the C0 ones)."""
-    data = orjson.dumps(obj)
-    if b"\x7f" not in data and b"\xc2" not in data:
-        return data
-    return _JSON_RAW_CONTROL.sub(lambda m: b"\\u%04x" % ord(m.group().decode("utf-8")), data)
+    """orjson.dumps with every character plain text must not hold escaped (core.controls).
+
+    orjson escapes the C0 controls but writes DEL, the C1 controls (U+009B is CSI),
+    bidirectional overrides and hidden format characters as they are; some terminals act on
+    them and a reader sees something else than a model reads. The escapes decode to the same
+    text.
+    """
+    return visible_json(orjson.dumps(obj))
 
 
 class _Json:

@@ -23,7 +23,7 @@ import duckdb
 from lexkeep.compaction.binding import JobIdentity, source_digest
 from lexkeep.compaction.pairs import SOURCE_STATE_SQL, WANTED_ONLY, Pair, eligible_pairs_many
 from lexkeep.compaction.planning import is_segment
-from lexkeep.core.controls import first_control
+from lexkeep.core.controls import describe, first_control
 from lexkeep.core.errors import RuleError
 from lexkeep.core.inspect import require_conversations
 
@@ -478,9 +478,10 @@ def complete_many(
         odd = first_control(done.summary)
         if odd is not None:
             raise RuleError(
-                f"job {c.job_id[:12]}: the summary holds control character "
-                f"U+{ord(odd.group()[0]):04X} at character {odd.start()}",
-                hint="a summary is plain text: no NUL, terminal escapes or other controls",
+                f"job {c.job_id[:12]}: the summary holds {describe(odd)} "
+                f"at character {odd.start()}",
+                hint="a summary is plain text: no NUL, terminal escapes or other controls, no "
+                "bidirectional overrides or hidden characters",
             )
     if not items:
         return []

@@ -37,7 +37,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from lexkeep.compaction.jobs import MAX_SUMMARY_CHARS, PROMPT_VERSION
-from lexkeep.core.controls import first_control
+from lexkeep.core.controls import describe, first_control
 from lexkeep.core.errors import BackendUnreachableError, ConfigError
 from lexkeep.core.model import Extraction
 
@@ -135,13 +135,12 @@ def check_generation(gen: Generation) -> str | None:
             "the summary is not plain text: a lone surrogate"
             f" U+{ord(odd.group()):04X} at character {odd.start()}"
         )
-    # NUL, ESC and the other controls would reach a prompt or a terminal (`lexkeep context`).
+    # NUL, ESC and the other controls would reach a prompt or a terminal (`lexkeep context`);
+    # a bidirectional override or hidden text would show a reader something else than a
+    # model reads (core.controls).
     odd = first_control(gen.text)
     if odd is not None:
-        return (
-            "the summary is not plain text: control character"
-            f" U+{ord(odd.group()[0]):04X} at character {odd.start()}"
-        )
+        return f"the summary is not plain text: {describe(odd)} at character {odd.start()}"
     if len(gen.text) > MAX_SUMMARY_CHARS:
         return f"the summary has {len(gen.text):,} characters (limit {MAX_SUMMARY_CHARS:,})"
     return None

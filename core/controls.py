@@ -1,26 +1,101 @@
-"""Control characters: what plain text must not hold, and how output shows it when it does.
+"""Characters plain text must not hold, and how output shows them when it does.
 
-Plain text here is text without the control characters that drive a terminal or end a string:
-every C0 control but tab and line feed (NUL, ESC, BEL, form feed…), a carriage return that
-does not end a line before a line feed (it moves the cursor back over what was printed), DEL
-and the C1 controls U+0080–U+009F (U+009B is CSI, an escape sequence in one character).
+Plain text here is text without the characters that drive a terminal, end a string, or make
+a reader see something else than what a program or a model reads:
+
+- control characters: every C0 control but tab and line feed (NUL, ESC, BEL, form feed…), a
+  carriage return that does not end a line before a line feed (it moves the cursor back over
+  what was printed), DEL and the C1 controls U+0080–U+009F (U+009B is CSI, an escape sequence
+  in one character);
+- bidirectional formatting characters that reorder what follows them (Trojan Source,
+  CVE-2021-42574): the embeddings and overrides U+202A–U+202E and the isolates U+2066–U+2069;
+- invisible format characters that hide or restyle other text: the deprecated U+206A–U+206F
+  (symmetric swapping, Arabic shaping, national digit shapes), the interlinear annotation
+  characters U+FFF9–U+FFFB, the tag characters U+E0000–U+E007F (invisible ASCII a model still
+  reads) outside an emoji subdivision flag, and a variation selector right after another
+  variation selector (a run of them carries hidden bytes; one after a character is a style).
+
+Ordinary text stays plain, including its invisible characters that neither reorder nor hide
+anything: zero-width joiner U+200D (emoji sequences, Indic scripts), zero-width non-joiner
+U+200C (Persian), the directional marks U+200E, U+200F and U+061C (right-to-left text), zero
+width space U+200B (Thai, Khmer), word joiner U+2060, U+FEFF, soft hyphen, one variation
+selector after a character, and a subdivision flag (U+1F3F4, 2–7 tag letters or digits,
+U+E007F).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
-# A carriage return right before a line feed is an ordinary CRLF line end.
-CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
+_VS = "\ufe00-\ufe0f\U000e0100-\U000e01ef"
+_CONTROL = "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)"
+_BIDI = "\u202a-\u202e\u2066-\u2069"
+_HIDDEN = f"[\u206a-\u206f\ufff9-\ufffb\U000e0000-\U000e007f]|(?<=[{_VS}])[{_VS}]"
+# A subdivision flag (England: U+1F3F4 g b e n g U+E007F) is matched first and left alone,
+# so its tag characters are not taken for hidden text.
+_FLAG = "\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{2,7}\U000e007f"
+UNSAFE = re.compile(f"(?P<flag>{_FLAG})|{_CONTROL}|[{_BIDI}]|{_HIDDEN}")
+_IS_BIDI = re.compile(f"[{_BIDI}]")
 
 
 def first_control(text: str) -> re.Match[str] | None:
-    """The first control character of `text` that plain text must not hold, or None."""
-    return CONTROL.search(text)
+    """The first character of `text` that plain text must not hold, or None."""
+    for m in UNSAFE.finditer(text):
+        if m.lastgroup != "flag":
+            return m
+    return None
+
+
+def describe(match: re.Match[str]) -> str:
+    """What `first_control` found, for a message: `control character U+001B`, or
+    `bidirectional formatting character U+202E (RIGHT-TO-LEFT OVERRIDE)`."""
+    char = match.group()[0]
+    code = f"U+{ord(char):04X}"
+    if _IS_BIDI.match(char):
+        return f"bidirectional formatting character {code} ({unicodedata.name(char)})"
+    if ord(char) >= 0x200B:
+        return f"invisible format character {code} ({unicodedata.name(char, 'unnamed')})"
+    return f"control character {code}"
+
+
+def _escape(m: re.Match[str]) -> str:
+    if m.lastgroup == "flag":
+        return m.group()
+    code = ord(m.group()[0])
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def visible(text: str) -> str:
-    """`text` with each such control character written as the six characters `\\uXXXX`."""
-    if CONTROL.search(text) is None:  # the common case: no copy
+    """`text` with each such character written as `\\uXXXX` (`\\UXXXXXXXX` above U+FFFF)."""
+    if UNSAFE.search(text) is None:  # the common case: no copy
         return text
-    return CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return UNSAFE.sub(_escape, text)
+
+
+def _json_escape(m: re.Match[str]) -> str:
+    if m.lastgroup == "flag":
+        return m.group()
+    code = ord(m.group()[0])
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # JSON spells a character above U+FFFF as a surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+# Every such character outside ASCII starts with one of these bytes in UTF-8 (DEL is 0x7F).
+_MAYBE_UNSAFE = re.compile(rb"[\x7f\xc2\xe2\xef\xf3]")
+
+
+def visible_json(data: bytes) -> bytes:
+    """JSON text with each such character in its strings written as a `\\uXXXX` escape.
+
+    The document decodes to the same values. For JSON whose C0 controls are already escaped,
+    as every JSON writer does (orjson writes DEL, the C1 controls and the rest as they are).
+    """
+    if _MAYBE_UNSAFE.search(data) is None:
+        return data
+    text = data.decode("utf-8")
+    if UNSAFE.search(text) is None:
+        return data
+    return UNSAFE.sub(_json_escape, text).encode("utf-8")

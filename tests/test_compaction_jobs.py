@@ -325,6 +325,11 @@ def test_fail_owned_gives_back_only_the_owners_running_claims(store):
         ("x" * 6001, "summary has 6001 characters (limit 6000)"),
         ("ok \x1b[2J", "the summary holds control character U+001B at character 3"),
         ("ok\x00", "the summary holds control character U+0000 at character 2"),
+        (
+            'if access_level != "user\u202e \u2066// admin\u2069 \u2066" {',
+            "the summary holds bidirectional formatting character U+202E"
+            " (RIGHT-TO-LEFT OVERRIDE) at character 24",
+        ),
     ],
 )
 def test_complete_refuses_a_summary_the_generation_contract_refuses(store, text, problem):

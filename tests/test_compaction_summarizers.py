@@ -390,6 +390,86 @@ def test_a_summary_with_a_control_character_breaks_the_contract(text, code, at):
     assert problem == f"the summary is not plain text: control character {code} at character {at}"
 
 
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+@pytest.mark.parametrize("char", BIDI)
+def test_a_summary_with_a_bidirectional_override_or_isolate_breaks_the_contract(char):
+    """Trojan Source (CVE-2021-42574): an override or isolate makes a reader see the text in
+    another order than a model or a program reads it. Such summaries were accepted."""
+    import unicodedata
+
+    problem = check_generation(Generation(f"Refund {char}ORD_88412 approved"))
+    assert problem == (
+        "the summary is not plain text: bidirectional formatting character"
+        f" U+{ord(char):04X} ({unicodedata.name(char)}) at character 7"
+    )
+
+
+@pytest.mark.parametrize(
+    "text, code, name, at",
+    [
+        # interlinear annotation: what follows the anchor is shown above, or not at all
+        ("ok \ufff9ORD_1\ufffaORD_2\ufffb", "U+FFF9", "INTERLINEAR ANNOTATION ANCHOR", 3),
+        # deprecated format characters that change how digits and mirrored signs look
+        ("id 12\u206e34", "U+206E", "NATIONAL DIGIT SHAPES", 5),
+        ("a < b\u206a", "U+206A", "INHIBIT SYMMETRIC SWAPPING", 5),
+        # tag characters spell invisible ASCII a model still reads
+        ("done\U000e0069\U000e0067\U000e006e", "U+E0069", "TAG LATIN SMALL LETTER I", 4),
+        ("x\U000e0001", "U+E0001", "LANGUAGE TAG", 1),
+        # a run of variation selectors carries hidden bytes; one after a character is a style
+        ("ok\u2764\ufe0f\ufe00\ufe01", "U+FE00", "VARIATION SELECTOR-1", 4),
+    ],
+)
+def test_a_summary_with_an_invisible_format_character_breaks_the_contract(text, code, name, at):
+    problem = check_generation(Generation(text))
+    assert problem == (
+        f"the summary is not plain text: invisible format character {code} ({name})"
+        f" at character {at}"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "family \U0001f468\u200d\U0001f469\u200d\U0001f467 and \U0001f3f3\ufe0f\u200d\U0001f308",
+        "flags \U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f ok",
+        "keycap 1\ufe0f\u20e3, heart \u2764\ufe0f, text style \u2764\ufe0e",
+        "Persian \u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"
+        " and Hebrew \u05e9\u05dc\u05d5\u05dd\u200f (3)",
+        "Arabic mark \u061c\u0661\u0662, L\u200eR marks,"
+        " Thai \u0e2a\u0e27\u0e31\u200b\u0e2a\u0e14\u0e35",
+        "soft\u00adhyphen, word\u2060joiner, \ufeffBOM, CJK \u8fbb\U000e0100 \u4e2d\u6587",
+        "\u00e9t\u00e9 \u00fcber \u0416\u0443\u043a \U0001d400 \u2028",
+    ],
+)
+def test_ordinary_non_ascii_text_and_joiners_stay_plain_text(text):
+    """Joiners inside emoji, ZWNJ in Persian, directional marks in right-to-left text, a
+    subdivision flag's tags and one variation selector after a character are ordinary text."""
+    assert check_generation(Generation(text)) is None
+
+
+def test_a_command_printing_a_trojan_source_summary_is_a_failed_attempt(tmp_path, store):
+    from test_compaction_support import build
+
+    from lexkeep.compaction.engine import run_compaction
+
+    build(store, {"c1": 30})
+    spec = _script(
+        tmp_path,
+        "import sys\nsys.stdin.read()\n"
+        "sys.stdout.buffer.write('Refund \u2067ORD_1\u2069 ok'.encode())\n",
+    )
+    report = run_compaction(store, summarizer=create(spec, SummarizerOptions(timeout=30)))
+    assert (report.completed, report.failed) == (0, 1)
+    [row] = store.con.execute("SELECT status, last_error, summary FROM compactions").fetchall()
+    assert row[0] == "failed" and row[2] is None
+    assert row[1] == (
+        "the summary is not plain text: bidirectional formatting character U+2067"
+        " (RIGHT-TO-LEFT ISOLATE) at character 7"
+    )
+
+
 def test_tabs_line_breaks_and_crlf_are_plain_text():
     assert check_generation(Generation("a\tb\nc\r\nd\r\n")) is None
 

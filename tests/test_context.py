@@ -426,6 +426,39 @@ def test_json_output_escapes_every_control_character_and_keeps_the_text(store, t
     assert len(raw) == ctx.bytes
 
 
+def test_context_shows_stored_bidirectional_and_hidden_characters_escaped(store, tmp_path):
+    """A summary stored before they were refused, with a right-to-left override, isolates and
+    tag characters, reached the prompt and the terminal as it was: the text read one way and
+    said another (Trojan Source). Both formats now write them as escapes; ordinary non-ASCII
+    text, emoji joiners and a subdivision flag stay as they are."""
+    load(
+        store,
+        tmp_path,
+        pair_records(
+            "c5", 30, user=lambda i: f"question {i} \u202eabc" if i == 2 else f"question {i}"
+        ),
+    )
+    job = summarise(store, "c5", 0, "placeholder")
+    scotland = "\U0001f3f4" + "".join(chr(0xE0000 + ord(c)) for c in "gbsct") + "\U000e007f"
+    ordinary = f"caf\u00e9 \U0001f468\u200d\U0001f469 {scotland}"
+    summary = f"Refund \u2067ORD_1\u2069 ok\u202e! {ordinary} \U000e0041"
+    _store_summary_as_written_before(store, job, summary)
+
+    text = _everything(store, "c5", "text")
+    assert "Refund \\u2067ORD_1\\u2069 ok\\u202e! " + ordinary + " \\U000e0041" in text.output
+    assert "question 2 \\u202eabc" in text.output
+    assert not any(c in text.output for c in "\u2067\u2069\u202e\U000e0041")
+    assert len(text.output.encode("utf-8")) == text.bytes
+
+    doc = _everything(store, "c5", "json")
+    raw = doc.output.encode("utf-8")
+    assert not any(c.encode() in raw for c in "\u2067\u2069\u202e\U000e0041")
+    assert ordinary.encode() in raw
+    assert b"\\u2067ORD_1\\u2069" in raw and b"\\udb40\\udc41" in raw
+    assert orjson.loads(raw)["history"][0]["assistant_history_summary"] == summary
+    assert len(raw) == doc.bytes
+
+
 def _big_newest(i: int) -> str:
     return ("a long answer " * 300) if i in (37, 39) else f"answer {i}"
 
