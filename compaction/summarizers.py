@@ -392,7 +392,8 @@ class CommandSummarizer(Summarizer):
             text = stdout.decode("utf-8")
         except UnicodeDecodeError as exc:
             return Generation("", "error", error=f"output is not UTF-8: {exc}")
-        return Generation(text.strip("\n"))
+        # The line ends around the text are the program's, not the summary's: LF or CRLF.
+        return Generation(_EDGE_LINE_ENDS.sub("", text))
 
     def cancel(self) -> None:
         """Kill the running programs with their process groups; later calls fail at once."""
@@ -406,6 +407,7 @@ class CommandSummarizer(Summarizer):
 
 
 _CANCELLED = Generation("", "cancelled", error="the run was interrupted")
+_EDGE_LINE_ENDS = re.compile(r"\A(?:\r?\n)+|(?:\r?\n)+\Z")
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

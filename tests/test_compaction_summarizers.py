@@ -93,6 +93,20 @@ def test_command_gets_the_prompt_on_stdin_and_stdout_is_the_summary(tmp_path):
     assert s.model_id.startswith("command:")
 
 
+def test_command_output_with_crlf_line_ends_is_a_normal_summary(tmp_path):
+    """A program that ends its lines with CRLF (a Windows program, Python's print on Windows)
+    always failed: its last line end lost only the line feed, and the carriage return left
+    behind broke the generation contract, twice, so the range stayed raw for good."""
+    spec = _script(
+        tmp_path,
+        "import sys\nsys.stdin.read()\n"
+        "sys.stdout.buffer.write(b'\\r\\nSummary line one\\r\\nline two ORD_88400\\r\\n\\r\\n')\n",
+    )
+    gen = create(spec, SummarizerOptions(timeout=30)).summarize(request())
+    assert check_generation(gen) is None, check_generation(gen)
+    assert gen.text == "Summary line one\r\nline two ORD_88400"
+
+
 def test_command_non_zero_exit_is_a_failure(tmp_path):
     spec = _script(
         tmp_path, "import sys\nprint('looks fine')\nsys.stderr.write('quota')\nsys.exit(3)\n"
