@@ -14,6 +14,7 @@ from lexkeep.compaction.context import (
     ContextFormat,
     build_context,
 )
+from lexkeep.core.controls import visible_json
 from lexkeep.core.store import Store
 
 
@@ -139,7 +140,8 @@ def register(app: typer.Typer) -> None:
         code = report.exit_code if strict else (0 if report.passed else 1)
         try:
             if format is ContextFormat.JSON:
-                sys.stdout.write(orjson.dumps(guard_to_json(report)).decode() + "\n")
+                doc = visible_json(orjson.dumps(guard_to_json(report)))  # as `context` does
+                sys.stdout.write(doc.decode() + "\n")
             else:
                 sys.stdout.write(guard_to_text(report))
             sys.stdout.flush()

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from lexkeep.core.controls import visible_json
 from lexkeep.core.errors import InputError, NotFoundError
 from lexkeep.core.identifiers import extract
 from lexkeep.core.inspect import unknown_conversation_hint
@@ -151,12 +152,15 @@ _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _member(key: object) -> str:
-    """`.key` for a plain name, else `["key"]` (a dot, space or control character in `.key`
-    would make two places one path, or drive the terminal the report is printed on)."""
+    """`.key` for a plain name, else `["key"]`, the key as a JSON string with every character
+    plain text must not hold escaped (a dot or space in `.key` would make two places one
+    path; a control character or bidirectional override would drive or reorder the terminal
+    the report is printed on)."""
     key = key if isinstance(key, str) else str(key)  # a decoded value passed in may have any
     if _PLAIN_KEY.fullmatch(key):
         return f".{key}"
-    return f"[{orjson.dumps(key).decode()}]"
+    # orjson escapes the C0 controls only: DEL, C1 controls and bidirectional overrides too
+    return f"[{visible_json(orjson.dumps(key)).decode()}]"
 
 
 def _walk(value: Any, path: str, out: list[Leaf]) -> None:
@@ -362,10 +366,11 @@ def guard_to_json(report: GuardReport) -> dict[str, Any]:
 
 def _shown(value: str) -> str:
     """A value between single quotes as it is (a repr would double every backslash of a
-    Windows path); one with a quote or an unprintable character as a JSON string."""
+    Windows path); one with a quote or an unprintable character as a JSON string, controls and
+    bidirectional overrides escaped."""
     if value.isprintable() and "'" not in value:
         return f"'{value}'"
-    return orjson.dumps(value).decode()
+    return visible_json(orjson.dumps(value)).decode()
 
 
 def guard_to_text(report: GuardReport) -> str:

@@ -113,6 +113,29 @@ def test_guard_text_shows_values_as_they_are_not_as_python_reprs(cli, db):
     assert f"  $.p: '{path}' [path_win] — no known value is close" in result.stdout.splitlines()
 
 
+# What a terminal acts on, or shows reordered, and orjson writes as it is: DEL, a C1 control
+# (U+009B is CSI, "ESC [" in one character), a right-to-left override and isolate.
+RAW_UNSAFE = "\x7f\x9b\u202e\u2067"
+
+
+def test_guard_shows_a_key_s_terminal_controls_and_bidi_overrides_escaped(cli, db):
+    """A key holding a CSI or a right-to-left override reached the terminal as it was in the
+    text report's `$["…"]` path (and in the JSON): orjson escapes the C0 controls only."""
+    key = "k\x9b2J\u202eq\x7f\u2067"
+    arguments = orjson.dumps({key: "INV-2025-08-4471"}).decode()
+    for fmt in ("text", "json"):
+        result = cli("guard", "s1", arguments, "--format", fmt, "--db", db)
+        assert result.exit_code == 1, result.stderr
+        assert not any(c in result.stdout for c in RAW_UNSAFE), (fmt, result.stdout)
+        if fmt == "text":
+            (line,) = [x for x in result.stdout.splitlines() if "INV-2025-08-4471" in x]
+            assert line.startswith('  $["k\\u009b2J\\u202eq\\u007f\\u2067"]: ')
+        else:
+            (found,) = orjson.loads(result.stdout)["unsupplied"]
+            assert found["path"] == '$["k\\u009b2J\\u202eq\\u007f\\u2067"]'
+            assert orjson.loads(found["path"][2:-1]) == key  # the key, as JSON spells it
+
+
 def test_guard_json_format_and_stdin(cli, db):
     result = cli(
         "guard", "s1", "-", "--format", "json", "--db", db, input='{"id": "inv-2025-08-44719"}'
