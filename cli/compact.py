@@ -16,7 +16,7 @@ from lexkeep.cli.common import (
     progress,
     stdout_console,
 )
-from lexkeep.core.controls import visible
+from lexkeep.core.controls import visible, visible_json
 
 SCHEMA_VERSION = 1
 
@@ -150,7 +150,7 @@ def register(app: typer.Typer) -> None:
             doc = _report_json(report)
             doc["interrupted"] = interrupted
             doc["unreachable"] = None if stopped is None else str(stopped)
-            sys.stdout.write(orjson.dumps(doc).decode() + "\n")
+            sys.stdout.write(_json(doc))
         else:
             _print_report(report, interrupted=interrupted, stopped=stopped is not None)
         if stopped is not None:
@@ -191,11 +191,9 @@ def register(app: typer.Typer) -> None:
             rows = list_jobs(store.con, conversation or None)
         if fmt == "json":
             doc = {"schema_version": SCHEMA_VERSION, "jobs": [_job_json(r) for r in rows]}
-            sys.stdout.write(orjson.dumps(doc).decode() + "\n")
+            sys.stdout.write(_json(doc))
             raise typer.Exit(EXIT_OK)
         from rich.table import Table
-
-        from lexkeep.audit.render import visible
 
         table = Table(title=None, show_lines=False, box=None)
         # Short columns keep their full width; the long ones fold, never "…": a cut status
@@ -234,6 +232,12 @@ def register(app: typer.Typer) -> None:
         else:
             console.print("No compaction jobs.")
         raise typer.Exit(EXIT_OK)
+
+
+def _json(doc: dict) -> str:
+    # A summariser's stderr or an id may hold DEL, C1 controls or bidirectional overrides,
+    # which orjson writes as they are: escaped, they decode to the same text.
+    return visible_json(orjson.dumps(doc)).decode() + "\n"
 
 
 def _report_json(report) -> dict:

@@ -336,6 +336,35 @@ def test_compact_shows_a_failed_summariser_s_escape_sequences_instead_of_sending
     assert "\x1b]0;pwned\x07" in error
 
 
+def test_compact_json_shows_a_failed_summariser_s_c1_controls_and_overrides_escaped(
+    cli, db_file, tmp_path
+):
+    """The JSON of `compact` and `compactions` carried a summariser's stderr with its CSI
+    (U+009B) and right-to-left override as they were: orjson escapes only the C0 controls."""
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    script = tmp_path / "fails.py"
+    script.write_text(
+        "import sys\nsys.stdin.read()\n"
+        "sys.stderr.write('quota \\x9b2J \\u202eevil\\x7f')\nsys.exit(1)\n",
+        encoding="utf-8",
+    )
+    spec = f'command:"{sys.executable} {script}"'
+    r = cli("compact", "--db", db_file, "--summarizer", spec, "--format", "json")
+    assert r.exit_code == 1, r.stderr
+    assert not any(c in r.stdout for c in "\x9b\u202e\x7f"), r.stdout
+    (segment,) = json.loads(r.stdout)["segments"]
+    assert "quota \x9b2J \u202eevil\x7f" in segment["detail"]  # the same text, escaped
+    r = cli("compactions", "--db", db_file, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert not any(c in r.stdout for c in "\x9b\u202e\x7f"), r.stdout
+    (job,) = json.loads(r.stdout)["jobs"]
+    assert "quota \x9b2J \u202eevil\x7f" in job["last_error"]
+    table = cli("compactions", "--db", db_file, env={"COLUMNS": "250"}).stdout
+    assert not any(c in table for c in "\x9b\u202e\x7f"), table
+    assert "quota \\u009b2J \\u202eevil\\u007f" in table
+
+
 def test_compact_with_an_unreachable_summariser_stops_and_spends_no_attempt(cli, db_file, tmp_path):
     import threading
     from http.server import ThreadingHTTPServer
