@@ -542,3 +542,58 @@ def test_a_summary_that_outlives_its_lease_is_a_failed_attempt(db_file):
         assert store.con.execute("SELECT count(*) FROM boundaries").fetchone()[0] == 0
     again = run_compaction(db_file, summarizer=Slow(0), lease_seconds=30)
     assert (again.completed, again.segments[0].attempt) == (1, 2)
+
+
+def test_a_summary_is_bound_to_exactly_what_its_program_read(store, tmp_path):
+    """DESIGN points 3 and 4 end to end, with a real `command:` program: what it read on
+    stdin hashes to the stored input digest, holds exactly the 10 answers of the bound ids
+    and no user text, and those answers with the stored user texts give the source digest."""
+    import hashlib
+    import re
+    import struct
+    import sys
+
+    from lexkeep.compaction.summarizers import SummarizerOptions, create
+
+    build(store, {"c1": 41})  # two segments
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    script = tmp_path / "keep_stdin.py"
+    script.write_text(
+        "import os, sys\n"
+        "data = sys.stdin.buffer.read()\n"
+        f"n = len(os.listdir({str(seen)!r}))\n"
+        f"open(os.path.join({str(seen)!r}, str(n)), 'wb').write(data)\n"
+        "print('summary', n)\n",
+        encoding="utf-8",
+    )
+    spec = f'command:"{sys.executable} {script}"'
+    report = run_compaction(store, summarizer=create(spec, SummarizerOptions(timeout=30)))
+    assert report.completed == 2, report.segments
+    read = {
+        hashlib.sha256(p.read_bytes()).hexdigest(): p.read_bytes().decode("utf-8")
+        for p in seen.iterdir()
+    }
+    rows = store.con.execute(
+        "SELECT source_message_ids, source_digest, input_sha256, summary FROM compactions"
+    ).fetchall()
+    texts = dict(store.con.execute("SELECT id, text FROM messages").fetchall())
+    user_texts = {
+        r[0] for r in store.con.execute("SELECT text FROM messages WHERE role = 'user'").fetchall()
+    }
+    assert len(rows) == 2
+    for ids, digest, input_sha, summary in rows:
+        stdin = read[input_sha]  # the stored input digest is that of the bytes it read
+        assert summary.startswith("summary ")
+        assert not any(t in stdin for t in user_texts)
+        parts = re.split(r"(?m)^=== assistant message (\S+) ===\n", stdin)
+        answers = list(zip(parts[1::2], parts[2::2], strict=True))
+        assert [a for a, _ in answers] == list(ids[1::2])  # the bound assistant ids, in order
+        encoding = b"lexkeep-compaction-source/1\n" + struct.pack(">I", 10)
+        for (aid, shown), uid in zip(answers, ids[0::2], strict=True):
+            # each answer as stored, then the blank line between answers (or the final one)
+            assert shown.removesuffix("\n").removesuffix("\n") == texts[aid]
+            for field in (uid, texts[uid], aid, shown.removesuffix("\n").removesuffix("\n")):
+                raw = field.encode("utf-8")
+                encoding += struct.pack(">Q", len(raw)) + raw
+        assert hashlib.sha256(encoding).hexdigest() == digest
