@@ -12,8 +12,9 @@ a reader see something else than what a program or a model reads:
 - invisible format characters that hide or restyle other text: the deprecated U+206A–U+206F
   (symmetric swapping, Arabic shaping, national digit shapes), the interlinear annotation
   characters U+FFF9–U+FFFB, the tag characters U+E0000–U+E007F (invisible ASCII a model still
-  reads) outside an emoji subdivision flag, and a variation selector right after another
-  variation selector (a run of them carries hidden bytes; one after a character is a style).
+  reads) outside an emoji subdivision flag, and a variation selector right after a different
+  one (a run of them carries hidden bytes; one after a character is a style, and the same one
+  repeated, a common copy-and-paste slip, carries nothing).
 
 Ordinary text stays plain, including its invisible characters that neither reorder nor hide
 anything: zero-width joiner U+200D (emoji sequences, Indic scripts), zero-width non-joiner
@@ -31,7 +32,7 @@ import unicodedata
 _VS = "\ufe00-\ufe0f\U000e0100-\U000e01ef"
 _CONTROL = "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)"
 _BIDI = "\u202a-\u202e\u2066-\u2069"
-_HIDDEN = f"[\u206a-\u206f\ufff9-\ufffb\U000e0000-\U000e007f]|(?<=[{_VS}])[{_VS}]"
+_HIDDEN = f"[\u206a-\u206f\ufff9-\ufffb\U000e0000-\U000e007f]|(?<=[{_VS}])(?P<vs>[{_VS}])"
 # A subdivision flag (England: U+1F3F4 g b e n g U+E007F) is matched first and left alone,
 # so its tag characters are not taken for hidden text.
 _FLAG = "\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{2,7}\U000e007f"
@@ -39,10 +40,17 @@ UNSAFE = re.compile(f"(?P<flag>{_FLAG})|{_CONTROL}|[{_BIDI}]|{_HIDDEN}")
 _IS_BIDI = re.compile(f"[{_BIDI}]")
 
 
+def _allowed(m: re.Match[str]) -> bool:
+    """A match that is ordinary text after all: a subdivision flag, a repeated selector."""
+    if m.lastgroup == "flag":
+        return True
+    return m.lastgroup == "vs" and m.string[m.start() - 1] == m.group()
+
+
 def first_control(text: str) -> re.Match[str] | None:
     """The first character of `text` that plain text must not hold, or None."""
     for m in UNSAFE.finditer(text):
-        if m.lastgroup != "flag":
+        if not _allowed(m):
             return m
     return None
 
@@ -60,7 +68,7 @@ def describe(match: re.Match[str]) -> str:
 
 
 def _escape(m: re.Match[str]) -> str:
-    if m.lastgroup == "flag":
+    if _allowed(m):
         return m.group()
     code = ord(m.group()[0])
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
@@ -74,7 +82,7 @@ def visible(text: str) -> str:
 
 
 def _json_escape(m: re.Match[str]) -> str:
-    if m.lastgroup == "flag":
+    if _allowed(m):
         return m.group()
     code = ord(m.group()[0])
     if code <= 0xFFFF:

@@ -449,6 +449,7 @@ def test_a_summary_with_an_invisible_format_character_breaks_the_contract(text, 
         "family \U0001f468\u200d\U0001f469\u200d\U0001f467 and \U0001f3f3\ufe0f\u200d\U0001f308",
         "flags \U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f ok",
         "keycap 1\ufe0f\u20e3, heart \u2764\ufe0f, text style \u2764\ufe0e",
+        "a doubled selector (a copy-and-paste slip) hides nothing: \u2764\ufe0f\ufe0f\ufe0f",
         "Persian \u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"
         " and Hebrew \u05e9\u05dc\u05d5\u05dd\u200f (3)",
         "Arabic mark \u061c\u0661\u0662, L\u200eR marks,"
