@@ -30,21 +30,44 @@ import re
 import unicodedata
 
 _VS = "\ufe00-\ufe0f\U000e0100-\U000e01ef"
-_CONTROL = "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)"
+_TAGS = "\U000e0000-\U000e007f"
 _BIDI = "\u202a-\u202e\u2066-\u2069"
-_HIDDEN = f"[\u206a-\u206f\ufff9-\ufffb\U000e0000-\U000e007f]|(?<=[{_VS}])(?P<vs>[{_VS}])"
-# A subdivision flag (England: U+1F3F4 g b e n g U+E007F) is matched first and left alone,
-# so its tag characters are not taken for hidden text.
-_FLAG = "\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{2,7}\U000e007f"
-UNSAFE = re.compile(f"(?P<flag>{_FLAG})|{_CONTROL}|[{_BIDI}]|{_HIDDEN}")
+# One character class (and a carriage return not before a line feed), so that text without
+# any of them costs one quick scan. Two kinds of match are ordinary text after all, decided
+# by `_allowed`: a variation selector after a character or after the same selector, and the
+# tag characters of a subdivision flag.
+UNSAFE = re.compile(
+    f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}\u206a-\u206f\ufff9-\ufffb{_TAGS}{_VS}]|\r(?!\n)"
+)
 _IS_BIDI = re.compile(f"[{_BIDI}]")
+# A subdivision flag: England is U+1F3F4, the tags g b e n g, then CANCEL TAG U+E007F.
+_FLAG = re.compile("\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{2,7}\U000e007f")
+_BLACK_FLAG = "\U0001f3f4"
+
+
+def _is_vs(char: str) -> bool:
+    code = ord(char)
+    return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
+
+
+def _is_tag(char: str) -> bool:
+    return 0xE0000 <= ord(char) <= 0xE007F
 
 
 def _allowed(m: re.Match[str]) -> bool:
-    """A match that is ordinary text after all: a subdivision flag, a repeated selector."""
-    if m.lastgroup == "flag":
-        return True
-    return m.lastgroup == "vs" and m.string[m.start() - 1] == m.group()
+    """A match that is ordinary text after all: a variation selector after a character or
+    after the same selector, or a tag character inside a subdivision flag."""
+    char, text, at = m.group(), m.string, m.start()
+    if _is_vs(char):
+        return at == 0 or text[at - 1] == char or not _is_vs(text[at - 1])
+    if _is_tag(char):
+        start = at
+        while start and at - start < 8 and _is_tag(text[start - 1]):
+            start -= 1
+        if start and text[start - 1] == _BLACK_FLAG:
+            flag = _FLAG.match(text, start - 1)
+            return flag is not None and flag.end() > at
+    return False
 
 
 def first_control(text: str) -> re.Match[str] | None:
@@ -76,7 +99,7 @@ def _escape(m: re.Match[str]) -> str:
 
 def visible(text: str) -> str:
     """`text` with each such character written as `\\uXXXX` (`\\UXXXXXXXX` above U+FFFF)."""
-    if UNSAFE.search(text) is None:  # the common case: no copy
+    if first_control(text) is None:  # the common case: no copy
         return text
     return UNSAFE.sub(_escape, text)
 
@@ -104,6 +127,6 @@ def visible_json(data: bytes) -> bytes:
     if _MAYBE_UNSAFE.search(data) is None:
         return data
     text = data.decode("utf-8")
-    if UNSAFE.search(text) is None:
+    if first_control(text) is None:
         return data
     return UNSAFE.sub(_json_escape, text).encode("utf-8")
