@@ -17,6 +17,7 @@ Pairs are numbered 0… in conversation order (the position of the user message)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -41,8 +42,10 @@ class Pair:
     assistant: Message
 
 
-# Whitespace-only text counts as empty (ASCII whitespace, NBSP, ideographic space, BOM, ZWSP).
-_BLANK = " \t\n\r\f\v\u00a0\u3000\ufeff\u200b"
+# Whitespace-only text counts as empty: Python's whitespace (what str.strip() removes, as the
+# ingest judges whether a turn was answered: em space, line separator, NBSP, ...) and the
+# invisible BOM and zero-width space. Stops at the first other character.
+_BLANK = re.compile("[\\s\ufeff\u200b]*")
 
 # Three plain, parameterised fetches (candidate messages, runs, messages with tool calls) of
 # the conversations; the join and the pairing rules run in Python over those rows. Window
@@ -130,7 +133,7 @@ def _status(value: str) -> MessageStatus:
 
 
 def _blank(text: str | None) -> bool:
-    return text is None or not text.strip(_BLANK)
+    return text is None or _BLANK.fullmatch(text) is not None
 
 
 def _pair_rows(

@@ -95,7 +95,12 @@ def test_run_id_that_names_no_run_is_excluded(store):
 
 
 @pytest.mark.parametrize("which", ["user", "assistant"])
-@pytest.mark.parametrize("text", ["", "   \n\t"])
+@pytest.mark.parametrize(
+    "text",
+    # em space, line separator, narrow no-break space, ...: Python's whitespace, as the ingest
+    # judges whether a turn was answered; a zero-width space or BOM between them is no text
+    ["", "   \n\t", "\u2003\u2028", "\u200b\u2003\u200b\u202f\ufeff\x85", "\u3000\u1680\u205f"],
+)
 def test_empty_text_is_excluded(store, which, text):
     def middle(b):
         b.run("c1", "r1")
