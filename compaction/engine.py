@@ -47,6 +47,7 @@ from lexkeep.core.errors import (
 )
 from lexkeep.core.inspect import require_conversations
 from lexkeep.core.model import Extraction
+from lexkeep.core.nearmiss import is_kept
 from lexkeep.core.store import Store, StoreOnDemand
 
 BATCH_CONVERSATIONS = 500
@@ -504,7 +505,9 @@ def _summarise_granted(
                 if answer.extraction is not None
                 for i in answer.extraction.identifiers
             }
-            kept = sum(1 for v in values if v in gen.text)
+            # Kept as the audit keeps: no letter or digit right before or after (an identifier
+            # the summary extended, `ORD_88401` in `ORD_884019`, was altered, not kept).
+            kept = sum(1 for v in values if v in gen.text and is_kept(v, gen.text))
             completion = jobs.Completion(
                 summary=gen.text,
                 input_sha256=request.input_sha256(),

@@ -597,3 +597,31 @@ def test_a_summary_is_bound_to_exactly_what_its_program_read(store, tmp_path):
                 raw = field.encode("utf-8")
                 encoding += struct.pack(">Q", len(raw)) + raw
         assert hashlib.sha256(encoding).hexdigest() == digest
+
+
+class Extending(Summarizer):
+    """Writes every identifier of the answers with one more digit: altered, not kept."""
+
+    name = "extending"
+    model_id = "test/extending"
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        values = [
+            a.text[i.start : i.end] for a in request.answers for i in a.identifiers().identifiers
+        ]
+        # the first one verbatim between brackets (kept), every other one extended by a digit
+        return Generation(f"({values[0]}) " + " ".join(v + "9" for v in values[1:]))
+
+
+def test_the_kept_verbatim_share_counts_an_extended_identifier_as_altered(store):
+    """The report counted `ORD_88401` as kept in a summary that says `ORD_884019`: a plain
+    substring test, where the audit's rule wants no letter or digit right before or after."""
+    build(store, {"c1": 30})
+    report = run_compaction(store, summarizer=Extending())
+    assert report.completed == 1
+    assert report.identifiers_total > 2
+    assert report.identifiers_kept == 1  # only the bracketed one
+    row = store.con.execute(
+        "SELECT identifiers_total, identifiers_kept FROM compactions"
+    ).fetchone()
+    assert row == (report.identifiers_total, 1)
