@@ -556,16 +556,26 @@ class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
         return self.do_open(connection, req)
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects are not followed: urllib would turn the POST into a GET and send the request's
+    headers, the API key among them, to wherever `Location` points. A redirect answer becomes
+    an `HTTPError` with its status."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        """Follow none."""
+        return None
+
+
 def _post_within(req: urllib.request.Request, timeout: float) -> bytes:
     """The body of the response to `req`, all of it within `timeout` seconds.
 
     Raises `TimeoutError` when the deadline passes, and what `urlopen` raises otherwise
-    (proxies from the environment and redirects still apply). Not counted: the name lookup,
-    and each further address tried when connecting gets the whole timeout again.
+    (proxies from the environment apply; a redirect is an `HTTPError`). Not counted: the name
+    lookup, and each further address tried when connecting gets the whole timeout again.
     """
     deadline = time.monotonic() + timeout
     opener = urllib.request.build_opener(
-        _DeadlineHTTPHandler(deadline), _DeadlineHTTPSHandler(deadline)
+        _DeadlineHTTPHandler(deadline), _DeadlineHTTPSHandler(deadline), _NoRedirect()
     )
     with opener.open(req, timeout=timeout) as resp:
         return resp.read()

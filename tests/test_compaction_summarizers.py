@@ -341,6 +341,61 @@ def test_openai_unreachable_through_the_engine_spends_no_attempt(openai_url, sto
     assert rows == [("exhausted", 2)]
 
 
+def _serve(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_openai_does_not_follow_a_redirect_with_the_api_key(status, monkeypatch):
+    """A redirect from the base URL was followed: urllib turns the POST into a GET and sends
+    the `Authorization` header along to wherever `Location` points (another host too). A chat
+    completion is never answered by a redirect: it is a failed attempt, and nothing more is
+    sent."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
+    heard: list[tuple[str, str | None]] = []
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _any(self) -> None:
+            heard.append((self.command, self.headers.get("Authorization")))
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = do_HEAD = _any  # noqa: N815 (http.server API)
+
+    elsewhere = _serve(Elsewhere)
+    target = f"http://127.0.0.1:{elsewhere.server_address[1]}/steal"
+
+    class Redirect(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802 (http.server API)
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(status)
+            self.send_header("Location", target)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    redirect = _serve(Redirect)
+    try:
+        url = f"http://127.0.0.1:{redirect.server_address[1]}/v1"
+        gen = _openai(url, "stop").summarize(request())
+    finally:
+        for server in (redirect, elsewhere):
+            server.shutdown()
+            server.server_close()
+    assert heard == []  # the other server never heard of the call, nor of the key
+    assert gen.finish_reason == "error" and f"HTTP {status} from {url}" in (gen.error or "")
+    assert check_generation(gen) is not None
+
+
 def test_openai_needs_base_url_and_model():
     with pytest.raises(ConfigError, match="--base-url"):
         create("openai", SummarizerOptions(model="m"))
