@@ -658,6 +658,13 @@ class IncompleteDocument(InputError):
 CHUNK_ROWS = 50_000
 # Files a folder walk picks up (each may also end in .gz).
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson")
+# A rotated copy of such a file: logrotate's `requests.jsonl.1`, `requests.jsonl.2.gz`, or a
+# dated one (`dateext`: `requests.jsonl-20250109`).
+_ROTATED = re.compile(
+    r"(?P<base>.+\.(?:jsonl|json|ndjson))(?P<sep>[._-])(?P<suffix>[0-9](?:[0-9._-]*[0-9])?)"
+    r"(?:\.gz)?\Z",
+    re.IGNORECASE,
+)
 
 # A run row another conversation holds is left as it is: a message naming that run has no
 # valid run link (docs/compaction.md), and a run record reusing its id is refused
@@ -702,7 +709,48 @@ def _hints_for(reason: str) -> str:
 
 def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
     """Files named by `paths` (files, folders walked recursively, globs, '-'), each with a flag
-    saying it was found by walking a folder (such files may be skipped when not a trace)."""
+    saying it was found by walking a folder (such files may be skipped when not a trace).
+
+    They come in the order given, a folder's and a glob's in name order, except that the
+    files of one rotated log are put in the order they were written (`rotation_order`)."""
+    return rotation_order(_expand(paths))
+
+
+def rotation_order(files: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """`files` with the files of each rotated log, found side by side in one folder, moved
+    among their own places into the order they were written: oldest first, the current file
+    (`requests.jsonl`) last. logrotate's numbers grow with age (`requests.jsonl.2.gz` is older
+    than `requests.jsonl.1`); dated copies (`requests.jsonl-20250109`) are in name order.
+    Every other file keeps its place."""
+    families: dict[tuple[str, str], list[int]] = {}
+    ranks: list[tuple[Any, ...]] = []
+    rotated: set[tuple[str, str]] = set()
+    for n, (path, _) in enumerate(files):
+        rank: tuple[Any, ...] = (2,)  # the current file, written last
+        if path == "-":
+            ranks.append(rank)
+            continue
+        folder, name = os.path.split(os.path.abspath(path))
+        base = name
+        got = _ROTATED.match(name)
+        if got is not None:
+            base, suffix = got["base"], got["suffix"]
+            if got["sep"] == "." and suffix.isdigit() and len(suffix) <= 5:
+                rank = (1, -int(suffix))  # logrotate's count: the highest is the oldest
+            else:
+                rank = (0, name)  # a date: name order is the order written
+            rotated.add((folder, base))
+        ranks.append(rank)
+        families.setdefault((folder, base), []).append(n)
+    out = list(files)
+    for family, places in families.items():
+        if family in rotated and len(places) > 1:
+            for place, n in zip(places, sorted(places, key=ranks.__getitem__), strict=True):
+                out[place] = files[n]
+    return out
+
+
+def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
     found: list[tuple[str, bool]] = []
     for given in paths:
         if given == "-":
@@ -713,7 +761,8 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
             for child in sorted(path.rglob("*")):
                 name = child.name.lower().removesuffix(".gz")  # A.JSONL from Windows too
                 hidden = any(part.startswith(".") for part in child.relative_to(path).parts)
-                if hidden or not name.endswith(TRACE_SUFFIXES):
+                trace = name.endswith(TRACE_SUFFIXES) or _ROTATED.match(child.name) is not None
+                if hidden or not trace:
                     continue
                 if child.is_file():
                     found.append((str(child), True))
@@ -735,7 +784,7 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
             raise InputError("no such file, folder or matching glob", path=given)
         for match in matches:
             if Path(match).is_dir():
-                found.extend(expand_paths([match]))
+                found.extend(_expand([match]))
             elif _broken_link(Path(match)):
                 _warn_broken_link(match)
             else:

@@ -584,3 +584,79 @@ def test_unchanged_files_of_other_formats_before_a_request_log_are_not_read_agai
     grown = cli("ingest", logs, "--db", db)
     assert grown.exit_code == 0, grown.stderr
     assert _stored(db)["errors"] == []
+
+
+def test_a_logrotate_rotated_request_log_is_read_oldest_file_first(cli, tmp_path):
+    """logrotate names the newest file `requests.jsonl` and older ones `requests.jsonl.1`,
+    `requests.jsonl.2.gz` (compressed), the number growing with age. A folder walk skipped
+    the numbered files (not named `*.jsonl`), and named by a shell glob they were read in name
+    order, newest first: the later requests were numbered before the earlier ones and the
+    user's first turns were left out. Read oldest first, the store is the one file's."""
+    import gzip
+
+    requests = _trimmed_chat_requests()
+    whole = _write(tmp_path / "whole.jsonl", requests)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    oldest = logs / "requests.jsonl.2.gz"
+    oldest.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in requests[:2]).encode()))
+    _write(logs / "requests.jsonl.1", requests[2:4])
+    newest = _write(logs / "requests.jsonl", requests[4:])
+    assert cli("ingest", whole, "--db", tmp_path / "whole.duckdb").exit_code == 0
+    expected = _stored(tmp_path / "whole.duckdb")
+    by_glob = sorted(str(p) for p in logs.iterdir())  # what a shell makes of requests.jsonl*
+    for name, targets in (("folder", [logs]), ("glob", by_glob)):
+        ingested = cli("ingest", *targets, "--db", tmp_path / f"{name}.duckdb")
+        assert ingested.exit_code == 0, ingested.stderr
+        assert "3 files: 3 ingested" in ingested.stderr, name
+        # the summary lines come in the order the files were read
+        lines = ingested.stderr.splitlines()
+        named = [line.split(":")[0] for line in lines if ": ingested" in line]
+        assert named == [str(oldest), str(logs / "requests.jsonl.1"), str(newest)], name
+        assert _stored(tmp_path / f"{name}.duckdb") == expected, name
+
+    audited = cli("audit", logs, "--format", "json", "--exit-zero")
+    assert audited.exit_code == 0, audited.stderr
+    found = {f["value"]: f for f in json.loads(audited.stdout)["findings"]}
+    assert {v: f["verdict"] for v, f in found.items()} == {
+        "ORD-77812": "kept",
+        "INV-2025-08-44719": "missing",
+        "dana.kim@example.com": "missing",
+        "WH-4471-B": "kept",
+    }
+    assert found["ORD-77812"]["message"] == {"file": str(oldest), "line": 1}
+
+
+def test_rotated_names_keep_their_place_among_other_files(tmp_path):
+    """Only the files of one rotated log change places, among themselves; other files (dated
+    names, which sort right already, and other logs) keep name order, or the order given."""
+    from lexkeep.core.ingest import expand_paths
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    names = [
+        "a.jsonl",
+        "app-2025-01-09.jsonl",
+        "app-2025-01-10.jsonl",
+        "requests.jsonl",
+        "requests.jsonl.1",
+        "requests.jsonl.10.gz",
+        "requests.jsonl.2.gz",
+        "z.jsonl",
+    ]
+    for name in names:
+        (logs / name).write_text("{}\n")
+    order = [Path(p).name for p, _ in expand_paths([str(logs)])]
+    assert order == [
+        "a.jsonl",
+        "app-2025-01-09.jsonl",
+        "app-2025-01-10.jsonl",
+        "requests.jsonl.10.gz",
+        "requests.jsonl.2.gz",
+        "requests.jsonl.1",
+        "requests.jsonl",
+        "z.jsonl",
+    ]
+    given = [str(logs / n) for n in ("z.jsonl", "requests.jsonl", "a.jsonl", "requests.jsonl.1")]
+    order = [Path(p).name for p, _ in expand_paths(given)]
+    assert order == ["z.jsonl", "requests.jsonl.1", "a.jsonl", "requests.jsonl"]
