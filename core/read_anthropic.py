@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from lexkeep.core import read_responses as responses
 from lexkeep.core.model import (
     ArgumentsKind,
     Boundary,
@@ -175,6 +176,7 @@ class AnthropicReader:
         (`tool_use`, `tool_result`, `thinking`, `compaction`…)."""
         if not isinstance(value, dict) or "payload" in value:
             return False
+        value = responses.unwrapped(value)  # {"request": …, "response": …}
         messages = value.get("messages")
         if not isinstance(messages, list):
             return False
@@ -193,6 +195,7 @@ class AnthropicReader:
         for value in head:
             if not isinstance(value, dict):
                 continue
+            value = responses.unwrapped(value)  # {"request": …, "response": …}
             msgs = value.get("messages")
             sample = msgs[:50] if isinstance(msgs, list) else [value]
             if isinstance(value.get("response"), dict):
@@ -241,7 +244,7 @@ class AnthropicReader:
             if isinstance(item, Skipped):
                 yield item
                 continue
-            value = item.value
+            value = responses.unwrapped(item.value)  # {"request": …, "response": …}
             src = Source(path, item.line)
             msgs = value.get("messages")
             if isinstance(msgs, list):

@@ -2,7 +2,9 @@
 
 Accepted shapes (per file, mixed freely):
 - a record with a `messages` (or tau-bench `traj`) list: one conversation per record — one per
-  JSONL line, or one per element of a top-level JSON array;
+  JSONL line, or one per element of a top-level JSON array; a logged Chat Completions
+  `response` (`choices[0].message`) is the list's last message, and a call logged as
+  `{"request": {"messages": …}, "response": …}` is read as that record;
 - a bare chat message per line (`{"role":..., "content":...}`): all of them form one
   conversation named after the file;
 - Responses API request logs (`input` and/or `output` items, also wrapped as
@@ -236,9 +238,13 @@ class OpenAIReader:
             return False
         if responses.is_request_log(value) or responses.is_stream_event(value):
             return True
+        value = responses.unwrapped(value)  # a Chat Completions call logged as a wrapper
         messages = value.get("messages")
         if not isinstance(messages, list) or "payload" in value:
             return False
+        answer = responses.chat_answer(value)
+        if answer is not None:
+            messages = [*messages, answer]
         return any(
             isinstance(m, dict)
             and (
@@ -260,10 +266,14 @@ class OpenAIReader:
             if got and not (codex_items and responses.is_item(value)):
                 score += got
                 continue
+            value = responses.unwrapped(value)  # a Chat Completions call logged as a wrapper
             if isinstance(value.get("traj"), list):
                 score += 5
                 continue
             msgs = value.get("messages")
+            answer = responses.chat_answer(value)
+            if isinstance(msgs, list) and answer is not None:
+                msgs = [*msgs[:49], answer]
             sample = msgs[:50] if isinstance(msgs, list) else [value]
             listed = isinstance(msgs, list)  # a chat list may hold Responses items too
             if not sample or not all(
@@ -316,6 +326,9 @@ class OpenAIReader:
             at = f"L{item.line}" if on_line == 1 else f"L{item.line}.{on_line}"
             messages = _messages_of(value)
             if messages is not None:
+                answer = responses.chat_answer(value)
+                if answer is not None:  # a logged Chat Completions response: the list's last
+                    messages = [*messages, answer]
                 key = conversation_key(value)
                 conv = key or f"{stem}#{index}"
                 index += 1
