@@ -340,10 +340,30 @@ class Chains:
 
     def __init__(self) -> None:
         self._of: dict[str, str] = {}
+        self._by_conversation: dict[str, list[str]] = {}  # the responses of each
 
     def __len__(self) -> int:
         """How many responses it knows the conversation of."""
         return len(self._of)
+
+    def knows(self, response: str) -> bool:
+        """True when the conversation of the response `response` is known."""
+        return response in self._of
+
+    def dump(self, conversation: str) -> list[str] | None:
+        """The ids of the conversation's responses (core.requestlog.Kept)."""
+        got = self._by_conversation.get(conversation)
+        return None if got is None else list(got)
+
+    def load(self, conversation: str, data: Any) -> None:
+        """Take back the response ids `dump` gave."""
+        for rid in data if isinstance(data, list) else ():
+            if isinstance(rid, str) and rid not in self._of:
+                self._remember(rid, conversation)
+
+    def _remember(self, rid: str, conversation: str) -> None:
+        self._of[rid] = conversation
+        self._by_conversation.setdefault(conversation, []).append(rid)
 
     def conversation(self, value: dict[str, Any], fallback: str, waiting: str | None = None) -> str:
         """The conversation id of request log `value` (and remember its response's).
@@ -359,8 +379,8 @@ class Chains:
             or rid
             or fallback
         )
-        if rid is not None:
-            self._of.setdefault(rid, conv)
+        if rid is not None and rid not in self._of:
+            self._remember(rid, conv)
         return conv
 
 
