@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from lexkeep.core import read_responses as responses
 from lexkeep.core.model import (
     ArgumentsKind,
     Boundary,
@@ -32,6 +33,7 @@ from lexkeep.core.model import (
 )
 from lexkeep.core.read_openai import (
     CallIds,
+    ConversationCallIds,
     content_text,
     conversation_key,
     file_stem,
@@ -158,6 +160,19 @@ def _system(system: Any, mid: str, conv: str, src: Source) -> Iterator[Record]:
         yield Message(mid, conv, Role.SYSTEM, MessageKind.SYSTEM, text, src)
 
 
+class Systems(set[str]):
+    """The conversations whose system prompt was read (a core.requestlog.Kept part)."""
+
+    def dump(self, conversation: str) -> bool | None:
+        """True when the conversation's system prompt was read, else None."""
+        return True if conversation in self else None
+
+    def load(self, conversation: str, data: Any) -> None:
+        """Take back what `dump` gave."""
+        if data is True:
+            self.add(conversation)
+
+
 class AnthropicReader:
     """Anthropic Messages: request logs with `messages`, or one message per line."""
 
@@ -175,6 +190,7 @@ class AnthropicReader:
         (`tool_use`, `tool_result`, `thinking`, `compaction`…)."""
         if not isinstance(value, dict) or "payload" in value:
             return False
+        value = responses.unwrapped(value)  # {"request": …, "response": …}
         messages = value.get("messages")
         if not isinstance(messages, list):
             return False
@@ -193,6 +209,7 @@ class AnthropicReader:
         for value in head:
             if not isinstance(value, dict):
                 continue
+            value = responses.unwrapped(value)  # {"request": …, "response": …}
             msgs = value.get("messages")
             sample = msgs[:50] if isinstance(msgs, list) else [value]
             if isinstance(value.get("response"), dict):
@@ -232,16 +249,16 @@ class AnthropicReader:
         file_ids = CallIds()  # messages per line: the whole file is one conversation
         shared = Continued() if continued is None else continued
         log = shared.part("anthropic.log", RequestLog)  # requests repeat their conversation
-        calls: dict[str, CallIds] = shared.part("anthropic.calls", dict)
+        calls = shared.part("anthropic.calls", ConversationCallIds)
         # conversations whose system prompt was read
-        systems: set[str] = shared.part("anthropic.systems", set)
+        systems = shared.part("anthropic.systems", Systems)
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
         for item in lines:
             if isinstance(item, Skipped):
                 yield item
                 continue
-            value = item.value
+            value = responses.unwrapped(item.value)  # {"request": …, "response": …}
             src = Source(path, item.line)
             msgs = value.get("messages")
             if isinstance(msgs, list):
@@ -249,6 +266,8 @@ class AnthropicReader:
                 conv = key or f"{stem}#{index}"
                 index += 1
                 yield Conversation(conv, Format.ANTHROPIC, begins.setdefault(conv, src))
+                if key is not None:  # other records may go on with it, in later files too
+                    shared.meet("anthropic", conv)
                 if conv not in systems and value.get("system"):
                     systems.add(conv)  # later requests repeat it (and would store it once)
                     yield from _system(value["system"], f"{conv}/system", conv, src)

@@ -14,8 +14,10 @@ ids derived from file content must be stable: derive them from the conversation 
 source line, never from counters that depend on where reading started.
 
 Request-log readers (`continues = True`: OpenAI, Anthropic) also take `continued`, the state
-the earlier files of the same ingest left (core.requestlog.Continued), so that a conversation
-continued in the next file of a rotated log goes on where it was.
+the earlier files of the same ingest (and, through the store, of earlier ingests) left
+(core.requestlog.Continued), so that a conversation continued in the next file of a rotated
+log goes on where it was. They `meet` each conversation that other files may continue before
+they align anything of it, so that its stored state is recalled first.
 """
 
 from __future__ import annotations
