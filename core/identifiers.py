@@ -1208,6 +1208,24 @@ def _is_iban(value: str) -> bool:
     return int(digits) % 97 == 1
 
 
+_GROUP_SEPARATOR = re.compile("[ \\-]")
+
+
+def _is_number_list(value: str) -> bool:
+    """Three or more plain numbers without leading zeros that are all round (multiples of 100) or
+    evenly spaced (1000 2000 3000, 1024 2048 4096): a list in prose, not one number."""
+    groups = _GROUP_SEPARATOR.split(value)
+    if len(groups) < 3 or any(g[:1] == "0" or not g.isdigit() for g in groups):
+        return False
+    numbers = [int(g) for g in groups]
+    if all(n % 100 == 0 for n in numbers):
+        return True
+    triples = list(zip(numbers, numbers[1:], numbers[2:], strict=False))
+    arithmetic = numbers[1] != numbers[0] and all(b - a == c - b for a, b, c in triples)
+    geometric = numbers[1] != numbers[0] and all(b * b == a * c for a, b, c in triples)
+    return arithmetic or geometric
+
+
 # Each validator: True when the value passes (rules.VALIDATORS names them).
 _VALIDATE: dict[str, Any] = {
     "ipv6": _is_ipv6,
@@ -1220,6 +1238,7 @@ _VALIDATE: dict[str, Any] = {
     "not_years": lambda value: (
         not all(len(g) == 4 and "1900" <= g <= "2099" for g in value.split(" "))
     ),
+    "not_number_list": lambda value: not _is_number_list(value),
     # E.164: a phone number holds at most 15 digits, country code included; 8 at least here.
     "phone_digits": lambda value: 8 <= sum(map(value.count, "0123456789")) <= 15,
 }

@@ -1114,3 +1114,19 @@ def test_a_version_after_version_is_is_no_address_to_lose(cli, tmp_path):
         assert _audit_user_text(cli, tmp_path, text, {"tag": "v7.1.17.0"}) == []
     got = _audit_user_text(cli, tmp_path, "the release is on 10.0.0.7", {"host": "10.0.0.8"})
     assert got == [("ipv4", "10.0.0.7", "missing")]
+
+
+def test_a_list_of_round_numbers_is_no_identifier_to_lose(cli, tmp_path):
+    """`1000 2000 3000` read as one number failed the gate when the call used the numbers."""
+    got = _audit_user_text(
+        cli, tmp_path, "benchmark with 1000 2000 3000 each", {"rows": [1000, 2000, 3000]}
+    )
+    assert got == []
+
+
+def test_a_card_with_mixed_separators_gives_no_phone(cli, tmp_path):
+    """`4111-1111-1111 1111` gave the phone `4111-1111-1111`, audited as a phone number."""
+    got = _audit_user_text(
+        cli, tmp_path, "charge card 4111-1111-1111 1111 today", {"card": "4111111111111111"}
+    )
+    assert [kind for kind, _, _ in got if kind == "phone"] == []

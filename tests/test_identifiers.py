@@ -650,3 +650,45 @@ def test_a_four_part_version_after_version_is_or_was_is_no_address(text: str) ->
 )
 def test_an_address_a_word_after_a_version_phrase_is_found(text: str, value: str) -> None:
     assert [v for kind, v in found(text) if kind == "ipv4"] == [value]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "card 4111-1111-1111 1111 please",
+        "card 4111 1111-1111-1111 please",
+        "card 4111-1111-1111-1111 1111 please",
+        "ref 9400-1112-0200 1234 5678",
+    ],
+)
+def test_a_number_in_groups_of_four_with_mixed_separators_gives_no_piece(text: str) -> None:
+    """A card typed with '-' and ' ' mixed is one number: no phone or card piece of it."""
+    assert found(text) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "try 1000 2000 3000 and compare",
+        "batch sizes 1024 2048 4096",
+        "at 1500 2500 3500 rpm",
+        "try 1000 2000 3000 4000",  # four numbers: no card either
+        "try 1000 2000 3000 4000 5000",
+        "counts 1200 1400 1600 1800 2000 2200",
+    ],
+)
+def test_a_list_of_round_or_evenly_spaced_numbers_is_no_identifier(text: str) -> None:
+    assert found(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("aadhaar 2345 6789 0123", "2345 6789 0123"),
+        ("ref 1234 5678 9012", "1234 5678 9012"),
+        ("account 0012 3456 7890", "0012 3456 7890"),
+        ("ref 1000 2000 3001", "1000 2000 3001"),
+    ],
+)
+def test_a_number_in_groups_that_is_no_list_is_still_found(text: str, value: str) -> None:
+    assert found(text) == [("digit_groups", value)]
