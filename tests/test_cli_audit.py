@@ -1130,3 +1130,12 @@ def test_a_card_with_mixed_separators_gives_no_phone(cli, tmp_path):
         cli, tmp_path, "charge card 4111-1111-1111 1111 today", {"card": "4111111111111111"}
     )
     assert [kind for kind, _, _ in got if kind == "phone"] == []
+
+
+def test_a_path_through_an_npm_scope_is_audited_whole(cli, tmp_path):
+    """Its pieces (`node_modules`, `@types`) were audited, so another package passed."""
+    text = "Read the types in node_modules/@types/node please"
+    got = _audit_user_text(cli, tmp_path, text, {"path": "node_modules/@types/node"})
+    assert got == [("path_rel", "node_modules/@types/node", "kept")]
+    got = _audit_user_text(cli, tmp_path, text, {"path": "node_modules/@types/react"})
+    assert [(kind, verdict) for kind, _, verdict in got] == [("path_rel", "missing")]

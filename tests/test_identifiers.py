@@ -692,3 +692,16 @@ def test_a_list_of_round_or_evenly_spaced_numbers_is_no_identifier(text: str) ->
 )
 def test_a_number_in_groups_that_is_no_list_is_still_found(text: str, value: str) -> None:
     assert found(text) == [("digit_groups", value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("node_modules/@types/node", "node_modules/@types/node"),
+        ("look in node_modules/@types/node.", "node_modules/@types/node"),
+        ("see packages/@scope/pkg/src now", "packages/@scope/pkg/src"),
+        ("(node_modules/@babel/core)", "node_modules/@babel/core"),
+    ],
+)
+def test_a_path_through_an_npm_scope_is_one_path(text: str, value: str) -> None:
+    assert found(text) == [("path_rel", value)]
