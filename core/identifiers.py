@@ -1079,7 +1079,8 @@ _START = operator.attrgetter("start")
 
 
 def _trim(text: str, start: int, end: int) -> int:
-    """Drop trailing sentence punctuation, closing quotes and unbalanced closing brackets."""
+    """Drop trailing sentence punctuation, closing quotes, unbalanced closing brackets and a
+    last query parameter left without its value."""
     while end > start:
         char = text[end - 1]
         if char in _TRAILING:
@@ -1090,6 +1091,13 @@ def _trim(text: str, start: int, end: int) -> int:
             span = text[start:end]
             if span.count(char) > span.count(opener):
                 end -= 1
+                continue
+        if char == "=":
+            # `https://x.io/a?b=<script>`: the URL ends where its value was cut off, before
+            # `?b=` (a value ending in '=', such as base64 padding, holds a '=' before it).
+            cut = max(text.rfind("?", start, end), text.rfind("&", start, end))
+            if cut > start and text.find("=", cut, end - 1) == -1:
+                end = cut
                 continue
         break
     return end

@@ -1139,3 +1139,10 @@ def test_a_path_through_an_npm_scope_is_audited_whole(cli, tmp_path):
     assert got == [("path_rel", "node_modules/@types/node", "kept")]
     got = _audit_user_text(cli, tmp_path, text, {"path": "node_modules/@types/react"})
     assert [(kind, verdict) for kind, _, verdict in got] == [("path_rel", "missing")]
+
+
+def test_a_url_whose_query_value_is_cut_off_is_kept_with_any_value(cli, tmp_path):
+    """The URL ended in `?b=`, so a call writing the value in other letters never kept it."""
+    text = "Fetch https://ex.example/a?b=<script> and report"
+    got = _audit_user_text(cli, tmp_path, text, {"url": "https://ex.example/a?b=script"})
+    assert got == [("url", "https://ex.example/a", "kept")]

@@ -705,3 +705,19 @@ def test_a_number_in_groups_that_is_no_list_is_still_found(text: str, value: str
 )
 def test_a_path_through_an_npm_scope_is_one_path(text: str, value: str) -> None:
     assert found(text) == [("path_rel", value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("https://ex.example/a?b=<script>", "https://ex.example/a"),
+        ("open https://ex.example/a?id=7&b=<x> now", "https://ex.example/a?id=7"),
+        ('fetch "https://ex.example/search?q=" please', "https://ex.example/search"),
+        ("see https://ex.example/a/?b=.", "https://ex.example/a/"),
+        # a value that ends in '=' is a whole value (base64 padding), not a cut-off one
+        ("https://ex.example/a?t=YWJj=", "https://ex.example/a?t=YWJj="),
+        ("https://ex.example/a?b=1", "https://ex.example/a?b=1"),
+    ],
+)
+def test_a_url_ends_before_a_query_parameter_left_without_its_value(text: str, value: str) -> None:
+    assert found(text) == [("url", value)]
