@@ -1146,3 +1146,29 @@ def test_a_url_whose_query_value_is_cut_off_is_kept_with_any_value(cli, tmp_path
     text = "Fetch https://ex.example/a?b=<script> and report"
     got = _audit_user_text(cli, tmp_path, text, {"url": "https://ex.example/a?b=script"})
     assert got == [("url", "https://ex.example/a", "kept")]
+
+
+@pytest.mark.parametrize(
+    ("typed", "written"),
+    [
+        ("DE89 3704 0044 0532 0130 00", "DE89 3704 0044 0532 0131 00"),
+        ("+15550109999", "+1 (555) 010-9998"),
+    ],
+)
+def test_a_one_character_edit_inside_a_grouped_value_is_altered(cli, tmp_path, typed, written):
+    """Only a case or separator change was looked for in groups: the edit read as `missing`."""
+    trace = tmp_path / "one.jsonl"
+    records = (
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user",
+         "text": f"Pay {typed} today"},
+        {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "x"},
+        {"type": "tool_call", "id": "t1", "conversation_id": "c1", "name": "pay",
+         "arguments": json.dumps({"to": written, "note": "one of 3 payments"})},
+    )  # fmt: skip
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    report = json.loads(ok(cli("audit", trace, "--format", "json", "--exit-zero"), 0).stdout)
+    [finding] = report["findings"]
+    assert (finding["value"], finding["verdict"]) == (typed, "altered")
+    evidence = finding["evidence"]
+    assert (evidence["found"], evidence["difference"], evidence["distance"]) == (written, "edit", 1)
+    assert (evidence["call_id"], evidence["line"]) == ("t1", 3)
