@@ -1172,3 +1172,13 @@ def test_a_one_character_edit_inside_a_grouped_value_is_altered(cli, tmp_path, t
     evidence = finding["evidence"]
     assert (evidence["found"], evidence["difference"], evidence["distance"]) == (written, "edit", 1)
     assert (evidence["call_id"], evidence["line"]) == ("t1", 3)
+
+
+def test_a_quoted_access_token_is_audited(cli, tmp_path):
+    """`access token 'abc123xyz'` gave no identifier, so a call with another token passed."""
+    text = "Book it with my access token 'abc123xyz' please"
+    assert _audit_user_text(cli, tmp_path, text, {"token": "abc123xyz"}) == [
+        ("quoted_code", "abc123xyz", "kept")
+    ]
+    got = _audit_user_text(cli, tmp_path, text, {"token": "abc123xyz456"})
+    assert got == [("quoted_code", "abc123xyz", "altered")]

@@ -58,6 +58,7 @@ POSITIVES = [
     ("manager rm-de-10 is", [("kebab_id", "rm-de-10")]),
     ("key cus_NffrFeUfNV2Hib ok", [("prefixed_token", "cus_NffrFeUfNV2Hib")]),
     ("cc @octocat.", [("handle", "@octocat")]),
+    ("token 'abc123xyz' ok", [("quoted_code", "abc123xyz")]),
     ("call +1 415-555-0132 today", [("phone", "+1 415-555-0132")]),
     ("call (415) 555-0199.", [("phone", "(415) 555-0199")]),
     ("card 4111 1111 1111 1111", [("card_number", "4111 1111 1111 1111")]),
@@ -721,3 +722,29 @@ def test_a_path_through_an_npm_scope_is_one_path(text: str, value: str) -> None:
 )
 def test_a_url_ends_before_a_query_parameter_left_without_its_value(text: str, value: str) -> None:
     assert found(text) == [("url", value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("book it with access token 'abc123xyz' please", "abc123xyz"),
+        ("my username 'john' and password 'john1234'.", "john1234"),
+        ("password is `securePass123`", "securePass123"),
+        ("the organization ID is `00D8d000000KxyzABC` now", "00D8d000000KxyzABC"),
+        ("peek at 'Spring2023Draft' for review", "Spring2023Draft"),
+    ],
+)
+def test_a_quoted_run_of_letters_and_digits_is_one_identifier(text: str, value: str) -> None:
+    assert found(text) == [("quoted_code", value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["the 'v2' api", "'abc1' is short", "say 'hello'", "'123456' only digits", "'COVID19' data"],
+)
+def test_short_quoted_words_versions_and_numbers_are_no_quoted_code(text: str) -> None:
+    assert [kind for kind, _ in found(text) if kind == "quoted_code"] == []
+
+
+def test_a_quoted_upper_case_code_stays_an_alnum_code() -> None:
+    assert found("The publisher ID is 'PUB001'.") == [("alnum_code", "PUB001")]
