@@ -1234,6 +1234,17 @@ def _is_number_list(value: str) -> bool:
     return arithmetic or geometric
 
 
+def _is_range(value: str) -> bool:
+    """Two numbers joined by '-' that read as a range in prose, not as one number: both
+    round (multiples of 100: 10000-20000, 0900-1700), or the second above the first and
+    below twice it (lines 1153-1175, 2019-2020, 12500-13750)."""
+    groups = value.split("-")
+    if len(groups) != 2:
+        return False
+    low, high = int(groups[0]), int(groups[1])
+    return (low % 100 == 0 and high % 100 == 0) or low < high < 2 * low
+
+
 # Each validator: True when the value passes (rules.VALIDATORS names them).
 _VALIDATE: dict[str, Any] = {
     "ipv6": _is_ipv6,
@@ -1247,6 +1258,7 @@ _VALIDATE: dict[str, Any] = {
         not all(len(g) == 4 and "1900" <= g <= "2099" for g in value.split(" "))
     ),
     "not_number_list": lambda value: not _is_number_list(value),
+    "not_range": lambda value: not _is_range(value),
     # E.164: a phone number holds at most 15 digits, country code included; 8 at least here.
     "phone_digits": lambda value: 8 <= sum(map(value.count, "0123456789")) <= 15,
 }

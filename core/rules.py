@@ -49,6 +49,7 @@ VALIDATORS = (
     "not_years",
     "phone_digits",
     "not_number_list",
+    "not_range",
 )
 CONTEXT_MODES = ("require", "veto")
 KIND_KEYS = {

@@ -1182,3 +1182,12 @@ def test_a_quoted_access_token_is_audited(cli, tmp_path):
     ]
     got = _audit_user_text(cli, tmp_path, text, {"token": "abc123xyz456"})
     assert got == [("quoted_code", "abc123xyz", "altered")]
+
+
+def test_an_access_code_in_dashed_groups_is_audited(cli, tmp_path):
+    """`access code 12345-67890` gave no identifier, so losing it passed the gate."""
+    text = "Book it, my access code is 12345-67890."
+    got = _audit_user_text(cli, tmp_path, text, {"code": "12345-67890"})
+    assert got == [("dashed_number", "12345-67890", "kept")]
+    got = _audit_user_text(cli, tmp_path, text, {"code": "1234567890"})
+    assert got == [("dashed_number", "12345-67890", "altered")]

@@ -59,6 +59,7 @@ POSITIVES = [
     ("key cus_NffrFeUfNV2Hib ok", [("prefixed_token", "cus_NffrFeUfNV2Hib")]),
     ("cc @octocat.", [("handle", "@octocat")]),
     ("token 'abc123xyz' ok", [("quoted_code", "abc123xyz")]),
+    ("access code 12345-67890.", [("dashed_number", "12345-67890")]),
     ("call +1 415-555-0132 today", [("phone", "+1 415-555-0132")]),
     ("call (415) 555-0199.", [("phone", "(415) 555-0199")]),
     ("card 4111 1111 1111 1111", [("card_number", "4111 1111 1111 1111")]),
@@ -197,12 +198,12 @@ WHOLE_OR_NOTHING = [
     # a tier C number followed by '-' and more: a ZIP+4, a code, a range
     ("zip 19122-1234", [("zip_plus4", "19122-1234")]),
     ("postal code: 19122-1234.", [("zip_plus4", "19122-1234")]),
-    ("zip 19122-12345", []),
-    ("order 12345-6789", []),
+    ("zip 19122-12345", [("dashed_number", "19122-12345")]),  # whole: no short_number piece
+    ("order 12345-6789", [("dashed_number", "12345-6789")]),
     ("room 101-B", []),
     ("ad set 101-105", []),
     ("status 200-299", []),
-    ("product 1656367028-2", []),
+    ("product 1656367028-2", [("dashed_number", "1656367028-2")]),  # no digit_run piece
     # a card number in groups: one identifier, never a phone and a short number
     ("card 4111 1111 1111 1111", [("card_number", "4111 1111 1111 1111")]),
     ("card number: 4111-1111-1111-1111.", [("card_number", "4111-1111-1111-1111")]),
@@ -338,7 +339,8 @@ def test_no_global_ignore_case() -> None:
 def test_tier_c_needs_the_context_word_before() -> None:
     assert found("19122 is my zip") == []
     assert found("zip code 19122") == [("short_number", "19122")]
-    assert found("19122-1234 is my zip") == []
+    # no zip_plus4 without the word before it; the whole number is still a dashed_number
+    assert found("19122-1234 is my zip") == [("dashed_number", "19122-1234")]
 
 
 def test_every_builtin_kind_is_exercised_here() -> None:
@@ -748,3 +750,38 @@ def test_short_quoted_words_versions_and_numbers_are_no_quoted_code(text: str) -
 
 def test_a_quoted_upper_case_code_stays_an_alnum_code() -> None:
     assert found("The publisher ID is 'PUB001'.") == [("alnum_code", "PUB001")]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("use my access code 12345-67890 for verification", "12345-67890"),
+        ("order 112-4567890-1234567 never arrived", "112-4567890-1234567"),
+        ("SSN 123-45-6789.", "123-45-6789"),
+        ("ISBN 978-3-16-148410-0", "978-3-16-148410-0"),
+        ("ref 1656367028-2 failed", "1656367028-2"),
+    ],
+)
+def test_a_number_in_groups_joined_by_dashes_is_one_identifier(text: str, value: str) -> None:
+    assert found(text) == [("dashed_number", value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("see lines 1153-1175 of the file", []),  # a range
+        ("salary 50000-60000 a year", []),
+        ("open 0900-1700 daily", []),
+        ("from 2019-2020 on", []),
+        ("due 2024-13-20", []),  # a mistyped date, not a number
+        ("card 4111 1111-1111 1111", []),  # a card typed loosely: whole or nothing
+        ("zip 19122-1234", [("zip_plus4", "19122-1234")]),
+        ("call 415-555-0132", [("phone", "415-555-0132")]),
+        ("on 2025-08-14", [("date_iso", "2025-08-14")]),
+        ("card 4111-1111-1111-1111", [("card_number", "4111-1111-1111-1111")]),
+    ],
+)
+def test_ranges_dates_phones_and_cards_are_no_dashed_number(
+    text: str, expected: list[tuple[str, str]]
+) -> None:
+    assert found(text) == expected
