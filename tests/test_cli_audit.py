@@ -1191,3 +1191,10 @@ def test_an_access_code_in_dashed_groups_is_audited(cli, tmp_path):
     assert got == [("dashed_number", "12345-67890", "kept")]
     got = _audit_user_text(cli, tmp_path, text, {"code": "1234567890"})
     assert got == [("dashed_number", "12345-67890", "altered")]
+
+
+def test_a_bare_password_after_its_word_is_audited(cli, tmp_path):
+    """`password is securePass123` gave no identifier, so a call with another one passed."""
+    text = "Log in as tech_guru, my password is securePass123."
+    got = _audit_user_text(cli, tmp_path, text, {"user": "tech_guru", "password": "pass123"})
+    assert ("keyed_code", "securePass123", "missing") in got

@@ -60,6 +60,7 @@ POSITIVES = [
     ("cc @octocat.", [("handle", "@octocat")]),
     ("token 'abc123xyz' ok", [("quoted_code", "abc123xyz")]),
     ("access code 12345-67890.", [("dashed_number", "12345-67890")]),
+    ("my password is securePass123.", [("keyed_code", "securePass123")]),
     ("call +1 415-555-0132 today", [("phone", "+1 415-555-0132")]),
     ("call (415) 555-0199.", [("phone", "(415) 555-0199")]),
     ("card 4111 1111 1111 1111", [("card_number", "4111 1111 1111 1111")]),
@@ -785,3 +786,30 @@ def test_ranges_dates_phones_and_cards_are_no_dashed_number(
     text: str, expected: list[tuple[str, str]]
 ) -> None:
     assert found(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("my user name is dr_x and password is securePass123.", "securePass123"),
+        ("using the access token abc123xyz?", "abc123xyz"),
+        ("access token (abc123xyz456), traveler details", "abc123xyz456"),
+        ("user name john1234, please", "john1234"),
+    ],
+)
+def test_a_bare_password_or_token_after_its_word_is_one_identifier(text: str, value: str) -> None:
+    assert [v for kind, v in found(text) if kind == "keyed_code"] == [value]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "securePass123 alone",  # no context word before it
+        "my password is secret",  # no digit
+        "the token abc12 is short",
+        "the key 123456",  # no letter
+        "password SECURE123 in capitals",  # an alnum_code already
+    ],
+)
+def test_no_keyed_code_without_its_word_a_letter_and_a_digit(text: str) -> None:
+    assert [kind for kind, _ in found(text) if kind == "keyed_code"] == []
