@@ -813,3 +813,22 @@ def test_a_bare_password_or_token_after_its_word_is_one_identifier(text: str, va
 )
 def test_no_keyed_code_without_its_word_a_letter_and_a_digit(text: str) -> None:
     assert [kind for kind, _ in found(text) if kind == "keyed_code"] == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a rate of 1.5E10 per second",  # scientific notation
+        '<path d="M534.135C745.736 516.7 750.015 497.644L426.389 324.876C425.561 321"/>',
+        "build 3.ABC1234 failed",
+    ],
+)
+def test_no_code_or_hash_piece_inside_a_number_with_a_dot(text: str) -> None:
+    assert [kind for kind, _ in found(text) if kind in {"alnum_code", "hex"}] == []
+
+
+def test_a_code_or_hash_ending_a_sentence_is_still_found() -> None:
+    assert found("code HAT136. Then commit 9fceb02.") == [
+        ("alnum_code", "HAT136"),
+        ("hex", "9fceb02"),
+    ]
