@@ -55,6 +55,7 @@ from lexkeep.core.nearmiss import (
     Difference,
     GroupedRun,
     NearMiss,
+    bounded_distance,
     candidates,
     fold,
     grouped_runs,
@@ -825,8 +826,9 @@ _Token = tuple[str, str, str]
 
 class _GroupedLeaves:
     """The grouped token runs (`core.nearmiss.grouped_runs`) of a call's argument strings,
-    computed per string on first use and only for strings that can hold the value: most
-    identifiers find their near miss, or none, without them."""
+    computed per string on first use and only for strings that hold one of the needles (the
+    value's skeleton, or pieces that any edit of it leaves whole): most identifiers find
+    their near miss, or none, without them."""
 
     __slots__ = ("bare", "leaves", "runs")
 
@@ -839,11 +841,11 @@ class _GroupedLeaves:
                      for leaf in leaves]  # fmt: skip
         self.runs: dict[int, list[GroupedRun]] = {}
 
-    def __call__(self, want: str) -> list[GroupedRun]:
+    def __call__(self, needles: Sequence[str]) -> list[GroupedRun]:
         out: list[GroupedRun] = []
         for index, leaf in enumerate(self.leaves):
             bare = self.bare[index]
-            if bare is not None and want not in bare:
+            if bare is not None and not any(needle in bare for needle in needles):
                 continue
             runs = self.runs.get(index)
             if runs is None:
@@ -961,7 +963,7 @@ def _may_be_within(got: str, pieces: tuple[tuple[str, int], ...], limit: int) ->
 def fast_best_near_miss(
     expected: _Expected,
     tokens: Sequence[_Token],
-    runs: Callable[[str], list[GroupedRun]] = lambda _: [],
+    runs: Callable[[Sequence[str]], list[GroupedRun]] = lambda _: [],
 ) -> NearMiss | None:
     """`core.nearmiss.best_near_miss` over pre-tokenised, pre-folded argument text.
 
@@ -999,49 +1001,6 @@ _RANK = {
     Difference.EXTENDED: 2,
     Difference.EDIT: 3,
 }
-
-
-def bounded_distance(a: str, b: str, limit: int) -> int:
-    """`core.nearmiss.edit_distance` (optimal string alignment) for small limits, faster.
-
-    Strips the common prefix and suffix, then tries the four edits at the first difference
-    with one edit less: at most 4**limit short branches instead of a Python DP table.
-    """
-    if abs(len(a) - len(b)) > limit:
-        return limit + 1
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    if i:
-        a, b = a[i:], b[i:]
-        n -= i
-    j = 0
-    while j < n and a[-1 - j] == b[-1 - j]:
-        j += 1
-    if j:
-        a, b = a[:-j], b[:-j]
-    if not a or not b:
-        return min(len(a) + len(b), limit + 1)
-    if limit == 0:
-        return 1
-    if limit == 1:
-        # Both differ at their first and last character now: one edit covers that only as
-        # a substitution of one character or a transposition of two (an insertion or a
-        # deletion would have left one of them empty). Spares the four calls below.
-        la = len(a)
-        if la == len(b) and (la == 1 or (la == 2 and a[0] == b[1] and a[1] == b[0])):
-            return 1
-        return 2
-    rest = limit - 1
-    best = 1 + bounded_distance(a[1:], b[1:], rest)  # substitution
-    if best > 1:
-        best = min(best, 1 + bounded_distance(a[1:], b, rest))  # deletion
-    if best > 1:
-        best = min(best, 1 + bounded_distance(a, b[1:], rest))  # insertion
-    if best > 1 and len(a) > 1 and len(b) > 1 and a[0] == b[1] and a[1] == b[0]:
-        best = min(best, 1 + bounded_distance(a[2:], b[2:], rest))  # transposition
-    return min(best, limit + 1)
 
 
 def _classify(

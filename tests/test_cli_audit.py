@@ -1114,3 +1114,87 @@ def test_a_version_after_version_is_is_no_address_to_lose(cli, tmp_path):
         assert _audit_user_text(cli, tmp_path, text, {"tag": "v7.1.17.0"}) == []
     got = _audit_user_text(cli, tmp_path, "the release is on 10.0.0.7", {"host": "10.0.0.8"})
     assert got == [("ipv4", "10.0.0.7", "missing")]
+
+
+def test_a_list_of_round_numbers_is_no_identifier_to_lose(cli, tmp_path):
+    """`1000 2000 3000` read as one number failed the gate when the call used the numbers."""
+    got = _audit_user_text(
+        cli, tmp_path, "benchmark with 1000 2000 3000 each", {"rows": [1000, 2000, 3000]}
+    )
+    assert got == []
+
+
+def test_a_card_with_mixed_separators_gives_no_phone(cli, tmp_path):
+    """`4111-1111-1111 1111` gave the phone `4111-1111-1111`, audited as a phone number."""
+    got = _audit_user_text(
+        cli, tmp_path, "charge card 4111-1111-1111 1111 today", {"card": "4111111111111111"}
+    )
+    assert [kind for kind, _, _ in got if kind == "phone"] == []
+
+
+def test_a_path_through_an_npm_scope_is_audited_whole(cli, tmp_path):
+    """Its pieces (`node_modules`, `@types`) were audited, so another package passed."""
+    text = "Read the types in node_modules/@types/node please"
+    got = _audit_user_text(cli, tmp_path, text, {"path": "node_modules/@types/node"})
+    assert got == [("path_rel", "node_modules/@types/node", "kept")]
+    got = _audit_user_text(cli, tmp_path, text, {"path": "node_modules/@types/react"})
+    assert [(kind, verdict) for kind, _, verdict in got] == [("path_rel", "missing")]
+
+
+def test_a_url_whose_query_value_is_cut_off_is_kept_with_any_value(cli, tmp_path):
+    """The URL ended in `?b=`, so a call writing the value in other letters never kept it."""
+    text = "Fetch https://ex.example/a?b=<script> and report"
+    got = _audit_user_text(cli, tmp_path, text, {"url": "https://ex.example/a?b=script"})
+    assert got == [("url", "https://ex.example/a", "kept")]
+
+
+@pytest.mark.parametrize(
+    ("typed", "written"),
+    [
+        ("DE89 3704 0044 0532 0130 00", "DE89 3704 0044 0532 0131 00"),
+        ("+15550109999", "+1 (555) 010-9998"),
+    ],
+)
+def test_a_one_character_edit_inside_a_grouped_value_is_altered(cli, tmp_path, typed, written):
+    """Only a case or separator change was looked for in groups: the edit read as `missing`."""
+    trace = tmp_path / "one.jsonl"
+    records = (
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user",
+         "text": f"Pay {typed} today"},
+        {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "x"},
+        {"type": "tool_call", "id": "t1", "conversation_id": "c1", "name": "pay",
+         "arguments": json.dumps({"to": written, "note": "one of 3 payments"})},
+    )  # fmt: skip
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    report = json.loads(ok(cli("audit", trace, "--format", "json", "--exit-zero"), 0).stdout)
+    [finding] = report["findings"]
+    assert (finding["value"], finding["verdict"]) == (typed, "altered")
+    evidence = finding["evidence"]
+    assert (evidence["found"], evidence["difference"], evidence["distance"]) == (written, "edit", 1)
+    assert (evidence["call_id"], evidence["line"]) == ("t1", 3)
+
+
+def test_a_quoted_access_token_is_audited(cli, tmp_path):
+    """`access token 'abc123xyz'` gave no identifier, so a call with another token passed."""
+    text = "Book it with my access token 'abc123xyz' please"
+    assert _audit_user_text(cli, tmp_path, text, {"token": "abc123xyz"}) == [
+        ("quoted_code", "abc123xyz", "kept")
+    ]
+    got = _audit_user_text(cli, tmp_path, text, {"token": "abc123xyz456"})
+    assert got == [("quoted_code", "abc123xyz", "altered")]
+
+
+def test_an_access_code_in_dashed_groups_is_audited(cli, tmp_path):
+    """`access code 12345-67890` gave no identifier, so losing it passed the gate."""
+    text = "Book it, my access code is 12345-67890."
+    got = _audit_user_text(cli, tmp_path, text, {"code": "12345-67890"})
+    assert got == [("dashed_number", "12345-67890", "kept")]
+    got = _audit_user_text(cli, tmp_path, text, {"code": "1234567890"})
+    assert got == [("dashed_number", "12345-67890", "altered")]
+
+
+def test_a_bare_password_after_its_word_is_audited(cli, tmp_path):
+    """`password is securePass123` gave no identifier, so a call with another one passed."""
+    text = "Log in as tech_guru, my password is securePass123."
+    got = _audit_user_text(cli, tmp_path, text, {"user": "tech_guru", "password": "pass123"})
+    assert ("keyed_code", "securePass123", "missing") in got
