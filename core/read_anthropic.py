@@ -39,7 +39,7 @@ from lexkeep.core.read_openai import (
     file_stem,
     user_kind,
 )
-from lexkeep.core.readers import JsonLine
+from lexkeep.core.readers import JsonLine, type_of
 from lexkeep.core.requestlog import Continued, RequestLog, fingerprint
 
 # Block types only Anthropic content uses (OpenAI parts are text/image_url/input_audio…).
@@ -78,7 +78,7 @@ def message_print(msg: Any) -> bytes:
     blocks = [
         b
         for b in _blocks(msg.get("content"))
-        if not (isinstance(b, dict) and b.get("type") in _UNSENT)
+        if not (isinstance(b, dict) and type_of(b) in _UNSENT)
     ]
     return fingerprint([msg.get("role"), blocks])
 
@@ -106,7 +106,7 @@ def _message(
     for j, block in enumerate(_blocks(msg.get("content"))):
         if not isinstance(block, dict):
             continue
-        btype = block.get("type")
+        btype = type_of(block)
         if btype == "text":
             text = block.get("text")
             if isinstance(text, str):
@@ -197,7 +197,7 @@ class AnthropicReader:
         response = value.get("response")
         sample = [*messages, response] if isinstance(response, dict) else messages
         return any(
-            isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS
+            isinstance(b, dict) and type_of(b) in _ANTHROPIC_BLOCKS
             for m in sample
             if isinstance(m, dict) and isinstance(m.get("content"), list)
             for b in m["content"]
@@ -218,11 +218,11 @@ class AnthropicReader:
                 # lexkeep records carry conversation_id and `text`, never `content`; a request
                 # log may carry conversation_id too, as its id (docs/formats.md)
                 continue
-            if value.get("type") == "message" and value.get("role") == "assistant":
+            if type_of(value) == "message" and value.get("role") == "assistant":
                 score += 6
                 continue
             types = {
-                b.get("type")
+                type_of(b)
                 for m in sample
                 if isinstance(m, dict)
                 for b in (m.get("content") if isinstance(m.get("content"), list) else [])

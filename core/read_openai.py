@@ -40,7 +40,7 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
-from lexkeep.core.readers import JsonLine
+from lexkeep.core.readers import JsonLine, type_of
 from lexkeep.core.requestlog import Continued, RequestLog, fingerprint
 
 _ROLES = {"user", "assistant", "system", "developer", "tool", "function"}
@@ -205,7 +205,7 @@ def _message(
     if not isinstance(msg, dict):
         yield Skipped(src, "invalid_message", f"message {mid} is not an object")
         return
-    if responses.is_item(msg) and msg.get("type") != "message":
+    if responses.is_item(msg) and type_of(msg) != "message":
         # A Responses item in a chat list (function_call, its output, a compaction item…).
         yield from responses.read_item(msg, mid, conv, src, ids, line, user_kind)
         return
@@ -225,7 +225,7 @@ def _message(
                 given = call.get("id")
                 # an empty id is no id: several of them would be one call in the store
                 call_id = ids.call(given) if isinstance(given, str) and given else f"{mid}/call{j}"
-                if call.get("type") == "custom" and isinstance(call.get("custom"), dict):
+                if type_of(call) == "custom" and isinstance(call.get("custom"), dict):
                     fn = call["custom"]
                     raw, akind = content_text(fn.get("input")), ArgumentsKind.FREEFORM
                 else:

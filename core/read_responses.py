@@ -37,7 +37,7 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
-from lexkeep.core.readers import JsonLine, json_text
+from lexkeep.core.readers import JsonLine, json_text, type_of
 from lexkeep.core.requestlog import RequestLog, fingerprint
 
 if TYPE_CHECKING:  # only for annotations: read_openai imports this module
@@ -107,7 +107,7 @@ def call_arguments(
 ) -> tuple[str | None, str, ArgumentsKind]:
     """Name (None when a function or custom tool call has none), raw arguments and their kind
     of a tool call item, the arguments exactly as recorded."""
-    kind = item.get("type")
+    kind = type_of(item)
     name = item.get("name") if isinstance(item.get("name"), str) else None
     if kind == "function_call":
         args = item.get("arguments")
@@ -137,7 +137,7 @@ def is_item(value: Any) -> bool:
     """A Responses item with a `type` this module reads (a typed `message` included)."""
     if not isinstance(value, dict):
         return False
-    kind = value.get("type")
+    kind = type_of(value)
     if kind == "message":
         return value.get("role") in MESSAGE_ROLES and "content" in value
     return kind in ITEM_TYPES
@@ -146,7 +146,7 @@ def is_item(value: Any) -> bool:
 def _typed_parts(value: dict[str, Any]) -> bool:
     content = value.get("content")
     return isinstance(content, list) and any(
-        isinstance(p, dict) and p.get("type") in PART_TYPES for p in content
+        isinstance(p, dict) and type_of(p) in PART_TYPES for p in content
     )
 
 
@@ -270,7 +270,7 @@ def sniff_value(value: Any) -> int:
     if not isinstance(value, dict) or "payload" in value or "conversation_id" in value:
         return 0  # Codex envelopes and lexkeep records use some of the same type names
     if is_item(value):
-        if value.get("type") == "message":
+        if type_of(value) == "message":
             return 8 if _typed_parts(value) else 0  # plain role messages: the chat sniffer
         return 6
     return 0
@@ -437,7 +437,7 @@ def read_item(
     if not isinstance(item, dict):
         yield Skipped(src, "invalid_message", f"item {mid} is not an object")
         return
-    kind = item.get("type")
+    kind = type_of(item)
     if kind == "message" or (kind is None and "role" in item):
         yield from _message(item, mid, conv, src, user_kind)
     elif kind in TOOL_CALL_TYPES:
@@ -541,7 +541,7 @@ def is_stream_event(value: Any) -> bool:
     `response.output_text.delta`…), as a log of the stream keeps one per line."""
     if not isinstance(value, dict) or "payload" in value or "conversation_id" in value:
         return False
-    kind = value.get("type")
+    kind = type_of(value)
     if not isinstance(kind, str) or not kind.startswith("response."):
         return False
     if kind in _STREAM_STARTS or kind in _STREAM_ENDS:
@@ -586,10 +586,10 @@ class Stream:
 
     def items(self, value: dict[str, Any]) -> list[tuple[int, Any]]:
         """(output index, item) of the whole items event `value` gives that were not read."""
-        if value.get("type") == _ITEM_DONE:
+        if type_of(value) == _ITEM_DONE:
             at = value.get("output_index")
             found = [(at if isinstance(at, int) else len(self.seen), value["item"])]
-        elif value.get("type") in _STREAM_ENDS:
+        elif type_of(value) in _STREAM_ENDS:
             output = value["response"].get("output")
             found = list(enumerate(output)) if isinstance(output, list) else []
         else:

@@ -74,6 +74,18 @@ class JsonLine:
         return float_text(part, parts)  # holds_float tested here already
 
 
+def type_of(value: dict[str, Any]) -> str | None:
+    """`value["type"]` when it is a string or absent (None); any other value as `<list>` etc.
+
+    Readers look a type up in sets of known names, and a list or an object cannot be looked
+    up in a set; as `<list>` it is a name no reader knows, reported like any unknown type.
+    """
+    kind = value.get("type")
+    if kind is None or isinstance(kind, str):
+        return kind
+    return f"<{type(kind).__name__}>"
+
+
 def json_text(value: Any, line: JsonLine | None) -> str:
     """Compact JSON text of a decoded value (how object arguments are kept raw), its numbers
     as `line` writes them when given (orjson read a big integer as a float: JsonLine)."""
