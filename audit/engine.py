@@ -518,15 +518,21 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
         total = con.execute("SELECT count(*) FROM conversations").fetchone()[0]
         # User messages before a boundary that the sidecar never scanned (e.g. a store
         # ingested before identifier extraction existed): their identifiers are unknown.
-        unscanned = con.execute(
+        # The count, and the first such message's FILE:LINE so the user can look at it.
+        unscanned_row = con.execute(
             """
-            SELECT count(*) FROM messages m
+            SELECT count(*) OVER (), m.source_file, m.source_line FROM messages m
             WHERE m.kind = 'user_text'
               AND m.position < (SELECT max(b.position) FROM boundaries b
                                 WHERE b.conversation_id = m.conversation_id)
               AND NOT EXISTS (SELECT 1 FROM identifier_scans s WHERE s.message_id = m.id)
+            ORDER BY m.source_file, m.source_line LIMIT 1
             """
-        ).fetchone()[0]
+        ).fetchone()
+        unscanned = 0 if unscanned_row is None else unscanned_row[0]
+        first_unscanned = (
+            None if unscanned_row is None else f"{shown[unscanned_row[1]]}:{unscanned_row[2]}"
+        )
         # A scan that ran out of its time budget may have stopped before some identifiers:
         # those are in no finding at all, so the report must say how many messages that hit.
         # The count, and the first such message's FILE:LINE so the user can look at it.
@@ -561,6 +567,7 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
         settings,
         inputs,
         unscanned=unscanned,
+        first_unscanned=first_unscanned,
         incomplete_scans=incomplete,
         first_incomplete_scan=first_incomplete,
         skipped_lines=skipped,
@@ -586,6 +593,7 @@ def build_report(
     inputs: tuple[str, ...] = (),
     *,
     unscanned: int = 0,
+    first_unscanned: str | None = None,
     incomplete_scans: int = 0,
     first_incomplete_scan: str | None = None,
     skipped_lines: int = 0,
@@ -618,8 +626,9 @@ def build_report(
         )
     if unscanned:
         notes.append(
-            f"{unscanned} user message(s) before a boundary were never scanned for identifiers;"
-            " re-ingest the traces to audit them"
+            f"{unscanned} user message(s) before a boundary were never scanned for identifiers"
+            + (f" (first: {first_unscanned})" if first_unscanned else "")
+            + "; re-ingest the traces to audit them"
         )
     if incomplete_scans:
         notes.append(

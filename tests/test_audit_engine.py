@@ -461,14 +461,23 @@ def test_every_near_miss_hits_a_probe(value, data):
 
 def test_unscanned_user_messages_are_noted(store):
     t = Timeline(store)
+    t.user("m0", ("code", "ORD_00000"))  # scanned: not counted
     t.user("m1", ("code", "ORD_11111"))
+    t.user("m2", ("code", "ORD_22222"))
     t.boundary("b1")
-    t.scans.clear()  # the sidecar never ran over m1
-    t.rows["identifiers"] = []
+    t.user("m3", ("code", "ORD_33333"))  # after the last boundary: not counted
+    for mid in ("m1", "m2", "m3"):
+        del t.scans[mid]  # the sidecar never ran over them
+    t.rows["identifiers"] = t.rows["identifiers"][:1]
     t.save()
     report = run(store)
-    assert report.findings == ()
-    assert any("1 user message(s) before a boundary were never scanned" in n for n in report.notes)
+    assert [f.value for f in report.findings] == ["ORD_00000"]
+    notes = [n for n in report.notes if "never scanned" in n]
+    # the count, and where the first such message is, as the other notes name theirs
+    assert notes == [
+        f"2 user message(s) before a boundary were never scanned for identifiers (first:"
+        f" {FILE}:3); re-ingest the traces to audit them"
+    ], report.notes
 
 
 def test_incomplete_scans_before_a_boundary_are_noted(store):
