@@ -141,7 +141,11 @@ def render_stats(report: Stats) -> None:
             soft_wrap=True,
         )
     if report.incomplete_scans:
-        out.print(f"incomplete identifier scans: {report.incomplete_scans}")
+        out.print(
+            f"incomplete identifier scans: {report.incomplete_scans}"
+            + (f" (first: {report.first_incomplete_scan})" if report.first_incomplete_scan else ""),
+            soft_wrap=True,
+        )
 
 
 def render_timeline(t: Timeline) -> None:

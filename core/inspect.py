@@ -107,6 +107,8 @@ class Stats:
     ingest_errors: int
     errors_by_reason: dict[str, int] = field(default_factory=dict)
     incomplete_scans: int = 0
+    # The first message (by file, then line) whose scan is incomplete, as FILE:LINE.
+    first_incomplete_scan: str | None = None
     # Of ingest_errors, the records left out because their conversation already held their id
     # with other content (`id_conflict`), and the first of them as text (see left_out).
     records_left_out: int = 0
@@ -155,11 +157,28 @@ def stats(store: Store) -> Stats:
     by_reason = dict(
         con.execute("SELECT reason, count(*) FROM ingest_errors GROUP BY 1 ORDER BY 1").fetchall()
     )
-    incomplete = con.execute("SELECT count(*) FROM identifier_scans WHERE NOT complete").fetchone()[
-        0
-    ]
+    # How many scans ran out of time (or were cut at max_chars), and where the first such
+    # message is, so the user can open it.
+    row = con.execute(
+        "SELECT count(*) OVER (), m.source_file, m.source_line"
+        " FROM identifier_scans s LEFT JOIN messages m ON m.id = s.message_id"
+        " WHERE NOT s.complete ORDER BY m.source_file NULLS LAST, m.source_line LIMIT 1"
+    ).fetchone()
+    incomplete, first_incomplete = (0, None) if row is None else (row[0], None)
+    if row is not None and row[1] is not None:
+        first_incomplete = f"{store.shown_paths()[row[1]]}:{row[2]}"
     left, first = left_out(store) if by_reason.get(ID_CONFLICT) else (0, None)
-    return Stats(per, totals, files, sum(by_reason.values()), by_reason, incomplete, left, first)
+    return Stats(
+        per,
+        totals,
+        files,
+        sum(by_reason.values()),
+        by_reason,
+        incomplete,
+        first_incomplete,
+        left,
+        first,
+    )
 
 
 @dataclass(frozen=True, slots=True)

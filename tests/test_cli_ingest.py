@@ -53,6 +53,28 @@ def test_stats_json(cli, db_file):
     assert json.loads(ok(cli("stats", "--db", db_file, "-f", "json")).stdout) == report
 
 
+def test_stats_names_the_first_message_whose_scan_is_incomplete(cli, tmp_path, db_file):
+    """`stats` said how many identifier scans were incomplete but not where: it now names
+    the first such message (FILE:LINE), as the audit's notes name theirs."""
+
+    def line(**fields: object) -> str:
+        return json.dumps(fields) + "\n"
+
+    long_text = "ORD_88412 " + "word " * 50_000  # past the rules' max_chars: scanned in part
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(
+        line(type="message", id="a1", conversation_id="c1", role="user", text="INV-7 please")
+        + line(type="message", id="a2", conversation_id="c1", role="user", text=long_text)
+    )
+    b.write_text(line(type="message", id="b1", conversation_id="c2", role="user", text=long_text))
+    ok(cli("ingest", b, a, "--db", db_file))
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["incomplete_scans"] == 2
+    assert report["first_incomplete_scan"] == f"{a}:2"
+    text = ok(cli("stats", "--db", db_file)).stdout
+    assert f"incomplete identifier scans: 2 (first: {a}:2)" in text
+
+
 def test_show_text_and_json(cli, db_file):
     ok(cli("ingest", INVOICE, "--db", db_file))
     text = ok(cli("show", "c-inv", "--db", db_file)).stdout
