@@ -357,7 +357,7 @@ def run_audit(
                 ):
                     phase("auditing identifiers")
                     with LineCheck(files[0][0]) as check:
-                        report = audit_store(store, settings, inputs=tuple(paths))
+                        report = audit_store(store, settings, inputs=tuple(paths), of_files=True)
                         if not check.passed():
                             # A line the reader reads otherwise: the normal ingest decides.
                             report = None
@@ -385,7 +385,7 @@ def run_audit(
                     )
                     raise _no_traces(paths, len(counts), empty, writing)
                 phase("auditing identifiers")
-                report = audit_store(store, settings, inputs=tuple(paths))
+                report = audit_store(store, settings, inputs=tuple(paths), of_files=True)
                 report = _with_incomplete_documents(report, counts)
                 report = _with_unknown_records(report, counts)
     else:
@@ -478,10 +478,20 @@ def _load_rules(rules: str | None) -> Any:
     return load_rules(rules)
 
 
-def audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...] = ()) -> AuditReport:
-    """Run the audit over everything in `store` and judge it against the gate settings."""
+def audit_store(
+    store: Store,
+    settings: AuditSettings,
+    inputs: tuple[str, ...] = (),
+    *,
+    of_files: bool = False,
+) -> AuditReport:
+    """Run the audit over everything in `store` and judge it against the gate settings.
+
+    `of_files`: `store` is an audit's private store of trace files, which holds only what the
+    audit reads (its notes say so where that makes a count differ from a store's).
+    """
     with gc_paused():
-        return _audit_store(store, settings, inputs)
+        return _audit_store(store, settings, inputs, of_files)
 
 
 # DuckDB's share of an audit of trace files (its private store spills beyond it): the findings
@@ -493,7 +503,9 @@ AUDIT_MEMORY_LIMIT = "512MB"
 AUDIT_BATCH = 100_000
 
 
-def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...]) -> AuditReport:
+def _audit_store(
+    store: Store, settings: AuditSettings, inputs: tuple[str, ...], of_files: bool
+) -> AuditReport:
     con = store.con
     # lexkeep shows its own progress on stderr; DuckDB's bar would land on a terminal's stdout.
     con.execute("SET enable_progress_bar = false")
@@ -557,7 +569,10 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
         ).fetchone()[0]
         # Records left out for an id their conversation held with other content: not invalid,
         # but not in the store either (recorded by the ingest, also one of an earlier run).
-        conflicts = left_out(store)
+        # Those the audit reads (user messages, tool calls, compactions) are missing from it;
+        # the others (tool results, other messages) it never reads.
+        conflicts = left_out(store, read=True)
+        unread_conflicts = left_out(store, read=False)
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_audit_ids")
     return build_report(
@@ -572,6 +587,8 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
         first_incomplete_scan=first_incomplete,
         skipped_lines=skipped,
         left_out=conflicts,
+        left_out_unread=unread_conflicts,
+        of_files=of_files,
     )
 
 
@@ -598,8 +615,15 @@ def build_report(
     first_incomplete_scan: str | None = None,
     skipped_lines: int = 0,
     left_out: tuple[int, str | None] = (0, None),
+    left_out_unread: tuple[int, str | None] = (0, None),
+    of_files: bool = False,
 ) -> AuditReport:
-    """Aggregate findings per conversation, per kind and overall, and judge the gate."""
+    """Aggregate findings per conversation, per kind and overall, and judge the gate.
+
+    `left_out`: records the audit reads that ingests left out for an id their conversation
+    held with other content (how many, the first); `left_out_unread`: those it does not read.
+    `of_files`: the store is an audit's private store of trace files (see audit_store).
+    """
     # Plain tallies first: building frozen Counts per finding would copy 60k+ objects.
     tally: Counter[tuple[str, str, str]] = Counter(tally_keys(findings))
     conv_tally: dict[str, Counter[str]] = defaultdict(Counter)
@@ -643,10 +667,23 @@ def build_report(
             " they held is not in this audit"
         )
     if left_out[0]:
+        note = (
+            f"{left_out[0]} record(s) the audit reads (user messages, tool calls, compactions)"
+            " were left out because their conversation already held their id with other"
+            f" content (first: {left_out[1]}); whatever they held is not in this audit"
+        )
+        if of_files and not left_out_unread[0]:
+            # Why `lexkeep ingest` (and audit --db) may count more over the same files.
+            note += (
+                " (an audit of files does not store tool results or messages other than users'"
+                " own text, so it does not count those left out: lexkeep ingest and stats do)"
+            )
+        notes.append(note)
+    if left_out_unread[0]:
         notes.append(
-            f"{left_out[0]} record(s) were left out because their conversation already held"
-            f" their id with other content (first: {left_out[1]}); whatever they held is not"
-            " in this audit"
+            f"{left_out_unread[0]} other record(s) were left out because their conversation"
+            f" already held their id with other content (first: {left_out_unread[1]}): tool"
+            " results or messages other than users' own text, which the audit does not read"
         )
     if not totals.audited:
         # Say which of the three reasons it is: a CI job pointed at the wrong folder passes
