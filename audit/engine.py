@@ -564,9 +564,14 @@ def _audit_store(
         )
         # Lines dropped by --skip-invalid may have held user identifiers or tool calls: a
         # report that passes without saying so would overstate what was checked.
-        skipped = con.execute(
-            "SELECT count(*) FROM ingest_errors WHERE reason <> ?", [ID_CONFLICT]
-        ).fetchone()[0]
+        # The count, and the first such line's FILE:LINE so the user can open and fix it.
+        skipped_row = con.execute(
+            "SELECT count(*) OVER (), path, line FROM ingest_errors WHERE reason <> ?"
+            " ORDER BY ingest_run_id, line LIMIT 1",
+            [ID_CONFLICT],
+        ).fetchone()
+        skipped = 0 if skipped_row is None else skipped_row[0]
+        first_skipped = None if skipped_row is None else f"{shown[skipped_row[1]]}:{skipped_row[2]}"
         # Records left out for an id their conversation held with other content: not invalid,
         # but not in the store either (recorded by the ingest, also one of an earlier run).
         # Those the audit reads (user messages, tool calls, compactions) are missing from it;
@@ -586,6 +591,7 @@ def _audit_store(
         incomplete_scans=incomplete,
         first_incomplete_scan=first_incomplete,
         skipped_lines=skipped,
+        first_skipped_line=first_skipped,
         left_out=conflicts,
         left_out_unread=unread_conflicts,
         of_files=of_files,
@@ -614,6 +620,7 @@ def build_report(
     incomplete_scans: int = 0,
     first_incomplete_scan: str | None = None,
     skipped_lines: int = 0,
+    first_skipped_line: str | None = None,
     left_out: tuple[int, str | None] = (0, None),
     left_out_unread: tuple[int, str | None] = (0, None),
     of_files: bool = False,
@@ -663,8 +670,9 @@ def build_report(
         )
     if skipped_lines:
         notes.append(
-            f"{skipped_lines} invalid trace line(s) were skipped (--skip-invalid); whatever"
-            " they held is not in this audit"
+            f"{skipped_lines} invalid trace line(s) were skipped by --skip-invalid"
+            + (f" (first: {first_skipped_line})" if first_skipped_line else "")
+            + "; whatever they held is not in this audit"
         )
     if left_out[0]:
         note = (
