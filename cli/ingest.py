@@ -140,6 +140,12 @@ def render_stats(report: Stats) -> None:
             f" {report.records_left_out} (first: {report.first_left_out})",
             soft_wrap=True,
         )
+    if report.invalid_lines:
+        out.print(
+            f"invalid lines skipped (--skip-invalid): {report.invalid_lines}"
+            f" (first: {report.first_invalid_line})",
+            soft_wrap=True,
+        )
     if report.incomplete_scans:
         out.print(
             f"incomplete identifier scans: {report.incomplete_scans}"

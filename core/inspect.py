@@ -135,6 +135,9 @@ class Stats:
     # with other content (`id_conflict`), and the first of them as text (see left_out).
     records_left_out: int = 0
     first_left_out: str | None = None
+    # The other ingest_errors rows: lines skipped by --skip-invalid, and the first as FILE:LINE.
+    invalid_lines: int = 0
+    first_invalid_line: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict with `schema_version`."""
@@ -190,6 +193,14 @@ def stats(store: Store) -> Stats:
     if row is not None and row[1] is not None:
         first_incomplete = f"{store.shown_paths()[row[1]]}:{row[2]}"
     left, first = left_out(store) if by_reason.get(ID_CONFLICT) else (0, None)
+    invalid = con.execute(
+        "SELECT count(*) OVER (), path, line FROM ingest_errors WHERE reason <> ?"
+        " ORDER BY ingest_run_id, line LIMIT 1",
+        [ID_CONFLICT],
+    ).fetchone()
+    invalid_lines, first_invalid = (0, None) if invalid is None else (invalid[0], None)
+    if invalid is not None:
+        first_invalid = f"{store.shown_paths()[invalid[1]]}:{invalid[2]}"
     return Stats(
         per,
         totals,
@@ -200,6 +211,8 @@ def stats(store: Store) -> Stats:
         first_incomplete,
         left,
         first,
+        invalid_lines,
+        first_invalid,
     )
 
 

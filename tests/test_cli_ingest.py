@@ -75,6 +75,21 @@ def test_stats_names_the_first_message_whose_scan_is_incomplete(cli, tmp_path, d
     assert f"incomplete identifier scans: 2 (first: {a}:2)" in text
 
 
+def test_stats_names_the_first_invalid_line_skipped(cli, tmp_path, db_file):
+    """`stats` counted the lines --skip-invalid skipped per reason but not where: it now names
+    the first (FILE:LINE), apart from the records left out for their id, which have their
+    own line."""
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(lines[:2]) + "{broken\n" + "".join(lines[2:]) + "[1]\n")
+    ok(cli("ingest", bad, "--skip-invalid", "--db", db_file))
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["errors_by_reason"] == {"invalid_json": 1, "not_an_object": 1}
+    assert (report["invalid_lines"], report["first_invalid_line"]) == (2, f"{bad}:3")
+    text = ok(cli("stats", "--db", db_file)).stdout
+    assert f"invalid lines skipped (--skip-invalid): 2 (first: {bad}:3)" in text
+
+
 def test_show_text_and_json(cli, db_file):
     ok(cli("ingest", INVOICE, "--db", db_file))
     text = ok(cli("show", "c-inv", "--db", db_file)).stdout
