@@ -2008,6 +2008,7 @@ def _ingest_one(
         truncated_document=state.truncated_document,
         truncated_line=state.truncated_line,
         unknown_type_line=state.unknown_type_line,
+        invalid_line=min((line for line, *_ in state.errors), default=None),
     )
     return counts, skip_lines
 

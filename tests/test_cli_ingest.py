@@ -29,7 +29,7 @@ def test_ingest_prints_one_summary_line_per_file(cli, db_file):
     invoice = next(line for line in lines if line.startswith(str(INVOICE)))
     assert invoice == (
         f"{INVOICE}: ingested (lexkeep) 1 conversations, 7 messages, 3 tool calls, "
-        "1 boundaries, 5 identifiers; skipped unknown_type=1"
+        f"1 boundaries, 5 identifiers; skipped unknown_type=1 (first unknown_type: {INVOICE}:8)"
     )
     assert lines[-1].startswith("5 files: 5 ingested, 0 unchanged, 0 not traces;")
     again = ok(cli("ingest", INVOICE, "--db", db_file))
@@ -116,7 +116,11 @@ def test_bad_line_exit_2_with_location_and_hint(cli, db_file, tmp_path):
     assert first.startswith(f"Error: {bad}:7:") and "invalid JSON" in first
     assert hint.startswith("Hint:") and "--skip-invalid" in hint
     skipped = ok(cli("ingest", bad, "--db", db_file, "--skip-invalid"))
-    assert "skipped invalid_json=1, unknown_type=1" in skipped.stderr
+    # where the first skipped line is, so it can be opened and fixed
+    assert (
+        f"skipped invalid_json=1, unknown_type=1 (first invalid: {bad}:7;"
+        f" first unknown_type: {bad}:8)"
+    ) in skipped.stderr
     report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
     assert report["errors_by_reason"] == {"invalid_json": 1}
 
@@ -162,6 +166,18 @@ def test_gzip_on_stdin_is_decompressed(cli, db_file):
     audit = cli("audit", "-", "--format", "json", input=packed)
     assert audit.exit_code in (0, 1), audit.stderr
     assert json.loads(audit.stdout)["totals"]["conversations"] == 1
+
+
+def test_a_file_cut_in_its_last_line_names_that_line(cli, db_file, tmp_path):
+    """The summary said a truncated last line was left for a later ingest, not which line: it
+    now names it (FILE:LINE), as the audit's note does."""
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    live.write_text("".join(lines[:4]) + lines[4][:30])
+    result = ok(cli("ingest", live, "--db", db_file))
+    assert (
+        f"; truncated last line (file still being written?) left for a later ingest ({live}:5)"
+    ) in result.stderr
 
 
 def test_stdin_cut_in_its_last_line_is_an_error_not_a_line_left_for_later(cli, db_file):
