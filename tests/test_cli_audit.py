@@ -891,6 +891,41 @@ def test_an_audit_of_files_and_of_the_store_say_the_same_of_records_left_out(cli
     assert [n for n in files["notes"] if "left out" in n] == [left_out_note(1, user, files=True)]
 
 
+def test_a_user_message_under_an_assistant_messages_id_is_audited_only_from_the_files(
+    cli, tmp_path
+):
+    """docs/formats.md: an audit of files does not store assistant messages, so a user message
+    whose id its conversation gave an assistant answer earlier is audited; an ingest leaves it
+    out, and `audit --db` counts it among the records it reads that were left out."""
+
+    def line(**fields: object) -> str:
+        return json.dumps(fields) + "\n"
+
+    a, b = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl"
+    a.write_text(
+        line(type="message", id="m1", conversation_id="c1", role="user", text="ORD_88412?")
+        + line(type="message", id="m2", conversation_id="c1", role="assistant", text="ok")
+        + line(type="compaction", id="b1", conversation_id="c1", summary="s")
+    )
+    b.write_text(
+        line(type="message", id="m2", conversation_id="c1", role="user", text="INV-2025-08-44719")
+        + line(type="compaction", id="b2", conversation_id="c1", summary="s")
+        + line(type="tool_call", id="t1", conversation_id="c1", name="f", arguments="{}")
+    )
+    files = json.loads(ok(cli("audit", a, b, "--format", "json", "--exit-zero"), 0).stdout)
+    assert findings(json.dumps(files)) == {
+        "ORD_88412": "missing",
+        "INV-2025-08-44719": "missing",
+    }
+    assert not [n for n in files["notes"] if "left out" in n]
+    db = tmp_path / "s.duckdb"
+    assert cli("ingest", a, b, "--db", db).exit_code == 0
+    stored = json.loads(ok(cli("audit", "--db", db, "--format", "json", "--exit-zero"), 0).stdout)
+    assert findings(json.dumps(stored)) == {"ORD_88412": "missing"}
+    first = f"message 'm2' at {b}:1, stored from {a}:2"
+    assert [n for n in stored["notes"] if "left out" in n] == [left_out_note(1, first, files=False)]
+
+
 @pytest.mark.parametrize("skip_invalid", [False, True])
 def test_a_jsonl_file_whose_last_line_is_still_being_written_is_named_in_the_notes(
     cli, tmp_path, skip_invalid
