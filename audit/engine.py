@@ -37,6 +37,7 @@ from lexkeep.audit.report import (
     Gate,
     KindResult,
     distribution,
+    flat_rows,
     gc_paused,
     redact,
     redact_key,
@@ -651,9 +652,15 @@ def build_report(
     kinds = tuple(KindResult(k, per_kind[k]) for k in sorted(per_kind))
     notes = []
     if totals.unverified:
+        # Where the first was typed (FILE:LINE), in the findings' order, so it can be opened.
+        first = next(
+            (f"{row[5]}:{row[6]}" for row in flat_rows(findings) if row[4] == "unverified"), None
+        )
         notes.append(
-            f"{totals.unverified} identifier(s) unverified: their message's identifier scan ran"
-            " out of time, so they are never reported missing and stay outside the ratio"
+            f"{totals.unverified} identifier(s) unverified"
+            + (f" (first: {first})" if first else "")
+            + ": their message's identifier scan ran out of time, so they are never reported"
+            " missing and stay outside the ratio"
         )
     if unscanned:
         notes.append(
