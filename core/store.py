@@ -779,16 +779,19 @@ def restore_file_order(con: duckdb.DuckDBPyConnection, convs: Iterable[str]) -> 
             FROM t
         ),
         stay AS (SELECT * FROM w WHERE before IS NULL OR before <= source_line),
+        -- Staying records never go back in line order along positions, so the first of them
+        -- (by position) with a later line is the first of those on the nearest later line.
+        stay_lines AS (
+            SELECT c, source_file, source_line, min(position) AS position FROM stay GROUP BY ALL
+        ),
         -- a record out of its file's order goes just before the first staying record of its
         -- file with a later line (there is one: the record holding `before` or a later one)
         keyed AS (
             SELECT c, position, 1 AS flag, position AS anchor, source_line FROM stay
             UNION ALL
-            SELECT w.c, w.position, 0, min(s.position), w.source_line
-            FROM w JOIN stay s
-              ON s.c = w.c AND s.source_file = w.source_file AND s.source_line > w.source_line
-            WHERE w.before > w.source_line
-            GROUP BY w.c, w.position, w.source_line
+            SELECT w.c, w.position, 0, s.position, w.source_line
+            FROM (SELECT * FROM w WHERE before > source_line) w ASOF JOIN stay_lines s
+              ON w.c = s.c AND w.source_file = s.source_file AND w.source_line < s.source_line
         ),
         r AS (
             SELECT c, position AS old,
