@@ -48,8 +48,18 @@ def summary_line(c: FileCounts) -> str:
     )
     if c.skipped:
         line += "; skipped " + ", ".join(f"{k}={v}" for k, v in sorted(c.skipped.items()))
+        # Where the first line to look at is: one that was invalid, one of an unknown type.
+        where = [
+            f"first {what}: {c.path}:{at}"
+            for what, at in (("invalid", c.invalid_line), ("unknown_type", c.unknown_type_line))
+            if at is not None
+        ]
+        if where:
+            line += f" ({'; '.join(where)})"
     if c.truncated_last_line:
         line += "; truncated last line (file still being written?) left for a later ingest"
+        if c.truncated_line is not None:
+            line += f" ({c.path}:{c.truncated_line})"
     if c.truncated_document:
         line += (
             "; the JSON document is still being written (it ends before it is complete):"
@@ -140,8 +150,18 @@ def render_stats(report: Stats) -> None:
             f" {report.records_left_out} (first: {report.first_left_out})",
             soft_wrap=True,
         )
+    if report.invalid_lines:
+        out.print(
+            f"invalid lines skipped (--skip-invalid): {report.invalid_lines}"
+            f" (first: {report.first_invalid_line})",
+            soft_wrap=True,
+        )
     if report.incomplete_scans:
-        out.print(f"incomplete identifier scans: {report.incomplete_scans}")
+        out.print(
+            f"incomplete identifier scans: {report.incomplete_scans}"
+            + (f" (first: {report.first_incomplete_scan})" if report.first_incomplete_scan else ""),
+            soft_wrap=True,
+        )
 
 
 def render_timeline(t: Timeline) -> None:

@@ -1454,7 +1454,9 @@ def _check_ids(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> None:
             shown = (held[0], batch.shown(held[1]), held[2])
             raise ReusedIdError(what, row[0], shown, path=batch.shown(row[at]), line=row[at + 1])
         if text_at is not None and held[3] != row[text_at]:
-            detail = conflict_detail(what, row[0])
+            # A message names its kind unless it is a user's own text (see conflict_detail).
+            kind = row[5] if table == "messages" else None
+            detail = conflict_detail(what, row[0], kind=kind)
             batch.conflict(row[at], detail, row[at + 1], held[1], held[2])
             batch.left_out.append((row[at], row[at + 1], detail))
 
@@ -2082,6 +2084,7 @@ def _ingest_one(
         truncated_document=state.truncated_document,
         truncated_line=state.truncated_line,
         unknown_type_line=state.unknown_type_line,
+        invalid_line=min((line for line, *_ in state.errors), default=None),
     )
     return counts, skip_lines
 

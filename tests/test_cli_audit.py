@@ -677,6 +677,22 @@ def test_arguments_nested_deeper_than_orjson_writes_are_audited(cli, tmp_path):
     assert report["totals"]["kept"] == 1
 
 
+def left_out_note(count: int, first: str, *, files: bool) -> str:
+    """The audit's note on records it reads that were left out for their id; an audit of
+    files adds why it does not count the others."""
+    note = (
+        f"{count} record(s) the audit reads (user messages, tool calls, compactions) were left"
+        " out because their conversation already held their id with other content"
+        f" (first: {first}); whatever they held is not in this audit"
+    )
+    if files:
+        note += (
+            " (an audit of files does not store tool results or messages other than users' own"
+            " text, so it does not count those left out: lexkeep ingest and stats do)"
+        )
+    return note
+
+
 def test_records_left_out_for_an_id_their_conversation_holds_are_named(cli, tmp_path):
     """Day 2 of an export restarts its ids: ingest's summary and the audit's notes say what
     was left out, instead of auditing less without a word."""
@@ -695,7 +711,7 @@ def test_records_left_out_for_an_id_their_conversation_holds_are_named(cli, tmp_
     )
     result = cli("audit", a, b, "--format", "json", "--exit-zero")
     notes = json.loads(result.stdout)["notes"]
-    assert any(n.startswith("1 record(s) were left out because") for n in notes), notes
+    assert left_out_note(1, f"message 'm1' at {b}:1, stored from {a}:1", files=True) in notes
 
 
 def test_a_json_document_still_being_written_is_named_in_the_notes(cli, tmp_path):
@@ -731,10 +747,7 @@ def test_records_left_out_are_named_by_an_audit_of_the_store_and_stats(cli, tmp_
     result = cli("audit", "--db", db, "--format", "json", "--exit-zero")
     assert result.exit_code == 0, result.stderr
     notes = json.loads(result.stdout)["notes"]
-    assert (
-        "1 record(s) were left out because their conversation already held their id with"
-        f" other content (first: {first}); whatever they held is not in this audit"
-    ) in notes, notes
+    assert left_out_note(1, first, files=False) in notes, notes
     assert not any("invalid trace line" in n for n in notes), notes
     stats = json.loads(cli("stats", "--db", db, "--format", "json").stdout)
     assert stats["errors_by_reason"] == {"id_conflict": 1}
@@ -748,10 +761,7 @@ def test_records_left_out_are_named_by_an_audit_of_the_store_and_stats(cli, tmp_
     # An audit of the files says the same, once.
     files = cli("audit", a, b, "--format", "json", "--exit-zero")
     notes = json.loads(files.stdout)["notes"]
-    assert [n for n in notes if "left out" in n] == [
-        "1 record(s) were left out because their conversation already held their id with"
-        f" other content (first: {first}); whatever they held is not in this audit"
-    ]
+    assert [n for n in notes if "left out" in n] == [left_out_note(1, first, files=True)]
 
 
 @pytest.mark.parametrize("fmt", ["claude", "codex"])
@@ -769,13 +779,11 @@ def test_a_call_id_repeated_in_a_session_file_with_other_input_is_named(cli, tmp
     ) in ingest.stderr
     stats = json.loads(cli("stats", "--db", db, "--format", "json").stdout)
     assert stats["errors_by_reason"] == {"id_conflict": 1}
-    note = (
-        "1 record(s) were left out because their conversation already held their id with"
-        f" other content (first: {first}); whatever they held is not in this audit"
-    )
     files = cli("audit", path, "--format", "json", "--exit-zero")
     assert files.exit_code == 0, files.stderr
-    assert note in json.loads(files.stdout)["notes"]
+    assert left_out_note(1, first, files=True) in json.loads(files.stdout)["notes"]
+    stored = cli("audit", "--db", db, "--format", "json", "--exit-zero")
+    assert left_out_note(1, first, files=False) in json.loads(stored.stdout)["notes"]
 
 
 @pytest.mark.parametrize("fmt", ["claude", "codex"])
@@ -796,13 +804,15 @@ def test_a_result_repeated_in_a_session_file_with_other_text_is_named(cli, tmp_p
     stats = json.loads(cli("stats", "--db", db, "--format", "json").stdout)
     assert stats["errors_by_reason"] == {"id_conflict": 1}
     assert stats["first_left_out"] == first
+    # The audit never reads tool output: the note says so instead of "not in this audit".
     note = (
-        "1 record(s) were left out because their conversation already held their id with"
-        f" other content (first: {first}); whatever they held is not in this audit"
+        "1 other record(s) were left out because their conversation already held their id"
+        f" with other content (first: {first}): tool results or messages other than users' own"
+        " text, which the audit does not read"
     )
     store = cli("audit", "--db", db, "--format", "json", "--exit-zero")
     assert store.exit_code == 0, store.stderr
-    assert note in json.loads(store.stdout)["notes"]
+    assert [n for n in json.loads(store.stdout)["notes"] if "left out" in n] == [note]
     files = cli("audit", path, "--format", "json", "--exit-zero")
     assert files.exit_code == 0, files.stderr
     assert not [n for n in json.loads(files.stdout)["notes"] if "left out" in n]
@@ -831,14 +841,89 @@ def test_a_tool_call_left_out_for_its_id_is_named_by_ingest_stats_and_audit(cli,
     stats = json.loads(cli("stats", "--db", db, "--format", "json").stdout)
     assert stats["errors_by_reason"] == {"id_conflict": 1}
     assert stats["records_left_out"] == 1 and stats["first_left_out"] == first
-    note = (
-        "1 record(s) were left out because their conversation already held their id with"
-        f" other content (first: {first}); whatever they held is not in this audit"
-    )
     stored = cli("audit", "--db", db, "--format", "json", "--exit-zero")
-    assert note in json.loads(stored.stdout)["notes"]
+    assert left_out_note(1, first, files=False) in json.loads(stored.stdout)["notes"]
     files = cli("audit", a, b, "--format", "json", "--exit-zero")
-    assert note in json.loads(files.stdout)["notes"]
+    assert left_out_note(1, first, files=True) in json.loads(files.stdout)["notes"]
+
+
+def test_an_audit_of_files_and_of_the_store_say_the_same_of_records_left_out(cli, tmp_path):
+    """Day 2 restarts its ids: an assistant message, a tool result and a user message are left
+    out. `audit --db` counted all three as "not in this audit", though the audit reads neither
+    assistant text nor tool output, and an audit of the files counted one without saying why
+    the counts differ. Both now count the records the audit reads alike (the user message), an
+    audit of files says why it does not count the others, and one of the store names those as
+    records the audit does not read."""
+
+    def line(**fields: object) -> str:
+        return json.dumps(fields) + "\n"
+
+    a, b = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl"
+    a.write_text(
+        line(type="message", id="m1", conversation_id="c1", role="user", text="ORD_88412 twice?")
+        + line(type="tool_call", id="t1", conversation_id="c1", name="f", arguments="{}")
+        + line(type="tool_result", call_id="t1", conversation_id="c1", text="two charges")
+        + line(type="message", id="m2", conversation_id="c1", role="assistant", text="Two.")
+        + line(type="compaction", id="b1", conversation_id="c1", summary="a charge")
+    )
+    b.write_text(
+        line(type="message", id="m2", conversation_id="c1", role="assistant", text="Other.")
+        + line(type="tool_result", call_id="t1", conversation_id="c1", text="other output")
+        + line(type="message", id="m1", conversation_id="c1", role="user", text="And INV-7?")
+    )
+    db = tmp_path / "s.duckdb"
+    ingest = cli("ingest", a, b, "--db", db)
+    assert ingest.exit_code == 0, ingest.stderr
+    assert (
+        "3 record(s) left out: their conversation already holds their id with other content"
+        f" (first: message 'm2' (assistant_text) at {b}:1, stored from {a}:4)"
+    ) in ingest.stderr
+    user = f"message 'm1' at {b}:3, stored from {a}:1"
+    stored = json.loads(ok(cli("audit", "--db", db, "--format", "json", "--exit-zero"), 0).stdout)
+    assert [n for n in stored["notes"] if "left out" in n] == [
+        left_out_note(1, user, files=False),
+        "2 other record(s) were left out because their conversation already held their id"
+        f" with other content (first: message 'm2' (assistant_text) at {b}:1, stored from"
+        f" {a}:4): tool results or messages other than users' own text, which the audit does"
+        " not read",
+    ]
+    files = json.loads(ok(cli("audit", a, b, "--format", "json", "--exit-zero"), 0).stdout)
+    assert [n for n in files["notes"] if "left out" in n] == [left_out_note(1, user, files=True)]
+
+
+def test_a_user_message_under_an_assistant_messages_id_is_audited_only_from_the_files(
+    cli, tmp_path
+):
+    """docs/formats.md: an audit of files does not store assistant messages, so a user message
+    whose id its conversation gave an assistant answer earlier is audited; an ingest leaves it
+    out, and `audit --db` counts it among the records it reads that were left out."""
+
+    def line(**fields: object) -> str:
+        return json.dumps(fields) + "\n"
+
+    a, b = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl"
+    a.write_text(
+        line(type="message", id="m1", conversation_id="c1", role="user", text="ORD_88412?")
+        + line(type="message", id="m2", conversation_id="c1", role="assistant", text="ok")
+        + line(type="compaction", id="b1", conversation_id="c1", summary="s")
+    )
+    b.write_text(
+        line(type="message", id="m2", conversation_id="c1", role="user", text="INV-2025-08-44719")
+        + line(type="compaction", id="b2", conversation_id="c1", summary="s")
+        + line(type="tool_call", id="t1", conversation_id="c1", name="f", arguments="{}")
+    )
+    files = json.loads(ok(cli("audit", a, b, "--format", "json", "--exit-zero"), 0).stdout)
+    assert findings(json.dumps(files)) == {
+        "ORD_88412": "missing",
+        "INV-2025-08-44719": "missing",
+    }
+    assert not [n for n in files["notes"] if "left out" in n]
+    db = tmp_path / "s.duckdb"
+    assert cli("ingest", a, b, "--db", db).exit_code == 0
+    stored = json.loads(ok(cli("audit", "--db", db, "--format", "json", "--exit-zero"), 0).stdout)
+    assert findings(json.dumps(stored)) == {"ORD_88412": "missing"}
+    first = f"message 'm2' at {b}:1, stored from {a}:2"
+    assert [n for n in stored["notes"] if "left out" in n] == [left_out_note(1, first, files=False)]
 
 
 @pytest.mark.parametrize("skip_invalid", [False, True])

@@ -29,7 +29,7 @@ def test_ingest_prints_one_summary_line_per_file(cli, db_file):
     invoice = next(line for line in lines if line.startswith(str(INVOICE)))
     assert invoice == (
         f"{INVOICE}: ingested (lexkeep) 1 conversations, 7 messages, 3 tool calls, "
-        "1 boundaries, 5 identifiers; skipped unknown_type=1"
+        f"1 boundaries, 5 identifiers; skipped unknown_type=1 (first unknown_type: {INVOICE}:8)"
     )
     assert lines[-1].startswith("5 files: 5 ingested, 0 unchanged, 0 not traces;")
     again = ok(cli("ingest", INVOICE, "--db", db_file))
@@ -51,6 +51,43 @@ def test_stats_json(cli, db_file):
     assert "lexkeep" in text and "anthropic" in text and "ingest errors: 0" in text
     # -f is --format on every command that prints a report
     assert json.loads(ok(cli("stats", "--db", db_file, "-f", "json")).stdout) == report
+
+
+def test_stats_names_the_first_message_whose_scan_is_incomplete(cli, tmp_path, db_file):
+    """`stats` said how many identifier scans were incomplete but not where: it now names
+    the first such message (FILE:LINE), as the audit's notes name theirs."""
+
+    def line(**fields: object) -> str:
+        return json.dumps(fields) + "\n"
+
+    long_text = "ORD_88412 " + "word " * 50_000  # past the rules' max_chars: scanned in part
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(
+        line(type="message", id="a1", conversation_id="c1", role="user", text="INV-7 please")
+        + line(type="message", id="a2", conversation_id="c1", role="user", text=long_text)
+    )
+    b.write_text(line(type="message", id="b1", conversation_id="c2", role="user", text=long_text))
+    ok(cli("ingest", b, a, "--db", db_file))
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["incomplete_scans"] == 2
+    assert report["first_incomplete_scan"] == f"{a}:2"
+    text = ok(cli("stats", "--db", db_file)).stdout
+    assert f"incomplete identifier scans: 2 (first: {a}:2)" in text
+
+
+def test_stats_names_the_first_invalid_line_skipped(cli, tmp_path, db_file):
+    """`stats` counted the lines --skip-invalid skipped per reason but not where: it now names
+    the first (FILE:LINE), apart from the records left out for their id, which have their
+    own line."""
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(lines[:2]) + "{broken\n" + "".join(lines[2:]) + "[1]\n")
+    ok(cli("ingest", bad, "--skip-invalid", "--db", db_file))
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["errors_by_reason"] == {"invalid_json": 1, "not_an_object": 1}
+    assert (report["invalid_lines"], report["first_invalid_line"]) == (2, f"{bad}:3")
+    text = ok(cli("stats", "--db", db_file)).stdout
+    assert f"invalid lines skipped (--skip-invalid): 2 (first: {bad}:3)" in text
 
 
 def test_show_text_and_json(cli, db_file):
@@ -79,7 +116,11 @@ def test_bad_line_exit_2_with_location_and_hint(cli, db_file, tmp_path):
     assert first.startswith(f"Error: {bad}:7:") and "invalid JSON" in first
     assert hint.startswith("Hint:") and "--skip-invalid" in hint
     skipped = ok(cli("ingest", bad, "--db", db_file, "--skip-invalid"))
-    assert "skipped invalid_json=1, unknown_type=1" in skipped.stderr
+    # where the first skipped line is, so it can be opened and fixed
+    assert (
+        f"skipped invalid_json=1, unknown_type=1 (first invalid: {bad}:7;"
+        f" first unknown_type: {bad}:8)"
+    ) in skipped.stderr
     report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
     assert report["errors_by_reason"] == {"invalid_json": 1}
 
@@ -125,6 +166,18 @@ def test_gzip_on_stdin_is_decompressed(cli, db_file):
     audit = cli("audit", "-", "--format", "json", input=packed)
     assert audit.exit_code in (0, 1), audit.stderr
     assert json.loads(audit.stdout)["totals"]["conversations"] == 1
+
+
+def test_a_file_cut_in_its_last_line_names_that_line(cli, db_file, tmp_path):
+    """The summary said a truncated last line was left for a later ingest, not which line: it
+    now names it (FILE:LINE), as the audit's note does."""
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    live.write_text("".join(lines[:4]) + lines[4][:30])
+    result = ok(cli("ingest", live, "--db", db_file))
+    assert (
+        f"; truncated last line (file still being written?) left for a later ingest ({live}:5)"
+    ) in result.stderr
 
 
 def test_stdin_cut_in_its_last_line_is_an_error_not_a_line_left_for_later(cli, db_file):

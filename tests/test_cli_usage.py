@@ -84,7 +84,18 @@ def test_audit_with_skip_invalid_says_lines_were_skipped(cli, tmp_path: Path):
     result = cli("audit", bad, "--skip-invalid", "--format", "json")
     assert result.exit_code == 1, result.stderr
     notes = json.loads(result.stdout)["notes"]
-    assert any("1 invalid trace line(s) were skipped" in n for n in notes), notes
+    # the count, and where the first skipped line is, so it can be opened and fixed
+    note = (
+        f"1 invalid trace line(s) were skipped by --skip-invalid (first: {bad}:4); whatever"
+        " they held is not in this audit"
+    )
+    assert note in notes, notes
+    # ... and an audit of a store the ingest filled says the same
+    db = tmp_path / "t.duckdb"
+    assert cli("ingest", bad, "--skip-invalid", "--db", db).exit_code == 0
+    stored = cli("audit", "--db", db, "--format", "json")
+    assert stored.exit_code == 1, stored.stderr
+    assert note in json.loads(stored.stdout)["notes"]
     clean = cli("audit", SAMPLE_TRACES / "invoice_altered.jsonl", "--format", "json")
     assert not any("skipped" in n for n in json.loads(clean.stdout)["notes"])
 
