@@ -268,7 +268,12 @@ def register(app: typer.Typer) -> None:
         Example: lexkeep ingest sample_traces/ --db traces.duckdb
         """
         from lexkeep.core.errors import is_query_interrupt
-        from lexkeep.core.ingest import ingest_paths, input_size  # not needed for --help
+        from lexkeep.core.ingest import (  # not needed for --help
+            ingest_inputs,
+            ingest_paths,
+            input_size,
+            require_traces,
+        )
 
         counts: list[FileCounts] = []  # every file stored, as its line is printed
 
@@ -277,6 +282,8 @@ def register(app: typer.Typer) -> None:
             _print_summary(got)
 
         interrupted = False
+        # Checked before the store is opened: a mistyped path or format creates no store.
+        files = ingest_inputs(paths, format)
         # The total opens every file: found only when a bar is shown.
         total = functools.partial(input_size, paths)
         with Store.open(db_path(db)) as store, progress("ingesting", total) as advance:
@@ -285,6 +292,7 @@ def register(app: typer.Typer) -> None:
                 ingest_paths(
                     store,
                     paths,
+                    files=files,
                     format=format,
                     skip_invalid=skip_invalid,
                     on_file=on_file,
@@ -313,6 +321,7 @@ def register(app: typer.Typer) -> None:
             )
             sys.stderr.write("Interrupted.\n")
             raise typer.Exit(EXIT_INTERRUPTED)
+        require_traces(paths, counts)
 
     @app.command(name="stats")
     def stats_command(db: DbOption = None, format: OutputFormat = "text") -> None:

@@ -453,3 +453,45 @@ def test_a_broken_link_in_a_folder_is_named_and_skipped(cli, db_file, tmp_path):
             f"Error: {folder / 'gone.jsonl'}: a broken symbolic link: its target {target}"
             " does not exist"
         ), result.stderr
+
+
+def test_an_ingest_of_paths_holding_no_trace_is_an_error(cli, tmp_path):
+    # `lexkeep ingest traces/ --db s.duckdb && lexkeep audit --db s.duckdb`: an ingest pointed
+    # at the wrong folder must fail, as `lexkeep audit traces/` does, not leave an empty store
+    # whose audit passes on nothing.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    db = tmp_path / "new.duckdb"
+    result = cli("ingest", empty, "--db", db)
+    assert result.exit_code == 2, result.stderr
+    assert f"Error: no trace files in {empty} (no files found)" in result.stderr
+    assert "Hint: point the ingest at trace files or folders holding them" in result.stderr
+    assert not db.exists()  # refused before the store was created
+    # Nor does a mistyped path or format leave a new, empty store behind
+    for args in (
+        (tmp_path / "no-such-folder",),
+        (INVOICE, "--input-format", "yaml"),
+    ):
+        result = cli("ingest", *args, "--db", db)
+        assert result.exit_code == 2, result.stderr
+        assert not db.exists(), args
+    # A folder of other JSON: each file is named, and the ingest fails
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "settings.json").write_text('{"theme": "dark"}')
+    result = cli("ingest", other, "--db", db)
+    assert result.exit_code == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert f"{other / 'settings.json'}: skipped, not a recognised trace format" in lines
+    assert (
+        f"Error: no trace files in {other} (1 file(s) found, none of them a trace lexkeep reads)"
+        in lines
+    )
+    # A trace beside them is enough; so is a session file not written yet (nothing to read
+    # yet, as before), and a folder ingested already (unchanged)
+    (other / "live-session.jsonl").write_text("")
+    assert cli("ingest", other, "--db", db).exit_code == 0
+    (other / "invoice.jsonl").write_bytes(INVOICE.read_bytes())
+    for _ in range(2):
+        result = cli("ingest", other, "--db", db)
+        assert result.exit_code == 0, result.stderr
