@@ -77,11 +77,14 @@ def stdin_text() -> str:
     return data.decode("utf-8")
 
 
-def stderr_console() -> "Console":
-    """Console for progress and summaries: stderr, no markup or highlighting of user text."""
+def stderr_console(soft_wrap: bool = False) -> "Console":
+    """Console for progress and summaries: stderr, no markup or highlighting of user text.
+
+    `soft_wrap`: print lines whole and let the terminal wrap them (no line breaks inserted).
+    """
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, markup=False)
+    return Console(stderr=True, highlight=False, markup=False, soft_wrap=soft_wrap)
 
 
 # A table piped into a file or a CI log is this wide unless $COLUMNS says otherwise; Rich's
@@ -301,7 +304,9 @@ def progress(
         BarColumn(),
         count_column,
         TimeRemainingColumn(),
-        console=stderr_console(),
+        # While the bar shows, lines written to stderr (an ingest's summary per file) go
+        # through this console: soft wrap keeps each one line, so a long path stays whole.
+        console=stderr_console(soft_wrap=True),
         transient=True,
     ) as bar:
         task = bar.add_task(description, total=total)

@@ -495,3 +495,47 @@ def test_an_ingest_of_paths_holding_no_trace_is_an_error(cli, tmp_path):
     for _ in range(2):
         result = cli("ingest", other, "--db", db)
         assert result.exit_code == 0, result.stderr
+
+
+def test_summary_lines_stay_whole_under_the_progress_bar_of_a_narrow_terminal(tmp_path):
+    """On a terminal the progress bar takes over stderr, and Rich wrapped each summary line at
+    the terminal's width with real line breaks: a long path came out in pieces, which a copy
+    and paste (or a grep of the scrollback) no longer finds."""
+    import fcntl
+    import pty
+    import re
+    import struct
+    import termios
+
+    folder = tmp_path / ("a-rather-long-folder-name-for-traces-" * 2)
+    folder.mkdir()
+    trace = folder / "invoice.jsonl"
+    trace.write_bytes(INVOICE.read_bytes())
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 60, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lexkeep.cli.main", "ingest", str(trace)]
+        + ["--db", str(tmp_path / "t.duckdb")],
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=60) == 0
+    os.close(leader)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())
+    lines = [part for line in text.split("\n") for part in line.split("\r")]
+    expected = f"{trace}: ingested (lexkeep) 1 conversations, 7 messages"
+    assert len(expected) > 60
+    assert any(line.startswith(expected) for line in lines), text
+    assert any(line.startswith("1 files: 1 ingested") for line in lines), text
