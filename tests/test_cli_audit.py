@@ -177,6 +177,29 @@ def test_redact_hides_the_values_an_input_error_quotes(cli, tmp_path, how):
     assert "unknown value 'ORD_88412'" in plain
 
 
+def test_redact_with_the_public_default_key_says_so(cli):
+    """A CI job whose secret is missing (a fork's pull request gets an empty one) hashed with
+    the documented default key without a word: short identifiers in a public log could then be
+    recovered by hashing guesses."""
+    warning = (
+        "Warning: --redact hashed with the public default key (LEXKEEP_REDACT_KEY is not set):"
+        " short identifiers can be recovered by hashing guesses; set LEXKEEP_REDACT_KEY to a"
+        " secret\n"
+    )
+    for env, flags in (
+        ({"LEXKEEP_REDACT_KEY": None}, ("--redact",)),
+        ({"LEXKEEP_REDACT_KEY": ""}, ("--redact",)),  # ${{ secrets.X }} of a missing secret
+        ({"LEXKEEP_REDACT_KEY": None, "LEXKEEP_REDACT": "true"}, ()),
+    ):
+        result = ok(cli("audit", INVOICE, "--format", "json", *flags, env=env), 1)
+        assert result.stderr == warning, env
+        assert json.loads(result.stdout)["redacted"] is True  # still redacted, as documented
+    keyed = ok(cli("audit", INVOICE, "--redact", env={"LEXKEEP_REDACT_KEY": "s3cret"}), 1)
+    assert keyed.stderr == ""
+    plain = ok(cli("audit", INVOICE, env={"LEXKEEP_REDACT_KEY": None}), 1)
+    assert plain.stderr == ""
+
+
 def test_redaction_is_stable_and_keyed(cli):
     first = ok(cli("audit", INVOICE, "--format", "json", "--redact"), 1).stdout
     again = ok(cli("audit", INVOICE, "--format", "json", "--redact"), 1).stdout
