@@ -105,6 +105,25 @@ def test_default_format_is_the_table_even_when_piped(cli):
     assert "INV-2025-08-4471" in out
 
 
+def test_table_in_a_pipe_keeps_each_note_and_the_verdict_on_one_line(cli, tmp_path, monkeypatch):
+    """A CI log is no terminal: the verdict and the notes were broken at 140 columns, so a
+    `grep FAIL:` of the log got half the reasons, and a FILE:LINE in a note came out in pieces."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    folder = tmp_path / ("traces-of-a-rather-long-project-name-" * 3)
+    folder.mkdir()
+    trace = folder / "invoice.jsonl"
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    trace.write_text("".join(lines) + lines[1].rstrip("\n")[:-5])  # a line still being written
+    out = ok(cli("audit", trace, "--fail-on", "missing,altered"), 1).stdout.splitlines()
+    verdict = out[-1]
+    assert verdict.startswith("FAIL: 0/1 identifiers kept") and len(verdict) > 140, out
+    assert verdict.endswith("1 altered identifier(s) and --fail-on altered."), out
+    note = f"Note: 1 file(s) end in a line still being written (first: {trace}:{len(lines) + 1});"
+    assert any(line.startswith(note) for line in out), out
+    # The tables keep the width of the log
+    assert max(len(line) for line in out if line[:1] in "│┃┏┡└") <= 140
+
+
 def test_junit_one_case_per_audited_conversation(cli):
     root = ET.fromstring(ok(cli("audit", SAMPLE_TRACES, "--format", "junit"), 1).stdout)
     cases = root.findall(".//testcase")
