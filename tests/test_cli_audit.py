@@ -331,6 +331,23 @@ def test_a_store_given_as_a_trace_path_exits_2_pointing_at_db(cli, sample_db):
     assert "Hint: a lexkeep store is read with --db FILE" in result.stderr
 
 
+def test_audit_with_nothing_given_and_no_store_says_how_to_audit_traces(cli, tmp_path, monkeypatch):
+    """`lexkeep audit` alone, a new user's first try, only said to ingest into a store, not
+    that trace files can be audited directly."""
+    monkeypatch.chdir(tmp_path)
+    result = ok(cli("audit", env={"LEXKEEP_DB": None}), 2)
+    assert result.stderr == (
+        "Error: nothing to audit: no trace files given, and no lexkeep store at lexkeep.duckdb\n"
+        "Hint: name trace files or folders (lexkeep audit TRACES...), or a store filled by"
+        " lexkeep ingest (lexkeep audit --db FILE)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+    # --db, or $LEXKEEP_DB, naming a store that is not there keeps its own message
+    result = ok(cli("audit", env={"LEXKEEP_DB": str(tmp_path / "typo.duckdb")}), 2)
+    assert f"no lexkeep store at {tmp_path / 'typo.duckdb'}" in result.stderr
+    assert "nothing to audit" not in result.stderr
+
+
 def test_missing_store_exits_2(cli, tmp_path):
     result = ok(cli("audit", "--db", tmp_path / "nope.duckdb"), 2)
     assert "no lexkeep store" in result.stderr
