@@ -278,13 +278,15 @@ def progress(
     total: int | None | Callable[[], int | None],
     *,
     unit: str = "bytes",
+    shown: bool = True,
 ) -> Iterator[Callable[..., None]]:
-    """A Rich progress bar on stderr when it is a terminal; a silent callback otherwise.
+    """A Rich progress bar on stderr when it is a terminal (and `shown`, False for --quiet);
+    a silent callback otherwise.
 
     `total` may be a function that finds it (input_size opens every file): it is called only
     when a bar is shown. Yields `advance(n=1, description=None)`.
     """
-    if not is_terminal(sys.stderr):
+    if not shown or not is_terminal(sys.stderr):
         yield lambda n=1, description=None: None
         return
     if callable(total):

@@ -258,12 +258,21 @@ def register(app: typer.Typer) -> None:
                 help="Skip bad lines (recorded in ingest_errors) instead of rejecting the file.",
             ),
         ] = False,
+        quiet: Annotated[
+            bool,
+            typer.Option(
+                "--quiet",
+                "-q",
+                help="Print only the total line, warnings and errors: no line per file and no"
+                " progress bar.",
+            ),
+        ] = False,
     ) -> None:
         """Read agent traces into the store (idempotent; a grown file adds only its new lines).
 
         Formats are detected per file: lexkeep JSONL, OpenAI chat (incl. tau-bench result
         files), Codex CLI rollouts, Claude Code sessions, Anthropic Messages logs. One summary
-        line per file goes to stderr.
+        line per file goes to stderr (--quiet: only the total line).
 
         Example: lexkeep ingest sample_traces/ --db traces.duckdb
         """
@@ -279,14 +288,18 @@ def register(app: typer.Typer) -> None:
 
         def on_file(got: FileCounts) -> None:
             counts.append(got)
-            _print_summary(got)
+            if not quiet:
+                _print_summary(got)
 
         interrupted = False
         # Checked before the store is opened: a mistyped path or format creates no store.
         files = ingest_inputs(paths, format)
         # The total opens every file: found only when a bar is shown.
         total = functools.partial(input_size, paths)
-        with Store.open(db_path(db)) as store, progress("ingesting", total) as advance:
+        with (
+            Store.open(db_path(db)) as store,
+            progress("ingesting", total, shown=not quiet) as advance,
+        ):
             before = _stored(store)
             try:
                 ingest_paths(

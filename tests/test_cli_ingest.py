@@ -497,26 +497,20 @@ def test_an_ingest_of_paths_holding_no_trace_is_an_error(cli, tmp_path):
         assert result.exit_code == 0, result.stderr
 
 
-def test_summary_lines_stay_whole_under_the_progress_bar_of_a_narrow_terminal(tmp_path):
-    """On a terminal the progress bar takes over stderr, and Rich wrapped each summary line at
-    the terminal's width with real line breaks: a long path came out in pieces, which a copy
-    and paste (or a grep of the scrollback) no longer finds."""
+def _stderr_on_terminal(args: list[str], cols: int) -> str:
+    """Run lexkeep with stderr on a pseudo-terminal `cols` wide; what it wrote, without
+    colours and cursor moves."""
     import fcntl
     import pty
     import re
     import struct
     import termios
 
-    folder = tmp_path / ("a-rather-long-folder-name-for-traces-" * 2)
-    folder.mkdir()
-    trace = folder / "invoice.jsonl"
-    trace.write_bytes(INVOICE.read_bytes())
     leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 60, 0, 0))
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lexkeep.cli.main", "ingest", str(trace)]
-        + ["--db", str(tmp_path / "t.duckdb")],
+        [sys.executable, "-m", "lexkeep.cli.main", *args],
         stdout=subprocess.DEVNULL,
         stderr=follower,
         env=env,
@@ -533,9 +527,51 @@ def test_summary_lines_stay_whole_under_the_progress_bar_of_a_narrow_terminal(tm
         chunks.append(chunk)
     assert proc.wait(timeout=60) == 0
     os.close(leader)
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())
+
+
+def test_summary_lines_stay_whole_under_the_progress_bar_of_a_narrow_terminal(tmp_path):
+    """On a terminal the progress bar takes over stderr, and Rich wrapped each summary line at
+    the terminal's width with real line breaks: a long path came out in pieces, which a copy
+    and paste (or a grep of the scrollback) no longer finds."""
+    folder = tmp_path / ("a-rather-long-folder-name-for-traces-" * 2)
+    folder.mkdir()
+    trace = folder / "invoice.jsonl"
+    trace.write_bytes(INVOICE.read_bytes())
+    text = _stderr_on_terminal(["ingest", str(trace), "--db", str(tmp_path / "t.duckdb")], 60)
     lines = [part for line in text.split("\n") for part in line.split("\r")]
     expected = f"{trace}: ingested (lexkeep) 1 conversations, 7 messages"
     assert len(expected) > 60
     assert any(line.startswith(expected) for line in lines), text
     assert any(line.startswith("1 files: 1 ingested") for line in lines), text
+    assert "ingesting" in text  # the bar was there
+
+
+def test_quiet_ingest_prints_only_the_total_line_and_what_needs_a_reader(cli, db_file, tmp_path):
+    """A folder of a thousand sessions printed a thousand lines into a CI log, with no way to
+    keep only the outcome."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "invoice.jsonl").write_bytes(INVOICE.read_bytes())
+    (folder / "settings.json").write_text('{"theme": "dark"}')
+    (folder / "gone.jsonl").symlink_to(tmp_path / "moved-away.jsonl")
+    for flag in ("--quiet", "-q"):
+        result = ok(cli("ingest", folder, "--db", db_file, flag))
+        lines = result.stderr.splitlines()
+        assert len(lines) == 2, result.stderr
+        assert lines[0].startswith(f"Warning: {folder / 'gone.jsonl'}: skipped, a broken")
+        assert lines[1].startswith("2 files: ")
+        assert result.stdout == ""
+    # Errors are never quiet
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(INVOICE.read_text().replace('"id":"m4"', '"id":m4', 1))
+    result = cli("ingest", bad, "--db", db_file, "-q")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: {bad}:7:"), result.stderr
+    # Nor is there a progress bar on a terminal
+    text = _stderr_on_terminal(
+        ["ingest", str(INVOICE), "--db", str(tmp_path / "t.duckdb"), "-q"], 80
+    )
+    assert text.replace("\r", "").splitlines() == [
+        "1 files: 1 ingested, 0 unchanged, 0 not traces; 7 messages, 3 tool calls"
+    ]
