@@ -1,6 +1,8 @@
 """`lexkeep` commands for the ingest area: ingest, stats, show."""
 
+import contextlib
 import functools
+import os
 import sys
 from typing import Annotated
 
@@ -8,6 +10,7 @@ import orjson
 import typer
 
 from lexkeep.cli.common import EXIT_INTERRUPTED, DbOption, db_path, progress, stdout_console
+from lexkeep.core.errors import LexkeepError
 from lexkeep.core.formats import format_names
 from lexkeep.core.inspect import Stats, Timeline, show, stats
 from lexkeep.core.model import FileCounts
@@ -294,10 +297,12 @@ def register(app: typer.Typer) -> None:
         interrupted = False
         # Checked before the store is opened: a mistyped path or format creates no store.
         files = ingest_inputs(paths, format)
+        target = db_path(db)
+        new_store = not os.path.exists(target)
         # The total opens every file: found only when a bar is shown.
         total = functools.partial(input_size, paths)
         with (
-            Store.open(db_path(db)) as store,
+            Store.open(target) as store,
             progress("ingesting", total, shown=not quiet) as advance,
         ):
             before = _stored(store)
@@ -334,7 +339,13 @@ def register(app: typer.Typer) -> None:
             )
             sys.stderr.write("Interrupted.\n")
             raise typer.Exit(EXIT_INTERRUPTED)
-        require_traces(paths, counts)
+        try:
+            require_traces(paths, counts)
+        except LexkeepError:
+            if new_store:  # created by this ingest, and nothing is in it: not left behind
+                with contextlib.suppress(OSError):
+                    os.remove(target)
+            raise
 
     @app.command(name="stats")
     def stats_command(db: DbOption = None, format: OutputFormat = "text") -> None:

@@ -487,6 +487,11 @@ def test_an_ingest_of_paths_holding_no_trace_is_an_error(cli, tmp_path):
         f"Error: no trace files in {other} (1 file(s) found, none of them a trace lexkeep reads)"
         in lines
     )
+    assert not db.exists()  # the store this ingest created, with nothing in it, is not left
+    # A store that was there before stays, as it was
+    ok(cli("ingest", INVOICE, "--db", db))
+    assert cli("ingest", other, "--db", db).exit_code == 2
+    assert cli("stats", "--db", db, "-f", "json").exit_code == 0
     # A trace beside them is enough; so is a session file not written yet (nothing to read
     # yet, as before), and a folder ingested already (unchanged)
     (other / "live-session.jsonl").write_text("")
