@@ -366,7 +366,11 @@ def register(app: typer.Typer) -> None:
     def show_command(
         conversation: Annotated[
             str,
-            typer.Argument(help="Conversation id (or a unique prefix).", metavar="CONVERSATION"),
+            typer.Argument(
+                help="Conversation id, or a unique prefix (one shared with its sub-agents"
+                " names the session).",
+                metavar="CONVERSATION",
+            ),
         ],
         db: DbOption = None,
         format: OutputFormat = "text",

@@ -580,3 +580,29 @@ def test_quiet_ingest_prints_only_the_total_line_and_what_needs_a_reader(cli, db
     assert text.replace("\r", "").splitlines() == [
         "1 files: 1 ingested, 0 unchanged, 0 not traces; 7 messages, 3 tool calls"
     ]
+
+
+def test_show_a_prefix_of_a_session_and_its_sub_agents_names_the_session(cli, db_file, tmp_path):
+    """Claude Code sub-agents are `<session>/agent-…`: the first characters of a session id
+    matched the session and each of its sub-agents, and `show` called the prefix ambiguous."""
+    rows = [
+        {"type": "conversation", "id": "7acd37a8-main"},
+        {"type": "conversation", "id": "7acd37a8-main/agent-1", "parent_id": "7acd37a8-main"},
+        {"type": "conversation", "id": "7acd37a8-main/agent-2", "parent_id": "7acd37a8-main"},
+        {"type": "conversation", "id": "7b-other"},
+    ]
+    for conv in rows:
+        message = {"type": "message", "id": f"{conv['id']}#m", "conversation_id": conv["id"]}
+        rows = [*rows, {**message, "role": "user", "text": f"hello from {conv['id']}"}]
+    trace = tmp_path / "sessions.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ok(cli("ingest", trace, "--db", db_file))
+    shown = json.loads(ok(cli("show", "7acd", "--db", db_file, "-f", "json")).stdout)
+    assert shown["id"] == "7acd37a8-main"
+    sub = json.loads(ok(cli("show", "7acd37a8-main/agent-2", "--db", db_file, "-f", "json")).stdout)
+    assert sub["id"] == "7acd37a8-main/agent-2"
+    # Two sessions (or a sub-agent beside another session) stay ambiguous
+    result = cli("show", "7", "--db", db_file)
+    assert result.exit_code == 2
+    assert "Error: conversation '7' is ambiguous" in result.stderr
+    assert "7acd37a8-main, 7acd37a8-main/agent-1" in result.stderr
