@@ -197,6 +197,9 @@ def register(app: typer.Typer) -> None:
             if settings.format == "github":
                 _annotate_error(err)
             raise
-        if output not in (None, "-") and is_terminal(sys.stderr):
-            sys.stderr.write(f"Wrote {output}\n")
+        if output not in (None, "-"):
+            # The report is in the file: the log (a CI job's) still says how the gate went.
+            from lexkeep.audit.render import verdict_line
+
+            sys.stderr.write(f"Wrote {output}: {verdict_line(report)}\n")
         raise typer.Exit(report.exit_code)
