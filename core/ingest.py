@@ -801,6 +801,17 @@ def input_size(paths: Sequence[str]) -> int | None:
     return total
 
 
+def _tell_whole(path: str, on_progress: Callable[[int], None] | None, told: int) -> None:
+    """Tell `on_progress` the bytes of a file nothing is read from now (empty, no trace, still
+    being written): the bar's total (input_size) counts them, so they count as seen."""
+    if on_progress is None or path == "-":
+        return
+    with suppress(OSError):
+        size = Path(path).stat().st_size
+        if size > told:
+            on_progress(size - told)
+
+
 def _same_prefix(path: str, nbytes: int, sha256: str) -> tuple[bool, bool]:
     """(the first nbytes hash to sha256, there are more bytes after them) — one raw pass."""
     digest = hashlib.sha256()
@@ -1896,6 +1907,7 @@ def _ingest_one(
             fmt, items = detect_format(source, format)
         except EmptyInput:
             _holds_nothing_now(batch, key, prev)
+            _tell_whole(path, on_progress, told)
             counts = FileCounts(
                 path=path,
                 format="",
@@ -1906,6 +1918,7 @@ def _ingest_one(
         except UnrecognisedFormat:
             if from_walk:
                 _holds_nothing_now(batch, key, prev)
+                _tell_whole(path, on_progress, told)
                 return FileCounts(path=path, format="", status="unrecognised"), 0
             raise
         except IncompleteDocument:
@@ -1914,6 +1927,7 @@ def _ingest_one(
             # As a document cut after some values (_FileIngest._skipped): not a bad line,
             # only one not written yet. Nothing is stored or recorded.
             _holds_nothing_now(batch, key, prev)
+            _tell_whole(path, on_progress, told)
             return FileCounts(path=path, format="", status="empty", truncated_document=True), 0
         records = _reader_records(fmt, items, path, continued)
     if skip_lines and prev is not None and prev[3] and prev[3] != fmt.value:

@@ -346,6 +346,26 @@ def test_progress_finds_its_total_only_when_it_shows_a_bar(monkeypatch: pytest.M
     assert asked == [1]
 
 
+@pytest.mark.parametrize("audit", [False, True])
+def test_the_progress_bar_reaches_its_total_over_files_that_are_no_trace(tmp_path, audit):
+    """The bar's total counts every file a folder brings; the files that are no trace (other
+    JSON) or hold nothing yet were never counted as read, so the bar stopped short of its end
+    (42.0/45.2 MB for a dump folder holding the generator's expected.json)."""
+    from lexkeep.core.ingest import ingest_paths, input_size
+    from lexkeep.core.store import Store
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(INVOICE.read_bytes())
+    (folder / "expected.json").write_text('{"verdicts": [1, 2, 3]}\n' * 50)
+    (folder / "live.jsonl").write_text('{"type":"message","id":"m9","conv')  # being written
+    (folder / "new.jsonl").write_text("")
+    told: list[int] = []
+    with Store.open(None if audit else tmp_path / "t.duckdb") as store:
+        ingest_paths(store, [str(folder)], on_progress=told.append, lean=audit)
+    assert sum(told) == input_size([str(folder)])
+
+
 def _ingest_with_file_size_limit(limit: int, db: Path, *paths: Path) -> subprocess.CompletedProcess:
     """`lexkeep ingest` in a process that may not write a file past `limit` bytes: the write
     fails with EFBIG (File too large), as a full disk fails it with ENOSPC."""
