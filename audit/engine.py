@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import sys
 from collections import Counter, defaultdict
@@ -260,6 +261,13 @@ def audit_command(
     settings = resolve(flags or {})
     if not paths and db is None:
         db = default_db_path()
+        if not os.environ.get("LEXKEEP_DB") and not os.path.exists(db):
+            # `lexkeep audit` alone, with no store here: say both ways to audit something
+            raise ConfigError(
+                f"nothing to audit: no trace files given, and no lexkeep store at {db}",
+                hint="name trace files or folders (lexkeep audit TRACES...), or a store filled"
+                " by lexkeep ingest (lexkeep audit --db FILE)",
+            )
     try:
         report = run_audit(
             paths=paths,

@@ -856,6 +856,17 @@ def input_size(paths: Sequence[str]) -> int | None:
     return total
 
 
+def _tell_whole(path: str, on_progress: Callable[[int], None] | None, told: int) -> None:
+    """Tell `on_progress` the bytes of a file nothing is read from now (empty, no trace, still
+    being written): the bar's total (input_size) counts them, so they count as seen."""
+    if on_progress is None or path == "-":
+        return
+    with suppress(OSError):
+        size = Path(path).stat().st_size
+        if size > told:
+            on_progress(size - told)
+
+
 def _same_prefix(path: str, nbytes: int, sha256: str) -> tuple[bool, bool]:
     """(the first nbytes hash to sha256, there are more bytes after them) — one raw pass."""
     digest = hashlib.sha256()
@@ -1973,6 +1984,7 @@ def _ingest_one(
             fmt, items = detect_format(source, format)
         except EmptyInput:
             _holds_nothing_now(batch, key, prev)
+            _tell_whole(path, on_progress, told)
             counts = FileCounts(
                 path=path,
                 format="",
@@ -1983,6 +1995,7 @@ def _ingest_one(
         except UnrecognisedFormat:
             if from_walk:
                 _holds_nothing_now(batch, key, prev)
+                _tell_whole(path, on_progress, told)
                 return FileCounts(path=path, format="", status="unrecognised"), 0
             raise
         except IncompleteDocument:
@@ -1991,6 +2004,7 @@ def _ingest_one(
             # As a document cut after some values (_FileIngest._skipped): not a bad line,
             # only one not written yet. Nothing is stored or recorded.
             _holds_nothing_now(batch, key, prev)
+            _tell_whole(path, on_progress, told)
             return FileCounts(path=path, format="", status="empty", truncated_document=True), 0
         again = prev is not None and path != "-" and same
         records = _reader_records(fmt, items, path, continued, None if path == "-" else key, again)
@@ -2382,6 +2396,36 @@ def _read_ahead(
     )
 
 
+def ingest_inputs(
+    paths: Sequence[str], format: Format | str | None = None
+) -> list[tuple[str, bool]]:
+    """The files `paths` name (as `expand_paths`), checked before a store is opened: an
+    unknown `format`, a missing path or paths holding no file at all raise InputError, so a
+    mistyped command leaves no new, empty store behind. Pass the result to `ingest_paths`."""
+    if format is not None:
+        get_reader(format)  # an unknown --format fails before any file is read
+    files = expand_paths(paths)
+    if not files:
+        raise _no_traces(paths, "no files found")
+    return files
+
+
+def require_traces(paths: Sequence[str], counts: Sequence[FileCounts]) -> None:
+    """Raise InputError when every file an ingest of `paths` found was no trace (a folder of
+    other JSON): an ingest pointed at the wrong folder fails, as `lexkeep audit` of it does.
+    A file with nothing to read yet (a session not written yet) or read before is no error."""
+    if counts and all(c.status == "unrecognised" for c in counts):
+        raise _no_traces(paths, f"{len(counts)} file(s) found, none of them a trace lexkeep reads")
+
+
+def _no_traces(paths: Sequence[str], found: str) -> InputError:
+    return InputError(
+        f"no trace files in {', '.join(paths)} ({found})",
+        hint="point the ingest at trace files or folders holding them; formats: "
+        + ", ".join(f.value for f in Format),
+    )
+
+
 def ingest_paths(
     store: Store,
     paths: Sequence[str],
@@ -2395,6 +2439,7 @@ def ingest_paths(
     lean: bool = False,
     on_phase: Callable[[str], None] | None = None,
     read_ahead_min_bytes: int | None = READ_AHEAD_MIN_BYTES,
+    files: list[tuple[str, bool]] | None = None,
 ) -> list[FileCounts]:
     """Ingest files, folders (recursive), globs and '-' into `store`.
 
@@ -2411,10 +2456,12 @@ def ingest_paths(
     `on_phase(text)`: what a file loaded by DuckDB is going through (a progress bar's text).
     Small files never ingested before are read ahead by worker processes (`read_workers()`)
     when they hold at least `read_ahead_min_bytes` bytes together (None: never).
+    `files`: what `ingest_inputs(paths, format)` returned, so the paths are not walked twice.
     """
-    if format is not None:
-        get_reader(format)  # an unknown --format fails before any file is read
-    files = expand_paths(paths)
+    if files is None:
+        if format is not None:
+            get_reader(format)  # an unknown --format fails before any file is read
+        files = expand_paths(paths)
     # Read once: the settings file's rules, else the built-ins (see index_pending).
     rules = rules if rules is not None else load_rules()
     options = {

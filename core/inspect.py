@@ -276,6 +276,16 @@ def resolve_conversation(store: Store, conversation: str) -> str:
     if len(found) == 1:
         return found[0]
     if found:
+        # A session and its sub-agents (Claude Code names them `<session>/agent-…`): the
+        # prefix names the one match whose parent is not a match too.
+        roots = con.execute(
+            "SELECT c.id FROM conversations c WHERE starts_with(c.id, ?) AND NOT EXISTS"
+            " (SELECT 1 FROM conversations p WHERE p.id = c.parent_id AND starts_with(p.id, ?))"
+            " LIMIT 2",
+            [conversation, conversation],
+        ).fetchall()
+        if len(roots) == 1 and _all_descend_from(con, conversation, roots[0][0]):
+            return roots[0][0]
         raise NotFoundError(
             f"conversation {conversation!r} is ambiguous",
             hint="matches " + ", ".join(found[:5]) + (" …" if len(found) > 5 else ""),
@@ -283,6 +293,19 @@ def resolve_conversation(store: Store, conversation: str) -> str:
     raise NotFoundError(
         f"no conversation {conversation!r} in the store", hint=unknown_conversation_hint(con)
     )
+
+
+def _all_descend_from(con: Any, prefix: str, root: str) -> bool:
+    """True when every conversation whose id starts with `prefix` is `root` or a sub-agent
+    of it, at any depth (parent links are checked, not the shape of the ids)."""
+    row = con.execute(
+        "WITH RECURSIVE family(id) AS (SELECT ? UNION SELECT c.id FROM conversations c"
+        " JOIN family f ON c.parent_id = f.id)"
+        " SELECT count(*) FROM conversations WHERE starts_with(id, ?)"
+        " AND id NOT IN (SELECT id FROM family)",
+        [root, prefix],
+    ).fetchone()
+    return row[0] == 0
 
 
 def require_conversations(con: Any, wanted: Sequence[str]) -> list[str]:

@@ -183,6 +183,12 @@ class Store:
                 f"no lexkeep store at {target}",
                 hint="ingest some traces first: lexkeep ingest TRACES... --db " + target,
             )
+        if Path(target).is_dir():
+            raise StoreError(
+                f"{target} is a folder, not a store file",
+                hint=f"--db names the store file, e.g. --db {Path(target) / DEFAULT_DB};"
+                " trace files and folders are arguments",
+            )
         _refuse_other_file(target)
         if _empty_file(target):
             # An empty file (`mktemp --suffix .duckdb`) is a new store, as a missing one is;
@@ -582,7 +588,7 @@ def _refuse_other_file(target: str) -> None:
         with open(target, "rb") as fh:  # one read of the head, on every store open
             head = fh.read(64)
     except OSError:
-        return  # missing (a new store), a folder...: DuckDB's own error says what is wrong
+        return  # missing (a new store); a folder is refused before this
     if not head or head[8:12] == b"DUCK":
         return
     looks = " (it looks like a trace file)" if head.lstrip(LEADING)[:1] in (b"{", b"[") else ""

@@ -105,6 +105,25 @@ def test_default_format_is_the_table_even_when_piped(cli):
     assert "INV-2025-08-4471" in out
 
 
+def test_table_in_a_pipe_keeps_each_note_and_the_verdict_on_one_line(cli, tmp_path, monkeypatch):
+    """A CI log is no terminal: the verdict and the notes were broken at 140 columns, so a
+    `grep FAIL:` of the log got half the reasons, and a FILE:LINE in a note came out in pieces."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    folder = tmp_path / ("traces-of-a-rather-long-project-name-" * 3)
+    folder.mkdir()
+    trace = folder / "invoice.jsonl"
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    trace.write_text("".join(lines) + lines[1].rstrip("\n")[:-5])  # a line still being written
+    out = ok(cli("audit", trace, "--fail-on", "missing,altered"), 1).stdout.splitlines()
+    verdict = out[-1]
+    assert verdict.startswith("FAIL: 0/1 identifiers kept") and len(verdict) > 140, out
+    assert verdict.endswith("1 altered identifier(s) and --fail-on altered."), out
+    note = f"Note: 1 file(s) end in a line still being written (first: {trace}:{len(lines) + 1});"
+    assert any(line.startswith(note) for line in out), out
+    # The tables keep the width of the log
+    assert max(len(line) for line in out if line[:1] in "│┃┏┡└") <= 140
+
+
 def test_junit_one_case_per_audited_conversation(cli):
     root = ET.fromstring(ok(cli("audit", SAMPLE_TRACES, "--format", "junit"), 1).stdout)
     cases = root.findall(".//testcase")
@@ -175,6 +194,29 @@ def test_redact_hides_the_values_an_input_error_quotes(cli, tmp_path, how):
     assert "ORD_88412" not in err
     plain = ok(cli("audit", bad), 2).stderr  # without --redact the value is shown as it is
     assert "unknown value 'ORD_88412'" in plain
+
+
+def test_redact_with_the_public_default_key_says_so(cli):
+    """A CI job whose secret is missing (a fork's pull request gets an empty one) hashed with
+    the documented default key without a word: short identifiers in a public log could then be
+    recovered by hashing guesses."""
+    warning = (
+        "Warning: --redact hashed with the public default key (LEXKEEP_REDACT_KEY is not set):"
+        " short identifiers can be recovered by hashing guesses; set LEXKEEP_REDACT_KEY to a"
+        " secret\n"
+    )
+    for env, flags in (
+        ({"LEXKEEP_REDACT_KEY": None}, ("--redact",)),
+        ({"LEXKEEP_REDACT_KEY": ""}, ("--redact",)),  # ${{ secrets.X }} of a missing secret
+        ({"LEXKEEP_REDACT_KEY": None, "LEXKEEP_REDACT": "true"}, ()),
+    ):
+        result = ok(cli("audit", INVOICE, "--format", "json", *flags, env=env), 1)
+        assert result.stderr == warning, env
+        assert json.loads(result.stdout)["redacted"] is True  # still redacted, as documented
+    keyed = ok(cli("audit", INVOICE, "--redact", env={"LEXKEEP_REDACT_KEY": "s3cret"}), 1)
+    assert keyed.stderr == ""
+    plain = ok(cli("audit", INVOICE, env={"LEXKEEP_REDACT_KEY": None}), 1)
+    assert plain.stderr == ""
 
 
 def test_redaction_is_stable_and_keyed(cli):
@@ -287,6 +329,23 @@ def test_a_store_given_as_a_trace_path_exits_2_pointing_at_db(cli, sample_db):
     result = ok(cli("audit", sample_db), 2)
     assert f"Error: {sample_db}: a DuckDB database, not a trace file" in result.stderr
     assert "Hint: a lexkeep store is read with --db FILE" in result.stderr
+
+
+def test_audit_with_nothing_given_and_no_store_says_how_to_audit_traces(cli, tmp_path, monkeypatch):
+    """`lexkeep audit` alone, a new user's first try, only said to ingest into a store, not
+    that trace files can be audited directly."""
+    monkeypatch.chdir(tmp_path)
+    result = ok(cli("audit", env={"LEXKEEP_DB": None}), 2)
+    assert result.stderr == (
+        "Error: nothing to audit: no trace files given, and no lexkeep store at lexkeep.duckdb\n"
+        "Hint: name trace files or folders (lexkeep audit TRACES...), or a store filled by"
+        " lexkeep ingest (lexkeep audit --db FILE)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+    # --db, or $LEXKEEP_DB, naming a store that is not there keeps its own message
+    result = ok(cli("audit", env={"LEXKEEP_DB": str(tmp_path / "typo.duckdb")}), 2)
+    assert f"no lexkeep store at {tmp_path / 'typo.duckdb'}" in result.stderr
+    assert "nothing to audit" not in result.stderr
 
 
 def test_missing_store_exits_2(cli, tmp_path):

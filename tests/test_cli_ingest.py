@@ -399,6 +399,26 @@ def test_progress_finds_its_total_only_when_it_shows_a_bar(monkeypatch: pytest.M
     assert asked == [1]
 
 
+@pytest.mark.parametrize("audit", [False, True])
+def test_the_progress_bar_reaches_its_total_over_files_that_are_no_trace(tmp_path, audit):
+    """The bar's total counts every file a folder brings; the files that are no trace (other
+    JSON) or hold nothing yet were never counted as read, so the bar stopped short of its end
+    (42.0/45.2 MB for a dump folder holding the generator's expected.json)."""
+    from lexkeep.core.ingest import ingest_paths, input_size
+    from lexkeep.core.store import Store
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(INVOICE.read_bytes())
+    (folder / "expected.json").write_text('{"verdicts": [1, 2, 3]}\n' * 50)
+    (folder / "live.jsonl").write_text('{"type":"message","id":"m9","conv')  # being written
+    (folder / "new.jsonl").write_text("")
+    told: list[int] = []
+    with Store.open(None if audit else tmp_path / "t.duckdb") as store:
+        ingest_paths(store, [str(folder)], on_progress=told.append, lean=audit)
+    assert sum(told) == input_size([str(folder)])
+
+
 def _ingest_with_file_size_limit(limit: int, db: Path, *paths: Path) -> subprocess.CompletedProcess:
     """`lexkeep ingest` in a process that may not write a file past `limit` bytes: the write
     fails with EFBIG (File too large), as a full disk fails it with ENOSPC."""
@@ -506,3 +526,156 @@ def test_a_broken_link_in_a_folder_is_named_and_skipped(cli, db_file, tmp_path):
             f"Error: {folder / 'gone.jsonl'}: a broken symbolic link: its target {target}"
             " does not exist"
         ), result.stderr
+
+
+def test_an_ingest_of_paths_holding_no_trace_is_an_error(cli, tmp_path):
+    # `lexkeep ingest traces/ --db s.duckdb && lexkeep audit --db s.duckdb`: an ingest pointed
+    # at the wrong folder must fail, as `lexkeep audit traces/` does, not leave an empty store
+    # whose audit passes on nothing.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    db = tmp_path / "new.duckdb"
+    result = cli("ingest", empty, "--db", db)
+    assert result.exit_code == 2, result.stderr
+    assert f"Error: no trace files in {empty} (no files found)" in result.stderr
+    assert "Hint: point the ingest at trace files or folders holding them" in result.stderr
+    assert not db.exists()  # refused before the store was created
+    # Nor does a mistyped path or format leave a new, empty store behind
+    for args in (
+        (tmp_path / "no-such-folder",),
+        (INVOICE, "--input-format", "yaml"),
+    ):
+        result = cli("ingest", *args, "--db", db)
+        assert result.exit_code == 2, result.stderr
+        assert not db.exists(), args
+    # A folder of other JSON: each file is named, and the ingest fails
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "settings.json").write_text('{"theme": "dark"}')
+    result = cli("ingest", other, "--db", db)
+    assert result.exit_code == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert f"{other / 'settings.json'}: skipped, not a recognised trace format" in lines
+    assert (
+        f"Error: no trace files in {other} (1 file(s) found, none of them a trace lexkeep reads)"
+        in lines
+    )
+    assert not db.exists()  # the store this ingest created, with nothing in it, is not left
+    # A store that was there before stays, as it was
+    ok(cli("ingest", INVOICE, "--db", db))
+    assert cli("ingest", other, "--db", db).exit_code == 2
+    assert cli("stats", "--db", db, "-f", "json").exit_code == 0
+    # A trace beside them is enough; so is a session file not written yet (nothing to read
+    # yet, as before), and a folder ingested already (unchanged)
+    (other / "live-session.jsonl").write_text("")
+    assert cli("ingest", other, "--db", db).exit_code == 0
+    (other / "invoice.jsonl").write_bytes(INVOICE.read_bytes())
+    for _ in range(2):
+        result = cli("ingest", other, "--db", db)
+        assert result.exit_code == 0, result.stderr
+
+
+def _stderr_on_terminal(args: list[str], cols: int) -> str:
+    """Run lexkeep with stderr on a pseudo-terminal `cols` wide; what it wrote, without
+    colours and cursor moves."""
+    import fcntl
+    import pty
+    import re
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lexkeep.cli.main", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=60) == 0
+    os.close(leader)
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())
+
+
+def test_summary_lines_stay_whole_under_the_progress_bar_of_a_narrow_terminal(tmp_path):
+    """On a terminal the progress bar takes over stderr, and Rich wrapped each summary line at
+    the terminal's width with real line breaks: a long path came out in pieces, which a copy
+    and paste (or a grep of the scrollback) no longer finds."""
+    folder = tmp_path / ("a-rather-long-folder-name-for-traces-" * 2)
+    folder.mkdir()
+    trace = folder / "invoice.jsonl"
+    trace.write_bytes(INVOICE.read_bytes())
+    text = _stderr_on_terminal(["ingest", str(trace), "--db", str(tmp_path / "t.duckdb")], 60)
+    lines = [part for line in text.split("\n") for part in line.split("\r")]
+    expected = f"{trace}: ingested (lexkeep) 1 conversations, 7 messages"
+    assert len(expected) > 60
+    assert any(line.startswith(expected) for line in lines), text
+    assert any(line.startswith("1 files: 1 ingested") for line in lines), text
+    assert "ingesting" in text  # the bar was there
+
+
+def test_quiet_ingest_prints_only_the_total_line_and_what_needs_a_reader(cli, db_file, tmp_path):
+    """A folder of a thousand sessions printed a thousand lines into a CI log, with no way to
+    keep only the outcome."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "invoice.jsonl").write_bytes(INVOICE.read_bytes())
+    (folder / "settings.json").write_text('{"theme": "dark"}')
+    (folder / "gone.jsonl").symlink_to(tmp_path / "moved-away.jsonl")
+    for flag in ("--quiet", "-q"):
+        result = ok(cli("ingest", folder, "--db", db_file, flag))
+        lines = result.stderr.splitlines()
+        assert len(lines) == 2, result.stderr
+        assert lines[0].startswith(f"Warning: {folder / 'gone.jsonl'}: skipped, a broken")
+        assert lines[1].startswith("2 files: ")
+        assert result.stdout == ""
+    # Errors are never quiet
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(INVOICE.read_text().replace('"id":"m4"', '"id":m4', 1))
+    result = cli("ingest", bad, "--db", db_file, "-q")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: {bad}:7:"), result.stderr
+    # Nor is there a progress bar on a terminal
+    text = _stderr_on_terminal(
+        ["ingest", str(INVOICE), "--db", str(tmp_path / "t.duckdb"), "-q"], 80
+    )
+    assert text.replace("\r", "").splitlines() == [
+        "1 files: 1 ingested, 0 unchanged, 0 not traces; 7 messages, 3 tool calls"
+    ]
+
+
+def test_show_a_prefix_of_a_session_and_its_sub_agents_names_the_session(cli, db_file, tmp_path):
+    """Claude Code sub-agents are `<session>/agent-…`: the first characters of a session id
+    matched the session and each of its sub-agents, and `show` called the prefix ambiguous."""
+    rows = [
+        {"type": "conversation", "id": "7acd37a8-main"},
+        {"type": "conversation", "id": "7acd37a8-main/agent-1", "parent_id": "7acd37a8-main"},
+        {"type": "conversation", "id": "7acd37a8-main/agent-2", "parent_id": "7acd37a8-main"},
+        {"type": "conversation", "id": "7b-other"},
+    ]
+    for conv in rows:
+        message = {"type": "message", "id": f"{conv['id']}#m", "conversation_id": conv["id"]}
+        rows = [*rows, {**message, "role": "user", "text": f"hello from {conv['id']}"}]
+    trace = tmp_path / "sessions.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ok(cli("ingest", trace, "--db", db_file))
+    shown = json.loads(ok(cli("show", "7acd", "--db", db_file, "-f", "json")).stdout)
+    assert shown["id"] == "7acd37a8-main"
+    sub = json.loads(ok(cli("show", "7acd37a8-main/agent-2", "--db", db_file, "-f", "json")).stdout)
+    assert sub["id"] == "7acd37a8-main/agent-2"
+    # Two sessions (or a sub-agent beside another session) stay ambiguous
+    result = cli("show", "7", "--db", db_file)
+    assert result.exit_code == 2
+    assert "Error: conversation '7' is ambiguous" in result.stderr
+    assert "7acd37a8-main, 7acd37a8-main/agent-1" in result.stderr

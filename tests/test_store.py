@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from lexkeep.core.errors import ConfigError, StoreError
 from lexkeep.core.store import SPILL_OWNER, Store, bulk_insert, migrations
 
+SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
+
 
 def test_migrations_are_recorded_once(db_file):
     with Store.open(db_file) as store:
@@ -75,6 +77,26 @@ def test_store_in_a_missing_folder_says_which_folder(tmp_path):
         Store.open(tmp_path / "no" / "such" / "store.duckdb")
     assert info.value.hint == f"the folder {tmp_path / 'no' / 'such'} does not exist: create it"
     assert not (tmp_path / "no").exists()
+
+
+def test_a_db_that_names_a_folder_says_so_and_names_a_file_to_use(tmp_path, cli):
+    """`--db traces/` read as DuckDB's "IO Error: Could not read from file ...: Is a
+    directory", with no hint."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for read_only in (False, True):
+        with pytest.raises(StoreError) as info:
+            Store.open(folder, read_only=read_only)
+        assert str(info.value) == f"{folder} is a folder, not a store file"
+        assert info.value.hint == (
+            f"--db names the store file, e.g. --db {folder / 'lexkeep.duckdb'};"
+            " trace files and folders are arguments"
+        )
+    assert list(folder.iterdir()) == []
+    for args in (("ingest", SAMPLE_TRACES), ("stats",), ("audit",)):
+        result = cli(*args, "--db", folder)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.startswith(f"Error: {folder} is a folder, not a store file\nHint:")
 
 
 def test_not_a_database_is_a_clear_error(tmp_path):
