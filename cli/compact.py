@@ -153,6 +153,13 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(_json(doc))
         else:
             _print_report(report, interrupted=interrupted, stopped=stopped is not None)
+        if report.pending_migrations and report.schema is not None:
+            have, current = report.schema
+            sys.stdout.flush()
+            sys.stderr.write(
+                f"Note: {path} is at schema {have} of {current}; a run without --dry-run"
+                " migrates it first (this dry run changed nothing)\n"
+            )
         if stopped is not None:
             sys.stdout.flush()
             raise stopped  # `Error:` and `Hint:` on stderr, exit 2
@@ -249,6 +256,7 @@ def _report_json(report) -> dict:
     return {
         "schema_version": SCHEMA_VERSION,
         "dry_run": report.dry_run,
+        "pending_migrations": report.pending_migrations,
         "conversations": report.conversations,
         "planned": report.planned,
         "claimed": report.claimed,

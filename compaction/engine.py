@@ -48,7 +48,7 @@ from lexkeep.core.errors import (
 from lexkeep.core.inspect import require_conversations
 from lexkeep.core.model import Extraction
 from lexkeep.core.nearmiss import is_kept
-from lexkeep.core.store import Store, StoreOnDemand
+from lexkeep.core.store import Store, StoreOnDemand, migrations
 
 BATCH_CONVERSATIONS = 500
 
@@ -84,6 +84,9 @@ class CompactionReport:
     identifiers_kept: int = 0
     seconds: float = 0.0
     segments: list[SegmentOutcome] = field(default_factory=list)
+    # A dry run leaves an old store as it is: the migrations a real run would apply first.
+    pending_migrations: int = 0
+    schema: tuple[int, int] | None = None  # (the store's schema, the current one), dry runs
 
     @property
     def remaining(self) -> int:
@@ -180,10 +183,22 @@ def run_compaction(
     if isinstance(store, Store):
         access: Store | StoreOnDemand = store
     else:
-        access = StoreOnDemand(store, hold=dry_run or summarizer.quick, wait=lease_seconds)
+        # A dry run writes nothing: it reads the store as it is, even one a real run would
+        # migrate first (before migration 002 it has no jobs, so none is known).
+        access = StoreOnDemand(
+            store,
+            hold=dry_run or summarizer.quick,
+            wait=lease_seconds,
+            read_only=dry_run,
+            readable_from=1,
+        )
     report = CompactionReport(dry_run=dry_run)
     try:
         with _use(access) as con:
+            if dry_run:
+                have, current = _schema_version(con), len(migrations())
+                report.schema = (have, current)
+                report.pending_migrations = max(current - have, 0)
             ids = _conversations(con, conversation_ids)
             if not dry_run:
                 jobs.expire_leases(con)
@@ -200,7 +215,8 @@ def run_compaction(
             # the identities are bound to, even when another process writes meanwhile.
             with _use(access) as con, jobs.transaction(con):
                 by_conv = eligible_pairs_many(con, batch)
-                known = _known_jobs(con, batch)
+                has_jobs = report.schema is None or report.schema[0] >= _JOBS_FROM
+                known = _known_jobs(con, batch) if has_jobs else {}
                 for cid in batch:
                     pairs = by_conv[cid]
                     for from_pair, to_pair in plan_segments(len(pairs)):
@@ -618,6 +634,14 @@ def _known_jobs(con, conversation_ids: Sequence[str]) -> dict[tuple[str, int], l
     for cid, from_pair, *rest in rows:
         known.setdefault((cid, from_pair), []).append(tuple(rest))
     return known
+
+
+_JOBS_FROM = 2  # the migration that made the compactions table
+
+
+def _schema_version(con) -> int:
+    """The store's highest applied migration (outside a transaction)."""
+    return con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
 
 
 def _conversations(con, wanted: Sequence[str] | None) -> list[str]:

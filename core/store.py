@@ -156,8 +156,12 @@ class Store:
         read_only: bool = False,
         memory_limit: str = DEFAULT_MEMORY_LIMIT,
         lock_wait: float | None = None,
+        readable_from: int = READABLE_FROM,
     ) -> Store:
         """Open (and migrate) the store at `path`; `None` or ':memory:' gives an in-memory one.
+
+        A read-only open never migrates: it refuses a store older than schema `readable_from`
+        (a reader that copes with older ones, missing tables and all, may lower it).
 
         DuckDB's working memory is bounded by `memory_limit` (beyond it, it spills to disk);
         $LEXKEEP_MEMORY_LIMIT overrides it. When another process holds the file, a reading
@@ -204,7 +208,7 @@ class Store:
         try:
             store._limit_memory(memory_limit)
             if read_only:
-                store.check_version()
+                store.check_version(readable_from)
             else:
                 store.migrate()
         except BaseException:
@@ -284,8 +288,8 @@ class Store:
                 hint="pass --db a store made by lexkeep ingest, or a new file name",
             )
 
-    def check_version(self) -> None:
-        """Refuse a store that misses migrations readers need (before READABLE_FROM) or was
+    def check_version(self, readable_from: int = READABLE_FROM) -> None:
+        """Refuse a store that misses migrations readers need (before `readable_from`) or was
         made by a newer lexkeep."""
         known = len(migrations())
         have = self.schema_version()
@@ -301,7 +305,7 @@ class Store:
                 f" (schema {have}, this one knows {known})",
                 hint="upgrade lexkeep",
             )
-        if have < READABLE_FROM:
+        if have < readable_from:
             raise StoreError(
                 f"{self.path} needs migrating (schema {have} of {known}) but was opened read-only",
                 hint=f"ingest into it once (lexkeep ingest TRACES... --db {self.path})",
@@ -409,7 +413,8 @@ class StoreOnDemand:
 
     The first open waits up to `first_wait` seconds for another process to let go of the file,
     every later one up to `wait` (`None`: $LEXKEEP_LOCK_WAIT); `interrupt()` ends a wait at
-    once. Threads share the open store, each through its own cursor.
+    once. Threads share the open store, each through its own cursor. With `read_only=True` the
+    file is opened only to read, never migrated, and any schema from `readable_from` is taken.
     """
 
     def __init__(
@@ -419,9 +424,13 @@ class StoreOnDemand:
         hold: bool = False,
         wait: float | None = None,
         first_wait: float | None = None,
+        read_only: bool = False,
+        readable_from: int = READABLE_FROM,
     ) -> None:
         self.path = str(path)
         self.hold = hold
+        self.read_only = read_only
+        self._readable_from = readable_from
         self._wait = _lock_wait() if wait is None else wait
         self._first_wait = _lock_wait() if first_wait is None else first_wait
         self._lock = threading.Lock()
@@ -466,7 +475,12 @@ class StoreOnDemand:
         deadline = time.monotonic() + wait
         while True:
             try:
-                return Store.open(self.path, lock_wait=0)
+                return Store.open(
+                    self.path,
+                    read_only=self.read_only,
+                    lock_wait=0,
+                    readable_from=self._readable_from,
+                )
             except StoreLockedError as exc:
                 if self._interrupted.is_set():
                     raise self._interruption() from exc

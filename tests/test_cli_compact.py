@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from test_compaction_support import build
 
@@ -441,3 +442,52 @@ def test_compact_with_an_unreachable_summariser_stops_and_spends_no_attempt(cli,
     assert r.exit_code == 0, r.stdout + r.stderr
     jobs = json.loads(cli("compactions", "--db", db_file, "--format", "json").stdout)["jobs"]
     assert [(j["status"], j["attempts"]) for j in jobs] == [("completed", 1)]
+
+
+def _as_schema_1(db_file) -> None:
+    """Make the store what lexkeep wrote before migration 002: no compaction tables, and no
+    table of a later migration."""
+    from lexkeep.core.store import migrations
+
+    assert [v for v, _, _ in migrations()][:2] == [1, 2]
+    with Store.open(db_file) as store:
+        for table in ("compaction_attempts", "compaction_gate", "compactions"):
+            store.con.execute(f"DROP TABLE {table}")
+        store.con.execute("DROP TABLE request_log_state")  # migration 004
+        store.con.execute("DELETE FROM schema_migrations WHERE version >= 2")
+
+
+def test_compact_dry_run_leaves_an_old_store_unmigrated_and_says_so(cli, db_file):
+    """docs/compaction.md: `--dry-run` writes nothing. It migrated a schema-1 store."""
+    from lexkeep.core.store import migrations
+
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    _as_schema_1(db_file)
+    before = Path(db_file).read_bytes()
+    for args in ((), ("--format", "json")):
+        r = cli("compact", "--db", db_file, "--dry-run", *args)
+        assert r.exit_code == 0, r.stderr
+        if args:
+            doc = json.loads(r.stdout)
+            assert (doc["planned"], doc["claimed"]) == (1, 0)
+            assert doc["pending_migrations"] == len(migrations()) - 1
+        else:
+            assert r.stdout.startswith("1 conversation"), r.stdout
+            assert "planned 1, would claim 1" in r.stdout
+        assert f"{db_file} is at schema 1 of {len(migrations())}" in r.stderr
+        assert "a run without --dry-run migrates it first" in r.stderr
+    assert Path(db_file).read_bytes() == before
+    with Store.open(db_file) as store:  # a real run migrates it, and compacts
+        assert store.schema_version() == len(migrations())
+    r = cli("compact", "--db", db_file, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["completed"] == 1
+
+
+def test_compact_dry_run_of_a_current_store_says_nothing_of_migrations(cli, db_file):
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    r = cli("compact", "--db", db_file, "--dry-run", "--format", "json")
+    assert r.exit_code == 0 and r.stderr == "", r.stderr
+    assert json.loads(r.stdout)["pending_migrations"] == 0
