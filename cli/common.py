@@ -284,10 +284,11 @@ def progress(
     a silent callback otherwise.
 
     `total` may be a function that finds it (input_size opens every file): it is called only
-    when a bar is shown. Yields `advance(n=1, description=None)`.
+    when a bar is shown. Yields `advance(n=1, description=None, total=None)`; a `total` given
+    there replaces the bar's (for work whose size is known only once it starts).
     """
     if not shown or not is_terminal(sys.stderr):
-        yield lambda n=1, description=None: None
+        yield lambda n=1, description=None, total=None: None
         return
     if callable(total):
         total = total()
@@ -313,7 +314,9 @@ def progress(
     ) as bar:
         task = bar.add_task(description, total=total)
 
-        def advance(n: int = 1, description: str | None = None) -> None:
+        def advance(n: int = 1, description: str | None = None, total: int | None = None) -> None:
+            if total is not None:
+                bar.update(task, total=total)
             bar.update(task, advance=n, description=description or bar.tasks[0].description)
 
         yield advance

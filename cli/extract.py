@@ -8,7 +8,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from lexkeep.cli.common import stderr_console, stdin_text, stdout_console
+from lexkeep.cli.common import progress, stderr_console, stdin_text, stdout_console
 from lexkeep.core.errors import InputError
 
 SCHEMA_VERSION = 1
@@ -69,7 +69,14 @@ def register(app: typer.Typer) -> None:
         if db is not None:
             if text is not None:
                 raise InputError("give either TEXT or --db, not both")
-            counts = reindex_path(db, ruleset)
+            with progress("re-extracting", None, unit="messages") as tick:
+                done = [0]
+
+                def advance(scanned: int, total: int) -> None:
+                    tick(scanned - done[0], total=total)
+                    done[0] = scanned
+
+                counts = reindex_path(db, ruleset, on_progress=advance)
             if output_format is OutputFormat.JSON:
                 payload = {"schema_version": SCHEMA_VERSION, **counts.as_dict()}
                 sys.stdout.write(orjson.dumps(payload).decode() + "\n")
@@ -78,7 +85,8 @@ def register(app: typer.Typer) -> None:
                 sys.stdout.write(
                     f"Re-extracted {counts.messages} user messages of {db}: "
                     f"{counts.identifiers} identifiers, {counts.incomplete} incomplete scans "
-                    f"(rules {counts.rules_digest}).\n"
+                    + (f"(first: {counts.first_incomplete}) " if counts.first_incomplete else "")
+                    + f"(rules {counts.rules_digest}).\n"
                 )
             return
         if text is None:

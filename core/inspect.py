@@ -163,6 +163,21 @@ GROUP BY c.format ORDER BY c.format
 """
 
 
+def incomplete_scans(store: Store) -> tuple[int, str | None]:
+    """How many identifier scans ran out of time (or were cut at max_chars), and where the
+    first such message is (by file, then line; FILE:LINE), so the user can open it."""
+    row = store.con.execute(
+        "SELECT count(*) OVER (), m.source_file, m.source_line"
+        " FROM identifier_scans s LEFT JOIN messages m ON m.id = s.message_id"
+        " WHERE NOT s.complete ORDER BY m.source_file NULLS LAST, m.source_line LIMIT 1"
+    ).fetchone()
+    if row is None:
+        return 0, None
+    if row[1] is None:
+        return row[0], None
+    return row[0], f"{store.shown_paths()[row[1]]}:{row[2]}"
+
+
 def stats(store: Store) -> Stats:
     """Counts per format, conversations with boundaries, identifiers and ingest errors."""
     con = store.con
@@ -182,16 +197,7 @@ def stats(store: Store) -> Stats:
     by_reason = dict(
         con.execute("SELECT reason, count(*) FROM ingest_errors GROUP BY 1 ORDER BY 1").fetchall()
     )
-    # How many scans ran out of time (or were cut at max_chars), and where the first such
-    # message is, so the user can open it.
-    row = con.execute(
-        "SELECT count(*) OVER (), m.source_file, m.source_line"
-        " FROM identifier_scans s LEFT JOIN messages m ON m.id = s.message_id"
-        " WHERE NOT s.complete ORDER BY m.source_file NULLS LAST, m.source_line LIMIT 1"
-    ).fetchone()
-    incomplete, first_incomplete = (0, None) if row is None else (row[0], None)
-    if row is not None and row[1] is not None:
-        first_incomplete = f"{store.shown_paths()[row[1]]}:{row[2]}"
+    incomplete, first_incomplete = incomplete_scans(store)
     left, first = left_out(store) if by_reason.get(ID_CONFLICT) else (0, None)
     invalid = con.execute(
         "SELECT count(*) OVER (), path, line FROM ingest_errors WHERE reason <> ?"

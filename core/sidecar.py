@@ -9,9 +9,10 @@ JSON reader (no per-row inserts) inside the caller's transaction.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -50,6 +51,9 @@ class IndexCounts:
     identifiers: int = 0
     incomplete: int = 0
     rules_digest: str = ""
+    # The first message (by file, then line) whose scan is incomplete, as FILE:LINE; set by
+    # reindex_path only.
+    first_incomplete: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         """Plain-dict form for JSON output."""
@@ -57,8 +61,13 @@ class IndexCounts:
             "messages": self.messages,
             "identifiers": self.identifiers,
             "incomplete": self.incomplete,
+            "first_incomplete": self.first_incomplete,
             "rules_digest": self.rules_digest,
         }
+
+
+# Told (messages scanned so far, messages to scan) after each batch.
+Progress = Callable[[int, int], None]
 
 
 # Extractions made elsewhere (a read-ahead worker), by message id: (the text, its extraction).
@@ -83,24 +92,40 @@ def index_pending(
     return _index(con, rules or load_rules(), known, keyed=keyed).identifiers
 
 
-def reindex(store: Store, rules: RuleSet | None = None) -> IndexCounts:
-    """Re-extract every user message with `rules` in one transaction (idempotent)."""
+def reindex(
+    store: Store, rules: RuleSet | None = None, on_progress: Progress | None = None
+) -> IndexCounts:
+    """Re-extract every user message with `rules` in one transaction (idempotent).
+
+    `on_progress` is told (messages scanned so far, messages to scan) after each batch.
+    """
     rules = rules or load_rules()
     with store.transaction() as con:
         con.execute("DELETE FROM identifiers")
         con.execute("DELETE FROM identifier_scans")
-        return _index(con, rules)
+        return _index(con, rules, on_progress=on_progress)
 
 
-def reindex_path(path: str, rules: RuleSet | None = None) -> IndexCounts:
-    """Open the store at `path` (it must exist) and re-extract it: `lexkeep extract --db`."""
+def reindex_path(
+    path: str, rules: RuleSet | None = None, on_progress: Progress | None = None
+) -> IndexCounts:
+    """Open the store at `path` (it must exist) and re-extract it: `lexkeep extract --db`.
+
+    The counts name the first message whose scan is incomplete (`first_incomplete`).
+    """
+    from lexkeep.core.inspect import incomplete_scans
+
     if not Path(path).exists():
         raise StoreError(
             f"no lexkeep store at {path}",
             hint="ingest some traces first: lexkeep ingest TRACES... --db " + path,
         )
     with Store.open(path) as store:
-        return reindex(store, rules)
+        counts = reindex(store, rules, on_progress)
+        if not counts.incomplete:
+            return counts
+        _, first = incomplete_scans(store)
+        return dataclasses.replace(counts, first_incomplete=first)
 
 
 def _index(
@@ -109,6 +134,7 @@ def _index(
     known: Known | None = None,
     *,
     keyed: bool = True,
+    on_progress: Progress | None = None,
 ) -> IndexCounts:
     return scan_query(
         con,
@@ -119,6 +145,7 @@ def _index(
         rules,
         known=known,
         keyed=keyed,
+        on_progress=on_progress,
     )
 
 
@@ -162,12 +189,15 @@ def scan_query(
     *,
     keyed: bool = True,
     known: Known | None = None,
+    on_progress: Progress | None = None,
 ) -> IndexCounts:
     """scan_rows() over the rows of `sql` (message id, conversation id, text, position), read
     CHUNK_ROWS at a time, so memory holds a chunk of user text, not a dump's.
 
     `keyed=False` is for sidecar tables without primary keys (rows are inserted as they come).
     A row whose message id and text are in `known` takes that extraction (see index_pending).
+    `on_progress` is told (messages scanned so far, messages to scan) after each batch
+    extracted; not with `known` (an ingest, whose own progress is by bytes read).
 
     The rows are queued in a temporary table first: the sidecar writes that follow in this
     transaction would invalidate a result still being fetched.
@@ -192,7 +222,9 @@ def scan_query(
 
         if known:
             return _scan_known(con, chunks(), known, rules, parallel_min_chars, keyed)
-        return _scan(con, chunks(), total_rows, total_chars, rules, parallel_min_chars, keyed)
+        return _scan(
+            con, chunks(), total_rows, total_chars, rules, parallel_min_chars, keyed, on_progress
+        )
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_scan_queue")
 
@@ -205,6 +237,7 @@ def _scan(
     rules: RuleSet,
     parallel_min_chars: int,
     keyed: bool = True,
+    on_progress: Progress | None = None,
 ) -> IndexCounts:
     if not total_rows:
         return IndexCounts(rules_digest=rules.digest)
@@ -226,6 +259,8 @@ def _scan(
         totals[2] += sum(1 for scan in result[1] if not scan[2])
         if len(found) + len(scans) >= FLUSH_ROWS:
             _flush(con, found, scans, keyed)
+        if on_progress is not None:
+            on_progress(totals[0], total_rows)
 
     if total_rows >= SELECT_AFTER:
         # Compiled once here: forked workers inherit it instead of each building their own.

@@ -149,3 +149,83 @@ def test_real_subprocess_reads_stdin() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["identifiers"][0]["value"] == "PROJ-1234"
+
+
+def _line(**fields: object) -> str:
+    return json.dumps(fields) + "\n"
+
+
+def test_db_reextract_names_the_first_message_whose_scan_is_incomplete(
+    cli, tmp_path: Path, db_file: Path
+) -> None:
+    """`extract --db` said "2 incomplete scans" and not where: it names the first (FILE:LINE),
+    as `stats` does."""
+    long_text = "ORD_88412 " + "word " * 50_000  # past the rules' max_chars: scanned in part
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(
+        _line(type="message", id="a1", conversation_id="c1", role="user", text="INV-7 please")
+        + _line(type="message", id="a2", conversation_id="c1", role="user", text=long_text)
+    )
+    b.write_text(_line(type="message", id="b1", conversation_id="c2", role="user", text=long_text))
+    assert cli("ingest", b, a, "--db", db_file).exit_code == 0
+    result = cli("extract", "--db", db_file, "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert (payload["incomplete"], payload["first_incomplete"]) == (2, f"{a}:2")
+    result = cli("extract", "--db", db_file)
+    assert result.exit_code == 0, result.stderr
+    assert f"2 incomplete scans (first: {a}:2) (rules " in result.stdout
+    a.unlink()
+    b.unlink()
+    ok = tmp_path / "ok.jsonl"
+    ok.write_text(_line(type="message", id="o1", conversation_id="c3", role="user", text="hi"))
+    clean = tmp_path / "clean.duckdb"
+    assert cli("ingest", ok, "--db", clean).exit_code == 0
+    payload = json.loads(cli("extract", "--db", clean, "-f", "json").stdout)
+    assert (payload["incomplete"], payload["first_incomplete"]) == (0, None)
+    assert "0 incomplete scans (rules " in cli("extract", "--db", clean).stdout
+
+
+def _stderr_on_terminal(args: list[str]) -> str:
+    """Run lexkeep with stderr on a pseudo-terminal; what it wrote, without escape codes."""
+    import os
+    import pty
+    import re
+
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lexkeep.cli.main", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=60) == 0
+    os.close(leader)
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())
+
+
+def test_db_reextract_shows_progress_on_a_terminal_only(cli, tmp_path: Path, db_file: Path):
+    """Re-extracting a large store took minutes with nothing on the screen."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(
+        "".join(
+            _line(type="message", id=f"m{i}", conversation_id="c1", role="user", text=f"INV-{i}")
+            for i in range(50)
+        )
+    )
+    assert cli("ingest", trace, "--db", db_file).exit_code == 0
+    text = _stderr_on_terminal(["extract", "--db", str(db_file)])
+    assert "re-extracting" in text and "50/50" in text, text
+    result = cli("extract", "--db", db_file)  # not a terminal: no bar
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
