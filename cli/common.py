@@ -51,6 +51,11 @@ def db_path(value: str | None) -> str:
     return value or default_db_path()
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`n` and the noun in the number it takes: '1 boundary', '2 boundaries', '0 files'."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def stdin_text() -> str:
     """Standard input as text: UTF-8 with a leading byte-order mark skipped (as ingest skips it).
 

@@ -12,6 +12,7 @@ from lexkeep.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     DbOption,
+    counted,
     db_path,
     progress,
     stdout_console,
@@ -290,7 +291,8 @@ def _print_report(report, *, interrupted: bool = False, stopped: bool = False) -
     verb = "would claim" if report.dry_run else "claimed"
     claimed = report.planned - report.skipped if report.dry_run else report.claimed
     lines.append(
-        f"{report.conversations} conversations: planned {report.planned}, {verb} {claimed}, "
+        f"{counted(report.conversations, 'conversation')}: planned {report.planned}, "
+        f"{verb} {claimed}, "
         f"completed {report.completed}, failed {report.failed}, skipped {report.skipped}"
     )
     if report.skipped_reasons:

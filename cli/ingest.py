@@ -9,7 +9,14 @@ from typing import Annotated
 import orjson
 import typer
 
-from lexkeep.cli.common import EXIT_INTERRUPTED, DbOption, db_path, progress, stdout_console
+from lexkeep.cli.common import (
+    EXIT_INTERRUPTED,
+    DbOption,
+    counted,
+    db_path,
+    progress,
+    stdout_console,
+)
 from lexkeep.core.errors import LexkeepError
 from lexkeep.core.formats import format_names
 from lexkeep.core.inspect import Stats, Timeline, show, stats
@@ -43,11 +50,12 @@ def summary_line(c: FileCounts) -> str:
     if c.status == "unrecognised":
         return f"{c.path}: skipped, not a recognised trace format"
     line = (
-        f"{c.path}: {c.status} ({c.format}) {c.conversations} conversations, "
-        f"{c.messages} messages{_copies(c.messages, c.messages_added)}, "
-        f"{c.tool_calls} tool calls{_copies(c.tool_calls, c.tool_calls_added)}, "
-        f"{c.boundaries} boundaries{_copies(c.boundaries, c.boundaries_added)}, "
-        f"{c.identifiers} identifiers"
+        f"{c.path}: {c.status} ({c.format}) {counted(c.conversations, 'conversation')}, "
+        f"{counted(c.messages, 'message')}{_copies(c.messages, c.messages_added)}, "
+        f"{counted(c.tool_calls, 'tool call')}{_copies(c.tool_calls, c.tool_calls_added)}, "
+        f"{counted(c.boundaries, 'boundary', 'boundaries')}"
+        f"{_copies(c.boundaries, c.boundaries_added)}, "
+        f"{counted(c.identifiers, 'identifier')}"
     )
     if c.skipped:
         line += "; skipped " + ", ".join(f"{k}={v}" for k, v in sorted(c.skipped.items()))
@@ -100,16 +108,20 @@ def _totals_line(counts: list[FileCounts], stored: list[int] | None) -> str:
     # Records read that the store held already (a resumed Claude Code session copies its
     # earlier lines into the new file): kept once, so say how many were not added.
     copies = (
-        [f"{n - new} {what}" for n, new, what in zip(read, stored, _WHAT, strict=True) if n > new]
+        [
+            counted(n - new, what)
+            for n, new, what in zip(read, stored, _WHAT, strict=True)
+            if n > new
+        ]
         if stored is not None
         else []
     )
     return (
-        f"{len(counts)} files: {len(added)} ingested, "
+        f"{counted(len(counts), 'file')}: {len(added)} ingested, "
         f"{sum(c.status == 'unchanged' for c in counts)} unchanged, "
         f"{sum(c.status == 'unrecognised' for c in counts)} not traces"
         + (f", {empty} empty" if empty else "")
-        + f"; {read[0]} messages, {read[1]} tool calls"
+        + f"; {counted(read[0], 'message')}, {counted(read[1], 'tool call')}"
         + (f" ({', '.join(copies)} already stored)" if copies else "")
     )
 
@@ -238,7 +250,7 @@ def _check_output(fmt: str) -> None:
         raise ConfigError(f"unknown --format {fmt!r}", hint="use text or json")
 
 
-_WHAT = ("messages", "tool calls")
+_WHAT = ("message", "tool call")
 
 
 def _stored(store: Store) -> tuple[int, int]:

@@ -384,7 +384,8 @@ class _Text:
     def before(self, ctx: _Meta) -> bytes:
         lines = [
             f"# Conversation {ctx.conversation_id}: context for the next run"
-            f" ({ctx.pairs_total} earlier exchanges; budget {ctx.budget_bytes} bytes)",
+            f" ({ctx.pairs_total} earlier exchange{'' if ctx.pairs_total == 1 else 's'};"
+            f" budget {ctx.budget_bytes} bytes)",
             "",
             "## Identifiers the user typed (verbatim; use these exact strings)",
         ]

@@ -307,3 +307,16 @@ def test_guard_strict_fails_when_a_scan_was_incomplete(cli, db, tmp_path):
     # a complete scan with everything supplied still passes
     ok = cli("guard", "s1", '{"q": "no identifiers here"}', "--strict", "--db", db)
     assert ok.exit_code == 0, ok.stderr
+
+
+def test_context_text_header_counts_one_earlier_exchange_in_the_singular(cli, db_file, tmp_path):
+    with Store.open(db_file) as store:
+        load(store, tmp_path, pair_records("one", 1), name="one")
+        load(store, tmp_path, pair_records("two", 2), name="two")
+    for cid, counted in (("one", "1 earlier exchange;"), ("two", "2 earlier exchanges;")):
+        result = cli("context", cid, "--budget-bytes", "5000", "--format", "text", "--db", db_file)
+        assert result.exit_code == 0, result.stderr
+        header = result.stdout.splitlines()[0]
+        assert header == f"# Conversation {cid}: context for the next run ({counted}" + (
+            " budget 5000 bytes)"
+        ), header

@@ -28,8 +28,8 @@ def test_ingest_prints_one_summary_line_per_file(cli, db_file):
     lines = result.stderr.splitlines()
     invoice = next(line for line in lines if line.startswith(str(INVOICE)))
     assert invoice == (
-        f"{INVOICE}: ingested (lexkeep) 1 conversations, 7 messages, 3 tool calls, "
-        f"1 boundaries, 5 identifiers; skipped unknown_type=1 (first unknown_type: {INVOICE}:8)"
+        f"{INVOICE}: ingested (lexkeep) 1 conversation, 7 messages, 3 tool calls, "
+        f"1 boundary, 5 identifiers; skipped unknown_type=1 (first unknown_type: {INVOICE}:8)"
     )
     assert lines[-1].startswith("5 files: 5 ingested, 0 unchanged, 0 not traces;")
     again = ok(cli("ingest", INVOICE, "--db", db_file))
@@ -134,7 +134,7 @@ def test_files_stored_before_a_bad_one_get_their_lines(cli, db_file, tmp_path):
     result = cli("ingest", folder, "--db", db_file)
     assert result.exit_code == 2, result.stderr
     lines = result.stderr.splitlines()
-    assert lines[0].startswith(f"{folder / 'a.jsonl'}: ingested (lexkeep) 1 conversations")
+    assert lines[0].startswith(f"{folder / 'a.jsonl'}: ingested (lexkeep) 1 conversation,")
     assert lines[1].startswith(f"Error: {folder / 'b.jsonl'}:7:")
     report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
     assert report["files_ingested"] == 1
@@ -160,7 +160,7 @@ def test_gzip_on_stdin_is_decompressed(cli, db_file):
 
     packed = gzip.compress(INVOICE.read_bytes())
     first = ok(cli("ingest", "-", "--db", db_file, input=packed))
-    assert "-: ingested (lexkeep) 1 conversations, 7 messages" in first.stderr
+    assert "-: ingested (lexkeep) 1 conversation, 7 messages" in first.stderr
     again = ok(cli("ingest", "-", "--db", db_file, input=INVOICE.read_bytes()))
     assert "-: unchanged" in again.stderr  # the same bytes, once decompressed
     audit = cli("audit", "-", "--format", "json", input=packed)
@@ -262,7 +262,8 @@ def test_identifier_counts_are_per_file_even_for_stdin(cli, db_file, tmp_path):
             {"type": "message", "id": f"s{n}", "conversation_id": "c", "role": "user", "text": text}
         )
         result = ok(cli("ingest", "-", "--db", db_file, input=line + "\n"))
-        assert f"{2 - n} identifiers" in result.stderr  # only this input's identifiers
+        counted = "2 identifiers" if n == 0 else "1 identifier"
+        assert f", {counted}\n" in result.stderr  # only this input's identifiers
 
 
 def test_a_wrong_forced_format_is_an_error_and_does_not_lock_the_file_out(cli, db_file):
@@ -307,7 +308,7 @@ def test_a_copy_under_another_name_says_what_was_already_stored(cli, db_file, tm
     again = ok(cli("ingest", copy, "--db", db_file))
     assert (
         "7 messages (7 already stored), 3 tool calls (3 already stored), "
-        "1 boundaries (1 already stored)"
+        "1 boundary (1 already stored)"
     ) in again.stderr
 
 
@@ -328,7 +329,7 @@ def test_a_json_document_still_being_written_is_left_for_a_later_ingest(cli, db_
     ) in first.stderr
     live.write_bytes(full[: full.index(b'"task_id": 4')])  # inside the second value
     second = ok(cli("ingest", live, "--db", db_file, "--skip-invalid"))
-    assert "ingested (openai) 1 conversations" in second.stderr
+    assert "ingested (openai) 1 conversation," in second.stderr
     assert "the JSON document is still being written (it ends before it is complete)" in (
         second.stderr
     )
@@ -618,10 +619,10 @@ def test_summary_lines_stay_whole_under_the_progress_bar_of_a_narrow_terminal(tm
     trace.write_bytes(INVOICE.read_bytes())
     text = _stderr_on_terminal(["ingest", str(trace), "--db", str(tmp_path / "t.duckdb")], 60)
     lines = [part for line in text.split("\n") for part in line.split("\r")]
-    expected = f"{trace}: ingested (lexkeep) 1 conversations, 7 messages"
+    expected = f"{trace}: ingested (lexkeep) 1 conversation, 7 messages"
     assert len(expected) > 60
     assert any(line.startswith(expected) for line in lines), text
-    assert any(line.startswith("1 files: 1 ingested") for line in lines), text
+    assert any(line.startswith("1 file: 1 ingested") for line in lines), text
     assert "ingesting" in text  # the bar was there
 
 
@@ -651,7 +652,7 @@ def test_quiet_ingest_prints_only_the_total_line_and_what_needs_a_reader(cli, db
         ["ingest", str(INVOICE), "--db", str(tmp_path / "t.duckdb"), "-q"], 80
     )
     assert text.replace("\r", "").splitlines() == [
-        "1 files: 1 ingested, 0 unchanged, 0 not traces; 7 messages, 3 tool calls"
+        "1 file: 1 ingested, 0 unchanged, 0 not traces; 7 messages, 3 tool calls"
     ]
 
 

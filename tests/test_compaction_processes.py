@@ -280,7 +280,7 @@ def test_ctrl_c_prints_what_finished_before_it(tmp_path, workers, fmt):
     else:
         lines = out.splitlines()
         assert lines[0] == (
-            "1 conversations: planned 2, claimed 2, completed 1, failed 1, skipped 0"
+            "1 conversation: planned 2, claimed 2, completed 1, failed 1, skipped 0"
         ), out
         assert f"failed: c1 pairs {hung}–{hung + 9} (attempt 1): " in out
         assert "the run was interrupted" in out
@@ -397,7 +397,7 @@ def test_an_unreachable_summariser_mid_run_still_reports_what_finished(tmp_path,
     else:
         lines = out.splitlines()
         assert lines[0] == (
-            "1 conversations: planned 4, claimed 2, completed 2, failed 0, skipped 0"
+            "1 conversation: planned 4, claimed 2, completed 2, failed 0, skipped 0"
         ), out
         assert lines[-1] == (
             "stopped: the summariser could not be reached; these counts are what finished"

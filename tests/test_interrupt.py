@@ -78,7 +78,7 @@ def test_ctrl_c_during_an_ingest_prints_the_totals_of_what_was_stored(tmp_path: 
     assert proc.stderr is not None and proc.stdin is not None
     try:
         first = proc.stderr.readline()
-        assert first.startswith(f"{trace}: ingested (lexkeep) 1 conversations".encode()), first
+        assert first.startswith(f"{trace}: ingested (lexkeep) 1 conversation,".encode()), first
         os.killpg(proc.pid, signal.SIGINT)
         rest = proc.stderr.read().decode()
         assert proc.wait(timeout=60) == 130
@@ -87,7 +87,7 @@ def test_ctrl_c_during_an_ingest_prints_the_totals_of_what_was_stored(tmp_path: 
         if proc.poll() is None:
             proc.kill()
     assert rest == (
-        "1 files: 1 ingested, 0 unchanged, 0 not traces; 7 messages, 3 tool calls\n"
+        "1 file: 1 ingested, 0 unchanged, 0 not traces; 7 messages, 3 tool calls\n"
         "interrupted: the files above were stored before Ctrl-C; the ones being read then"
         " were not (ingest them again to add them)\n"
         "Interrupted.\n"

@@ -335,7 +335,7 @@ def test_chat_completions_request_response_wrappers_are_read(tmp_path, cli):
 
     ingested = cli("ingest", path, "--db", tmp_path / "store.duckdb")
     assert ingested.exit_code == 0, ingested.stderr
-    assert "1 conversations, 6 messages, 2 tool calls, 1 boundaries" in ingested.stderr
+    assert "1 conversation, 6 messages, 2 tool calls, 1 boundary" in ingested.stderr
     audited = cli("audit", path, "--format", "json", "--exit-zero")
     assert audited.exit_code == 0, audited.stderr
     verdicts = {f["value"]: f["verdict"] for f in json.loads(audited.stdout)["findings"]}

@@ -57,7 +57,7 @@ def test_jsonl_example_ingests(tmp_path):
     proc = _run(command, tmp_path)
     # The example's invoice is typed before the compaction and never used after it: missing.
     assert proc.returncode == 1, proc.stderr
-    assert "1 conversations, 2 messages, 1 tool calls, 1 boundaries" in proc.stderr
+    assert "1 conversation, 2 messages, 1 tool call, 1 boundary" in proc.stderr
 
 
 def test_audit_settings_snippet_is_accepted(tmp_path):
