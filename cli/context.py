@@ -27,6 +27,17 @@ def _names_a_file(text: str) -> bool:
         return False
 
 
+def _at_most_64_bits(value: int) -> int:
+    """Refuse a size beyond MAX_BYTES (the output names it in JSON, a 64-bit integer).
+
+    Checked here rather than as the option's `max`: help would print the range with its
+    19 digits.
+    """
+    if value > MAX_BYTES:
+        raise typer.BadParameter(f"{value} is more than the largest size, {MAX_BYTES} (2**63-1).")
+    return value
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
 
@@ -40,7 +51,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--budget-bytes",
                 min=1,
-                max=MAX_BYTES,
+                callback=_at_most_64_bits,
                 help="Hard limit on the UTF-8 bytes printed (the whole output, newline included).",
                 metavar="BYTES",
             ),
@@ -56,7 +67,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--answer-bytes",
                 min=0,
-                max=MAX_BYTES,
+                callback=_at_most_64_bits,
                 help="Bound on each assistant answer in a bounded projection of raw pairs.",
                 metavar="BYTES",
             ),

@@ -73,7 +73,7 @@ def test_context_number_beyond_64_bits_is_a_usage_error_not_a_crash(cli, db, opt
     result = cli("context", "c1", *flat, "--db", db)
     assert result.exit_code == 2, result.stdout
     assert "internal error" not in result.stderr
-    assert f"Invalid value for '{option}'" in result.stderr
+    assert f"Invalid value for '{option}': {2**64} is more than the largest size" in result.stderr
     largest = str(2**63 - 1)
     args[option] = largest
     flat = [x for pair in args.items() for x in pair]

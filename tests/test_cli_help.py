@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import typer
 
 from lexkeep.cli.main import app
@@ -119,3 +121,17 @@ def test_every_help_example_runs_in_order_on_the_sample_traces(cli, tmp_path, mo
         assert args[0] == "lexkeep", line
         result = cli(*args[1:])
         assert result.exit_code == expected.get(name, 0), (line, result.stdout, result.stderr)
+
+
+def test_no_help_shows_a_19_digit_range():
+    """`context --help` showed `[1<=x<=9223372036854775807]`: the 64-bit limit is checked, but
+    not printed as a range nobody can read."""
+    group = typer.main.get_command(app)
+    shown = []
+    for name, command in group.commands.items():
+        ctx = typer.Context(command, info_name=name)
+        for param in command.params:
+            record = param.get_help_record(ctx)
+            if record and any(len(digits) > 12 for digits in re.findall(r"\d+", record[1])):
+                shown.append((name, record))
+    assert shown == []
