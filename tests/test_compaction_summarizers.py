@@ -259,6 +259,14 @@ def test_openai_stop_is_a_success_and_no_tools_are_offered(openai_url, monkeypat
     assert "=== assistant message a3 ===" in sent["body"]["messages"][1]["content"]
 
 
+def test_openai_without_a_key_sends_no_authorization(openai_url, monkeypatch):
+    """The key is optional (README): a local server that wants none is asked without one."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    gen = _openai(openai_url, "stop").summarize(request())
+    assert check_generation(gen) is None and gen.text == "Summary: [a0] ORD_88400."
+    assert [sent["auth"] for sent in FakeOpenAI.requests] == [None]
+
+
 @pytest.mark.parametrize(
     ("model", "fragment"),
     [
