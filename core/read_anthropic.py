@@ -2,10 +2,12 @@
 
 Accepted shapes (per file, mixed freely):
 - a request log with `messages` (and optional `system`, and an optional `response` message):
-  one conversation per record, id from `id`/`conversation_id`/`session_id` else
-  `<file name>#<n>` (n = 0-based record index), as for OpenAI files. Records that share an id
-  repeat one conversation: only the messages no earlier record showed are read, numbered
-  `<conversation>/<n>` by their place in its timeline (`lexkeep.core.requestlog`);
+  one conversation per record, id from `id`/`conversation_id`/`session_id`, else the
+  conversation of an earlier record whose history (and `system`) it sends again
+  (requestlog.Resent), else `<file name>#<n>` (n = 0-based record index), as for OpenAI
+  files. Records that share an id repeat one conversation: only the messages no earlier
+  record showed are read, numbered `<conversation>/<n>` by their place in its timeline
+  (`lexkeep.core.requestlog`);
 - one message per line (`{"role":..., "content":...}`, or an API response object with
   `"type":"message"`): one conversation per file, named after the file.
 """
@@ -40,7 +42,7 @@ from lexkeep.core.read_openai import (
     user_kind,
 )
 from lexkeep.core.readers import JsonLine, type_of
-from lexkeep.core.requestlog import Continued, RequestLog, fingerprint
+from lexkeep.core.requestlog import Continued, RequestLog, Resent, fingerprint
 
 # Block types only Anthropic content uses (OpenAI parts are text/image_url/input_audio…).
 _ANTHROPIC_BLOCKS = frozenset(
@@ -81,6 +83,14 @@ def message_print(msg: Any) -> bytes:
         if not (isinstance(b, dict) and type_of(b) in _UNSENT)
     ]
     return fingerprint([msg.get("role"), blocks])
+
+
+def _compaction(msg: Any) -> bool:
+    """True for a message holding a `compaction` block (the client dropped what it
+    summarised)."""
+    return isinstance(msg, dict) and any(
+        isinstance(b, dict) and type_of(b) == "compaction" for b in _blocks(msg.get("content"))
+    )
 
 
 def _input(raw: Any, line: JsonLine) -> tuple[str, ArgumentsKind]:
@@ -252,6 +262,7 @@ class AnthropicReader:
         calls = shared.part("anthropic.calls", ConversationCallIds)
         # conversations whose system prompt was read
         systems = shared.part("anthropic.systems", Systems)
+        resent = Resent()  # requests without ids: their conversations, by what they resend
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
         for item in lines:
@@ -265,21 +276,31 @@ class AnthropicReader:
                 key = conversation_key(value)
                 conv = key or f"{stem}#{index}"
                 index += 1
+                response = value.get("response")
+                if isinstance(response, dict):
+                    msgs = [*msgs, response]
+                prints = [message_print(m) for m in msgs]
+                sent = len(prints) - isinstance(response, dict)
+                seed = b""
+                if key is None:  # the history the request sends again names the conversation
+                    seed = fingerprint(_blocks(value.get("system")))
+                    conv = resent.conversation(prints[:sent], seed, conv)
                 yield Conversation(conv, Format.ANTHROPIC, begins.setdefault(conv, src))
                 if key is not None:  # other records may go on with it, in later files too
                     shared.meet("anthropic", conv)
                 if conv not in systems and value.get("system"):
                     systems.add(conv)  # later requests repeat it (and would store it once)
                     yield from _system(value["system"], f"{conv}/system", conv, src)
-                response = value.get("response")
-                if isinstance(response, dict):
-                    msgs = [*msgs, response]
-                start = first = 0
-                ids = CallIds()
-                if key is not None:  # other records may repeat the conversation so far:
-                    # only the messages none of them showed are new (requestlog)
-                    start, first = log.new_messages(conv, [message_print(m) for m in msgs])
-                    ids = calls.setdefault(conv, ids)
+                # Other records may repeat the conversation so far: only the messages none
+                # of them showed are new (requestlog).
+                if key is not None:
+                    start, first = log.new_messages(conv, prints)
+                    ids = calls.setdefault(conv, CallIds())
+                else:
+                    start, first = resent.log.new_messages(conv, prints)
+                    ids = resent.extra(conv, "calls", CallIds)
+                    restart = max((n for n, m in enumerate(msgs) if _compaction(m)), default=0)
+                    resent.keep(conv, prints, (sent, len(prints)), seed, restart)
                 for k, msg in enumerate(msgs[start:], first):
                     yield from _message(msg, f"{conv}/{k}", conv, src, ids, item)
             elif value.get("role") in ("user", "assistant"):
