@@ -183,6 +183,17 @@ class Systems(set[str]):
             self.add(conversation)
 
 
+def _answer(value: dict[str, Any]) -> bool:
+    """True when the record's `response` is a Messages API response (`"type": "message"`, role
+    assistant): a request log whose requests hold only text is Anthropic by its answers."""
+    response = value.get("response")
+    return (
+        isinstance(response, dict)
+        and type_of(response) == "message"
+        and response.get("role") == "assistant"
+    )
+
+
 class AnthropicReader:
     """Anthropic Messages: request logs with `messages`, or one message per line."""
 
@@ -190,7 +201,8 @@ class AnthropicReader:
     continues = True  # read() takes `continued` (core.requestlog.Continued)
 
     # The OpenAI reader reads `messages` records of both (an Anthropic log whose first
-    # requests hold only text is detected as OpenAI chat): not another format's lines there.
+    # requests hold only text and no response is detected as OpenAI chat): not another
+    # format's lines there.
     read_also_by = frozenset({Format.OPENAI})
 
     def claims(self, value: Any) -> bool:
@@ -214,7 +226,8 @@ class AnthropicReader:
         )
 
     def sniff(self, head: list[Any]) -> int:
-        """Score values whose content blocks are Anthropic-only (tool_use, compaction…)."""
+        """Score values whose content blocks are Anthropic-only (tool_use, compaction…), or
+        requests answered by a Messages API response."""
         score = 0
         for value in head:
             if not isinstance(value, dict):
@@ -238,7 +251,7 @@ class AnthropicReader:
                 for b in (m.get("content") if isinstance(m.get("content"), list) else [])
                 if isinstance(b, dict)
             }
-            if types & _ANTHROPIC_BLOCKS:
+            if types & _ANTHROPIC_BLOCKS or (isinstance(msgs, list) and _answer(value)):
                 score += 6
             elif isinstance(msgs, list) and "system" in value and "model" in value:
                 score += 2

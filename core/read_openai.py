@@ -112,6 +112,23 @@ def _is_message(value: Any) -> bool:
     return isinstance(value, dict) and value.get("role") in _ROLES
 
 
+def _answer(value: dict[str, Any]) -> dict[str, Any] | None:
+    """The message a logged response answered with: a Chat Completions `choices[0].message`,
+    or an Anthropic Messages response (read by the OpenAI reader when its requests held only
+    text) as the message a client sends back, its role and content."""
+    answer = responses.chat_answer(value)
+    response = value.get("response")
+    if (
+        answer is None
+        and isinstance(response, dict)
+        and type_of(response) == "message"
+        and response.get("role") == "assistant"
+        and "content" in response
+    ):
+        answer = {"role": "assistant", "content": response["content"]}
+    return answer
+
+
 def _compaction(msg: Any) -> bool:
     """True for a Responses compaction item in a chat list (the client dropped what it
     summarised)."""
@@ -370,7 +387,7 @@ class OpenAIReader:
             at = f"L{item.line}" if on_line == 1 else f"L{item.line}.{on_line}"
             messages = _messages_of(value)
             if messages is not None:
-                answer = responses.chat_answer(value)
+                answer = _answer(value)
                 if answer is not None:  # a logged Chat Completions response: the list's last
                     messages = [*messages, answer]
                 key = conversation_key(value)
