@@ -2,10 +2,12 @@
 
 Accepted shapes (per file, mixed freely):
 - a request log with `messages` (and optional `system`, and an optional `response` message):
-  one conversation per record, id from `id`/`conversation_id`/`session_id` else
-  `<file name>#<n>` (n = 0-based record index), as for OpenAI files. Records that share an id
-  repeat one conversation: only the messages no earlier record showed are read, numbered
-  `<conversation>/<n>` by their place in its timeline (`lexkeep.core.requestlog`);
+  one conversation per record, id from `id`/`conversation_id`/`session_id`, else the
+  conversation of an earlier record whose history (and `system`) it sends again
+  (requestlog.Resent), else `<file name>#<n>` (n = 0-based record index), as for OpenAI
+  files. Records that share an id repeat one conversation: only the messages no earlier
+  record showed are read, numbered `<conversation>/<n>` by their place in its timeline
+  (`lexkeep.core.requestlog`);
 - one message per line (`{"role":..., "content":...}`, or an API response object with
   `"type":"message"`): one conversation per file, named after the file.
 """
@@ -40,7 +42,7 @@ from lexkeep.core.read_openai import (
     user_kind,
 )
 from lexkeep.core.readers import JsonLine, type_of
-from lexkeep.core.requestlog import Continued, RequestLog, fingerprint
+from lexkeep.core.requestlog import Continued, RequestLog, Resent, fingerprint
 
 # Block types only Anthropic content uses (OpenAI parts are text/image_url/input_audio…).
 _ANTHROPIC_BLOCKS = frozenset(
@@ -81,6 +83,14 @@ def message_print(msg: Any) -> bytes:
         if not (isinstance(b, dict) and type_of(b) in _UNSENT)
     ]
     return fingerprint([msg.get("role"), blocks])
+
+
+def _compaction(msg: Any) -> bool:
+    """True for a message holding a `compaction` block (the client dropped what it
+    summarised)."""
+    return isinstance(msg, dict) and any(
+        isinstance(b, dict) and type_of(b) == "compaction" for b in _blocks(msg.get("content"))
+    )
 
 
 def _input(raw: Any, line: JsonLine) -> tuple[str, ArgumentsKind]:
@@ -173,6 +183,17 @@ class Systems(set[str]):
             self.add(conversation)
 
 
+def _answer(value: dict[str, Any]) -> bool:
+    """True when the record's `response` is a Messages API response (`"type": "message"`, role
+    assistant): a request log whose requests hold only text is Anthropic by its answers."""
+    response = value.get("response")
+    return (
+        isinstance(response, dict)
+        and type_of(response) == "message"
+        and response.get("role") == "assistant"
+    )
+
+
 class AnthropicReader:
     """Anthropic Messages: request logs with `messages`, or one message per line."""
 
@@ -180,7 +201,8 @@ class AnthropicReader:
     continues = True  # read() takes `continued` (core.requestlog.Continued)
 
     # The OpenAI reader reads `messages` records of both (an Anthropic log whose first
-    # requests hold only text is detected as OpenAI chat): not another format's lines there.
+    # requests hold only text and no response is detected as OpenAI chat): not another
+    # format's lines there.
     read_also_by = frozenset({Format.OPENAI})
 
     def claims(self, value: Any) -> bool:
@@ -204,7 +226,8 @@ class AnthropicReader:
         )
 
     def sniff(self, head: list[Any]) -> int:
-        """Score values whose content blocks are Anthropic-only (tool_use, compaction…)."""
+        """Score values whose content blocks are Anthropic-only (tool_use, compaction…), or
+        requests answered by a Messages API response."""
         score = 0
         for value in head:
             if not isinstance(value, dict):
@@ -228,7 +251,7 @@ class AnthropicReader:
                 for b in (m.get("content") if isinstance(m.get("content"), list) else [])
                 if isinstance(b, dict)
             }
-            if types & _ANTHROPIC_BLOCKS:
+            if types & _ANTHROPIC_BLOCKS or (isinstance(msgs, list) and _answer(value)):
                 score += 6
             elif isinstance(msgs, list) and "system" in value and "model" in value:
                 score += 2
@@ -252,6 +275,7 @@ class AnthropicReader:
         calls = shared.part("anthropic.calls", ConversationCallIds)
         # conversations whose system prompt was read
         systems = shared.part("anthropic.systems", Systems)
+        resent = Resent()  # requests without ids: their conversations, by what they resend
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
         for item in lines:
@@ -265,21 +289,31 @@ class AnthropicReader:
                 key = conversation_key(value)
                 conv = key or f"{stem}#{index}"
                 index += 1
+                response = value.get("response")
+                if isinstance(response, dict):
+                    msgs = [*msgs, response]
+                prints = [message_print(m) for m in msgs]
+                sent = len(prints) - isinstance(response, dict)
+                seed = b""
+                if key is None:  # the history the request sends again names the conversation
+                    seed = fingerprint(_blocks(value.get("system")))
+                    conv = resent.conversation(prints[:sent], seed, conv)
                 yield Conversation(conv, Format.ANTHROPIC, begins.setdefault(conv, src))
                 if key is not None:  # other records may go on with it, in later files too
                     shared.meet("anthropic", conv)
                 if conv not in systems and value.get("system"):
                     systems.add(conv)  # later requests repeat it (and would store it once)
                     yield from _system(value["system"], f"{conv}/system", conv, src)
-                response = value.get("response")
-                if isinstance(response, dict):
-                    msgs = [*msgs, response]
-                start = first = 0
-                ids = CallIds()
-                if key is not None:  # other records may repeat the conversation so far:
-                    # only the messages none of them showed are new (requestlog)
-                    start, first = log.new_messages(conv, [message_print(m) for m in msgs])
-                    ids = calls.setdefault(conv, ids)
+                # Other records may repeat the conversation so far: only the messages none
+                # of them showed are new (requestlog).
+                if key is not None:
+                    start, first = log.new_messages(conv, prints)
+                    ids = calls.setdefault(conv, CallIds())
+                else:
+                    start, first = resent.log.new_messages(conv, prints)
+                    ids = resent.extra(conv, "calls", CallIds)
+                    restart = max((n for n, m in enumerate(msgs) if _compaction(m)), default=0)
+                    resent.keep(conv, prints, (sent, len(prints)), seed, restart)
                 for k, msg in enumerate(msgs[start:], first):
                     yield from _message(msg, f"{conv}/{k}", conv, src, ids, item)
             elif value.get("role") in ("user", "assistant"):

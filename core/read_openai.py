@@ -11,12 +11,14 @@ Accepted shapes (per file, mixed freely):
   `{"request": …, "response": …}`), streamed responses (one event per line) and Responses
   items one per line (a session dump): read by `lexkeep.core.read_responses`, see its docstring.
 
-Conversation id: the record's `id`, `conversation_id` or `session_id`; otherwise
-`<file name>#<n>` with n the 0-based index of the record in the file (stable across re-reads
-and appends because the whole file is read again). Message ids are `<conversation>/<index in
-its messages list>` (`<conversation>/L<line>` for bare messages per line). Records that share
-a conversation id (a request log) repeat it: only the messages no earlier record showed are
-read, numbered by their place in the conversation's timeline (`lexkeep.core.requestlog`).
+Conversation id: the record's `id`, `conversation_id` or `session_id`; otherwise, for a
+`messages` record that sends an earlier record's history again, that record's conversation
+(requestlog.Resent), else `<file name>#<n>` with n the 0-based index of the record in the file
+(stable across re-reads and appends because the whole file is read again). Message ids are
+`<conversation>/<index in its messages list>` (`<conversation>/L<line>` for bare messages per
+line). Records of one conversation (a request log) repeat it: only the messages no earlier
+record showed are read, numbered by their place in the conversation's timeline
+(`lexkeep.core.requestlog`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.readers import JsonLine, type_of
-from lexkeep.core.requestlog import Continued, RequestLog, fingerprint
+from lexkeep.core.requestlog import Continued, RequestLog, Resent, fingerprint
 
 _ROLES = {"user", "assistant", "system", "developer", "tool", "function"}
 # Text a harness injects into a user turn; it must never be taken for the user speaking.
@@ -108,6 +110,33 @@ def _arguments(raw: Any, line: JsonLine | None) -> tuple[str, ArgumentsKind]:
 
 def _is_message(value: Any) -> bool:
     return isinstance(value, dict) and value.get("role") in _ROLES
+
+
+def _answer(value: dict[str, Any]) -> dict[str, Any] | None:
+    """The message a logged response answered with: a Chat Completions `choices[0].message`,
+    or an Anthropic Messages response (read by the OpenAI reader when its requests held only
+    text) as the message a client sends back, its role and content."""
+    answer = responses.chat_answer(value)
+    response = value.get("response")
+    if (
+        answer is None
+        and isinstance(response, dict)
+        and type_of(response) == "message"
+        and response.get("role") == "assistant"
+        and "content" in response
+    ):
+        answer = {"role": "assistant", "content": response["content"]}
+    return answer
+
+
+def _compaction(msg: Any) -> bool:
+    """True for a Responses compaction item in a chat list (the client dropped what it
+    summarised)."""
+    return (
+        isinstance(msg, dict)
+        and responses.is_item(msg)
+        and type_of(msg) in responses.COMPACTION_TYPES
+    )
 
 
 def _messages_of(value: dict[str, Any]) -> list[Any] | None:
@@ -187,13 +216,17 @@ def read_messages(
     line: JsonLine | None = None,
     log: RequestLog | None = None,
     ids: CallIds | None = None,
+    prints: list[bytes] | None = None,
 ) -> Iterator[Record]:
     """Records of one OpenAI chat message list, ids `<conv>/<index>`; `line` is the line they
     were decoded from. With `log` (and `ids`, the conversation's call ids), only the messages
-    no earlier list of `conv` showed, numbered by their place in its timeline (requestlog)."""
+    no earlier list of `conv` showed, numbered by their place in its timeline (requestlog);
+    `prints` are the messages' `message_print`s, when known."""
     start = first = 0
     if log is not None:
-        start, first = log.new_messages(conv, [message_print(m) for m in messages])
+        if prints is None:
+            prints = [message_print(m) for m in messages]
+        start, first = log.new_messages(conv, prints)
     ids = CallIds() if ids is None else ids
     for index, msg in enumerate(messages[start:], first):
         yield from _message(msg, f"{conv}/{index}", conv, src, ids, line)
@@ -337,6 +370,7 @@ class OpenAIReader:
         chains = shared.part("openai.chains", responses.Chains)
         stream = responses.Stream()  # a streamed response's events, and its request
         started: set[str] = set()
+        resent = Resent()  # chat requests without ids: their conversations, by what they resend
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
         last_line, on_line = 0, 0
@@ -353,17 +387,29 @@ class OpenAIReader:
             at = f"L{item.line}" if on_line == 1 else f"L{item.line}.{on_line}"
             messages = _messages_of(value)
             if messages is not None:
-                answer = responses.chat_answer(value)
+                answer = _answer(value)
                 if answer is not None:  # a logged Chat Completions response: the list's last
                     messages = [*messages, answer]
                 key = conversation_key(value)
                 conv = key or f"{stem}#{index}"
                 index += 1
+                prints: list[bytes] = []
+                if key is None and isinstance(value.get("messages"), list):
+                    # A request log without ids: the history the request sends again names
+                    # the conversation (requestlog.Resent); a tau-bench `traj` is one run.
+                    prints = [message_print(m) for m in messages]
+                    sent = len(prints) - (answer is not None)
+                    conv = resent.conversation(prints[:sent], b"", conv)
                 title = value.get("title") if isinstance(value.get("title"), str) else None
                 if title is None and "task_id" in value:
                     title = f"task {value['task_id']} trial {value.get('trial', 0)}"
                 yield Conversation(conv, Format.OPENAI, begins.setdefault(conv, src), title=title)
-                if key is None:  # a conversation no other record can repeat
+                if prints:
+                    ids = resent.extra(conv, "calls", CallIds)
+                    yield from read_messages(messages, conv, src, item, resent.log, ids, prints)
+                    restart = max((n for n, m in enumerate(messages) if _compaction(m)), default=0)
+                    resent.keep(conv, prints, (sent, len(prints)), b"", restart)
+                elif key is None:  # a conversation no other record can repeat
                     yield from read_messages(messages, conv, src, item)
                 else:
                     shared.meet("openai", conv)

@@ -25,6 +25,11 @@ of per-day files), which keeps the numbers the same on every read of the same fi
 re-reads of a grown one. A store keeps each conversation's state at the end of every ingest
 (`Memory`), so a file ingested by a later command goes on from what the earlier ones stored;
 requests read again (a grown file read from its start) align with that state as already seen.
+
+Records that name no conversation (a proxy's log of Chat Completions or Messages calls) are
+told apart by what they send again (`Resent`): a request whose list begins with the whole list
+an earlier request of the file sent (with its logged answer, or without) goes on with that
+request's conversation, and is aligned with its timeline as above.
 """
 
 from __future__ import annotations
@@ -131,6 +136,10 @@ class RequestLog:
             timeline = self._timelines[conversation] = _Timeline()
         timeline.append(prints)
 
+    def forget(self, conversation: str) -> None:
+        """Drop the conversation's timeline."""
+        self._timelines.pop(conversation, None)
+
     def new_messages(self, conversation: str, prints: Sequence[bytes]) -> tuple[int, int]:
         """Align one request's message fingerprints with what the file showed before.
 
@@ -144,6 +153,89 @@ class RequestLog:
         if prints and timeline.prints:
             start = timeline.continued_from(prints) or timeline.matched(prints)
         return start, timeline.append(prints[start:])
+
+
+# Conversations without an id a file's reader keeps going at once (Resent): one not continued
+# while this many newer ones were is forgotten, so memory is bounded whatever the file's size.
+LIVE = 4096
+
+
+def _rolled(state: bytes, fp: bytes) -> bytes:
+    return blake2b(state + fp, digest_size=_DIGEST).digest()
+
+
+class Resent:
+    """The conversations of one file's request records that name none, told by the history
+    each request sends again.
+
+    Each request leaves *tips*: a digest of its list as sent (`seed`, e.g. a system prompt
+    kept outside the list, then the messages' fingerprints in order) and of that list followed
+    by its logged answer. A later list that begins with a tip goes on with its conversation;
+    with several, the longest tip, and of equal ones the one sent last. A list may also begin
+    with a message holding a compaction (the client dropped what it summarised): the tips of
+    a list from its last compaction on count as well. Its timeline is aligned in `log` as for
+    requests that share an id. At most `limit` conversations are kept: the one continued
+    least recently is forgotten (its tips, its timeline and its `extra`).
+    """
+
+    def __init__(self, limit: int = LIVE) -> None:
+        self.log = RequestLog()
+        self._limit = limit
+        self._tips: dict[bytes, str] = {}
+        # conversation -> its tips and its extra state, least recently continued first
+        self._live: dict[str, tuple[list[bytes], dict[str, Any]]] = {}
+
+    def conversation(self, prints: Sequence[bytes], seed: bytes, fallback: str) -> str:
+        """The conversation a request sending `prints` (after `seed`) goes on with, else
+        `fallback` (a new one)."""
+        found: str | None = None
+        state = _rolled(b"", seed)
+        for fp in prints:
+            state = _rolled(state, fp)
+            got = self._tips.get(state)
+            if got is not None:
+                found = got  # a longer tip wins
+        conv = found or fallback
+        held = self._live.pop(conv, None)
+        self._live[conv] = ([], {}) if held is None else held
+        while len(self._live) > self._limit:
+            self._forget(next(iter(self._live)))
+        return conv
+
+    def keep(
+        self,
+        conv: str,
+        prints: Sequence[bytes],
+        ends: Sequence[int],
+        seed: bytes = b"",
+        restart: int = 0,
+    ) -> None:
+        """Leave the tips of a request of `conv`: its `prints[:end]` for each end (the list
+        as sent; with its answer), and from `restart` (its last compaction) on when > 0."""
+        tips = self._live.setdefault(conv, ([], {}))[0]
+        starts = (0, restart) if 0 < restart < len(prints) else (0,)
+        for start in starts:
+            state = _rolled(b"", seed)
+            for n in range(start, max(ends, default=0)):
+                state = _rolled(state, prints[n])
+                if n + 1 in ends and n + 1 > start:
+                    self._tips[state] = conv
+                    tips.append(state)
+
+    def extra(self, conv: str, name: str, make: Callable[[], _T]) -> _T:
+        """State a reader keeps for `conv` under `name` (its call ids), made by `make()`."""
+        held = self._live.setdefault(conv, ([], {}))[1]
+        got = held.get(name)
+        if got is None:
+            got = held[name] = make()
+        return got  # type: ignore[no-any-return]
+
+    def _forget(self, conv: str) -> None:
+        tips, _ = self._live.pop(conv)
+        for tip in tips:
+            if self._tips.get(tip) == conv:
+                del self._tips[tip]
+        self.log.forget(conv)
 
 
 class Kept(Protocol):

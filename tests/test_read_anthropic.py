@@ -224,3 +224,48 @@ def test_request_response_wrappers_are_read_as_the_request_logs_they_wrap(tmp_pa
 
     assert shown(wrapped) == shown(plain)
     assert any(isinstance(r, ToolCall) for r in read_records(wrapped))
+
+
+def _text_only_log(path: Path) -> Path:
+    """An Anthropic request log whose requests hold only text, each with its response."""
+    user = "Refund order ORD-77812, please."
+    answers = ["Which card?", "Refunding ORD-77812 to the card ending 4242."]
+    first = [{"role": "user", "content": user}]
+    said = {"role": "assistant", "content": [{"type": "text", "text": answers[0]}]}
+    second = [*first, said, {"role": "user", "content": "Visa"}]  # the answer sent back
+    lines = []
+    for n, messages in enumerate((first, second)):
+        response = {
+            "id": f"msg_0{n}",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": answers[n]}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        }
+        request = {"model": "claude-sonnet-4-5", "max_tokens": 1024, "messages": messages}
+        lines.append({"session_id": "s-9", "request": request, "response": response})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_a_text_only_anthropic_log_is_read_with_its_last_answer(tmp_path, cli):
+    """Requests holding only text, answered by Anthropic message objects: the file was
+    detected as OpenAI chat, whose reader ignored the responses, so the last request's
+    answer was lost. The response's shape tells the format; read as OpenAI (forced), the
+    answer is read too, once."""
+    path = _text_only_log(tmp_path / "proxy.jsonl")
+    ingested = cli("ingest", path, "--db", tmp_path / "s.duckdb")
+    assert ingested.exit_code == 0, ingested.stderr
+    assert "ingested (anthropic) 1 conversations, 4 messages" in ingested.stderr
+
+    forced = [
+        (r.id, r.text)
+        for r in read_records(path, Format.OPENAI)
+        if isinstance(r, Message) and r.role == Role.ASSISTANT
+    ]
+    assert forced == [
+        ("s-9/1", "Which card?"),
+        ("s-9/3", "Refunding ORD-77812 to the card ending 4242."),
+    ]

@@ -1,0 +1,234 @@
+"""Request logs without conversation ids: the history each request sends again names it.
+
+A proxy log of Chat Completions or Anthropic Messages calls usually has no `conversation_id`
+or `session_id`. Each record was its own conversation (`<file>#<n>`): the history a client
+sends again with every call was stored once per line, and a compaction block in a later
+request was a boundary of another conversation than the turns it summarised. A request whose
+list begins with an earlier request's list (and its logged answer) now goes on with that
+request's conversation (docs/formats.md, *Request logs without ids*).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import FIXTURES
+
+from lexkeep.core.requestlog import fingerprint
+from lexkeep.core.store import Store
+
+COMPACTED = FIXTURES / "request_logs" / "anthropic_compaction.jsonl"
+
+# What the agent's tool calls after each compaction kept of what the user typed (as with the
+# log's conversation id, tests/test_request_logs.py).
+EXPECTED = {
+    "ORD-77812": "kept",
+    "cus_NffrFeUfNV2Hib": "missing",
+    "dana.kim@example.com": "missing",
+    "INV-2025-08-44719": "altered",
+    "WH-4471-B": "kept",
+    "OPS-2291": "missing",
+}
+
+
+def _write(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def _findings(cli, *args) -> list[dict]:
+    audited = cli("audit", *args, "--format", "json", "--exit-zero")
+    assert audited.exit_code == 0, audited.stderr
+    return json.loads(audited.stdout)["findings"]
+
+
+def _rows(db: Path, conversation: dict[str, str]) -> dict[str, list[tuple]]:
+    """Messages, calls, results and boundaries in timeline order, conversation ids renamed
+    by `conversation`, with the line each was read from."""
+    with Store.open(db) as store:
+        con = store.con
+
+        def rows(sql: str) -> list[tuple]:
+            out = []
+            for row in con.execute(sql).fetchall():
+                row = list(row)
+                for name, to in conversation.items():
+                    row = [v.replace(name, to) if isinstance(v, str) else v for v in row]
+                out.append(tuple(row))
+            return out
+
+        return {
+            "conversations": rows("SELECT id, source_line FROM conversations ORDER BY id"),
+            "messages": rows(
+                "SELECT conversation_id, id, kind, text, source_line FROM messages"
+                " ORDER BY conversation_id, position"
+            ),
+            "tool_calls": rows(
+                "SELECT conversation_id, call_id, name, arguments_raw, source_line"
+                " FROM tool_calls ORDER BY conversation_id, position"
+            ),
+            "tool_results": rows(
+                "SELECT conversation_id, call_id, text FROM tool_results"
+                " ORDER BY conversation_id, position"
+            ),
+            "boundaries": rows(
+                "SELECT conversation_id, id, source_line FROM boundaries"
+                " ORDER BY conversation_id, position"
+            ),
+        }
+
+
+def _chat_calls() -> list[dict]:
+    """Three Chat Completions calls of one conversation as a proxy logs them, with no
+    conversation id: each request sends the previous one, its answer and one more turn."""
+    call = {
+        "id": "call_abc",
+        "type": "function",
+        "function": {"name": "lookup_order", "arguments": '{"order_id":"ORD-77812"}'},
+    }
+    system = {"role": "system", "content": "You handle refunds."}
+    u0 = {"role": "user", "content": "Refund order ORD-77812, invoice INV-2025-08-44719."}
+    a0 = {"role": "assistant", "content": None, "tool_calls": [call], "refusal": None}
+    t0 = {"role": "tool", "tool_call_id": "call_abc", "content": "delivered"}
+    a1 = {"role": "assistant", "content": "Delivered. Refund it?", "refusal": None}
+    u1 = {"role": "user", "content": "Yes, to card ending 4242."}
+    a2 = {"role": "assistant", "content": "Refunded.", "refusal": None}
+    sent_a0 = {k: v for k, v in a0.items() if v is not None}  # sent back without null keys
+    requests = [[system, u0], [system, u0, sent_a0, t0], [system, u0, sent_a0, t0, a1, u1]]
+    out = []
+    for n, (messages, answer) in enumerate(zip(requests, [a0, a1, a2], strict=True)):
+        response = {
+            "id": f"chatcmpl-{n}",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": answer, "finish_reason": "stop"}],
+        }
+        out.append({"request": {"model": "gpt-4o", "messages": messages}, "response": response})
+    return out
+
+
+def test_chat_calls_without_an_id_that_send_the_history_again_are_one_conversation(cli, tmp_path):
+    """Three wrapped calls with no id were three conversations, the system prompt and the
+    first user turn stored three times; now they are the one conversation the same log with
+    a `session_id` is, message for message and line for line."""
+    calls = _chat_calls()
+    bare = _write(tmp_path / "proxy.jsonl", calls)
+    named = _write(tmp_path / "named.jsonl", [c | {"session_id": "s-1"} for c in calls])
+    ingested = cli("ingest", bare, "--db", tmp_path / "bare.duckdb")
+    assert ingested.exit_code == 0, ingested.stderr
+    assert "1 conversations, 6 messages, 1 tool calls" in ingested.stderr
+    assert cli("ingest", named, "--db", tmp_path / "named.duckdb").exit_code == 0
+    bare_rows = _rows(tmp_path / "bare.duckdb", {"proxy.jsonl#0": "C"})
+    assert bare_rows == _rows(tmp_path / "named.duckdb", {"s-1": "C"})
+    assert [m[1] for m in bare_rows["messages"]] == [f"C/{n}" for n in (0, 1, 2, 4, 5, 6)]
+
+    # A grown log adds only the new call's messages, to the same conversation.
+    more = json.loads(json.dumps(calls[2]))
+    messages = more["request"]["messages"]
+    messages += [more["response"]["choices"][0]["message"], {"role": "user", "content": "Thanks"}]
+    more["response"]["choices"][0]["message"] = {"role": "assistant", "content": "Welcome."}
+    _write(bare, [*calls, more])
+    grown = cli("ingest", bare, "--db", tmp_path / "bare.duckdb")
+    assert grown.exit_code == 0, grown.stderr
+    assert "1 conversations, 2 messages" in grown.stderr
+    with Store.open(tmp_path / "bare.duckdb") as store:
+        got = store.con.execute(
+            "SELECT id, text FROM messages WHERE source_line = 4 ORDER BY position"
+        ).fetchall()
+    assert got == [("proxy.jsonl#0/7", "Thanks"), ("proxy.jsonl#0/8", "Welcome.")]
+
+
+def test_a_compacted_anthropic_log_without_ids_is_audited_as_one_conversation(cli, tmp_path):
+    """The compacted Anthropic log without its `conversation_id`: the requests after each
+    compaction start with the response that holds the block, so they go on with the
+    conversation whose answer it was. The audit was split over the records (and
+    INV-2025-08-44719, sent altered after the first compaction, was `missing`); now it is
+    the audit of the log with its id, each identifier once."""
+    records = [json.loads(line) for line in COMPACTED.read_text().splitlines()]
+    for record in records:
+        del record["conversation_id"]
+    bare = _write(tmp_path / "proxy.jsonl", records)
+    findings = _findings(cli, bare)
+    assert {f["value"]: f["verdict"] for f in findings} == EXPECTED
+    assert len(findings) == len(EXPECTED)
+    assert {f["conversation_id"] for f in findings} == {"proxy.jsonl#0"}
+
+    ingested = cli("ingest", bare, "--db", tmp_path / "bare.duckdb")
+    assert ingested.exit_code == 0, ingested.stderr
+    assert cli("ingest", COMPACTED, "--db", tmp_path / "named.duckdb").exit_code == 0
+    renamed = {"proxy.jsonl#0": "C"}
+    assert _rows(tmp_path / "bare.duckdb", renamed) == _rows(
+        tmp_path / "named.duckdb", {"sess-7f3a": "C"}
+    )
+
+
+def test_a_summary_request_and_unrelated_requests_start_their_own_conversations(cli, tmp_path):
+    """What prefixes cannot tell: a client that replaced the history with a summary sends
+    only the system prompt of the earlier requests again, so the summary starts a new
+    conversation (which its own later requests go on with); a request sent twice adds
+    nothing; two requests that share only the system prompt are two conversations."""
+    system = {"role": "system", "content": "You handle refunds."}
+    u0 = {"role": "user", "content": "Refund order ORD-77812."}
+    a0 = {"role": "assistant", "content": "Done."}
+    summary = {"role": "user", "content": "Summary so far: order ORD-77812 was refunded."}
+    a1 = {"role": "assistant", "content": "Noted."}
+    other = {"role": "user", "content": "Where is parcel PKG-5521?"}
+    requests = [
+        {"messages": [system, u0]},  # 0
+        {"messages": [system, u0, a0, _user("And invoice INV-2025-08-44719?")]},  # 0
+        {"messages": [system, u0, a0, _user("And invoice INV-2025-08-44719?")]},  # sent again
+        {"messages": [system, other]},  # 3
+        {"messages": [system, summary]},  # 4
+        {"messages": [system, summary, a1, _user("Close the ticket.")]},  # 4
+    ]
+    log = _write(tmp_path / "log.jsonl", requests)
+    ingested = cli("ingest", log, "--db", tmp_path / "s.duckdb")
+    assert ingested.exit_code == 0, ingested.stderr
+    with Store.open(tmp_path / "s.duckdb") as store:
+        got = store.con.execute(
+            "SELECT id, source_line FROM messages ORDER BY conversation_id, position"
+        ).fetchall()
+    assert got == [
+        ("log.jsonl#0/0", 1),
+        ("log.jsonl#0/1", 1),
+        ("log.jsonl#0/2", 2),
+        ("log.jsonl#0/3", 2),
+        ("log.jsonl#3/0", 4),
+        ("log.jsonl#3/1", 4),
+        ("log.jsonl#4/0", 5),
+        ("log.jsonl#4/1", 5),
+        ("log.jsonl#4/2", 6),
+        ("log.jsonl#4/3", 6),
+    ]
+
+
+def _user(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+def test_the_longest_and_latest_earlier_request_names_the_conversation():
+    """Resent directly: a list that begins with the lists of two earlier requests goes on
+    with the one whose list is longer; at equal length, with the one that sent it last; a
+    conversation not continued for `limit` newer ones is forgotten (memory stays bounded)."""
+    from lexkeep.core.requestlog import Resent
+
+    fp = [fingerprint(n) for n in range(8)]
+    resent = Resent(limit=2)
+    assert resent.conversation(fp[:2], b"", "A") == "A"
+    resent.keep("A", fp[:2], (2,))
+    assert resent.conversation(fp[:3], b"", "B") == "A"  # [0, 1] begins it
+    resent.keep("A", fp[:3], (3,))
+    assert resent.conversation(fp[:4], b"", "C") == "A"  # [0, 1, 2], the longest
+    assert resent.conversation(fp[2:4], b"", "D") == "D"  # begins with no earlier list
+    resent.keep("D", fp[2:4], (2,))
+    assert resent.conversation(fp[2:5], b"", "E") == "D"
+    assert resent.conversation(fp[:2], b"seed", "F") == "F"  # another system prompt
+    resent.keep("F", fp[:2], (2,), b"seed")
+    # three conversations with a limit of two: A, continued least recently, is forgotten
+    assert resent.conversation(fp[:3], b"", "G") == "G"
+    assert resent.log.dump("A") is None
+
+    tied = Resent()
+    tied.keep("X", fp[:2], (2,))
+    tied.keep("Y", fp[:2], (2,))
+    assert tied.conversation(fp[:3], b"", "Z") == "Y"
