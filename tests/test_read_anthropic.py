@@ -258,7 +258,7 @@ def test_a_text_only_anthropic_log_is_read_with_its_last_answer(tmp_path, cli):
     path = _text_only_log(tmp_path / "proxy.jsonl")
     ingested = cli("ingest", path, "--db", tmp_path / "s.duckdb")
     assert ingested.exit_code == 0, ingested.stderr
-    assert "ingested (anthropic) 1 conversations, 4 messages" in ingested.stderr
+    assert "ingested (anthropic) 1 conversation, 4 messages" in ingested.stderr
 
     forced = [
         (r.id, r.text)

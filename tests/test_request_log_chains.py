@@ -116,7 +116,7 @@ def test_chat_calls_without_an_id_that_send_the_history_again_are_one_conversati
     named = _write(tmp_path / "named.jsonl", [c | {"session_id": "s-1"} for c in calls])
     ingested = cli("ingest", bare, "--db", tmp_path / "bare.duckdb")
     assert ingested.exit_code == 0, ingested.stderr
-    assert "1 conversations, 6 messages, 1 tool calls" in ingested.stderr
+    assert "1 conversation, 6 messages, 1 tool call" in ingested.stderr
     assert cli("ingest", named, "--db", tmp_path / "named.duckdb").exit_code == 0
     bare_rows = _rows(tmp_path / "bare.duckdb", {"proxy.jsonl#0": "C"})
     assert bare_rows == _rows(tmp_path / "named.duckdb", {"s-1": "C"})
@@ -130,7 +130,7 @@ def test_chat_calls_without_an_id_that_send_the_history_again_are_one_conversati
     _write(bare, [*calls, more])
     grown = cli("ingest", bare, "--db", tmp_path / "bare.duckdb")
     assert grown.exit_code == 0, grown.stderr
-    assert "1 conversations, 2 messages" in grown.stderr
+    assert "1 conversation, 2 messages" in grown.stderr
     with Store.open(tmp_path / "bare.duckdb") as store:
         got = store.con.execute(
             "SELECT id, text FROM messages WHERE source_line = 4 ORDER BY position"
