@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from lexkeep.core.controls import visible
 from lexkeep.core.errors import (
     LexkeepError,
     SettingsWarning,
@@ -106,9 +107,10 @@ def stdout_console(file: Any = None) -> "Console":
 
 def print_error(err: LexkeepError) -> None:
     """`Error: file:line:col: reason` then an optional `Hint:` line, on stderr."""
-    sys.stderr.write(f"Error: {err}\n")
+    # A file name or an id from a trace may hold ESC sequences or a bidirectional override.
+    sys.stderr.write(f"Error: {visible(str(err))}\n")
     if err.hint:
-        sys.stderr.write(f"Hint: {err.hint}\n")
+        sys.stderr.write(f"Hint: {visible(err.hint)}\n")
     sys.stderr.flush()
 
 

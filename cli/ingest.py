@@ -8,6 +8,7 @@ import orjson
 import typer
 
 from lexkeep.cli.common import EXIT_INTERRUPTED, DbOption, db_path, progress, stdout_console
+from lexkeep.core.controls import visible, visible_json
 from lexkeep.core.formats import format_names
 from lexkeep.core.inspect import Stats, Timeline, show, stats
 from lexkeep.core.model import FileCounts
@@ -73,7 +74,8 @@ def _copies(read: int, added: int | None) -> str:
 
 def _print_line(line: str) -> None:
     # Plain stderr writes: summary lines stay one line each (no wrapping) for log readers.
-    sys.stderr.write(line + "\n")
+    # A file name may hold ESC sequences or a bidirectional override: shown as \\uXXXX.
+    sys.stderr.write(visible(line) + "\n")
     sys.stderr.flush()
 
 
@@ -106,7 +108,8 @@ def _print_summary(counts: FileCounts) -> None:
 
 
 def _write_json(value: object) -> None:
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+    data = orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    sys.stdout.write(visible_json(data).decode() + "\n")
 
 
 def render_stats(report: Stats) -> None:
@@ -137,7 +140,7 @@ def render_stats(report: Stats) -> None:
     if report.records_left_out:
         out.print(
             f"records left out, their conversation already holding their id with other content:"
-            f" {report.records_left_out} (first: {report.first_left_out})",
+            f" {report.records_left_out} (first: {visible(report.first_left_out or '')})",
             soft_wrap=True,
         )
     if report.incomplete_scans:
@@ -147,8 +150,6 @@ def render_stats(report: Stats) -> None:
 def render_timeline(t: Timeline) -> None:
     """A conversation's timeline, readable on a terminal."""
     from rich.text import Text
-
-    from lexkeep.audit.render import visible
 
     console = stdout_console()
 
