@@ -420,3 +420,36 @@ def test_compact_with_an_unreachable_summariser_stops_and_spends_no_attempt(cli,
     assert r.exit_code == 0, r.stdout + r.stderr
     jobs = json.loads(cli("compactions", "--db", db_file, "--format", "json").stdout)["jobs"]
     assert [(j["status"], j["attempts"]) for j in jobs] == [("completed", 1)]
+
+
+def test_compact_refuses_a_lease_shorter_than_the_summariser_s_timeout(cli, db_file, tmp_path):
+    """`--lease-seconds 30 --timeout 120` with a summariser taking 40 s: every summary arrived
+    after its lease and was refused, and both attempts of every range were spent. The lease
+    must cover the call, so that combination is refused before anything is claimed."""
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    script = tmp_path / "echo.py"
+    script.write_text("import sys\nsys.stdout.write('s ' + sys.stdin.read()[:20])\n")
+    spec = f'command:"{sys.executable} {script}"'
+    r = cli("compact", "--db", db_file, "-s", spec, "--lease-seconds", "30", "--timeout", "120")
+    assert r.exit_code == 2, r.stderr
+    assert (
+        "Error: --lease-seconds 30 cannot cover a summariser call of up to --timeout 120 s and "
+        "5 s to store its outcome\n" in r.stderr
+    ), r.stderr
+    assert "Hint: pass --lease-seconds 125 or more, or a --timeout of at most 25;" in r.stderr
+    r = cli("compactions", "--db", db_file, "--format", "json")
+    assert json.loads(r.stdout)["jobs"] == []  # nothing was claimed
+    # a lease that covers the call, or the default (--timeout + 60), runs
+    r = cli("compact", "--db", db_file, "-s", spec, "--lease-seconds", "30", "--timeout", "25")
+    assert r.exit_code == 0, r.stderr
+    assert "completed 1" in r.stdout
+
+
+def test_compact_extractive_takes_any_lease(cli, db_file):
+    """The offline summariser answers at once: no --timeout applies to it."""
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    r = cli("compact", "--db", db_file, "--lease-seconds", "5", "--timeout", "120")
+    assert r.exit_code == 0, r.stderr
+    assert "completed 1" in r.stdout
