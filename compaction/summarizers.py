@@ -104,7 +104,13 @@ class SummaryRequest:
         return f"{self.instructions.rstrip()}\n\n{self.answers_block()}\n"
 
     def input_sha256(self) -> str:
-        """SHA-256 of the exact rendered prompt."""
+        """SHA-256 of `render()` in UTF-8: the stored input digest of a summary.
+
+        The prompt's content, whatever the backend: the bytes `command:` reads on stdin, and
+        for `openai` its system message, a blank line, its user message and a line feed (not
+        the HTTP body, which adds the model name, temperature and JSON escaping). So it can be
+        recomputed from the shipped prompt and the stored answers.
+        """
         return hashlib.sha256(self.render().encode("utf-8")).hexdigest()
 
 
@@ -704,7 +710,8 @@ class OpenAISummarizer(Summarizer):
                 "model": self.model,
                 "temperature": 0,
                 "messages": [
-                    {"role": "system", "content": request.instructions},
+                    # render()'s two parts exactly, so the stored input digest is theirs
+                    {"role": "system", "content": request.instructions.rstrip()},
                     {"role": "user", "content": request.answers_block()},
                 ],
             }

@@ -369,6 +369,30 @@ def test_openai_response_beyond_the_limit_is_a_failure(openai_url):
     assert "ORD_88400" in gen.error and len(gen.error) < 400
 
 
+def test_openai_input_digest_is_that_of_the_two_messages_sent(openai_url, tmp_path):
+    """The stored input digest is the SHA-256 of the rendered prompt: the instructions, a
+    blank line, the answers and a line feed, which is what `command:` reads on stdin. `openai`
+    sends those two parts as its system and user messages, so the digest can be checked from
+    them; the system message used to keep the prompt's final line feed, which render() drops,
+    so no digest of what was sent matched the stored one."""
+    import hashlib
+
+    from test_compaction_support import build
+
+    from lexkeep.compaction.engine import run_compaction
+    from lexkeep.core.store import Store
+
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 30})
+        report = run_compaction(store, summarizer=_openai(openai_url, "stop"))
+        assert report.completed == 1, report
+        (stored,) = store.con.execute("SELECT input_sha256 FROM compactions").fetchone()
+    system, user = (m["content"] for m in FakeOpenAI.requests[0]["body"]["messages"])
+    sent = f"{system}\n\n{user}\n".encode()
+    assert hashlib.sha256(sent).hexdigest() == stored
+
+
 def refusing_url() -> str:
     """A loopback URL whose port refuses connections (bound once, then closed)."""
     with socket.socket() as sock:
