@@ -299,16 +299,19 @@ def progress(
 
     count_column = DownloadColumn() if unit == "bytes" else MofNCompleteColumn()
     with Progress(
-        TextColumn("{task.description}"),
+        # A description may name a conversation from a trace: shown as it is, never read as
+        # Rich markup (`c[/x]` raised MarkupError), its controls and overrides as \uXXXX.
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         count_column,
         TimeRemainingColumn(),
         console=stderr_console(),
         transient=True,
     ) as bar:
-        task = bar.add_task(description, total=total)
+        task = bar.add_task(visible(description), total=total)
 
         def advance(n: int = 1, description: str | None = None) -> None:
-            bar.update(task, advance=n, description=description or bar.tasks[0].description)
+            shown = visible(description) if description else bar.tasks[0].description
+            bar.update(task, advance=n, description=shown)
 
         yield advance

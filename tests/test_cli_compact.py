@@ -3,9 +3,13 @@ audit sees the lexkeep summary as a boundary."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
+import threading
 
+import pytest
 from test_compaction_support import build
 
 from lexkeep.core.store import Store
@@ -453,3 +457,38 @@ def test_compact_extractive_takes_any_lease(cli, db_file):
     r = cli("compact", "--db", db_file, "--lease-seconds", "5", "--timeout", "120")
     assert r.exit_code == 0, r.stderr
     assert "completed 1" in r.stdout
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal is POSIX")
+def test_compact_progress_on_a_terminal_shows_a_conversation_id_as_it_is(tmp_path):
+    """The progress bar (stderr on a terminal) read its description as Rich markup: the id
+    `c[/x]` stopped the run with `internal error: MarkupError`."""
+    import pty
+    import subprocess
+
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c[/x]": 30})
+    master, slave = pty.openpty()
+    seen = bytearray()
+
+    def drain() -> None:
+        with contextlib.suppress(OSError):
+            while chunk := os.read(master, 65536):
+                seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    proc = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", "compact", "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        text=True,
+        timeout=120,
+    )
+    os.close(slave)
+    reader.join(10)
+    os.close(master)
+    assert proc.returncode == 0, bytes(seen).decode("utf-8", "replace")
+    assert "completed 1" in proc.stdout
+    assert b"MarkupError" not in seen, bytes(seen)
