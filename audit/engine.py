@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import sys
 from collections import Counter, defaultdict
@@ -37,6 +38,7 @@ from lexkeep.audit.report import (
     Gate,
     KindResult,
     distribution,
+    flat_rows,
     gc_paused,
     redact,
     redact_key,
@@ -55,6 +57,7 @@ from lexkeep.core.nearmiss import (
     Difference,
     GroupedRun,
     NearMiss,
+    bounded_distance,
     candidates,
     fold,
     grouped_runs,
@@ -258,6 +261,13 @@ def audit_command(
     settings = resolve(flags or {})
     if not paths and db is None:
         db = default_db_path()
+        if not os.environ.get("LEXKEEP_DB") and not os.path.exists(db):
+            # `lexkeep audit` alone, with no store here: say both ways to audit something
+            raise ConfigError(
+                f"nothing to audit: no trace files given, and no lexkeep store at {db}",
+                hint="name trace files or folders (lexkeep audit TRACES...), or a store filled"
+                " by lexkeep ingest (lexkeep audit --db FILE)",
+            )
     try:
         report = run_audit(
             paths=paths,
@@ -357,7 +367,7 @@ def run_audit(
                 ):
                     phase("auditing identifiers")
                     with LineCheck(files[0][0]) as check:
-                        report = audit_store(store, settings, inputs=tuple(paths))
+                        report = audit_store(store, settings, inputs=tuple(paths), of_files=True)
                         if not check.passed():
                             # A line the reader reads otherwise: the normal ingest decides.
                             report = None
@@ -385,7 +395,7 @@ def run_audit(
                     )
                     raise _no_traces(paths, len(counts), empty, writing)
                 phase("auditing identifiers")
-                report = audit_store(store, settings, inputs=tuple(paths))
+                report = audit_store(store, settings, inputs=tuple(paths), of_files=True)
                 report = _with_incomplete_documents(report, counts)
                 report = _with_unknown_records(report, counts)
     else:
@@ -478,10 +488,20 @@ def _load_rules(rules: str | None) -> Any:
     return load_rules(rules)
 
 
-def audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...] = ()) -> AuditReport:
-    """Run the audit over everything in `store` and judge it against the gate settings."""
+def audit_store(
+    store: Store,
+    settings: AuditSettings,
+    inputs: tuple[str, ...] = (),
+    *,
+    of_files: bool = False,
+) -> AuditReport:
+    """Run the audit over everything in `store` and judge it against the gate settings.
+
+    `of_files`: `store` is an audit's private store of trace files, which holds only what the
+    audit reads (its notes say so where that makes a count differ from a store's).
+    """
     with gc_paused():
-        return _audit_store(store, settings, inputs)
+        return _audit_store(store, settings, inputs, of_files)
 
 
 # DuckDB's share of an audit of trace files (its private store spills beyond it): the findings
@@ -493,7 +513,9 @@ AUDIT_MEMORY_LIMIT = "512MB"
 AUDIT_BATCH = 100_000
 
 
-def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...]) -> AuditReport:
+def _audit_store(
+    store: Store, settings: AuditSettings, inputs: tuple[str, ...], of_files: bool
+) -> AuditReport:
     con = store.con
     # lexkeep shows its own progress on stderr; DuckDB's bar would land on a terminal's stdout.
     con.execute("SET enable_progress_bar = false")
@@ -518,15 +540,21 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
         total = con.execute("SELECT count(*) FROM conversations").fetchone()[0]
         # User messages before a boundary that the sidecar never scanned (e.g. a store
         # ingested before identifier extraction existed): their identifiers are unknown.
-        unscanned = con.execute(
+        # The count, and the first such message's FILE:LINE so the user can look at it.
+        unscanned_row = con.execute(
             """
-            SELECT count(*) FROM messages m
+            SELECT count(*) OVER (), m.source_file, m.source_line FROM messages m
             WHERE m.kind = 'user_text'
               AND m.position < (SELECT max(b.position) FROM boundaries b
                                 WHERE b.conversation_id = m.conversation_id)
               AND NOT EXISTS (SELECT 1 FROM identifier_scans s WHERE s.message_id = m.id)
+            ORDER BY m.source_file, m.source_line LIMIT 1
             """
-        ).fetchone()[0]
+        ).fetchone()
+        unscanned = 0 if unscanned_row is None else unscanned_row[0]
+        first_unscanned = (
+            None if unscanned_row is None else f"{shown[unscanned_row[1]]}:{unscanned_row[2]}"
+        )
         # A scan that ran out of its time budget may have stopped before some identifiers:
         # those are in no finding at all, so the report must say how many messages that hit.
         # The count, and the first such message's FILE:LINE so the user can look at it.
@@ -546,12 +574,20 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
         )
         # Lines dropped by --skip-invalid may have held user identifiers or tool calls: a
         # report that passes without saying so would overstate what was checked.
-        skipped = con.execute(
-            "SELECT count(*) FROM ingest_errors WHERE reason <> ?", [ID_CONFLICT]
-        ).fetchone()[0]
+        # The count, and the first such line's FILE:LINE so the user can open and fix it.
+        skipped_row = con.execute(
+            "SELECT count(*) OVER (), path, line FROM ingest_errors WHERE reason <> ?"
+            " ORDER BY ingest_run_id, line LIMIT 1",
+            [ID_CONFLICT],
+        ).fetchone()
+        skipped = 0 if skipped_row is None else skipped_row[0]
+        first_skipped = None if skipped_row is None else f"{shown[skipped_row[1]]}:{skipped_row[2]}"
         # Records left out for an id their conversation held with other content: not invalid,
         # but not in the store either (recorded by the ingest, also one of an earlier run).
-        conflicts = left_out(store)
+        # Those the audit reads (user messages, tool calls, compactions) are missing from it;
+        # the others (tool results, other messages) it never reads.
+        conflicts = left_out(store, read=True)
+        unread_conflicts = left_out(store, read=False)
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_audit_ids")
     return build_report(
@@ -561,10 +597,14 @@ def _audit_store(store: Store, settings: AuditSettings, inputs: tuple[str, ...])
         settings,
         inputs,
         unscanned=unscanned,
+        first_unscanned=first_unscanned,
         incomplete_scans=incomplete,
         first_incomplete_scan=first_incomplete,
         skipped_lines=skipped,
+        first_skipped_line=first_skipped,
         left_out=conflicts,
+        left_out_unread=unread_conflicts,
+        of_files=of_files,
     )
 
 
@@ -586,12 +626,21 @@ def build_report(
     inputs: tuple[str, ...] = (),
     *,
     unscanned: int = 0,
+    first_unscanned: str | None = None,
     incomplete_scans: int = 0,
     first_incomplete_scan: str | None = None,
     skipped_lines: int = 0,
+    first_skipped_line: str | None = None,
     left_out: tuple[int, str | None] = (0, None),
+    left_out_unread: tuple[int, str | None] = (0, None),
+    of_files: bool = False,
 ) -> AuditReport:
-    """Aggregate findings per conversation, per kind and overall, and judge the gate."""
+    """Aggregate findings per conversation, per kind and overall, and judge the gate.
+
+    `left_out`: records the audit reads that ingests left out for an id their conversation
+    held with other content (how many, the first); `left_out_unread`: those it does not read.
+    `of_files`: the store is an audit's private store of trace files (see audit_store).
+    """
     # Plain tallies first: building frozen Counts per finding would copy 60k+ objects.
     tally: Counter[tuple[str, str, str]] = Counter(tally_keys(findings))
     conv_tally: dict[str, Counter[str]] = defaultdict(Counter)
@@ -612,14 +661,21 @@ def build_report(
     kinds = tuple(KindResult(k, per_kind[k]) for k in sorted(per_kind))
     notes = []
     if totals.unverified:
+        # Where the first was typed (FILE:LINE), in the findings' order, so it can be opened.
+        first = next(
+            (f"{row[5]}:{row[6]}" for row in flat_rows(findings) if row[4] == "unverified"), None
+        )
         notes.append(
-            f"{totals.unverified} identifier(s) unverified: their message's identifier scan ran"
-            " out of time, so they are never reported missing and stay outside the ratio"
+            f"{totals.unverified} identifier(s) unverified"
+            + (f" (first: {first})" if first else "")
+            + ": their message's identifier scan ran out of time, so they are never reported"
+            " missing and stay outside the ratio"
         )
     if unscanned:
         notes.append(
-            f"{unscanned} user message(s) before a boundary were never scanned for identifiers;"
-            " re-ingest the traces to audit them"
+            f"{unscanned} user message(s) before a boundary were never scanned for identifiers"
+            + (f" (first: {first_unscanned})" if first_unscanned else "")
+            + "; re-ingest the traces to audit them"
         )
     if incomplete_scans:
         notes.append(
@@ -630,14 +686,28 @@ def build_report(
         )
     if skipped_lines:
         notes.append(
-            f"{skipped_lines} invalid trace line(s) were skipped (--skip-invalid); whatever"
-            " they held is not in this audit"
+            f"{skipped_lines} invalid trace line(s) were skipped by --skip-invalid"
+            + (f" (first: {first_skipped_line})" if first_skipped_line else "")
+            + "; whatever they held is not in this audit"
         )
     if left_out[0]:
+        note = (
+            f"{left_out[0]} record(s) the audit reads (user messages, tool calls, compactions)"
+            " were left out because their conversation already held their id with other"
+            f" content (first: {left_out[1]}); whatever they held is not in this audit"
+        )
+        if of_files and not left_out_unread[0]:
+            # Why `lexkeep ingest` (and audit --db) may count more over the same files.
+            note += (
+                " (an audit of files does not store tool results or messages other than users'"
+                " own text, so it does not count those left out: lexkeep ingest and stats do)"
+            )
+        notes.append(note)
+    if left_out_unread[0]:
         notes.append(
-            f"{left_out[0]} record(s) were left out because their conversation already held"
-            f" their id with other content (first: {left_out[1]}); whatever they held is not"
-            " in this audit"
+            f"{left_out_unread[0]} other record(s) were left out because their conversation"
+            f" already held their id with other content (first: {left_out_unread[1]}): tool"
+            " results or messages other than users' own text, which the audit does not read"
         )
     if not totals.audited:
         # Say which of the three reasons it is: a CI job pointed at the wrong folder passes
@@ -825,8 +895,9 @@ _Token = tuple[str, str, str]
 
 class _GroupedLeaves:
     """The grouped token runs (`core.nearmiss.grouped_runs`) of a call's argument strings,
-    computed per string on first use and only for strings that can hold the value: most
-    identifiers find their near miss, or none, without them."""
+    computed per string on first use and only for strings that hold one of the needles (the
+    value's skeleton, or pieces that any edit of it leaves whole): most identifiers find
+    their near miss, or none, without them."""
 
     __slots__ = ("bare", "leaves", "runs")
 
@@ -839,11 +910,11 @@ class _GroupedLeaves:
                      for leaf in leaves]  # fmt: skip
         self.runs: dict[int, list[GroupedRun]] = {}
 
-    def __call__(self, want: str) -> list[GroupedRun]:
+    def __call__(self, needles: Sequence[str]) -> list[GroupedRun]:
         out: list[GroupedRun] = []
         for index, leaf in enumerate(self.leaves):
             bare = self.bare[index]
-            if bare is not None and want not in bare:
+            if bare is not None and not any(needle in bare for needle in needles):
                 continue
             runs = self.runs.get(index)
             if runs is None:
@@ -961,7 +1032,7 @@ def _may_be_within(got: str, pieces: tuple[tuple[str, int], ...], limit: int) ->
 def fast_best_near_miss(
     expected: _Expected,
     tokens: Sequence[_Token],
-    runs: Callable[[str], list[GroupedRun]] = lambda _: [],
+    runs: Callable[[Sequence[str]], list[GroupedRun]] = lambda _: [],
 ) -> NearMiss | None:
     """`core.nearmiss.best_near_miss` over pre-tokenised, pre-folded argument text.
 
@@ -999,49 +1070,6 @@ _RANK = {
     Difference.EXTENDED: 2,
     Difference.EDIT: 3,
 }
-
-
-def bounded_distance(a: str, b: str, limit: int) -> int:
-    """`core.nearmiss.edit_distance` (optimal string alignment) for small limits, faster.
-
-    Strips the common prefix and suffix, then tries the four edits at the first difference
-    with one edit less: at most 4**limit short branches instead of a Python DP table.
-    """
-    if abs(len(a) - len(b)) > limit:
-        return limit + 1
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    if i:
-        a, b = a[i:], b[i:]
-        n -= i
-    j = 0
-    while j < n and a[-1 - j] == b[-1 - j]:
-        j += 1
-    if j:
-        a, b = a[:-j], b[:-j]
-    if not a or not b:
-        return min(len(a) + len(b), limit + 1)
-    if limit == 0:
-        return 1
-    if limit == 1:
-        # Both differ at their first and last character now: one edit covers that only as
-        # a substitution of one character or a transposition of two (an insertion or a
-        # deletion would have left one of them empty). Spares the four calls below.
-        la = len(a)
-        if la == len(b) and (la == 1 or (la == 2 and a[0] == b[1] and a[1] == b[0])):
-            return 1
-        return 2
-    rest = limit - 1
-    best = 1 + bounded_distance(a[1:], b[1:], rest)  # substitution
-    if best > 1:
-        best = min(best, 1 + bounded_distance(a[1:], b, rest))  # deletion
-    if best > 1:
-        best = min(best, 1 + bounded_distance(a, b[1:], rest))  # insertion
-    if best > 1 and len(a) > 1 and len(b) > 1 and a[0] == b[1] and a[1] == b[0]:
-        best = min(best, 1 + bounded_distance(a[2:], b[2:], rest))  # transposition
-    return min(best, limit + 1)
 
 
 def _classify(

@@ -381,6 +381,7 @@ class _ReportConsole(Console):
 
 def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> None:
     """Rich tables: problems, per kind, per-conversation ratio histogram, and the verdict."""
+    sized = color or os.environ.get("COLUMNS", "").isdigit()
     console = _ReportConsole(
         file=stream,
         highlight=False,
@@ -390,8 +391,11 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
         no_color=not color,
         # A pipe or file (a CI log) gets 140 columns unless $COLUMNS says otherwise (Rich
         # reads it); a terminal its own width.
-        width=None if color or os.environ.get("COLUMNS", "").isdigit() else 140,
+        width=None if sized else 140,
     )
+    # In a pipe or file the width is only the tables': each note and the verdict stay one
+    # line, so a log search for `FAIL:` finds every reason and a FILE:LINE stays whole.
+    prose_whole = not sized
     problems, more = _first_problems(report)
     if problems:
         rows = []
@@ -450,11 +454,12 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
         bar = "#" * round(30 * n / top) if n else ""
         console.print(Text(f"  {label:>8} | {bar:<30} {n}"))
     for note in report.notes:
-        console.print(Text(visible(f"Note: {note}"), style="dim"))
+        console.print(Text(visible(f"Note: {note}"), style="dim"), soft_wrap=prose_whole)
     console.print(
         Text(
             visible(verdict_line(report)), style="bold green" if report.gate.passed else "bold red"
-        )
+        ),
+        soft_wrap=prose_whole,
     )
 
 

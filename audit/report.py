@@ -365,6 +365,12 @@ def redact_key() -> bytes:
     return (os.environ.get("LEXKEEP_REDACT_KEY") or DEFAULT_REDACT_KEY).encode("utf-8")
 
 
+def redact_key_is_default() -> bool:
+    """True when --redact hashes with the public default key ($LEXKEEP_REDACT_KEY unset or
+    empty, as a CI secret that was never created is)."""
+    return not os.environ.get("LEXKEEP_REDACT_KEY")
+
+
 def redact_value(value: str, key: bytes) -> str:
     """A stable keyed hash standing for `value` (HMAC-SHA256, first 16 hex digits)."""
     digest = hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest()

@@ -3,6 +3,7 @@
 import contextlib
 import functools
 import sys
+import warnings
 from typing import Annotated
 
 import typer
@@ -15,7 +16,7 @@ from lexkeep.cli.common import (
     reader_gone,
     refuse_output_over_inputs,
 )
-from lexkeep.core.errors import LexkeepError
+from lexkeep.core.errors import LexkeepError, SettingsWarning
 from lexkeep.core.formats import format_names
 
 
@@ -174,6 +175,17 @@ def register(app: typer.Typer) -> None:
             if _requested_format(fmt) == "github":
                 _annotate_error(err)
             raise
+        if settings.redact:
+            from lexkeep.audit.report import redact_key_is_default
+
+            if redact_key_is_default():
+                warnings.warn(
+                    "--redact hashed with the public default key (LEXKEEP_REDACT_KEY is not"
+                    " set): short identifiers can be recovered by hashing guesses; set"
+                    " LEXKEEP_REDACT_KEY to a secret",
+                    SettingsWarning,
+                    stacklevel=1,
+                )
         try:
             with output_stream(output) as stream:
                 color = settings.format == "table" and output in (None, "-") and is_terminal(stream)
@@ -185,6 +197,9 @@ def register(app: typer.Typer) -> None:
             if settings.format == "github":
                 _annotate_error(err)
             raise
-        if output not in (None, "-") and is_terminal(sys.stderr):
-            sys.stderr.write(f"Wrote {output}\n")
+        if output not in (None, "-"):
+            # The report is in the file: the log (a CI job's) still says how the gate went.
+            from lexkeep.audit.render import verdict_line
+
+            sys.stderr.write(f"Wrote {output}: {verdict_line(report)}\n")
         raise typer.Exit(report.exit_code)

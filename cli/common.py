@@ -78,11 +78,14 @@ def stdin_text() -> str:
     return data.decode("utf-8")
 
 
-def stderr_console() -> "Console":
-    """Console for progress and summaries: stderr, no markup or highlighting of user text."""
+def stderr_console(soft_wrap: bool = False) -> "Console":
+    """Console for progress and summaries: stderr, no markup or highlighting of user text.
+
+    `soft_wrap`: print lines whole and let the terminal wrap them (no line breaks inserted).
+    """
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, markup=False)
+    return Console(stderr=True, highlight=False, markup=False, soft_wrap=soft_wrap)
 
 
 # A table piped into a file or a CI log is this wide unless $COLUMNS says otherwise; Rich's
@@ -277,13 +280,15 @@ def progress(
     total: int | None | Callable[[], int | None],
     *,
     unit: str = "bytes",
+    shown: bool = True,
 ) -> Iterator[Callable[..., None]]:
-    """A Rich progress bar on stderr when it is a terminal; a silent callback otherwise.
+    """A Rich progress bar on stderr when it is a terminal (and `shown`, False for --quiet);
+    a silent callback otherwise.
 
     `total` may be a function that finds it (input_size opens every file): it is called only
     when a bar is shown. Yields `advance(n=1, description=None)`.
     """
-    if not is_terminal(sys.stderr):
+    if not shown or not is_terminal(sys.stderr):
         yield lambda n=1, description=None: None
         return
     if callable(total):
@@ -305,13 +310,15 @@ def progress(
         BarColumn(),
         count_column,
         TimeRemainingColumn(),
-        console=stderr_console(),
+        # While the bar shows, lines written to stderr (an ingest's summary per file) go
+        # through this console: soft wrap keeps each one line, so a long path stays whole.
+        console=stderr_console(soft_wrap=True),
         transient=True,
     ) as bar:
         task = bar.add_task(visible(description), total=total)
 
         def advance(n: int = 1, description: str | None = None) -> None:
-            shown = visible(description) if description else bar.tasks[0].description
-            bar.update(task, advance=n, description=shown)
+            text = visible(description) if description else bar.tasks[0].description
+            bar.update(task, advance=n, description=text)
 
         yield advance

@@ -160,6 +160,11 @@ def register(app: typer.Typer) -> None:
             sys.stdout.flush()
             sys.stderr.write("Interrupted.\n")
             raise typer.Exit(EXIT_INTERRUPTED)
+        if report.planned == 0:  # "planned 0" alone reads like a run that did not work
+            sys.stderr.write(
+                "Nothing to compact: a 10-pair segment is summarised once at least 20 newer"
+                " eligible pairs follow it (the first one at 30 pairs); see docs/compaction.md\n"
+            )
         # A failed attempt is recorded and its range can be claimed again by a later run, but
         # a script must not take a run where the summariser failed for a success.
         raise typer.Exit(EXIT_FINDINGS if report.failed else EXIT_OK)

@@ -15,7 +15,16 @@ from lexkeep.compaction.context import (
     build_context,
 )
 from lexkeep.core.controls import visible_json
+from lexkeep.core.errors import InputError
 from lexkeep.core.store import Store
+
+
+def _names_a_file(text: str) -> bool:
+    """True when ARGUMENTS_JSON is the name of an existing file (a mistake for `- < FILE`)."""
+    try:
+        return len(text) < 4096 and "\n" not in text and Path(text).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def register(app: typer.Typer) -> None:
@@ -132,9 +141,17 @@ def register(app: typer.Typer) -> None:
         stdin = getattr(sys.stdin, "buffer", sys.stdin)
         raw = stdin.read() if arguments_json == "-" else arguments_json
         with Store.open(db_path(db), read_only=True) as store:
-            report = guard_arguments(
-                store, conversation, raw, rules=load_rules(rules), arguments_path=source
-            )
+            try:
+                report = guard_arguments(
+                    store, conversation, raw, rules=load_rules(rules), arguments_path=source
+                )
+            except InputError as err:
+                if err.path == "ARGUMENTS_JSON" and _names_a_file(arguments_json):
+                    err.hint = (
+                        f"{arguments_json} is a file: pass its JSON on standard input,"
+                        f" lexkeep guard {conversation} - < {arguments_json}"
+                    )
+                raise
         # An incomplete scan checked only part of a value: by default that passes with a note
         # (`passed`); a gate that must not pass what it did not see asks for --strict (`ok`).
         code = report.exit_code if strict else (0 if report.passed else 1)

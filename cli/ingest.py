@@ -1,6 +1,8 @@
 """`lexkeep` commands for the ingest area: ingest, stats, show."""
 
+import contextlib
 import functools
+import os
 import sys
 from typing import Annotated
 
@@ -9,6 +11,7 @@ import typer
 
 from lexkeep.cli.common import EXIT_INTERRUPTED, DbOption, db_path, progress, stdout_console
 from lexkeep.core.controls import visible, visible_json
+from lexkeep.core.errors import LexkeepError
 from lexkeep.core.formats import format_names
 from lexkeep.core.inspect import Stats, Timeline, show, stats
 from lexkeep.core.model import FileCounts
@@ -49,8 +52,18 @@ def summary_line(c: FileCounts) -> str:
     )
     if c.skipped:
         line += "; skipped " + ", ".join(f"{k}={v}" for k, v in sorted(c.skipped.items()))
+        # Where the first line to look at is: one that was invalid, one of an unknown type.
+        where = [
+            f"first {what}: {c.path}:{at}"
+            for what, at in (("invalid", c.invalid_line), ("unknown_type", c.unknown_type_line))
+            if at is not None
+        ]
+        if where:
+            line += f" ({'; '.join(where)})"
     if c.truncated_last_line:
         line += "; truncated last line (file still being written?) left for a later ingest"
+        if c.truncated_line is not None:
+            line += f" ({c.path}:{c.truncated_line})"
     if c.truncated_document:
         line += (
             "; the JSON document is still being written (it ends before it is complete):"
@@ -143,8 +156,22 @@ def render_stats(report: Stats) -> None:
             f" {report.records_left_out} (first: {visible(report.first_left_out or '')})",
             soft_wrap=True,
         )
+    if report.invalid_lines:
+        out.print(
+            f"invalid lines skipped (--skip-invalid): {report.invalid_lines}"
+            f" (first: {visible(report.first_invalid_line or '')})",
+            soft_wrap=True,
+        )
     if report.incomplete_scans:
-        out.print(f"incomplete identifier scans: {report.incomplete_scans}")
+        out.print(
+            f"incomplete identifier scans: {report.incomplete_scans}"
+            + (
+                f" (first: {visible(report.first_incomplete_scan)})"
+                if report.first_incomplete_scan
+                else ""
+            ),
+            soft_wrap=True,
+        )
 
 
 def render_timeline(t: Timeline) -> None:
@@ -259,33 +286,56 @@ def register(app: typer.Typer) -> None:
                 help="Skip bad lines (recorded in ingest_errors) instead of rejecting the file.",
             ),
         ] = False,
+        quiet: Annotated[
+            bool,
+            typer.Option(
+                "--quiet",
+                "-q",
+                help="Print only the total line, warnings and errors: no line per file and no"
+                " progress bar.",
+            ),
+        ] = False,
     ) -> None:
         """Read agent traces into the store (idempotent; a grown file adds only its new lines).
 
         Formats are detected per file: lexkeep JSONL, OpenAI chat (incl. tau-bench result
         files), Codex CLI rollouts, Claude Code sessions, Anthropic Messages logs. One summary
-        line per file goes to stderr.
+        line per file goes to stderr (--quiet: only the total line).
 
         Example: lexkeep ingest sample_traces/ --db traces.duckdb
         """
         from lexkeep.core.errors import is_query_interrupt
-        from lexkeep.core.ingest import ingest_paths, input_size  # not needed for --help
+        from lexkeep.core.ingest import (  # not needed for --help
+            ingest_inputs,
+            ingest_paths,
+            input_size,
+            require_traces,
+        )
 
         counts: list[FileCounts] = []  # every file stored, as its line is printed
 
         def on_file(got: FileCounts) -> None:
             counts.append(got)
-            _print_summary(got)
+            if not quiet:
+                _print_summary(got)
 
         interrupted = False
+        # Checked before the store is opened: a mistyped path or format creates no store.
+        files = ingest_inputs(paths, format)
+        target = db_path(db)
+        new_store = not os.path.exists(target)
         # The total opens every file: found only when a bar is shown.
         total = functools.partial(input_size, paths)
-        with Store.open(db_path(db)) as store, progress("ingesting", total) as advance:
+        with (
+            Store.open(target) as store,
+            progress("ingesting", total, shown=not quiet) as advance,
+        ):
             before = _stored(store)
             try:
                 ingest_paths(
                     store,
                     paths,
+                    files=files,
                     format=format,
                     skip_invalid=skip_invalid,
                     on_file=on_file,
@@ -314,6 +364,13 @@ def register(app: typer.Typer) -> None:
             )
             sys.stderr.write("Interrupted.\n")
             raise typer.Exit(EXIT_INTERRUPTED)
+        try:
+            require_traces(paths, counts)
+        except LexkeepError:
+            if new_store:  # created by this ingest, and nothing is in it: not left behind
+                with contextlib.suppress(OSError):
+                    os.remove(target)
+            raise
 
     @app.command(name="stats")
     def stats_command(db: DbOption = None, format: OutputFormat = "text") -> None:
@@ -334,7 +391,11 @@ def register(app: typer.Typer) -> None:
     def show_command(
         conversation: Annotated[
             str,
-            typer.Argument(help="Conversation id (or a unique prefix).", metavar="CONVERSATION"),
+            typer.Argument(
+                help="Conversation id, or a unique prefix (one shared with its sub-agents"
+                " names the session).",
+                metavar="CONVERSATION",
+            ),
         ],
         db: DbOption = None,
         format: OutputFormat = "text",

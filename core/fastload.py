@@ -772,22 +772,22 @@ SELECT * FROM (
 
 # Staged messages, compactions and tool results left out because their conversation holds
 # their id with other content (core.ingest._check_ids and _check_calls on the general path),
-# in file order: (kind, id, conversation of a tool result, line, stored file, stored line). A
-# stored row from this very line is the record itself.
+# in file order: (kind, id, conversation of a tool result, line, stored file, stored line, a
+# message's kind). A stored row from this very line is the record itself.
 _CONFLICTS_SQL = """
 SELECT * FROM (
-    SELECT 'message', l.x_id, NULL, l.line, m.source_file, m.source_line
+    SELECT 'message', l.x_id, NULL, l.line, m.source_file, m.source_line, l.x_kind
     FROM lexkeep_ingest_lines l JOIN messages m ON m.id = l.x_id
     WHERE l.type = 'message' AND m.conversation_id = l.x_conv AND m.text <> l.x_text
       AND NOT (m.source_file = $file AND m.source_line = l.line)
     UNION ALL
-    SELECT 'compaction', l.x_id, NULL, l.line, b.source_file, b.source_line
+    SELECT 'compaction', l.x_id, NULL, l.line, b.source_file, b.source_line, NULL
     FROM lexkeep_ingest_lines l JOIN boundaries b ON b.id = l.x_id
     WHERE l.type = 'compaction' AND b.conversation_id = l.x_conv
       AND b.summary_text IS DISTINCT FROM l.x_summary
       AND NOT (b.source_file = $file AND b.source_line = l.line)
     UNION ALL
-    SELECT 'tool_result', l.x_call, l.x_conv, l.line, r.source_file, r.source_line
+    SELECT 'tool_result', l.x_call, l.x_conv, l.line, r.source_file, r.source_line, NULL
     FROM lexkeep_ingest_lines l
     JOIN tool_results r ON r.conversation_id = l.x_conv AND r.call_id = l.x_call
     WHERE l.type = 'tool_result' AND r.text <> l.x_text
@@ -815,8 +815,8 @@ def _conflicts(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, int
     content, in file order: (record as conflict_detail writes it, line, stored file, stored
     line)."""
     found = [
-        (conflict_detail(what, key, conv), line, held_file, held_line)
-        for what, key, conv, line, held_file, held_line in con.execute(
+        (conflict_detail(what, key, conv, kind), line, held_file, held_line)
+        for what, key, conv, line, held_file, held_line, kind in con.execute(
             _CONFLICTS_SQL, {"file": name}
         ).fetchall()
     ]

@@ -1079,7 +1079,8 @@ _START = operator.attrgetter("start")
 
 
 def _trim(text: str, start: int, end: int) -> int:
-    """Drop trailing sentence punctuation, closing quotes and unbalanced closing brackets."""
+    """Drop trailing sentence punctuation, closing quotes, unbalanced closing brackets and a
+    last query parameter left without its value."""
     while end > start:
         char = text[end - 1]
         if char in _TRAILING:
@@ -1090,6 +1091,13 @@ def _trim(text: str, start: int, end: int) -> int:
             span = text[start:end]
             if span.count(char) > span.count(opener):
                 end -= 1
+                continue
+        if char == "=":
+            # `https://x.io/a?b=<script>`: the URL ends where its value was cut off, before
+            # `?b=` (a value ending in '=', such as base64 padding, holds a '=' before it).
+            cut = max(text.rfind("?", start, end), text.rfind("&", start, end))
+            if cut > start and text.find("=", cut, end - 1) == -1:
+                end = cut
                 continue
         break
     return end
@@ -1208,6 +1216,35 @@ def _is_iban(value: str) -> bool:
     return int(digits) % 97 == 1
 
 
+_GROUP_SEPARATOR = re.compile("[ \\-]")
+
+
+def _is_number_list(value: str) -> bool:
+    """Three or more plain numbers without leading zeros that are all round (multiples of 100) or
+    evenly spaced (1000 2000 3000, 1024 2048 4096): a list in prose, not one number."""
+    groups = _GROUP_SEPARATOR.split(value)
+    if len(groups) < 3 or any(g[:1] == "0" or not g.isdigit() for g in groups):
+        return False
+    numbers = [int(g) for g in groups]
+    if all(n % 100 == 0 for n in numbers):
+        return True
+    triples = list(zip(numbers, numbers[1:], numbers[2:], strict=False))
+    arithmetic = numbers[1] != numbers[0] and all(b - a == c - b for a, b, c in triples)
+    geometric = numbers[1] != numbers[0] and all(b * b == a * c for a, b, c in triples)
+    return arithmetic or geometric
+
+
+def _is_range(value: str) -> bool:
+    """Two numbers joined by '-' that read as a range in prose, not as one number: both
+    round (multiples of 100: 10000-20000, 0900-1700), or the second above the first and
+    below twice it (lines 1153-1175, 2019-2020, 12500-13750)."""
+    groups = value.split("-")
+    if len(groups) != 2:
+        return False
+    low, high = int(groups[0]), int(groups[1])
+    return (low % 100 == 0 and high % 100 == 0) or low < high < 2 * low
+
+
 # Each validator: True when the value passes (rules.VALIDATORS names them).
 _VALIDATE: dict[str, Any] = {
     "ipv6": _is_ipv6,
@@ -1220,6 +1257,8 @@ _VALIDATE: dict[str, Any] = {
     "not_years": lambda value: (
         not all(len(g) == 4 and "1900" <= g <= "2099" for g in value.split(" "))
     ),
+    "not_number_list": lambda value: not _is_number_list(value),
+    "not_range": lambda value: not _is_range(value),
     # E.164: a phone number holds at most 15 digits, country code included; 8 at least here.
     "phone_digits": lambda value: 8 <= sum(map(value.count, "0123456789")) <= 15,
 }

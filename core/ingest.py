@@ -56,7 +56,7 @@ from lexkeep.core.model import (
 )
 from lexkeep.core.parallel import ReadAhead, read_workers
 from lexkeep.core.readers import BOM, LEADING, JsonLine, same_call
-from lexkeep.core.requestlog import Continued
+from lexkeep.core.requestlog import Continued, Memory
 from lexkeep.core.rules import load_rules
 from lexkeep.core.sidecar import Known, index_pending
 from lexkeep.core.store import (
@@ -508,14 +508,19 @@ def _reader_records(
     items: Iterable[JsonLine | Skipped],
     path: str,
     continued: Continued | None,
+    key: str | None = None,
+    again: bool = False,
 ) -> Iterator[Record]:
     """The records of a file read as `fmt`. A request-log reader (`continues`) goes on from
     what the earlier files of the same ingest showed (`continued`, see core.requestlog): files
-    left unread before (unchanged since the last ingest) are read for that state first."""
+    left unread before (unchanged since the last ingest) are read for that state first.
+    `key`: the file's ingest key (None for standard input); `again`: it was read before from
+    the same first bytes (Continued.begin_file)."""
     reader = get_reader(fmt)
     if continued is None or not getattr(reader, "continues", False):
         return reader.read(items, path)
     _bring_up_to_date(continued)
+    continued.begin_file(key, again)
     return reader.read(items, path, continued)  # type: ignore[call-arg]
 
 
@@ -534,7 +539,8 @@ def _bring_up_to_date(continued: Continued) -> None:
     longer be read leaves no state, as if it were not there.
     """
     while continued.pending:
-        path, name = continued.pending.pop(0)
+        path, name, key = continued.pending.pop(0)
+        continued.begin_file(key, True)
         try:
             fmt, items = detect_format(JsonSource(path), name)
             for _ in get_reader(fmt).read(items, path, continued):  # type: ignore[call-arg]
@@ -658,6 +664,13 @@ class IncompleteDocument(InputError):
 CHUNK_ROWS = 50_000
 # Files a folder walk picks up (each may also end in .gz).
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson")
+# A rotated copy of such a file: logrotate's `requests.jsonl.1`, `requests.jsonl.2.gz`, or a
+# dated one (`dateext`: `requests.jsonl-20250109`).
+_ROTATED = re.compile(
+    r"(?P<base>.+\.(?:jsonl|json|ndjson))(?P<sep>[._-])(?P<suffix>[0-9](?:[0-9._-]*[0-9])?)"
+    r"(?:\.gz)?\Z",
+    re.IGNORECASE,
+)
 
 # A run row another conversation holds is left as it is: a message naming that run has no
 # valid run link (docs/compaction.md), and a run record reusing its id is refused
@@ -702,7 +715,48 @@ def _hints_for(reason: str) -> str:
 
 def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
     """Files named by `paths` (files, folders walked recursively, globs, '-'), each with a flag
-    saying it was found by walking a folder (such files may be skipped when not a trace)."""
+    saying it was found by walking a folder (such files may be skipped when not a trace).
+
+    They come in the order given, a folder's and a glob's in name order, except that the
+    files of one rotated log are put in the order they were written (`rotation_order`)."""
+    return rotation_order(_expand(paths))
+
+
+def rotation_order(files: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """`files` with the files of each rotated log, found side by side in one folder, moved
+    among their own places into the order they were written: oldest first, the current file
+    (`requests.jsonl`) last. logrotate's numbers grow with age (`requests.jsonl.2.gz` is older
+    than `requests.jsonl.1`); dated copies (`requests.jsonl-20250109`) are in name order.
+    Every other file keeps its place."""
+    families: dict[tuple[str, str], list[int]] = {}
+    ranks: list[tuple[Any, ...]] = []
+    rotated: set[tuple[str, str]] = set()
+    for n, (path, _) in enumerate(files):
+        rank: tuple[Any, ...] = (2,)  # the current file, written last
+        if path == "-":
+            ranks.append(rank)
+            continue
+        folder, name = os.path.split(os.path.abspath(path))
+        base = name
+        got = _ROTATED.match(name)
+        if got is not None:
+            base, suffix = got["base"], got["suffix"]
+            if got["sep"] == "." and suffix.isdigit() and len(suffix) <= 5:
+                rank = (1, -int(suffix))  # logrotate's count: the highest is the oldest
+            else:
+                rank = (0, name)  # a date: name order is the order written
+            rotated.add((folder, base))
+        ranks.append(rank)
+        families.setdefault((folder, base), []).append(n)
+    out = list(files)
+    for family, places in families.items():
+        if family in rotated and len(places) > 1:
+            for place, n in zip(places, sorted(places, key=ranks.__getitem__), strict=True):
+                out[place] = files[n]
+    return out
+
+
+def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
     found: list[tuple[str, bool]] = []
     for given in paths:
         if given == "-":
@@ -713,7 +767,8 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
             for child in sorted(path.rglob("*")):
                 name = child.name.lower().removesuffix(".gz")  # A.JSONL from Windows too
                 hidden = any(part.startswith(".") for part in child.relative_to(path).parts)
-                if hidden or not name.endswith(TRACE_SUFFIXES):
+                trace = name.endswith(TRACE_SUFFIXES) or _ROTATED.match(child.name) is not None
+                if hidden or not trace:
                     continue
                 if child.is_file():
                     found.append((str(child), True))
@@ -735,7 +790,7 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
             raise InputError("no such file, folder or matching glob", path=given)
         for match in matches:
             if Path(match).is_dir():
-                found.extend(expand_paths([match]))
+                found.extend(_expand([match]))
             elif _broken_link(Path(match)):
                 _warn_broken_link(match)
             else:
@@ -799,6 +854,17 @@ def input_size(paths: Sequence[str]) -> int | None:
             return None
         total += Path(path).stat().st_size
     return total
+
+
+def _tell_whole(path: str, on_progress: Callable[[int], None] | None, told: int) -> None:
+    """Tell `on_progress` the bytes of a file nothing is read from now (empty, no trace, still
+    being written): the bar's total (input_size) counts them, so they count as seen."""
+    if on_progress is None or path == "-":
+        return
+    with suppress(OSError):
+        size = Path(path).stat().st_size
+        if size > told:
+            on_progress(size - told)
 
 
 def _same_prefix(path: str, nbytes: int, sha256: str) -> tuple[bool, bool]:
@@ -906,6 +972,9 @@ class _Batch:
         # Messages and boundaries that start on a line an earlier ingest read and end on a
         # new one (Message.end_line): stored then as far as they went, completed in finish().
         self.revised: list[Message | Boundary] = []
+        # (reader, conversation, file key or '') -> (state JSON, response ids) of the request
+        # logs read, kept for later ingests (Continued.touched_states), written in finish().
+        self.request_states: dict[tuple[str, str, str], tuple[str, list[str]]] = {}
         # Ids of the run records of grown files (see _place_appended_runs).
         self.appended_runs: set[str] = set()
 
@@ -955,6 +1024,14 @@ class _Batch:
         ).fetchall()
         for path, *prev in rows:
             self.previous[path] = tuple(prev)
+
+    def keep_request_states(self, continued: Continued) -> None:
+        """Stage what `continued` holds of the conversations met since the last call, for
+        the files later ingests read (written in finish())."""
+        for reader, conv, file, shares in continued.touched_states():
+            responses = (shares.get(f"{reader}.chains") or []) if file is None else []
+            state = orjson.dumps(shares).decode()
+            self.request_states[reader, conv, file or ""] = (state, responses)
 
     def record_ingest(self, key: str, row: tuple[Any, ...]) -> int:
         """Stage one file's ingest_runs row (see finish); its index, for its error rows."""
@@ -1190,6 +1267,15 @@ class _Batch:
                 )
         if self.reread:
             self._forget_errors_read_again()
+        if self.request_states:
+            keys, states = list(self.request_states), list(self.request_states.values())
+            self.con.execute(
+                "INSERT OR REPLACE INTO request_log_state"
+                " SELECT unnest(?), unnest(?), unnest(?), unnest(?), unnest(?::VARCHAR[][])",
+                [[k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]]
+                + [[v[0] for v in states], [v[1] for v in states]],
+            )
+            self.request_states.clear()
         ids: list[int] = []
         if self.ingest_runs:
             # Ids from the sequence, in file order (the latest run of a path has the highest).
@@ -1379,7 +1465,9 @@ def _check_ids(batch: _Batch, table: str, rows: list[tuple[Any, ...]]) -> None:
             shown = (held[0], batch.shown(held[1]), held[2])
             raise ReusedIdError(what, row[0], shown, path=batch.shown(row[at]), line=row[at + 1])
         if text_at is not None and held[3] != row[text_at]:
-            detail = conflict_detail(what, row[0])
+            # A message names its kind unless it is a user's own text (see conflict_detail).
+            kind = row[5] if table == "messages" else None
+            detail = conflict_detail(what, row[0], kind=kind)
             batch.conflict(row[at], detail, row[at + 1], held[1], held[2])
             batch.left_out.append((row[at], row[at + 1], detail))
 
@@ -1877,7 +1965,7 @@ def _ingest_one(
             if on_progress is not None:  # the bar counts it as read, not stuck at its start
                 on_progress(prev[0])
             if continued is not None and _continues(prev[3]):
-                continued.pending.append((path, prev[3]))  # read if a later file needs it
+                continued.pending.append((path, prev[3], key))  # read if a later file needs it
             return FileCounts(path=path, format=prev[3], status="unchanged"), 0
         if same:
             skip_lines, status = prev[1], "appended"
@@ -1896,6 +1984,7 @@ def _ingest_one(
             fmt, items = detect_format(source, format)
         except EmptyInput:
             _holds_nothing_now(batch, key, prev)
+            _tell_whole(path, on_progress, told)
             counts = FileCounts(
                 path=path,
                 format="",
@@ -1906,6 +1995,7 @@ def _ingest_one(
         except UnrecognisedFormat:
             if from_walk:
                 _holds_nothing_now(batch, key, prev)
+                _tell_whole(path, on_progress, told)
                 return FileCounts(path=path, format="", status="unrecognised"), 0
             raise
         except IncompleteDocument:
@@ -1914,8 +2004,10 @@ def _ingest_one(
             # As a document cut after some values (_FileIngest._skipped): not a bad line,
             # only one not written yet. Nothing is stored or recorded.
             _holds_nothing_now(batch, key, prev)
+            _tell_whole(path, on_progress, told)
             return FileCounts(path=path, format="", status="empty", truncated_document=True), 0
-        records = _reader_records(fmt, items, path, continued)
+        again = prev is not None and path != "-" and same
+        records = _reader_records(fmt, items, path, continued, None if path == "-" else key, again)
     if skip_lines and prev is not None and prev[3] and prev[3] != fmt.value:
         # Detected from a head of fewer lines than now (a bare chat message reads as OpenAI
         # until an Anthropic content block shows up): the file's conversations take the
@@ -2006,6 +2098,7 @@ def _ingest_one(
         truncated_document=state.truncated_document,
         truncated_line=state.truncated_line,
         unknown_type_line=state.unknown_type_line,
+        invalid_line=min((line for line, *_ in state.errors), default=None),
     )
     return counts, skip_lines
 
@@ -2173,6 +2266,9 @@ def _ingest_group(
                     )
                 )
             reading = False
+            if continued is not None and continued.memory is not None:
+                # Once per group: the state the group's last file left, written with its rows.
+                batch.keep_request_states(continued)
             batch.finish()
             if staged is not None:
                 phase("extracting identifiers")
@@ -2300,6 +2396,36 @@ def _read_ahead(
     )
 
 
+def ingest_inputs(
+    paths: Sequence[str], format: Format | str | None = None
+) -> list[tuple[str, bool]]:
+    """The files `paths` name (as `expand_paths`), checked before a store is opened: an
+    unknown `format`, a missing path or paths holding no file at all raise InputError, so a
+    mistyped command leaves no new, empty store behind. Pass the result to `ingest_paths`."""
+    if format is not None:
+        get_reader(format)  # an unknown --format fails before any file is read
+    files = expand_paths(paths)
+    if not files:
+        raise _no_traces(paths, "no files found")
+    return files
+
+
+def require_traces(paths: Sequence[str], counts: Sequence[FileCounts]) -> None:
+    """Raise InputError when every file an ingest of `paths` found was no trace (a folder of
+    other JSON): an ingest pointed at the wrong folder fails, as `lexkeep audit` of it does.
+    A file with nothing to read yet (a session not written yet) or read before is no error."""
+    if counts and all(c.status == "unrecognised" for c in counts):
+        raise _no_traces(paths, f"{len(counts)} file(s) found, none of them a trace lexkeep reads")
+
+
+def _no_traces(paths: Sequence[str], found: str) -> InputError:
+    return InputError(
+        f"no trace files in {', '.join(paths)} ({found})",
+        hint="point the ingest at trace files or folders holding them; formats: "
+        + ", ".join(f.value for f in Format),
+    )
+
+
 def ingest_paths(
     store: Store,
     paths: Sequence[str],
@@ -2313,6 +2439,7 @@ def ingest_paths(
     lean: bool = False,
     on_phase: Callable[[str], None] | None = None,
     read_ahead_min_bytes: int | None = READ_AHEAD_MIN_BYTES,
+    files: list[tuple[str, bool]] | None = None,
 ) -> list[FileCounts]:
     """Ingest files, folders (recursive), globs and '-' into `store`.
 
@@ -2329,10 +2456,12 @@ def ingest_paths(
     `on_phase(text)`: what a file loaded by DuckDB is going through (a progress bar's text).
     Small files never ingested before are read ahead by worker processes (`read_workers()`)
     when they hold at least `read_ahead_min_bytes` bytes together (None: never).
+    `files`: what `ingest_inputs(paths, format)` returned, so the paths are not walked twice.
     """
-    if format is not None:
-        get_reader(format)  # an unknown --format fails before any file is read
-    files = expand_paths(paths)
+    if files is None:
+        if format is not None:
+            get_reader(format)  # an unknown --format fails before any file is read
+        files = expand_paths(paths)
     # Read once: the settings file's rules, else the built-ins (see index_pending).
     rules = rules if rules is not None else load_rules()
     options = {
@@ -2351,9 +2480,48 @@ def ingest_paths(
     ):
         options["ahead"] = ahead
         options["keys"] = keys
-        # Request logs continued from one file to the next (a rotated log, per-day files).
-        options["continued"] = Continued()
+        # Request logs continued from one file to the next (a rotated log, per-day files),
+        # and from the files earlier ingests stored (a throw-away audit store has none).
+        options["continued"] = Continued(None if lean else _StoredState(store))
         return _ingest_files(store, files, rules, options, fast_min_bytes, lean, on_file, on_phase)
+
+
+class _StoredState(Memory):
+    """What the store kept of the conversations request logs continue (request_log_state)."""
+
+    def __init__(self, store: Store) -> None:
+        self.con = store.con
+        self._kept: dict[str, set[str]] = {}  # reader -> its conversations stored
+        self._responses: dict[str, dict[str, str]] = {}  # reader -> response id -> conversation
+
+    def recall(self, reader: str, conversation: str, entry: str | None) -> dict[str, Any] | None:
+        """The parts' shares of `conversation` the store kept (Memory.recall), or None."""
+        kept = self._kept.get(reader)
+        if kept is None:  # asked once: most conversations met are new ones
+            rows = self.con.execute(
+                "SELECT conversation_id FROM request_log_state WHERE reader = ?", [reader]
+            ).fetchall()
+            kept = self._kept[reader] = {row[0] for row in rows}
+        if conversation not in kept:
+            return None
+        # The file's own entry state first (path ''  is the latest state, it sorts last).
+        row = self.con.execute(
+            "SELECT state FROM request_log_state WHERE reader = ? AND conversation_id = ?"
+            " AND path IN ('', ?) ORDER BY path DESC LIMIT 1",
+            [reader, conversation, entry or ""],
+        ).fetchone()
+        return orjson.loads(row[0]) if row is not None else None
+
+    def find(self, reader: str, response_id: str) -> str | None:
+        """The conversation the store knows the response `response_id` of, or None."""
+        known = self._responses.get(reader)
+        if known is None:
+            rows = self.con.execute(
+                "SELECT unnest(responses), conversation_id FROM request_log_state WHERE reader = ?",
+                [reader],
+            ).fetchall()
+            known = self._responses[reader] = dict(rows)
+        return known.get(response_id)
 
 
 def _unkey(store: Store, files: list[tuple[str, bool]], fast_min_bytes: int | None) -> Keys | None:

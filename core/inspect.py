@@ -17,20 +17,37 @@ SCHEMA_VERSION = 1
 ID_CONFLICT = "id_conflict"
 
 
-def conflict_detail(what: str, record_id: str, conversation: str | None = None) -> str:
+def conflict_detail(
+    what: str, record_id: str, conversation: str | None = None, kind: str | None = None
+) -> str:
     """The ingest_errors detail of a record left out for its id: its kind and id as Python
     writes a string (`message 'm1'`), and for a tool call or result, whose call id only its
     conversation makes unique, the conversation too (`tool_call 't1' in conversation 'c1'`);
-    `conflict_record` reads it back exactly."""
+    a message that is not a user's own text also names its `kind` (`message 'm2'
+    (assistant_text)`: the audit never reads it). `conflict_record` reads it back exactly."""
     text = f"{what} {record_id!r}"
-    return text if conversation is None else f"{text}{_IN_CONVERSATION}{conversation!r}"
+    if conversation is not None:
+        text = f"{text}{_IN_CONVERSATION}{conversation!r}"
+    if kind is not None and kind != _USER_TEXT:
+        text = f"{text} ({kind})"
+    return text
 
 
 _IN_CONVERSATION = " in conversation "
+_USER_TEXT = "user_text"  # MessageKind.USER_TEXT: the only messages the audit reads
+
+# The details of records left out that the audit does not read (conflict_detail): tool results,
+# and messages named with a kind (a quoted id ends in a quote, never in ')').
+_UNREAD_SQL = (
+    "(starts_with(detail, 'tool_result ')"
+    " OR (starts_with(detail, 'message ') AND ends_with(detail, ')')))"
+)
 
 
 def conflict_record(detail: str) -> tuple[str, str, str | None]:
     """(kind, id, conversation or None) of a conflict_detail text."""
+    if detail.endswith(")"):  # a message's kind after its quoted id
+        detail = detail[: detail.rindex(" (")]
     what, _, quoted = detail.partition(" ")
     # Split where both sides are Python strings: an id may itself hold the separator.
     start = 0
@@ -57,14 +74,19 @@ _HELD_SQL = {
 }
 
 
-def left_out(store: Store) -> tuple[int, str | None]:
+def left_out(store: Store, read: bool | None = None) -> tuple[int, str | None]:
     """Records ingests left out because their conversation already held their id with other
     content (ingest_errors rows `id_conflict`): how many, and the first recorded as text
-    (`message 'm1' at day2.jsonl:1, stored from day1.jsonl:1`, paths as reports show them)."""
+    (`message 'm1' at day2.jsonl:1, stored from day1.jsonl:1`, paths as reports show them).
+
+    `read` True counts only records the audit reads (user messages, tool calls, compactions),
+    False only the others (tool results, messages other than users' own text), None all.
+    """
     con = store.con
+    which = "" if read is None else f" AND {'NOT ' if read else ''}{_UNREAD_SQL}"
     rows = con.execute(
         "SELECT count(*) OVER (), path, line, detail FROM ingest_errors WHERE reason = ?"
-        " ORDER BY ingest_run_id, line LIMIT 1",
+        f"{which} ORDER BY ingest_run_id, line LIMIT 1",
         [ID_CONFLICT],
     ).fetchall()
     if not rows:
@@ -107,10 +129,15 @@ class Stats:
     ingest_errors: int
     errors_by_reason: dict[str, int] = field(default_factory=dict)
     incomplete_scans: int = 0
+    # The first message (by file, then line) whose scan is incomplete, as FILE:LINE.
+    first_incomplete_scan: str | None = None
     # Of ingest_errors, the records left out because their conversation already held their id
     # with other content (`id_conflict`), and the first of them as text (see left_out).
     records_left_out: int = 0
     first_left_out: str | None = None
+    # The other ingest_errors rows: lines skipped by --skip-invalid, and the first as FILE:LINE.
+    invalid_lines: int = 0
+    first_invalid_line: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict with `schema_version`."""
@@ -155,11 +182,38 @@ def stats(store: Store) -> Stats:
     by_reason = dict(
         con.execute("SELECT reason, count(*) FROM ingest_errors GROUP BY 1 ORDER BY 1").fetchall()
     )
-    incomplete = con.execute("SELECT count(*) FROM identifier_scans WHERE NOT complete").fetchone()[
-        0
-    ]
+    # How many scans ran out of time (or were cut at max_chars), and where the first such
+    # message is, so the user can open it.
+    row = con.execute(
+        "SELECT count(*) OVER (), m.source_file, m.source_line"
+        " FROM identifier_scans s LEFT JOIN messages m ON m.id = s.message_id"
+        " WHERE NOT s.complete ORDER BY m.source_file NULLS LAST, m.source_line LIMIT 1"
+    ).fetchone()
+    incomplete, first_incomplete = (0, None) if row is None else (row[0], None)
+    if row is not None and row[1] is not None:
+        first_incomplete = f"{store.shown_paths()[row[1]]}:{row[2]}"
     left, first = left_out(store) if by_reason.get(ID_CONFLICT) else (0, None)
-    return Stats(per, totals, files, sum(by_reason.values()), by_reason, incomplete, left, first)
+    invalid = con.execute(
+        "SELECT count(*) OVER (), path, line FROM ingest_errors WHERE reason <> ?"
+        " ORDER BY ingest_run_id, line LIMIT 1",
+        [ID_CONFLICT],
+    ).fetchone()
+    invalid_lines, first_invalid = (0, None) if invalid is None else (invalid[0], None)
+    if invalid is not None:
+        first_invalid = f"{store.shown_paths()[invalid[1]]}:{invalid[2]}"
+    return Stats(
+        per,
+        totals,
+        files,
+        sum(by_reason.values()),
+        by_reason,
+        incomplete,
+        first_incomplete,
+        left,
+        first,
+        invalid_lines,
+        first_invalid,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +276,16 @@ def resolve_conversation(store: Store, conversation: str) -> str:
     if len(found) == 1:
         return found[0]
     if found:
+        # A session and its sub-agents (Claude Code names them `<session>/agent-…`): the
+        # prefix names the one match whose parent is not a match too.
+        roots = con.execute(
+            "SELECT c.id FROM conversations c WHERE starts_with(c.id, ?) AND NOT EXISTS"
+            " (SELECT 1 FROM conversations p WHERE p.id = c.parent_id AND starts_with(p.id, ?))"
+            " LIMIT 2",
+            [conversation, conversation],
+        ).fetchall()
+        if len(roots) == 1 and _all_descend_from(con, conversation, roots[0][0]):
+            return roots[0][0]
         raise NotFoundError(
             f"conversation {conversation!r} is ambiguous",
             hint="matches " + ", ".join(found[:5]) + (" …" if len(found) > 5 else ""),
@@ -229,6 +293,19 @@ def resolve_conversation(store: Store, conversation: str) -> str:
     raise NotFoundError(
         f"no conversation {conversation!r} in the store", hint=unknown_conversation_hint(con)
     )
+
+
+def _all_descend_from(con: Any, prefix: str, root: str) -> bool:
+    """True when every conversation whose id starts with `prefix` is `root` or a sub-agent
+    of it, at any depth (parent links are checked, not the shape of the ids)."""
+    row = con.execute(
+        "WITH RECURSIVE family(id) AS (SELECT ? UNION SELECT c.id FROM conversations c"
+        " JOIN family f ON c.parent_id = f.id)"
+        " SELECT count(*) FROM conversations WHERE starts_with(id, ?)"
+        " AND id NOT IN (SELECT id FROM family)",
+        [root, prefix],
+    ).fetchone()
+    return row[0] == 0
 
 
 def require_conversations(con: Any, wanted: Sequence[str]) -> list[str]:

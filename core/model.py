@@ -256,6 +256,8 @@ class FileCounts:
     conflicts: tuple[int, str | None] = (0, None)
     # The line of the file's first record skipped as `unknown_type` (None when there was none).
     unknown_type_line: int | None = None
+    # The file's first line recorded as an ingest error (skipped by --skip-invalid), or None.
+    invalid_line: int | None = None
 
 
 for _cls in (

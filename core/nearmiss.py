@@ -8,8 +8,11 @@ separators, a truncation or extension, or a small edit.
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -25,8 +28,23 @@ _EDGE_PUNCT = ".,;:!?'\")]}>"
 # Two or more tokens with only white space and brackets between them: one value may be
 # written so in groups ("+1 (555) 010-9999", "DE89 3704 0044 0532 0130 00"). A comma, a quote
 # or any other character between two tokens makes them items of a list, not groups.
-_GROUPS = regex.compile(r"[\p{L}\p{N}\-_.:/#\\@+~]+(?:[\s()]+[\p{L}\p{N}\-_.:/#\\@+~]+)+")
+# Possessive, and never from inside a token: a token not followed by a group is given up
+# at once instead of being tried again from each of its characters.
+_GROUPS = regex.compile(
+    r"(?<![\p{L}\p{N}\-_.:/#\\@+~])[\p{L}\p{N}\-_.:/#\\@+~]++"
+    r"(?:[\s()]++[\p{L}\p{N}\-_.:/#\\@+~]++)+"
+)
+_ASCII_GROUPS = re.compile(
+    r"(?<![A-Za-z0-9\-_.:/#\\@+~])[A-Za-z0-9\-_.:/#\\@+~]++"
+    r"(?:[ \t\n\v\f\r()]++[A-Za-z0-9\-_.:/#\\@+~]++)+"
+)
+_ASCII_DIGIT_RE = re.compile("[0-9]")
+_ANY_DIGIT = regex.compile(r"\p{N}")
+_ASCII_TOKEN = re.compile(r"[A-Za-z0-9\-_.:/#\\@+~]+")
+_ASCII_SEPARATORS = str.maketrans("", "", "-_.:/#\\+")
 _ASCII_DIGIT = regex.compile(r"[0-9]")
+# Places a grouped edit search visits per value and text at most (see grouped_edit_near_miss).
+EDIT_STEPS = 512
 
 
 class Difference(StrEnum):
@@ -96,6 +114,49 @@ def edit_distance(a: str, b: str, limit: int) -> int:
     return min(prev[-1], limit + 1)
 
 
+def bounded_distance(a: str, b: str, limit: int) -> int:
+    """`edit_distance` (optimal string alignment) for small limits, faster.
+
+    Strips the common prefix and suffix, then tries the four edits at the first difference
+    with one edit less: at most 4**limit short branches instead of a Python DP table.
+    """
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    if i:
+        a, b = a[i:], b[i:]
+        n -= i
+    j = 0
+    while j < n and a[-1 - j] == b[-1 - j]:
+        j += 1
+    if j:
+        a, b = a[:-j], b[:-j]
+    if not a or not b:
+        return min(len(a) + len(b), limit + 1)
+    if limit == 0:
+        return 1
+    if limit == 1:
+        # Both differ at their first and last character now: one edit covers that only as
+        # a substitution of one character or a transposition of two (an insertion or a
+        # deletion would have left one of them empty). Spares the four calls below.
+        la = len(a)
+        if la == len(b) and (la == 1 or (la == 2 and a[0] == b[1] and a[1] == b[0])):
+            return 1
+        return 2
+    rest = limit - 1
+    best = 1 + bounded_distance(a[1:], b[1:], rest)  # substitution
+    if best > 1:
+        best = min(best, 1 + bounded_distance(a[1:], b, rest))  # deletion
+    if best > 1:
+        best = min(best, 1 + bounded_distance(a, b[1:], rest))  # insertion
+    if best > 1 and len(a) > 1 and len(b) > 1 and a[0] == b[1] and a[1] == b[0]:
+        best = min(best, 1 + bounded_distance(a[2:], b[2:], rest))  # transposition
+    return min(best, limit + 1)
+
+
 def classify(expected: str, found: str) -> NearMiss | None:
     """How `found` differs from `expected`, or None when it is not a near miss (or is equal)."""
     if expected == found:
@@ -131,21 +192,75 @@ _RANK = {
 }
 
 
-# A run of grouped tokens: its text, (start, end, fold without separators) per token, and
-# those folds joined (a value's skeleton can only be found in a run whose join holds it).
-GroupedRun = tuple[str, tuple[tuple[int, int, str], ...], str]
+# A run of grouped tokens: its text, (start, end, fold without separators) per token, those
+# folds joined (a value's skeleton can only be found in a run whose join holds it), and where
+# each token's part of the join starts after leading zeros (a skeleton holds none) and ends.
+GroupedRun = tuple[str, tuple[tuple[int, int, str], ...], str, list[int], list[int]]
 
 
 def grouped_runs(text: str) -> list[GroupedRun]:
-    """Runs of two or more tokens of `text` separated only by white space and brackets."""
+    """Runs of two or more tokens of `text` separated only by white space and brackets (in
+    ASCII text, those that hold a digit)."""
+    if not text.isascii():
+        return _grouped_runs(text)
+    # ASCII text (most arguments): the same runs with `re` and str methods. In ASCII,
+    # \p{L}\p{N} is [A-Za-z0-9], `regex`'s \s is [ \t\n\v\f\r], NFKC and the dash and
+    # invisible maps change nothing, casefold() is lower(), and a token holds no white space
+    # nor bracket, so its separators are -_.:/#\+.
+    # A run without a digit is left out: only values with a digit are looked for in groups
+    # (may_be_grouped), and a run's skeleton holds the digits of its text.
+    out = []
+    token = _ASCII_TOKEN.finditer
+    has_digit = _ASCII_DIGIT_RE.search
+    for run in _ASCII_GROUPS.finditer(text):
+        start, end = run.span()
+        if has_digit(text, start, end) is None:
+            continue
+        tokens = tuple(
+            (m.start(), m.end(), m.group().lower().translate(_ASCII_SEPARATORS))
+            for m in token(text, start, end)
+        )
+        out.append(_grouped_run(text, tokens))
+    return out
+
+
+def _grouped_runs(text: str) -> list[GroupedRun]:
+    """grouped_runs() for any text, with the `regex` patterns and `fold`."""
+    # A run without a digit (\p{N}: no letter folds to an ASCII digit) is left out, as in
+    # ASCII text; ASCII tokens fold as there.
     out = []
     for run in _GROUPS.finditer(text):
+        start, end = run.span()
+        if _ANY_DIGIT.search(text, start, end) is None:
+            continue
         tokens = tuple(
-            (m.start(), m.end(), _SEPARATORS.sub("", fold(m.group())))
-            for m in _TOKEN.finditer(text, run.start(), run.end())
+            (m.start(), m.end(), _token_skeleton(m.group()))
+            for m in _TOKEN.finditer(text, start, end)
         )
-        out.append((text, tokens, "".join(t[2] for t in tokens)))
+        out.append(_grouped_run(text, tokens))
     return out
+
+
+def _token_skeleton(token: str) -> str:
+    """A token's fold without separators (no leading zeros stripped)."""
+    if token.isascii():
+        return token.lower().translate(_ASCII_SEPARATORS)
+    return _SEPARATORS.sub("", fold(token))
+
+
+def _grouped_run(text: str, tokens: tuple[tuple[int, int, str], ...]) -> GroupedRun:
+    """A GroupedRun of `tokens` of `text`: their folds joined, and where each one starts and
+    ends in the join."""
+    joined = "".join(t[2] for t in tokens)
+    ends = list(itertools.accumulate(len(t[2]) for t in tokens))
+    heads = [end - len(t[2]) for t, end in zip(tokens, ends, strict=True)]
+    for i, token in enumerate(tokens):
+        if token[2][:1] == "0" or not token[2]:  # never decreasing: bisect finds windows
+            at = heads[i]
+            while at < len(joined) and joined[at] == "0":
+                at += 1
+            heads[i] = at
+    return (text, tokens, joined, heads, ends)
 
 
 def grouped_near_miss(expected: str, want: str, runs: list[GroupedRun]) -> NearMiss | None:
@@ -160,7 +275,7 @@ def grouped_near_miss(expected: str, want: str, runs: list[GroupedRun]) -> NearM
     if not may_be_grouped(want):
         return None
     best: NearMiss | None = None
-    for text, tokens, joined in runs:
+    for text, tokens, joined, _heads, _ends in runs:
         if want not in joined:
             continue
         for i in range(len(tokens) - 1):
@@ -226,23 +341,103 @@ def best_near_miss(expected: str, texts: list[str] | tuple[str, ...]) -> NearMis
                 best = miss
                 if _RANK[best.difference] == 0:
                     return best
-    return with_grouped(best, expected, want, lambda _: [r for t in texts for r in grouped_runs(t)])
+    return with_grouped(
+        best, expected, want, lambda _needles: [r for t in texts for r in grouped_runs(t)]
+    )
+
+
+def grouped_edit_near_miss(expected: str, want: str, runs: list[GroupedRun]) -> NearMiss | None:
+    """A truncation, extension or small edit of `expected` over two or more grouped tokens.
+
+    The same judgement as for one token (`classify`: Damerau-Levenshtein 1 for skeletons of
+    6-11 characters, 2 for 12+), applied to runs of whole tokens whose joined skeleton is
+    within that many characters of `want`'s length (`DE89 3704 0044 0532 0131 00` for
+    `DE89 3704 0044 0532 0130 00`). Only for values at least half digits (numbers, IBANs,
+    phones, codes): a word-like value with a digit is an edit away from words of prose
+    (`in_progress_2`, `in progress 3`). Bounded work: a span is tried only where one of the
+    2*limit+1 pieces of `want` (`edit_pieces`), one of which any such edit leaves whole,
+    occurs at its place give or take `limit`, and at most EDIT_STEPS places are visited per
+    value and texts (texts so full of the value's pieces that they hold more are left at
+    that). The closest wins, the first in the texts on ties.
+    """
+    if len(want) < 6 or 2 * len(_ASCII_DIGIT.findall(want)) < len(want):
+        return None
+    limit = 1 if len(want) < 12 else 2
+    pieces = edit_pieces(want)
+    lo_len, hi_len = len(want) - limit, len(want) + limit
+    best: NearMiss | None = None
+    best_key = (len(_RANK), 0, 0, 0)
+    steps = EDIT_STEPS
+    for index, (text, tokens, joined, heads, ends) in enumerate(runs):
+        if steps <= 0:
+            break
+        tried: set[int] = set()
+        for piece, offset in pieces:
+            pos = joined.find(piece)
+            while pos != -1 and steps > 0:
+                steps -= 1
+                first = bisect.bisect_left(heads, pos - offset - limit)
+                last = min(bisect.bisect_right(heads, pos - offset + limit), len(tokens) - 1)
+                for i in range(first, last):
+                    if i in tried or not tokens[i][2]:
+                        continue
+                    tried.add(i)
+                    for j in range(i + 1, len(tokens)):
+                        size = ends[j] - heads[i]
+                        if size > hi_len:
+                            break
+                        if size < lo_len or not tokens[j][2]:
+                            continue
+                        steps -= 1
+                        got = joined[heads[i] : ends[j]]
+                        if bounded_distance(want, got, limit) > limit:
+                            continue
+                        miss = classify(expected, _grouped_text(text, tokens[i][0], tokens[j][1]))
+                        if miss is None:
+                            continue
+                        key = (_RANK[miss.difference], miss.distance, index, tokens[i][0])
+                        if key < best_key:
+                            best, best_key = miss, key
+                pos = joined.find(piece, pos + 1)
+    return best
+
+
+def edit_pieces(want: str) -> tuple[tuple[str, int], ...]:
+    """2*limit+1 disjoint pieces of skeleton `want` with their offsets: any near miss within
+    the edit limit of `want` (1 under 12 characters, else 2) holds one of them whole, at its
+    offset give or take the limit (each edit touches at most two pieces)."""
+    if len(want) < 6:
+        return ()
+    count = 3 if len(want) < 12 else 5
+    size = len(want) // count
+    return tuple((want[i * size : (i + 1) * size], i * size) for i in range(count))
 
 
 def with_grouped(
-    best: NearMiss | None, expected: str, want: str, runs: Callable[[str], list[GroupedRun]]
+    best: NearMiss | None,
+    expected: str,
+    want: str,
+    runs: Callable[[Sequence[str]], list[GroupedRun]],
 ) -> NearMiss | None:
     """`best` (the first closest single token), or a grouped near miss that ranks before it.
 
-    `runs(want)` gives the grouped runs of the texts (it may leave out texts that cannot hold
-    `want`); it is called only when a grouped near miss could still win (it can only be a
-    case or separator change), so a caller can compute the runs lazily.
+    `runs(needles)` gives the grouped runs of the texts (it may leave out texts whose
+    separator-free fold holds none of `needles`); it is called only when a grouped near miss
+    could still win, so a caller can compute the runs lazily: first with `want` itself (a
+    case or separator change), then, when nothing better than an edit was found, with the
+    pieces of `want` that any truncation, extension or edit of it leaves whole.
     """
     if not may_be_grouped(want) or (
         best is not None and _RANK[best.difference] < _RANK[Difference.SEPARATOR]
     ):
         return best
-    grouped = grouped_near_miss(expected, want, runs(want))
+    grouped = grouped_near_miss(expected, want, runs((want,)))
+    if grouped is not None and (best is None or _RANK[grouped.difference] < _RANK[best.difference]):
+        return grouped
+    if best is not None and _RANK[best.difference] <= _RANK[Difference.TRUNCATED]:
+        return best  # a grouped truncation or edit would not rank before it
+    pieces = [piece for piece, _offset in edit_pieces(want)]
+    grouped = grouped_edit_near_miss(expected, want, runs(pieces) if pieces else [])
     if grouped is not None and (best is None or _RANK[grouped.difference] < _RANK[best.difference]):
         return grouped
     return best

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from lexkeep.core import read_responses as responses
 from lexkeep.core.model import (
     ArgumentsKind,
     Boundary,
@@ -32,12 +33,13 @@ from lexkeep.core.model import (
 )
 from lexkeep.core.read_openai import (
     CallIds,
+    ConversationCallIds,
     content_text,
     conversation_key,
     file_stem,
     user_kind,
 )
-from lexkeep.core.readers import JsonLine
+from lexkeep.core.readers import JsonLine, type_of
 from lexkeep.core.requestlog import Continued, RequestLog, fingerprint
 
 # Block types only Anthropic content uses (OpenAI parts are text/image_url/input_audio…).
@@ -76,7 +78,7 @@ def message_print(msg: Any) -> bytes:
     blocks = [
         b
         for b in _blocks(msg.get("content"))
-        if not (isinstance(b, dict) and b.get("type") in _UNSENT)
+        if not (isinstance(b, dict) and type_of(b) in _UNSENT)
     ]
     return fingerprint([msg.get("role"), blocks])
 
@@ -104,7 +106,7 @@ def _message(
     for j, block in enumerate(_blocks(msg.get("content"))):
         if not isinstance(block, dict):
             continue
-        btype = block.get("type")
+        btype = type_of(block)
         if btype == "text":
             text = block.get("text")
             if isinstance(text, str):
@@ -158,6 +160,19 @@ def _system(system: Any, mid: str, conv: str, src: Source) -> Iterator[Record]:
         yield Message(mid, conv, Role.SYSTEM, MessageKind.SYSTEM, text, src)
 
 
+class Systems(set[str]):
+    """The conversations whose system prompt was read (a core.requestlog.Kept part)."""
+
+    def dump(self, conversation: str) -> bool | None:
+        """True when the conversation's system prompt was read, else None."""
+        return True if conversation in self else None
+
+    def load(self, conversation: str, data: Any) -> None:
+        """Take back what `dump` gave."""
+        if data is True:
+            self.add(conversation)
+
+
 class AnthropicReader:
     """Anthropic Messages: request logs with `messages`, or one message per line."""
 
@@ -175,13 +190,14 @@ class AnthropicReader:
         (`tool_use`, `tool_result`, `thinking`, `compaction`…)."""
         if not isinstance(value, dict) or "payload" in value:
             return False
+        value = responses.unwrapped(value)  # {"request": …, "response": …}
         messages = value.get("messages")
         if not isinstance(messages, list):
             return False
         response = value.get("response")
         sample = [*messages, response] if isinstance(response, dict) else messages
         return any(
-            isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS
+            isinstance(b, dict) and type_of(b) in _ANTHROPIC_BLOCKS
             for m in sample
             if isinstance(m, dict) and isinstance(m.get("content"), list)
             for b in m["content"]
@@ -193,6 +209,7 @@ class AnthropicReader:
         for value in head:
             if not isinstance(value, dict):
                 continue
+            value = responses.unwrapped(value)  # {"request": …, "response": …}
             msgs = value.get("messages")
             sample = msgs[:50] if isinstance(msgs, list) else [value]
             if isinstance(value.get("response"), dict):
@@ -201,11 +218,11 @@ class AnthropicReader:
                 # lexkeep records carry conversation_id and `text`, never `content`; a request
                 # log may carry conversation_id too, as its id (docs/formats.md)
                 continue
-            if value.get("type") == "message" and value.get("role") == "assistant":
+            if type_of(value) == "message" and value.get("role") == "assistant":
                 score += 6
                 continue
             types = {
-                b.get("type")
+                type_of(b)
                 for m in sample
                 if isinstance(m, dict)
                 for b in (m.get("content") if isinstance(m.get("content"), list) else [])
@@ -232,16 +249,16 @@ class AnthropicReader:
         file_ids = CallIds()  # messages per line: the whole file is one conversation
         shared = Continued() if continued is None else continued
         log = shared.part("anthropic.log", RequestLog)  # requests repeat their conversation
-        calls: dict[str, CallIds] = shared.part("anthropic.calls", dict)
+        calls = shared.part("anthropic.calls", ConversationCallIds)
         # conversations whose system prompt was read
-        systems: set[str] = shared.part("anthropic.systems", set)
+        systems = shared.part("anthropic.systems", Systems)
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
         for item in lines:
             if isinstance(item, Skipped):
                 yield item
                 continue
-            value = item.value
+            value = responses.unwrapped(item.value)  # {"request": …, "response": …}
             src = Source(path, item.line)
             msgs = value.get("messages")
             if isinstance(msgs, list):
@@ -249,6 +266,8 @@ class AnthropicReader:
                 conv = key or f"{stem}#{index}"
                 index += 1
                 yield Conversation(conv, Format.ANTHROPIC, begins.setdefault(conv, src))
+                if key is not None:  # other records may go on with it, in later files too
+                    shared.meet("anthropic", conv)
                 if conv not in systems and value.get("system"):
                     systems.add(conv)  # later requests repeat it (and would store it once)
                     yield from _system(value["system"], f"{conv}/system", conv, src)

@@ -53,7 +53,7 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
-from lexkeep.core.readers import JsonLine, json_text, result_digest, same_call
+from lexkeep.core.readers import JsonLine, json_text, result_digest, same_call, type_of
 
 CHAIN_TYPES = frozenset({"user", "assistant", "system", "attachment"})
 # Line types Claude Code writes that carry no timeline content for lexkeep.
@@ -125,7 +125,7 @@ def _is_compact_summary(value: dict[str, Any]) -> bool:
         return False
     content = message.get("content")
     if isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        isinstance(b, dict) and type_of(b) == "tool_result" for b in content
     ):
         return False
     return block_text(content).lstrip().startswith(SUMMARY_PREFIX)
@@ -199,15 +199,13 @@ class ClaudeReader:
     def sniff(self, head: list[Any]) -> int:
         """10 when chain lines carry uuid + sessionId; 5 for metadata-only heads; else 0."""
         objs = [v for v in head if isinstance(v, dict)]
-        chain = [
-            o for o in objs if o.get("type") in CHAIN_TYPES and "uuid" in o and "sessionId" in o
-        ]
+        chain = [o for o in objs if type_of(o) in CHAIN_TYPES and "uuid" in o and "sessionId" in o]
         if chain:
             return 10
         meta = [
             o
             for o in objs
-            if o.get("type") in METADATA_TYPES
+            if type_of(o) in METADATA_TYPES
             and ("sessionId" in o or "leafUuid" in o or "snapshot" in o)
         ]
         return 5 if meta else 0
@@ -217,7 +215,7 @@ class ClaudeReader:
         with uuid and sessionId), whatever file it is found in."""
         return (
             isinstance(value, dict)
-            and value.get("type") in CHAIN_TYPES
+            and type_of(value) in CHAIN_TYPES
             and "uuid" in value
             and "sessionId" in value
         )
@@ -325,7 +323,7 @@ class ClaudeReader:
         if not isinstance(value, dict):
             yield Skipped(src, "not_an_object", type(value).__name__, fatal=True)
             return
-        kind = value.get("type")
+        kind = type_of(value)
         if kind in METADATA_TYPES:
             yield Skipped(src, "metadata", str(kind))
             return
@@ -434,7 +432,7 @@ class ClaudeReader:
             if fingerprint in pending.blocks:
                 continue  # repeated block of a split response
             pending.blocks.add(fingerprint)
-            btype = block.get("type")
+            btype = type_of(block)
             if btype == "text" and isinstance(block.get("text"), str):
                 pending.texts.append(block["text"])
             elif btype in ("tool_use", "server_tool_use"):
@@ -535,7 +533,7 @@ class ClaudeReader:
         att = value.get("attachment")
         att = att if isinstance(att, dict) else {}
         kind = MessageKind.INJECTED
-        if att.get("type") == "queued_command":
+        if type_of(att) == "queued_command":
             # A prompt the person typed while the agent was busy (commandMode "prompt"); task
             # notifications are queued the same way but come from the harness.
             text = block_text(att.get("prompt"))
@@ -580,7 +578,7 @@ class ClaudeReader:
                 block = {"type": "text", "text": block}
             if not isinstance(block, dict):
                 continue
-            btype = block.get("type")
+            btype = type_of(block)
             if btype == "tool_result":
                 call_id = block.get("tool_use_id")
                 if not isinstance(call_id, str) or not call_id:

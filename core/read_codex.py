@@ -47,7 +47,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.read_responses import call_arguments, content_text, output_text
-from lexkeep.core.readers import JsonLine, result_digest, same_call
+from lexkeep.core.readers import JsonLine, result_digest, same_call, type_of
 
 # codex-rs/core/templates/compact/summary_prefix.md is one line; the summary follows a "\n".
 SUMMARY_PREFIX = "Another language model started to solve this problem"
@@ -218,15 +218,13 @@ class CodexReader:
         objs = [v for v in head if isinstance(v, dict)]
         if not objs:
             return 0
-        if any(
-            o.get("type") in ENVELOPE_TYPES and isinstance(o.get("payload"), dict) for o in objs
-        ):
+        if any(type_of(o) in ENVELOPE_TYPES and isinstance(o.get("payload"), dict) for o in objs):
             return 10
         if any("record_type" in o for o in objs):
             return 7
         first = objs[0]
         bare_header = "type" not in first and "id" in first and "timestamp" in first
-        items = [o for o in objs[1:] if o.get("type") in RESPONSE_ITEM_TYPES]
+        items = [o for o in objs[1:] if type_of(o) in RESPONSE_ITEM_TYPES]
         if bare_header and (items or "instructions" in first):
             return 7
         return 0
@@ -236,7 +234,7 @@ class CodexReader:
         with a payload object), whatever file it is found in."""
         return (
             isinstance(value, dict)
-            and value.get("type") in ENVELOPE_TYPES
+            and type_of(value) in ENVELOPE_TYPES
             and isinstance(value.get("payload"), dict)
         )
 
@@ -260,7 +258,7 @@ class CodexReader:
         if not isinstance(value, dict):
             yield Skipped(src, "not_an_object", type(value).__name__, fatal=True)
             return
-        kind = value.get("type")
+        kind = type_of(value)
         payload = value.get("payload")
         time = value.get("timestamp") if isinstance(value.get("timestamp"), str) else None
         if "record_type" in value and "payload" not in value:
@@ -293,7 +291,7 @@ class CodexReader:
         if kind is None and "id" in value and st.conversation_id is None:
             yield from self._bare_header(st, value, src)
             return
-        if kind in RESPONSE_ITEM_TYPES:
+        if isinstance(kind, str) and kind in RESPONSE_ITEM_TYPES:
             yield from self._response_item(st, value, src, None)
             return
         yield Skipped(src, "unknown_type", str(kind) if kind is not None else "no type")
@@ -352,7 +350,7 @@ class CodexReader:
         yield from self._conversation(st, src)
         cid = st.conversation_id
         assert cid is not None
-        kind = p.get("type")
+        kind = type_of(p)
         if kind == "message":
             yield from self._message(st, p, src, time)
         elif kind == "reasoning":
@@ -432,7 +430,7 @@ class CodexReader:
     ) -> Iterator[Record]:
         cid = st.conversation_id
         assert cid is not None
-        kind = p.get("type")
+        kind = type_of(p)
         call_id = p.get("call_id")
         if not isinstance(call_id, str) or not call_id:
             if kind in ("function_call", "custom_tool_call", "tool_search_call"):
@@ -459,7 +457,7 @@ class CodexReader:
     def _event(
         self, st: _State, p: dict[str, Any], src: Source, time: str | None
     ) -> Iterator[Record]:
-        kind = p.get("type")
+        kind = type_of(p)
         if kind not in ("user_message", "agent_message"):
             # token counts, task start/complete, context_compacted, reasoning (a duplicate of
             # response_item reasoning), tool end events (duplicates of *_output items) …
@@ -522,12 +520,12 @@ class CodexReader:
             )
             return
         items = [h for h in history if isinstance(h, dict)]
-        opaque = any(h.get("type") in ("compaction", "compaction_summary") for h in items)
+        opaque = any(type_of(h) in ("compaction", "compaction_summary") for h in items)
         # (role, text) of what the history kept in clear, in order: real user messages, and
         # assistant answers (kept verbatim by remote compaction only)
         kept: list[tuple[str, str]] = []
         for h in items:
-            if h.get("type") != "message":
+            if type_of(h) != "message":
                 continue
             text = content_text(h.get("content"))
             if h.get("role") == "user" and classify_user_text(text) is MessageKind.USER_TEXT:

@@ -23,7 +23,7 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
-from lexkeep.core.readers import JsonLine
+from lexkeep.core.readers import JsonLine, type_of
 
 TYPES = frozenset({"conversation", "run", "message", "tool_call", "tool_result", "compaction"})
 
@@ -96,7 +96,7 @@ def _arguments(value: dict[str, Any], line: JsonLine) -> tuple[str, ArgumentsKin
 
 def _record(line: JsonLine, src: Source) -> Record:
     value = line.value
-    kind = value.get("type")
+    kind = type_of(value)
     if kind == "message":
         role = _enum(_ROLES, value, "role", None)
         if role is None:
@@ -186,11 +186,11 @@ class LexkeepReader:
         """Count head values that are typed lexkeep records (not Codex/Claude envelopes)."""
         score = 0
         for value in head:
-            if not isinstance(value, dict) or value.get("type") not in TYPES:
+            if not isinstance(value, dict) or type_of(value) not in TYPES:
                 continue
             if "payload" in value or "uuid" in value or "sessionId" in value:
                 continue
-            if "conversation_id" in value or value.get("type") == "conversation":
+            if "conversation_id" in value or type_of(value) == "conversation":
                 score += 3
         return score
 

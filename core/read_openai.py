@@ -2,7 +2,9 @@
 
 Accepted shapes (per file, mixed freely):
 - a record with a `messages` (or tau-bench `traj`) list: one conversation per record — one per
-  JSONL line, or one per element of a top-level JSON array;
+  JSONL line, or one per element of a top-level JSON array; a logged Chat Completions
+  `response` (`choices[0].message`) is the list's last message, and a call logged as
+  `{"request": {"messages": …}, "response": …}` is read as that record;
 - a bare chat message per line (`{"role":..., "content":...}`): all of them form one
   conversation named after the file;
 - Responses API request logs (`input` and/or `output` items, also wrapped as
@@ -38,7 +40,7 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
-from lexkeep.core.readers import JsonLine
+from lexkeep.core.readers import JsonLine, type_of
 from lexkeep.core.requestlog import Continued, RequestLog, fingerprint
 
 _ROLES = {"user", "assistant", "system", "developer", "tool", "function"}
@@ -143,6 +145,32 @@ class CallIds:
         """The stored id of the call a result with `call_id` answers."""
         return self._latest.get(call_id, call_id)
 
+    def dump(self) -> dict[str, Any]:
+        """The counts and latest ids as a JSON value (`loaded` takes it back)."""
+        return {"count": dict(self._count), "latest": dict(self._latest)}
+
+    @classmethod
+    def loaded(cls, data: Any) -> CallIds:
+        """Call ids as `dump` gave them."""
+        ids = cls()
+        if isinstance(data, dict):
+            ids._count = dict(data.get("count") or {})
+            ids._latest = dict(data.get("latest") or {})
+        return ids
+
+
+class ConversationCallIds(dict[str, CallIds]):
+    """The call ids of each conversation of a request log (a core.requestlog.Kept part)."""
+
+    def dump(self, conversation: str) -> dict[str, Any] | None:
+        """The conversation's call ids as a JSON value, None when it has none."""
+        ids = self.get(conversation)
+        return None if ids is None else ids.dump()
+
+    def load(self, conversation: str, data: Any) -> None:
+        """Take back what `dump` gave."""
+        self[conversation] = CallIds.loaded(data)
+
 
 def message_print(msg: Any) -> bytes:
     """The fingerprint that tells a message sent again from a new one: the whole message,
@@ -177,7 +205,7 @@ def _message(
     if not isinstance(msg, dict):
         yield Skipped(src, "invalid_message", f"message {mid} is not an object")
         return
-    if responses.is_item(msg) and msg.get("type") != "message":
+    if responses.is_item(msg) and type_of(msg) != "message":
         # A Responses item in a chat list (function_call, its output, a compaction item…).
         yield from responses.read_item(msg, mid, conv, src, ids, line, user_kind)
         return
@@ -197,7 +225,7 @@ def _message(
                 given = call.get("id")
                 # an empty id is no id: several of them would be one call in the store
                 call_id = ids.call(given) if isinstance(given, str) and given else f"{mid}/call{j}"
-                if call.get("type") == "custom" and isinstance(call.get("custom"), dict):
+                if type_of(call) == "custom" and isinstance(call.get("custom"), dict):
                     fn = call["custom"]
                     raw, akind = content_text(fn.get("input")), ArgumentsKind.FREEFORM
                 else:
@@ -236,9 +264,13 @@ class OpenAIReader:
             return False
         if responses.is_request_log(value) or responses.is_stream_event(value):
             return True
+        value = responses.unwrapped(value)  # a Chat Completions call logged as a wrapper
         messages = value.get("messages")
         if not isinstance(messages, list) or "payload" in value:
             return False
+        answer = responses.chat_answer(value)
+        if answer is not None:
+            messages = [*messages, answer]
         return any(
             isinstance(m, dict)
             and (
@@ -260,10 +292,14 @@ class OpenAIReader:
             if got and not (codex_items and responses.is_item(value)):
                 score += got
                 continue
+            value = responses.unwrapped(value)  # a Chat Completions call logged as a wrapper
             if isinstance(value.get("traj"), list):
                 score += 5
                 continue
             msgs = value.get("messages")
+            answer = responses.chat_answer(value)
+            if isinstance(msgs, list) and answer is not None:
+                msgs = [*msgs[:49], answer]
             sample = msgs[:50] if isinstance(msgs, list) else [value]
             listed = isinstance(msgs, list)  # a chat list may hold Responses items too
             if not sample or not all(
@@ -290,12 +326,13 @@ class OpenAIReader:
         they share with this one (a rotated request log, per-day files): their requests go on
         from there, and this file's are kept there for the next files."""
         stem = file_stem(path)
+        unnamed = f"{stem}#"  # conversations named after the file: no other file goes on with them
         index = 0
         file_conv_started = False
         file_ids = CallIds()  # bare messages: the whole file is one conversation
         shared = Continued() if continued is None else continued
         log = shared.part("openai.log", RequestLog)  # records sharing an id repeat it so far
-        calls: dict[str, CallIds] = shared.part("openai.calls", dict)
+        calls = shared.part("openai.calls", ConversationCallIds)
         # Responses request logs: previous_response_id chains
         chains = shared.part("openai.chains", responses.Chains)
         stream = responses.Stream()  # a streamed response's events, and its request
@@ -316,6 +353,9 @@ class OpenAIReader:
             at = f"L{item.line}" if on_line == 1 else f"L{item.line}.{on_line}"
             messages = _messages_of(value)
             if messages is not None:
+                answer = responses.chat_answer(value)
+                if answer is not None:  # a logged Chat Completions response: the list's last
+                    messages = [*messages, answer]
                 key = conversation_key(value)
                 conv = key or f"{stem}#{index}"
                 index += 1
@@ -326,10 +366,16 @@ class OpenAIReader:
                 if key is None:  # a conversation no other record can repeat
                     yield from read_messages(messages, conv, src, item)
                 else:
+                    shared.meet("openai", conv)
                     ids = calls.setdefault(conv, CallIds())
                     yield from read_messages(messages, conv, src, item, log, ids)
             elif responses.is_request_log(value):
+                prev = responses.previous_response_id(value)
+                if prev is not None and not chains.knows(prev):
+                    shared.find("openai", prev)  # logged in a file an earlier ingest read
                 conv = chains.conversation(value, f"{stem}#{index}")
+                if not conv.startswith(unnamed):  # later files may go on with it
+                    shared.meet("openai", conv)
                 index += 1
                 if conv not in started:
                     started.add(conv)
@@ -342,12 +388,18 @@ class OpenAIReader:
                 stream.whole = responses.request_scope(value, conv, item.line) == conv
             elif responses.is_stream_event(value):
                 response = value.get("response")
+                fallback = f"{stem}#{index}"
                 if isinstance(response, dict):
-                    conv = stream.begin(response, chains, f"{stem}#{index}")
+                    prev = responses.previous_response_id(response)
+                    if prev is not None and not chains.knows(prev):
+                        shared.find("openai", prev)
+                    conv = stream.begin(response, chains, fallback)
                 elif stream.conv is None:  # items of a stream whose start the log does not hold
-                    conv = stream.begin({}, chains, f"{stem}#{index}")
+                    conv = stream.begin({}, chains, fallback)
                 else:
                     conv = stream.conv
+                if not conv.startswith(unnamed):
+                    shared.meet("openai", conv)
                 index += 1
                 found = stream.items(value)
                 if not found:

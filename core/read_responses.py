@@ -37,7 +37,7 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
-from lexkeep.core.readers import JsonLine, json_text
+from lexkeep.core.readers import JsonLine, json_text, type_of
 from lexkeep.core.requestlog import RequestLog, fingerprint
 
 if TYPE_CHECKING:  # only for annotations: read_openai imports this module
@@ -107,7 +107,7 @@ def call_arguments(
 ) -> tuple[str | None, str, ArgumentsKind]:
     """Name (None when a function or custom tool call has none), raw arguments and their kind
     of a tool call item, the arguments exactly as recorded."""
-    kind = item.get("type")
+    kind = type_of(item)
     name = item.get("name") if isinstance(item.get("name"), str) else None
     if kind == "function_call":
         args = item.get("arguments")
@@ -137,7 +137,7 @@ def is_item(value: Any) -> bool:
     """A Responses item with a `type` this module reads (a typed `message` included)."""
     if not isinstance(value, dict):
         return False
-    kind = value.get("type")
+    kind = type_of(value)
     if kind == "message":
         return value.get("role") in MESSAGE_ROLES and "content" in value
     return kind in ITEM_TYPES
@@ -146,7 +146,7 @@ def is_item(value: Any) -> bool:
 def _typed_parts(value: dict[str, Any]) -> bool:
     content = value.get("content")
     return isinstance(content, list) and any(
-        isinstance(p, dict) and p.get("type") in PART_TYPES for p in content
+        isinstance(p, dict) and type_of(p) in PART_TYPES for p in content
     )
 
 
@@ -178,6 +178,19 @@ def response_output(value: dict[str, Any]) -> list[Any] | None:
     return None
 
 
+def chat_answer(value: dict[str, Any]) -> dict[str, Any] | None:
+    """The message a logged Chat Completions response answered with: its `response`'s
+    `choices[0].message`, or None when the value holds no such response."""
+    response = value.get("response")
+    if not isinstance(response, dict):
+        return None
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    message = choices[0].get("message")
+    return message if isinstance(message, dict) else None
+
+
 def _body(value: Any) -> dict[str, Any] | None:
     """A request's or response's JSON as a log keeps it: the object, or its `body` object (an
     HTTP exchange's log: `{"status_code": 200, "body": {…}}`)."""
@@ -190,18 +203,21 @@ def _body(value: Any) -> dict[str, Any] | None:
 def unwrapped(value: Any) -> Any:
     """A request log written as `{"request": {…}, "response": {…}}` (a client's or proxy's log
     of one call; each side may hold its JSON under `body`) as the request's own fields with
-    `response` beside them, read as any request log; any other value as it is.
+    `response` beside them, read as any request log; any other value as it is. The request is
+    a Responses one (`input`) or a Chat Completions one (`messages`).
 
     The wrapper's own keys (`conversation_id`, `session_id`, a log `id`…) are kept where the
-    request has none of its own."""
+    request has none of its own; a chat request does not take the wrapper's `id`, which names
+    the log entry (a chat record's `id` would name its conversation)."""
     if not isinstance(value, dict) or "input" in value or "messages" in value:
         return value
     request = _body(value.get("request"))
-    if request is None or "input" not in request or "messages" in request:
+    if request is None or ("input" in request) == ("messages" in request):
         return value
+    chat = "messages" in request
     merged = dict(request)
     for key, got in value.items():
-        if key not in ("request", "response"):
+        if key not in ("request", "response") and not (chat and key == "id"):
             merged.setdefault(key, got)
     response = _body(value.get("response"))
     if response is not None:
@@ -254,7 +270,7 @@ def sniff_value(value: Any) -> int:
     if not isinstance(value, dict) or "payload" in value or "conversation_id" in value:
         return 0  # Codex envelopes and lexkeep records use some of the same type names
     if is_item(value):
-        if value.get("type") == "message":
+        if type_of(value) == "message":
             return 8 if _typed_parts(value) else 0  # plain role messages: the chat sniffer
         return 6
     return 0
@@ -324,10 +340,30 @@ class Chains:
 
     def __init__(self) -> None:
         self._of: dict[str, str] = {}
+        self._by_conversation: dict[str, list[str]] = {}  # the responses of each
 
     def __len__(self) -> int:
         """How many responses it knows the conversation of."""
         return len(self._of)
+
+    def knows(self, response: str) -> bool:
+        """True when the conversation of the response `response` is known."""
+        return response in self._of
+
+    def dump(self, conversation: str) -> list[str] | None:
+        """The ids of the conversation's responses (core.requestlog.Kept)."""
+        got = self._by_conversation.get(conversation)
+        return None if got is None else list(got)
+
+    def load(self, conversation: str, data: Any) -> None:
+        """Take back the response ids `dump` gave."""
+        for rid in data if isinstance(data, list) else ():
+            if isinstance(rid, str) and rid not in self._of:
+                self._remember(rid, conversation)
+
+    def _remember(self, rid: str, conversation: str) -> None:
+        self._of[rid] = conversation
+        self._by_conversation.setdefault(conversation, []).append(rid)
 
     def conversation(self, value: dict[str, Any], fallback: str, waiting: str | None = None) -> str:
         """The conversation id of request log `value` (and remember its response's).
@@ -343,8 +379,8 @@ class Chains:
             or rid
             or fallback
         )
-        if rid is not None:
-            self._of.setdefault(rid, conv)
+        if rid is not None and rid not in self._of:
+            self._remember(rid, conv)
         return conv
 
 
@@ -401,7 +437,7 @@ def read_item(
     if not isinstance(item, dict):
         yield Skipped(src, "invalid_message", f"item {mid} is not an object")
         return
-    kind = item.get("type")
+    kind = type_of(item)
     if kind == "message" or (kind is None and "role" in item):
         yield from _message(item, mid, conv, src, user_kind)
     elif kind in TOOL_CALL_TYPES:
@@ -505,7 +541,7 @@ def is_stream_event(value: Any) -> bool:
     `response.output_text.delta`…), as a log of the stream keeps one per line."""
     if not isinstance(value, dict) or "payload" in value or "conversation_id" in value:
         return False
-    kind = value.get("type")
+    kind = type_of(value)
     if not isinstance(kind, str) or not kind.startswith("response."):
         return False
     if kind in _STREAM_STARTS or kind in _STREAM_ENDS:
@@ -550,10 +586,10 @@ class Stream:
 
     def items(self, value: dict[str, Any]) -> list[tuple[int, Any]]:
         """(output index, item) of the whole items event `value` gives that were not read."""
-        if value.get("type") == _ITEM_DONE:
+        if type_of(value) == _ITEM_DONE:
             at = value.get("output_index")
             found = [(at if isinstance(at, int) else len(self.seen), value["item"])]
-        elif value.get("type") in _STREAM_ENDS:
+        elif type_of(value) in _STREAM_ENDS:
             output = value["response"].get("output")
             found = list(enumerate(output)) if isinstance(output, list) else []
         else:

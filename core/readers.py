@@ -14,8 +14,10 @@ ids derived from file content must be stable: derive them from the conversation 
 source line, never from counters that depend on where reading started.
 
 Request-log readers (`continues = True`: OpenAI, Anthropic) also take `continued`, the state
-the earlier files of the same ingest left (core.requestlog.Continued), so that a conversation
-continued in the next file of a rotated log goes on where it was.
+the earlier files of the same ingest (and, through the store, of earlier ingests) left
+(core.requestlog.Continued), so that a conversation continued in the next file of a rotated
+log goes on where it was. They `meet` each conversation that other files may continue before
+they align anything of it, so that its stored state is recalled first.
 """
 
 from __future__ import annotations
@@ -70,6 +72,18 @@ class JsonLine:
             parts = counterparts(self.value, self.raw)
             object.__setattr__(self, "_parts", parts)
         return float_text(part, parts)  # holds_float tested here already
+
+
+def type_of(value: dict[str, Any]) -> str | None:
+    """`value["type"]` when it is a string or absent (None); any other value as `<list>` etc.
+
+    Readers look a type up in sets of known names, and a list or an object cannot be looked
+    up in a set; as `<list>` it is a name no reader knows, reported like any unknown type.
+    """
+    kind = value.get("type")
+    if kind is None or isinstance(kind, str):
+        return kind
+    return f"<{type(kind).__name__}>"
 
 
 def json_text(value: Any, line: JsonLine | None) -> str:

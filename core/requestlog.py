@@ -22,7 +22,9 @@ typed again (a user writing "ok" twice) follows the whole history the second tim
 finds it new; a request sent twice adds nothing. The state covers the files of one ingest or
 audit read in order from their start (`Continued`: a log rotated into several files, a folder
 of per-day files), which keeps the numbers the same on every read of the same files and on
-re-reads of a grown one.
+re-reads of a grown one. A store keeps each conversation's state at the end of every ingest
+(`Memory`), so a file ingested by a later command goes on from what the earlier ones stored;
+requests read again (a grown file read from its start) align with that state as already seen.
 """
 
 from __future__ import annotations
@@ -31,11 +33,14 @@ import copy
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from hashlib import blake2b
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
 _T = TypeVar("_T")
+
+
+_DIGEST = 16  # bytes of a fingerprint
 
 
 def fingerprint(value: Any) -> bytes:
@@ -44,7 +49,7 @@ def fingerprint(value: Any) -> bytes:
     text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     if b'"cache_control"' in text:
         text = orjson.dumps(_unmarked(value), option=orjson.OPT_SORT_KEYS)
-    return blake2b(text, digest_size=16).digest()
+    return blake2b(text, digest_size=_DIGEST).digest()
 
 
 def _unmarked(value: Any) -> Any:
@@ -107,6 +112,17 @@ class RequestLog:
         """How many conversations it aligns."""
         return len(self._timelines)
 
+    def dump(self, conversation: str) -> str | None:
+        """The conversation's timeline as text to keep (`Continued.touched_states`)."""
+        timeline = self._timelines.get(conversation)
+        return None if timeline is None else b"".join(timeline.prints).hex()
+
+    def load(self, conversation: str, data: Any) -> None:
+        """Take back a timeline `dump` gave."""
+        raw = bytes.fromhex(data) if isinstance(data, str) else b""
+        timeline = self._timelines[conversation] = _Timeline()
+        timeline.append([raw[n : n + _DIGEST] for n in range(0, len(raw), _DIGEST)])
+
     def extend(self, conversation: str, prints: Sequence[bytes]) -> None:
         """Add messages known to follow the conversation's timeline (a streamed response's
         items after the request they answer), without aligning them."""
@@ -130,6 +146,28 @@ class RequestLog:
         return start, timeline.append(prints[start:])
 
 
+class Kept(Protocol):
+    """A part of a reader's state whose share of one conversation a store can keep."""
+
+    def dump(self, conversation: str) -> Any:
+        """The conversation's share as a JSON value; None when it has none."""
+
+    def load(self, conversation: str, data: Any) -> None:
+        """Take back the share `dump` gave."""
+
+
+class Memory(Protocol):
+    """What a store kept of the conversations request logs continue (lexkeep.core.ingest)."""
+
+    def recall(self, reader: str, conversation: str, entry: str | None) -> dict[str, Any] | None:
+        """The parts' shares of `conversation`: as they were when the file `entry` (an ingest
+        key) began reading it, when given and kept, else as the last ingest left them; None
+        when nothing is kept."""
+
+    def find(self, reader: str, response_id: str) -> str | None:
+        """The conversation of a logged response (`previous_response_id`), or None."""
+
+
 class Continued:
     """What the request logs read so far in one ingest or audit hold for the files after them.
 
@@ -142,15 +180,31 @@ class Continued:
 
     Files that an ingest does not read again (unchanged since the last one) are read for their
     state only when a later file needs it (`pending`, see lexkeep.core.ingest).
+
+    With a `memory` (a store), a conversation a reader `meet`s for the first time in this
+    ingest starts from what the store kept of it: for a file read before and read again from
+    its start (grown, or unchanged and pending), the state it began from then, so that its
+    requests read as they did; for any other file, the state the last ingest left. What to
+    keep now is `touched_states()`: each conversation's state, and the one each file began
+    it from.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, memory: Memory | None = None) -> None:
         self._parts: dict[str, Any] = {}
-        # (path, format name) of files left unread since the state was last brought up to date
-        self.pending: list[tuple[str, str]] = []
+        # (path, format name, ingest key) of files left unread since the state was last
+        # brought up to date
+        self.pending: list[tuple[str, str, str]] = []
+        self.memory = memory
+        self._file: str | None = None  # the ingest key of the file read now
+        self._again = False  # ... which was read before: recall the state it began from
+        self._met: set[tuple[str, str]] = set()  # (reader, conversation) recalled or begun
+        self._touched: dict[tuple[str, str], None] = {}  # met since touched_states, in order
+        # (reader, conversation, file) -> the shares the file began the conversation from
+        self._entries: dict[tuple[str, str, str], dict[str, Any] | None] = {}
+        self._asked: set[tuple[str, str]] = set()  # (reader, response id) asked of the memory
 
     def part(self, name: str, make: Callable[[], _T]) -> _T:
-        """The state kept under `name`, made by `make()` the first time."""
+        """The state kept under `name` (`<reader>.<what>`), made by `make()` the first time."""
         got = self._parts.get(name)
         if got is None:
             got = self._parts[name] = make()
@@ -160,11 +214,80 @@ class Continued:
         """True while no part holds anything (no conversation to continue)."""
         return not any(len(part) for part in self._parts.values())
 
+    def begin_file(self, key: str | None, again: bool) -> None:
+        """Say which file (its ingest key; None: none to remember, standard input) is read
+        next, and whether it was read before (`again`) from the same first bytes."""
+        self._file, self._again = key, again
+
+    def meet(self, reader: str, conversation: str) -> None:
+        """Say that `reader` goes on with `conversation` (before it aligns anything of it):
+        the first time, its parts take what the memory kept of it."""
+        key = (reader, conversation)
+        self._touched[key] = None
+        if key not in self._met:
+            self._met.add(key)
+            if self.memory is not None:
+                entry = self._file if self._again else None
+                kept = self.memory.recall(reader, conversation, entry)
+                for name, data in (kept or {}).items():
+                    part = self._parts.get(name)
+                    if part is not None and data is not None and hasattr(part, "load"):
+                        part.load(conversation, data)
+        if self._file is not None and self.memory is not None:
+            entry_key = (reader, conversation, self._file)
+            if entry_key not in self._entries:
+                self._entries[entry_key] = self._shares(reader, conversation)
+
+    def find(self, reader: str, response_id: str) -> str | None:
+        """The conversation of a response no file of this ingest logged, from the memory
+        (met, so that its state is recalled); None when unknown."""
+        key = (reader, response_id)
+        if self.memory is None or key in self._asked:
+            return None
+        self._asked.add(key)
+        conversation = self.memory.find(reader, response_id)
+        if conversation is not None:
+            self.meet(reader, conversation)
+        return conversation
+
+    def _shares(self, reader: str, conversation: str) -> dict[str, Any]:
+        prefix = reader + "."
+        shares = {
+            name: part.dump(conversation)
+            for name, part in self._parts.items()
+            if name.startswith(prefix) and hasattr(part, "dump")
+        }
+        return {name: data for name, data in shares.items() if data is not None}
+
+    def touched_states(self) -> list[tuple[str, str, str | None, dict[str, Any]]]:
+        """What a store keeps for later ingests, since the last call: (reader, conversation,
+        None, {part name: its share}) of every conversation met, and (reader, conversation,
+        file, shares) of the state each file began a conversation from."""
+        out: list[tuple[str, str, str | None, dict[str, Any]]] = [
+            (reader, conversation, None, self._shares(reader, conversation))
+            for reader, conversation in self._touched
+        ]
+        out += [
+            (reader, conversation, file, shares or {})
+            for (reader, conversation, file), shares in self._entries.items()
+            if shares is not None
+        ]
+        self._touched.clear()
+        # Kept as None: a file that meets the conversation again keeps its first entry.
+        self._entries = dict.fromkeys(self._entries)
+        return out
+
     def snapshot(self) -> Continued:
         """A copy to go back to (`restore`) when the files read after it are read again."""
-        return copy.deepcopy(self)
+        memory, self.memory = self.memory, None  # the store is not copied
+        try:
+            return copy.deepcopy(self)
+        finally:
+            self.memory = memory
 
     def restore(self, saved: Continued) -> None:
         """Go back to the state `saved` (a `snapshot`) held."""
         again = copy.deepcopy(saved)
         self._parts, self.pending = again._parts, again.pending
+        self._met, self._touched, self._asked = again._met, again._touched, again._asked
+        self._entries = again._entries

@@ -183,6 +183,12 @@ class Store:
                 f"no lexkeep store at {target}",
                 hint="ingest some traces first: lexkeep ingest TRACES... --db " + target,
             )
+        if Path(target).is_dir():
+            raise StoreError(
+                f"{target} is a folder, not a store file",
+                hint=f"--db names the store file, e.g. --db {Path(target) / DEFAULT_DB};"
+                " trace files and folders are arguments",
+            )
         _refuse_other_file(target)
         if _empty_file(target):
             # An empty file (`mktemp --suffix .duckdb`) is a new store, as a missing one is;
@@ -582,7 +588,7 @@ def _refuse_other_file(target: str) -> None:
         with open(target, "rb") as fh:  # one read of the head, on every store open
             head = fh.read(64)
     except OSError:
-        return  # missing (a new store), a folder...: DuckDB's own error says what is wrong
+        return  # missing (a new store); a folder is refused before this
     if not head or head[8:12] == b"DUCK":
         return
     looks = " (it looks like a trace file)" if head.lstrip(LEADING)[:1] in (b"{", b"[") else ""
@@ -746,15 +752,19 @@ def close_position_holes(
 
 
 def restore_file_order(con: duckdb.DuckDBPyConnection, convs: Iterable[str]) -> None:
-    """Put the records of each conversation in `convs` that comes from one file back in that
-    file's line order, on the positions they hold (so max_position stays).
+    """Put the records of each conversation in `convs` back in their files' line order, on
+    the positions they hold (so max_position stays).
 
     New records take positions after the stored ones, which is the file order when a file
     grows. A line read again after it was fixed (skipped by --skip-invalid, or rewritten)
-    stands before stored lines, though: left at the end, a tool call made before a compaction
-    would count as made after it. A conversation with records from several files (a resumed
-    session, a `lexkeep compact` boundary) keeps its positions: lines of different files
-    have no order between them. Runs at a moved record move with it.
+    stands before stored lines of its file, though: left at the end, a tool call made before
+    a compaction would count as made after it. Such a record (one that stands after a record
+    of its own file with a later line) moves to just before the first record of its file
+    with a later line, as one ingest of the files would have placed it; every other record
+    keeps its order, so a conversation that spans files (a resumed Claude Code session, a
+    `lexkeep compact` boundary, a file that grew after another was read) keeps the order
+    between its files, and one read from a single file ends in that file's line order.
+    Runs at a moved record move with it.
     """
     convs = list(convs)
     if not convs:
@@ -768,12 +778,33 @@ def restore_file_order(con: duckdb.DuckDBPyConnection, convs: Iterable[str]) -> 
         f"""
         CREATE OR REPLACE TEMP TABLE lexkeep_reorder AS
         WITH t AS ({union}),
-        one AS (SELECT c FROM t GROUP BY c HAVING count(DISTINCT source_file) = 1),
+        w AS (  -- the latest line of the same file at an earlier position
+            SELECT *, max(source_line) OVER (
+                PARTITION BY c, source_file ORDER BY position
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+            FROM t
+        ),
+        stay AS (SELECT * FROM w WHERE before IS NULL OR before <= source_line),
+        -- Staying records never go back in line order along positions, so the first of them
+        -- (by position) with a later line is the first of those on the nearest later line.
+        stay_lines AS (
+            SELECT c, source_file, source_line, min(position) AS position FROM stay GROUP BY ALL
+        ),
+        -- a record out of its file's order goes just before the first staying record of its
+        -- file with a later line (there is one: the record holding `before` or a later one)
+        keyed AS (
+            SELECT c, position, 1 AS flag, position AS anchor, source_line FROM stay
+            UNION ALL
+            SELECT w.c, w.position, 0, s.position, w.source_line
+            FROM (SELECT * FROM w WHERE before > source_line) w ASOF JOIN stay_lines s
+              ON w.c = s.c AND w.source_file = s.source_file AND w.source_line < s.source_line
+        ),
         r AS (
-            SELECT t.c, t.position AS old,
-                   row_number() OVER (PARTITION BY t.c ORDER BY t.source_line, t.position) AS k,
-                   row_number() OVER (PARTITION BY t.c ORDER BY t.position) AS j
-            FROM t JOIN one ON t.c = one.c
+            SELECT c, position AS old,
+                   row_number() OVER (PARTITION BY c ORDER BY anchor, flag, source_line, position)
+                       AS k,
+                   row_number() OVER (PARTITION BY c ORDER BY position) AS j
+            FROM keyed
         )
         SELECT a.c, a.old, b.old AS new FROM r a JOIN r b ON a.c = b.c AND a.k = b.j
         WHERE a.old <> b.old

@@ -351,7 +351,11 @@ def test_incomplete_scan_is_never_missing_and_stays_outside_the_ratio(store):
     }
     assert (report.totals.audited, report.totals.kept, report.totals.unverified) == (2, 2, 1)
     assert report.gate.passed
-    assert any("unverified" in note for note in report.notes)
+    # the count, and where the first such identifier was typed, as the other notes name theirs
+    assert (
+        f"1 identifier(s) unverified (first: {FILE}:2): their message's identifier scan ran out"
+        " of time, so they are never reported missing and stay outside the ratio"
+    ) in report.notes, report.notes
 
 
 def test_only_real_user_messages_are_audited(store):
@@ -461,14 +465,23 @@ def test_every_near_miss_hits_a_probe(value, data):
 
 def test_unscanned_user_messages_are_noted(store):
     t = Timeline(store)
+    t.user("m0", ("code", "ORD_00000"))  # scanned: not counted
     t.user("m1", ("code", "ORD_11111"))
+    t.user("m2", ("code", "ORD_22222"))
     t.boundary("b1")
-    t.scans.clear()  # the sidecar never ran over m1
-    t.rows["identifiers"] = []
+    t.user("m3", ("code", "ORD_33333"))  # after the last boundary: not counted
+    for mid in ("m1", "m2", "m3"):
+        del t.scans[mid]  # the sidecar never ran over them
+    t.rows["identifiers"] = t.rows["identifiers"][:1]
     t.save()
     report = run(store)
-    assert report.findings == ()
-    assert any("1 user message(s) before a boundary were never scanned" in n for n in report.notes)
+    assert [f.value for f in report.findings] == ["ORD_00000"]
+    notes = [n for n in report.notes if "never scanned" in n]
+    # the count, and where the first such message is, as the other notes name theirs
+    assert notes == [
+        f"2 user message(s) before a boundary were never scanned for identifiers (first:"
+        f" {FILE}:3); re-ingest the traces to audit them"
+    ], report.notes
 
 
 def test_incomplete_scans_before_a_boundary_are_noted(store):

@@ -106,6 +106,25 @@ def test_default_format_is_the_table_even_when_piped(cli):
     assert "INV-2025-08-4471" in out
 
 
+def test_table_in_a_pipe_keeps_each_note_and_the_verdict_on_one_line(cli, tmp_path, monkeypatch):
+    """A CI log is no terminal: the verdict and the notes were broken at 140 columns, so a
+    `grep FAIL:` of the log got half the reasons, and a FILE:LINE in a note came out in pieces."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    folder = tmp_path / ("traces-of-a-rather-long-project-name-" * 3)
+    folder.mkdir()
+    trace = folder / "invoice.jsonl"
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    trace.write_text("".join(lines) + lines[1].rstrip("\n")[:-5])  # a line still being written
+    out = ok(cli("audit", trace, "--fail-on", "missing,altered"), 1).stdout.splitlines()
+    verdict = out[-1]
+    assert verdict.startswith("FAIL: 0/1 identifiers kept") and len(verdict) > 140, out
+    assert verdict.endswith("1 altered identifier(s) and --fail-on altered."), out
+    note = f"Note: 1 file(s) end in a line still being written (first: {trace}:{len(lines) + 1});"
+    assert any(line.startswith(note) for line in out), out
+    # The tables keep the width of the log
+    assert max(len(line) for line in out if line[:1] in "│┃┏┡└") <= 140
+
+
 def test_junit_one_case_per_audited_conversation(cli):
     root = ET.fromstring(ok(cli("audit", SAMPLE_TRACES, "--format", "junit"), 1).stdout)
     cases = root.findall(".//testcase")
@@ -176,6 +195,29 @@ def test_redact_hides_the_values_an_input_error_quotes(cli, tmp_path, how):
     assert "ORD_88412" not in err
     plain = ok(cli("audit", bad), 2).stderr  # without --redact the value is shown as it is
     assert "unknown value 'ORD_88412'" in plain
+
+
+def test_redact_with_the_public_default_key_says_so(cli):
+    """A CI job whose secret is missing (a fork's pull request gets an empty one) hashed with
+    the documented default key without a word: short identifiers in a public log could then be
+    recovered by hashing guesses."""
+    warning = (
+        "Warning: --redact hashed with the public default key (LEXKEEP_REDACT_KEY is not set):"
+        " short identifiers can be recovered by hashing guesses; set LEXKEEP_REDACT_KEY to a"
+        " secret\n"
+    )
+    for env, flags in (
+        ({"LEXKEEP_REDACT_KEY": None}, ("--redact",)),
+        ({"LEXKEEP_REDACT_KEY": ""}, ("--redact",)),  # ${{ secrets.X }} of a missing secret
+        ({"LEXKEEP_REDACT_KEY": None, "LEXKEEP_REDACT": "true"}, ()),
+    ):
+        result = ok(cli("audit", INVOICE, "--format", "json", *flags, env=env), 1)
+        assert result.stderr == warning, env
+        assert json.loads(result.stdout)["redacted"] is True  # still redacted, as documented
+    keyed = ok(cli("audit", INVOICE, "--redact", env={"LEXKEEP_REDACT_KEY": "s3cret"}), 1)
+    assert keyed.stderr == ""
+    plain = ok(cli("audit", INVOICE, env={"LEXKEEP_REDACT_KEY": None}), 1)
+    assert plain.stderr == ""
 
 
 def test_redaction_is_stable_and_keyed(cli):
@@ -288,6 +330,23 @@ def test_a_store_given_as_a_trace_path_exits_2_pointing_at_db(cli, sample_db):
     result = ok(cli("audit", sample_db), 2)
     assert f"Error: {sample_db}: a DuckDB database, not a trace file" in result.stderr
     assert "Hint: a lexkeep store is read with --db FILE" in result.stderr
+
+
+def test_audit_with_nothing_given_and_no_store_says_how_to_audit_traces(cli, tmp_path, monkeypatch):
+    """`lexkeep audit` alone, a new user's first try, only said to ingest into a store, not
+    that trace files can be audited directly."""
+    monkeypatch.chdir(tmp_path)
+    result = ok(cli("audit", env={"LEXKEEP_DB": None}), 2)
+    assert result.stderr == (
+        "Error: nothing to audit: no trace files given, and no lexkeep store at lexkeep.duckdb\n"
+        "Hint: name trace files or folders (lexkeep audit TRACES...), or a store filled by"
+        " lexkeep ingest (lexkeep audit --db FILE)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+    # --db, or $LEXKEEP_DB, naming a store that is not there keeps its own message
+    result = ok(cli("audit", env={"LEXKEEP_DB": str(tmp_path / "typo.duckdb")}), 2)
+    assert f"no lexkeep store at {tmp_path / 'typo.duckdb'}" in result.stderr
+    assert "nothing to audit" not in result.stderr
 
 
 def test_missing_store_exits_2(cli, tmp_path):
@@ -716,6 +775,22 @@ def test_arguments_nested_deeper_than_orjson_writes_are_audited(cli, tmp_path):
     assert report["totals"]["kept"] == 1
 
 
+def left_out_note(count: int, first: str, *, files: bool) -> str:
+    """The audit's note on records it reads that were left out for their id; an audit of
+    files adds why it does not count the others."""
+    note = (
+        f"{count} record(s) the audit reads (user messages, tool calls, compactions) were left"
+        " out because their conversation already held their id with other content"
+        f" (first: {first}); whatever they held is not in this audit"
+    )
+    if files:
+        note += (
+            " (an audit of files does not store tool results or messages other than users' own"
+            " text, so it does not count those left out: lexkeep ingest and stats do)"
+        )
+    return note
+
+
 def test_records_left_out_for_an_id_their_conversation_holds_are_named(cli, tmp_path):
     """Day 2 of an export restarts its ids: ingest's summary and the audit's notes say what
     was left out, instead of auditing less without a word."""
@@ -734,7 +809,7 @@ def test_records_left_out_for_an_id_their_conversation_holds_are_named(cli, tmp_
     )
     result = cli("audit", a, b, "--format", "json", "--exit-zero")
     notes = json.loads(result.stdout)["notes"]
-    assert any(n.startswith("1 record(s) were left out because") for n in notes), notes
+    assert left_out_note(1, f"message 'm1' at {b}:1, stored from {a}:1", files=True) in notes
 
 
 def test_a_json_document_still_being_written_is_named_in_the_notes(cli, tmp_path):
@@ -770,10 +845,7 @@ def test_records_left_out_are_named_by_an_audit_of_the_store_and_stats(cli, tmp_
     result = cli("audit", "--db", db, "--format", "json", "--exit-zero")
     assert result.exit_code == 0, result.stderr
     notes = json.loads(result.stdout)["notes"]
-    assert (
-        "1 record(s) were left out because their conversation already held their id with"
-        f" other content (first: {first}); whatever they held is not in this audit"
-    ) in notes, notes
+    assert left_out_note(1, first, files=False) in notes, notes
     assert not any("invalid trace line" in n for n in notes), notes
     stats = json.loads(cli("stats", "--db", db, "--format", "json").stdout)
     assert stats["errors_by_reason"] == {"id_conflict": 1}
@@ -787,10 +859,7 @@ def test_records_left_out_are_named_by_an_audit_of_the_store_and_stats(cli, tmp_
     # An audit of the files says the same, once.
     files = cli("audit", a, b, "--format", "json", "--exit-zero")
     notes = json.loads(files.stdout)["notes"]
-    assert [n for n in notes if "left out" in n] == [
-        "1 record(s) were left out because their conversation already held their id with"
-        f" other content (first: {first}); whatever they held is not in this audit"
-    ]
+    assert [n for n in notes if "left out" in n] == [left_out_note(1, first, files=True)]
 
 
 @pytest.mark.parametrize("fmt", ["claude", "codex"])
@@ -808,13 +877,11 @@ def test_a_call_id_repeated_in_a_session_file_with_other_input_is_named(cli, tmp
     ) in ingest.stderr
     stats = json.loads(cli("stats", "--db", db, "--format", "json").stdout)
     assert stats["errors_by_reason"] == {"id_conflict": 1}
-    note = (
-        "1 record(s) were left out because their conversation already held their id with"
-        f" other content (first: {first}); whatever they held is not in this audit"
-    )
     files = cli("audit", path, "--format", "json", "--exit-zero")
     assert files.exit_code == 0, files.stderr
-    assert note in json.loads(files.stdout)["notes"]
+    assert left_out_note(1, first, files=True) in json.loads(files.stdout)["notes"]
+    stored = cli("audit", "--db", db, "--format", "json", "--exit-zero")
+    assert left_out_note(1, first, files=False) in json.loads(stored.stdout)["notes"]
 
 
 @pytest.mark.parametrize("fmt", ["claude", "codex"])
@@ -835,13 +902,15 @@ def test_a_result_repeated_in_a_session_file_with_other_text_is_named(cli, tmp_p
     stats = json.loads(cli("stats", "--db", db, "--format", "json").stdout)
     assert stats["errors_by_reason"] == {"id_conflict": 1}
     assert stats["first_left_out"] == first
+    # The audit never reads tool output: the note says so instead of "not in this audit".
     note = (
-        "1 record(s) were left out because their conversation already held their id with"
-        f" other content (first: {first}); whatever they held is not in this audit"
+        "1 other record(s) were left out because their conversation already held their id"
+        f" with other content (first: {first}): tool results or messages other than users' own"
+        " text, which the audit does not read"
     )
     store = cli("audit", "--db", db, "--format", "json", "--exit-zero")
     assert store.exit_code == 0, store.stderr
-    assert note in json.loads(store.stdout)["notes"]
+    assert [n for n in json.loads(store.stdout)["notes"] if "left out" in n] == [note]
     files = cli("audit", path, "--format", "json", "--exit-zero")
     assert files.exit_code == 0, files.stderr
     assert not [n for n in json.loads(files.stdout)["notes"] if "left out" in n]
@@ -870,14 +939,89 @@ def test_a_tool_call_left_out_for_its_id_is_named_by_ingest_stats_and_audit(cli,
     stats = json.loads(cli("stats", "--db", db, "--format", "json").stdout)
     assert stats["errors_by_reason"] == {"id_conflict": 1}
     assert stats["records_left_out"] == 1 and stats["first_left_out"] == first
-    note = (
-        "1 record(s) were left out because their conversation already held their id with"
-        f" other content (first: {first}); whatever they held is not in this audit"
-    )
     stored = cli("audit", "--db", db, "--format", "json", "--exit-zero")
-    assert note in json.loads(stored.stdout)["notes"]
+    assert left_out_note(1, first, files=False) in json.loads(stored.stdout)["notes"]
     files = cli("audit", a, b, "--format", "json", "--exit-zero")
-    assert note in json.loads(files.stdout)["notes"]
+    assert left_out_note(1, first, files=True) in json.loads(files.stdout)["notes"]
+
+
+def test_an_audit_of_files_and_of_the_store_say_the_same_of_records_left_out(cli, tmp_path):
+    """Day 2 restarts its ids: an assistant message, a tool result and a user message are left
+    out. `audit --db` counted all three as "not in this audit", though the audit reads neither
+    assistant text nor tool output, and an audit of the files counted one without saying why
+    the counts differ. Both now count the records the audit reads alike (the user message), an
+    audit of files says why it does not count the others, and one of the store names those as
+    records the audit does not read."""
+
+    def line(**fields: object) -> str:
+        return json.dumps(fields) + "\n"
+
+    a, b = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl"
+    a.write_text(
+        line(type="message", id="m1", conversation_id="c1", role="user", text="ORD_88412 twice?")
+        + line(type="tool_call", id="t1", conversation_id="c1", name="f", arguments="{}")
+        + line(type="tool_result", call_id="t1", conversation_id="c1", text="two charges")
+        + line(type="message", id="m2", conversation_id="c1", role="assistant", text="Two.")
+        + line(type="compaction", id="b1", conversation_id="c1", summary="a charge")
+    )
+    b.write_text(
+        line(type="message", id="m2", conversation_id="c1", role="assistant", text="Other.")
+        + line(type="tool_result", call_id="t1", conversation_id="c1", text="other output")
+        + line(type="message", id="m1", conversation_id="c1", role="user", text="And INV-7?")
+    )
+    db = tmp_path / "s.duckdb"
+    ingest = cli("ingest", a, b, "--db", db)
+    assert ingest.exit_code == 0, ingest.stderr
+    assert (
+        "3 record(s) left out: their conversation already holds their id with other content"
+        f" (first: message 'm2' (assistant_text) at {b}:1, stored from {a}:4)"
+    ) in ingest.stderr
+    user = f"message 'm1' at {b}:3, stored from {a}:1"
+    stored = json.loads(ok(cli("audit", "--db", db, "--format", "json", "--exit-zero"), 0).stdout)
+    assert [n for n in stored["notes"] if "left out" in n] == [
+        left_out_note(1, user, files=False),
+        "2 other record(s) were left out because their conversation already held their id"
+        f" with other content (first: message 'm2' (assistant_text) at {b}:1, stored from"
+        f" {a}:4): tool results or messages other than users' own text, which the audit does"
+        " not read",
+    ]
+    files = json.loads(ok(cli("audit", a, b, "--format", "json", "--exit-zero"), 0).stdout)
+    assert [n for n in files["notes"] if "left out" in n] == [left_out_note(1, user, files=True)]
+
+
+def test_a_user_message_under_an_assistant_messages_id_is_audited_only_from_the_files(
+    cli, tmp_path
+):
+    """docs/formats.md: an audit of files does not store assistant messages, so a user message
+    whose id its conversation gave an assistant answer earlier is audited; an ingest leaves it
+    out, and `audit --db` counts it among the records it reads that were left out."""
+
+    def line(**fields: object) -> str:
+        return json.dumps(fields) + "\n"
+
+    a, b = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl"
+    a.write_text(
+        line(type="message", id="m1", conversation_id="c1", role="user", text="ORD_88412?")
+        + line(type="message", id="m2", conversation_id="c1", role="assistant", text="ok")
+        + line(type="compaction", id="b1", conversation_id="c1", summary="s")
+    )
+    b.write_text(
+        line(type="message", id="m2", conversation_id="c1", role="user", text="INV-2025-08-44719")
+        + line(type="compaction", id="b2", conversation_id="c1", summary="s")
+        + line(type="tool_call", id="t1", conversation_id="c1", name="f", arguments="{}")
+    )
+    files = json.loads(ok(cli("audit", a, b, "--format", "json", "--exit-zero"), 0).stdout)
+    assert findings(json.dumps(files)) == {
+        "ORD_88412": "missing",
+        "INV-2025-08-44719": "missing",
+    }
+    assert not [n for n in files["notes"] if "left out" in n]
+    db = tmp_path / "s.duckdb"
+    assert cli("ingest", a, b, "--db", db).exit_code == 0
+    stored = json.loads(ok(cli("audit", "--db", db, "--format", "json", "--exit-zero"), 0).stdout)
+    assert findings(json.dumps(stored)) == {"ORD_88412": "missing"}
+    first = f"message 'm2' at {b}:1, stored from {a}:2"
+    assert [n for n in stored["notes"] if "left out" in n] == [left_out_note(1, first, files=False)]
 
 
 @pytest.mark.parametrize("skip_invalid", [False, True])
@@ -1153,3 +1297,87 @@ def test_a_version_after_version_is_is_no_address_to_lose(cli, tmp_path):
         assert _audit_user_text(cli, tmp_path, text, {"tag": "v7.1.17.0"}) == []
     got = _audit_user_text(cli, tmp_path, "the release is on 10.0.0.7", {"host": "10.0.0.8"})
     assert got == [("ipv4", "10.0.0.7", "missing")]
+
+
+def test_a_list_of_round_numbers_is_no_identifier_to_lose(cli, tmp_path):
+    """`1000 2000 3000` read as one number failed the gate when the call used the numbers."""
+    got = _audit_user_text(
+        cli, tmp_path, "benchmark with 1000 2000 3000 each", {"rows": [1000, 2000, 3000]}
+    )
+    assert got == []
+
+
+def test_a_card_with_mixed_separators_gives_no_phone(cli, tmp_path):
+    """`4111-1111-1111 1111` gave the phone `4111-1111-1111`, audited as a phone number."""
+    got = _audit_user_text(
+        cli, tmp_path, "charge card 4111-1111-1111 1111 today", {"card": "4111111111111111"}
+    )
+    assert [kind for kind, _, _ in got if kind == "phone"] == []
+
+
+def test_a_path_through_an_npm_scope_is_audited_whole(cli, tmp_path):
+    """Its pieces (`node_modules`, `@types`) were audited, so another package passed."""
+    text = "Read the types in node_modules/@types/node please"
+    got = _audit_user_text(cli, tmp_path, text, {"path": "node_modules/@types/node"})
+    assert got == [("path_rel", "node_modules/@types/node", "kept")]
+    got = _audit_user_text(cli, tmp_path, text, {"path": "node_modules/@types/react"})
+    assert [(kind, verdict) for kind, _, verdict in got] == [("path_rel", "missing")]
+
+
+def test_a_url_whose_query_value_is_cut_off_is_kept_with_any_value(cli, tmp_path):
+    """The URL ended in `?b=`, so a call writing the value in other letters never kept it."""
+    text = "Fetch https://ex.example/a?b=<script> and report"
+    got = _audit_user_text(cli, tmp_path, text, {"url": "https://ex.example/a?b=script"})
+    assert got == [("url", "https://ex.example/a", "kept")]
+
+
+@pytest.mark.parametrize(
+    ("typed", "written"),
+    [
+        ("DE89 3704 0044 0532 0130 00", "DE89 3704 0044 0532 0131 00"),
+        ("+15550109999", "+1 (555) 010-9998"),
+    ],
+)
+def test_a_one_character_edit_inside_a_grouped_value_is_altered(cli, tmp_path, typed, written):
+    """Only a case or separator change was looked for in groups: the edit read as `missing`."""
+    trace = tmp_path / "one.jsonl"
+    records = (
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user",
+         "text": f"Pay {typed} today"},
+        {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "x"},
+        {"type": "tool_call", "id": "t1", "conversation_id": "c1", "name": "pay",
+         "arguments": json.dumps({"to": written, "note": "one of 3 payments"})},
+    )  # fmt: skip
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    report = json.loads(ok(cli("audit", trace, "--format", "json", "--exit-zero"), 0).stdout)
+    [finding] = report["findings"]
+    assert (finding["value"], finding["verdict"]) == (typed, "altered")
+    evidence = finding["evidence"]
+    assert (evidence["found"], evidence["difference"], evidence["distance"]) == (written, "edit", 1)
+    assert (evidence["call_id"], evidence["line"]) == ("t1", 3)
+
+
+def test_a_quoted_access_token_is_audited(cli, tmp_path):
+    """`access token 'abc123xyz'` gave no identifier, so a call with another token passed."""
+    text = "Book it with my access token 'abc123xyz' please"
+    assert _audit_user_text(cli, tmp_path, text, {"token": "abc123xyz"}) == [
+        ("quoted_code", "abc123xyz", "kept")
+    ]
+    got = _audit_user_text(cli, tmp_path, text, {"token": "abc123xyz456"})
+    assert got == [("quoted_code", "abc123xyz", "altered")]
+
+
+def test_an_access_code_in_dashed_groups_is_audited(cli, tmp_path):
+    """`access code 12345-67890` gave no identifier, so losing it passed the gate."""
+    text = "Book it, my access code is 12345-67890."
+    got = _audit_user_text(cli, tmp_path, text, {"code": "12345-67890"})
+    assert got == [("dashed_number", "12345-67890", "kept")]
+    got = _audit_user_text(cli, tmp_path, text, {"code": "1234567890"})
+    assert got == [("dashed_number", "12345-67890", "altered")]
+
+
+def test_a_bare_password_after_its_word_is_audited(cli, tmp_path):
+    """`password is securePass123` gave no identifier, so a call with another one passed."""
+    text = "Log in as tech_guru, my password is securePass123."
+    got = _audit_user_text(cli, tmp_path, text, {"user": "tech_guru", "password": "pass123"})
+    assert ("keyed_code", "securePass123", "missing") in got

@@ -131,6 +131,27 @@ def test_compact_counts_and_share(cli, db_file):
     assert doc["skipped_reasons"] == {"completed": 2}
 
 
+def test_compact_with_nothing_old_enough_says_why_nothing_was_planned(cli, db_file):
+    """README's `lexkeep compact --db traces.duckdb` on the sample traces answered `planned 0`
+    and nothing else: a new user could not tell a working run from a broken one."""
+    with Store.open(db_file) as store:
+        build(store, {"c1": 29, "c2": 12})
+    why = (
+        "Nothing to compact: a 10-pair segment is summarised once at least 20 newer eligible"
+        " pairs follow it (the first one at 30 pairs); see docs/compaction.md\n"
+    )
+    for args in ((), ("--dry-run",), ("--format", "json")):
+        r = cli("compact", "--db", db_file, *args)
+        assert r.exit_code == 0, r.stderr
+        assert r.stderr == why, args
+    with Store.open(db_file) as store:
+        build(store, {"c3": 30})
+    r = cli("compact", "--db", db_file)
+    assert r.exit_code == 0 and r.stderr == "", r.stderr
+    r = cli("compact", "--db", db_file)  # planned again, skipped as completed: no such line
+    assert r.exit_code == 0 and r.stderr == "", r.stderr
+
+
 def test_compact_dry_run_claims_nothing(cli, db_file):
     with Store.open(db_file) as store:
         build(store, {"c1": 30})

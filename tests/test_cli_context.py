@@ -104,6 +104,27 @@ def test_guard_seed_invoice_exits_1_and_names_the_nearest_value(cli, db):
     assert f"nearest known '{INVOICE}' (truncated, from user)" in result.stdout
 
 
+def test_guard_given_a_file_name_says_to_pipe_the_file(cli, db, tmp_path, monkeypatch):
+    """`lexkeep guard s1 args.json` read the file's name as the JSON, and the hint only said to
+    pass a JSON object."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "args.json").write_bytes(orjson.dumps({"invoice_id": INVOICE}))
+    result = cli("guard", "s1", "args.json", "--db", db)
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "Error: ARGUMENTS_JSON:1:1: proposed arguments are not valid JSON (unexpected"
+        " character, expected a JSON value)\n"
+        "Hint: args.json is a file: pass its JSON on standard input, lexkeep guard s1 -"
+        " < args.json\n"
+    )
+    piped = cli("guard", "s1", "-", "--db", db, input=(tmp_path / "args.json").read_text())
+    assert piped.exit_code == 0, piped.stderr
+    # Text that names no file keeps the general hint
+    result = cli("guard", "s1", "not json", "--db", db)
+    assert result.exit_code == 2
+    assert "Hint: pass a JSON object" in result.stderr
+
+
 def test_guard_text_shows_values_as_they_are_not_as_python_reprs(cli, db):
     """A Windows path was shown as Python's repr, every backslash doubled: not the value, and
     copying it gives a wrong path. Plain values are shown between quotes as they are."""

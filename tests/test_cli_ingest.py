@@ -31,7 +31,7 @@ def test_ingest_prints_one_summary_line_per_file(cli, db_file):
     invoice = next(line for line in lines if line.startswith(str(INVOICE)))
     assert invoice == (
         f"{INVOICE}: ingested (lexkeep) 1 conversations, 7 messages, 3 tool calls, "
-        "1 boundaries, 5 identifiers; skipped unknown_type=1"
+        f"1 boundaries, 5 identifiers; skipped unknown_type=1 (first unknown_type: {INVOICE}:8)"
     )
     assert lines[-1].startswith("5 files: 5 ingested, 0 unchanged, 0 not traces;")
     again = ok(cli("ingest", INVOICE, "--db", db_file))
@@ -53,6 +53,43 @@ def test_stats_json(cli, db_file):
     assert "lexkeep" in text and "anthropic" in text and "ingest errors: 0" in text
     # -f is --format on every command that prints a report
     assert json.loads(ok(cli("stats", "--db", db_file, "-f", "json")).stdout) == report
+
+
+def test_stats_names_the_first_message_whose_scan_is_incomplete(cli, tmp_path, db_file):
+    """`stats` said how many identifier scans were incomplete but not where: it now names
+    the first such message (FILE:LINE), as the audit's notes name theirs."""
+
+    def line(**fields: object) -> str:
+        return json.dumps(fields) + "\n"
+
+    long_text = "ORD_88412 " + "word " * 50_000  # past the rules' max_chars: scanned in part
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(
+        line(type="message", id="a1", conversation_id="c1", role="user", text="INV-7 please")
+        + line(type="message", id="a2", conversation_id="c1", role="user", text=long_text)
+    )
+    b.write_text(line(type="message", id="b1", conversation_id="c2", role="user", text=long_text))
+    ok(cli("ingest", b, a, "--db", db_file))
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["incomplete_scans"] == 2
+    assert report["first_incomplete_scan"] == f"{a}:2"
+    text = ok(cli("stats", "--db", db_file)).stdout
+    assert f"incomplete identifier scans: 2 (first: {a}:2)" in text
+
+
+def test_stats_names_the_first_invalid_line_skipped(cli, tmp_path, db_file):
+    """`stats` counted the lines --skip-invalid skipped per reason but not where: it now names
+    the first (FILE:LINE), apart from the records left out for their id, which have their
+    own line."""
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(lines[:2]) + "{broken\n" + "".join(lines[2:]) + "[1]\n")
+    ok(cli("ingest", bad, "--skip-invalid", "--db", db_file))
+    report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert report["errors_by_reason"] == {"invalid_json": 1, "not_an_object": 1}
+    assert (report["invalid_lines"], report["first_invalid_line"]) == (2, f"{bad}:3")
+    text = ok(cli("stats", "--db", db_file)).stdout
+    assert f"invalid lines skipped (--skip-invalid): 2 (first: {bad}:3)" in text
 
 
 def test_show_text_and_json(cli, db_file):
@@ -81,7 +118,11 @@ def test_bad_line_exit_2_with_location_and_hint(cli, db_file, tmp_path):
     assert first.startswith(f"Error: {bad}:7:") and "invalid JSON" in first
     assert hint.startswith("Hint:") and "--skip-invalid" in hint
     skipped = ok(cli("ingest", bad, "--db", db_file, "--skip-invalid"))
-    assert "skipped invalid_json=1, unknown_type=1" in skipped.stderr
+    # where the first skipped line is, so it can be opened and fixed
+    assert (
+        f"skipped invalid_json=1, unknown_type=1 (first invalid: {bad}:7;"
+        f" first unknown_type: {bad}:8)"
+    ) in skipped.stderr
     report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
     assert report["errors_by_reason"] == {"invalid_json": 1}
 
@@ -127,6 +168,18 @@ def test_gzip_on_stdin_is_decompressed(cli, db_file):
     audit = cli("audit", "-", "--format", "json", input=packed)
     assert audit.exit_code in (0, 1), audit.stderr
     assert json.loads(audit.stdout)["totals"]["conversations"] == 1
+
+
+def test_a_file_cut_in_its_last_line_names_that_line(cli, db_file, tmp_path):
+    """The summary said a truncated last line was left for a later ingest, not which line: it
+    now names it (FILE:LINE), as the audit's note does."""
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    live = tmp_path / "live.jsonl"
+    live.write_text("".join(lines[:4]) + lines[4][:30])
+    result = ok(cli("ingest", live, "--db", db_file))
+    assert (
+        f"; truncated last line (file still being written?) left for a later ingest ({live}:5)"
+    ) in result.stderr
 
 
 def test_stdin_cut_in_its_last_line_is_an_error_not_a_line_left_for_later(cli, db_file):
@@ -391,6 +444,26 @@ def test_progress_finds_its_total_only_when_it_shows_a_bar(monkeypatch: pytest.M
     assert asked == [1]
 
 
+@pytest.mark.parametrize("audit", [False, True])
+def test_the_progress_bar_reaches_its_total_over_files_that_are_no_trace(tmp_path, audit):
+    """The bar's total counts every file a folder brings; the files that are no trace (other
+    JSON) or hold nothing yet were never counted as read, so the bar stopped short of its end
+    (42.0/45.2 MB for a dump folder holding the generator's expected.json)."""
+    from lexkeep.core.ingest import ingest_paths, input_size
+    from lexkeep.core.store import Store
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(INVOICE.read_bytes())
+    (folder / "expected.json").write_text('{"verdicts": [1, 2, 3]}\n' * 50)
+    (folder / "live.jsonl").write_text('{"type":"message","id":"m9","conv')  # being written
+    (folder / "new.jsonl").write_text("")
+    told: list[int] = []
+    with Store.open(None if audit else tmp_path / "t.duckdb") as store:
+        ingest_paths(store, [str(folder)], on_progress=told.append, lean=audit)
+    assert sum(told) == input_size([str(folder)])
+
+
 def _ingest_with_file_size_limit(limit: int, db: Path, *paths: Path) -> subprocess.CompletedProcess:
     """`lexkeep ingest` in a process that may not write a file past `limit` bytes: the write
     fails with EFBIG (File too large), as a full disk fails it with ENOSPC."""
@@ -498,3 +571,156 @@ def test_a_broken_link_in_a_folder_is_named_and_skipped(cli, db_file, tmp_path):
             f"Error: {folder / 'gone.jsonl'}: a broken symbolic link: its target {target}"
             " does not exist"
         ), result.stderr
+
+
+def test_an_ingest_of_paths_holding_no_trace_is_an_error(cli, tmp_path):
+    # `lexkeep ingest traces/ --db s.duckdb && lexkeep audit --db s.duckdb`: an ingest pointed
+    # at the wrong folder must fail, as `lexkeep audit traces/` does, not leave an empty store
+    # whose audit passes on nothing.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    db = tmp_path / "new.duckdb"
+    result = cli("ingest", empty, "--db", db)
+    assert result.exit_code == 2, result.stderr
+    assert f"Error: no trace files in {empty} (no files found)" in result.stderr
+    assert "Hint: point the ingest at trace files or folders holding them" in result.stderr
+    assert not db.exists()  # refused before the store was created
+    # Nor does a mistyped path or format leave a new, empty store behind
+    for args in (
+        (tmp_path / "no-such-folder",),
+        (INVOICE, "--input-format", "yaml"),
+    ):
+        result = cli("ingest", *args, "--db", db)
+        assert result.exit_code == 2, result.stderr
+        assert not db.exists(), args
+    # A folder of other JSON: each file is named, and the ingest fails
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "settings.json").write_text('{"theme": "dark"}')
+    result = cli("ingest", other, "--db", db)
+    assert result.exit_code == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert f"{other / 'settings.json'}: skipped, not a recognised trace format" in lines
+    assert (
+        f"Error: no trace files in {other} (1 file(s) found, none of them a trace lexkeep reads)"
+        in lines
+    )
+    assert not db.exists()  # the store this ingest created, with nothing in it, is not left
+    # A store that was there before stays, as it was
+    ok(cli("ingest", INVOICE, "--db", db))
+    assert cli("ingest", other, "--db", db).exit_code == 2
+    assert cli("stats", "--db", db, "-f", "json").exit_code == 0
+    # A trace beside them is enough; so is a session file not written yet (nothing to read
+    # yet, as before), and a folder ingested already (unchanged)
+    (other / "live-session.jsonl").write_text("")
+    assert cli("ingest", other, "--db", db).exit_code == 0
+    (other / "invoice.jsonl").write_bytes(INVOICE.read_bytes())
+    for _ in range(2):
+        result = cli("ingest", other, "--db", db)
+        assert result.exit_code == 0, result.stderr
+
+
+def _stderr_on_terminal(args: list[str], cols: int) -> str:
+    """Run lexkeep with stderr on a pseudo-terminal `cols` wide; what it wrote, without
+    colours and cursor moves."""
+    import fcntl
+    import pty
+    import re
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lexkeep.cli.main", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=60) == 0
+    os.close(leader)
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())
+
+
+def test_summary_lines_stay_whole_under_the_progress_bar_of_a_narrow_terminal(tmp_path):
+    """On a terminal the progress bar takes over stderr, and Rich wrapped each summary line at
+    the terminal's width with real line breaks: a long path came out in pieces, which a copy
+    and paste (or a grep of the scrollback) no longer finds."""
+    folder = tmp_path / ("a-rather-long-folder-name-for-traces-" * 2)
+    folder.mkdir()
+    trace = folder / "invoice.jsonl"
+    trace.write_bytes(INVOICE.read_bytes())
+    text = _stderr_on_terminal(["ingest", str(trace), "--db", str(tmp_path / "t.duckdb")], 60)
+    lines = [part for line in text.split("\n") for part in line.split("\r")]
+    expected = f"{trace}: ingested (lexkeep) 1 conversations, 7 messages"
+    assert len(expected) > 60
+    assert any(line.startswith(expected) for line in lines), text
+    assert any(line.startswith("1 files: 1 ingested") for line in lines), text
+    assert "ingesting" in text  # the bar was there
+
+
+def test_quiet_ingest_prints_only_the_total_line_and_what_needs_a_reader(cli, db_file, tmp_path):
+    """A folder of a thousand sessions printed a thousand lines into a CI log, with no way to
+    keep only the outcome."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "invoice.jsonl").write_bytes(INVOICE.read_bytes())
+    (folder / "settings.json").write_text('{"theme": "dark"}')
+    (folder / "gone.jsonl").symlink_to(tmp_path / "moved-away.jsonl")
+    for flag in ("--quiet", "-q"):
+        result = ok(cli("ingest", folder, "--db", db_file, flag))
+        lines = result.stderr.splitlines()
+        assert len(lines) == 2, result.stderr
+        assert lines[0].startswith(f"Warning: {folder / 'gone.jsonl'}: skipped, a broken")
+        assert lines[1].startswith("2 files: ")
+        assert result.stdout == ""
+    # Errors are never quiet
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(INVOICE.read_text().replace('"id":"m4"', '"id":m4', 1))
+    result = cli("ingest", bad, "--db", db_file, "-q")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: {bad}:7:"), result.stderr
+    # Nor is there a progress bar on a terminal
+    text = _stderr_on_terminal(
+        ["ingest", str(INVOICE), "--db", str(tmp_path / "t.duckdb"), "-q"], 80
+    )
+    assert text.replace("\r", "").splitlines() == [
+        "1 files: 1 ingested, 0 unchanged, 0 not traces; 7 messages, 3 tool calls"
+    ]
+
+
+def test_show_a_prefix_of_a_session_and_its_sub_agents_names_the_session(cli, db_file, tmp_path):
+    """Claude Code sub-agents are `<session>/agent-…`: the first characters of a session id
+    matched the session and each of its sub-agents, and `show` called the prefix ambiguous."""
+    rows = [
+        {"type": "conversation", "id": "7acd37a8-main"},
+        {"type": "conversation", "id": "7acd37a8-main/agent-1", "parent_id": "7acd37a8-main"},
+        {"type": "conversation", "id": "7acd37a8-main/agent-2", "parent_id": "7acd37a8-main"},
+        {"type": "conversation", "id": "7b-other"},
+    ]
+    for conv in rows:
+        message = {"type": "message", "id": f"{conv['id']}#m", "conversation_id": conv["id"]}
+        rows = [*rows, {**message, "role": "user", "text": f"hello from {conv['id']}"}]
+    trace = tmp_path / "sessions.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ok(cli("ingest", trace, "--db", db_file))
+    shown = json.loads(ok(cli("show", "7acd", "--db", db_file, "-f", "json")).stdout)
+    assert shown["id"] == "7acd37a8-main"
+    sub = json.loads(ok(cli("show", "7acd37a8-main/agent-2", "--db", db_file, "-f", "json")).stdout)
+    assert sub["id"] == "7acd37a8-main/agent-2"
+    # Two sessions (or a sub-agent beside another session) stay ambiguous
+    result = cli("show", "7", "--db", db_file)
+    assert result.exit_code == 2
+    assert "Error: conversation '7' is ambiguous" in result.stderr
+    assert "7acd37a8-main, 7acd37a8-main/agent-1" in result.stderr

@@ -34,6 +34,24 @@ def test_audit_output_file_is_written_and_no_temp_remains(cli, tmp_path: Path):
     assert [p.name for p in tmp_path.iterdir()] == ["audit.json"]
 
 
+def test_audit_output_file_says_the_verdict_on_stderr_in_a_ci_log(cli, tmp_path: Path):
+    """`lexkeep audit traces/ -f junit -o report.xml` in a CI job failed with exit 1 and not a
+    word in the log: the verdict was only in the file."""
+    target = tmp_path / "report.xml"
+    result = cli("audit", SAMPLE_TRACES, "--format", "junit", "-o", target)
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"Wrote {target}: FAIL: 3/6 identifiers kept verbatim after compaction (50.0%) in 3"
+        " audited conversation(s); ratio 0.500 (3/6 kept) is below --min-ratio 1.0.\n"
+    )
+    passed = cli("audit", SAMPLE_TRACES / "codex_kept_verbatim.jsonl", "-o", target)
+    assert passed.exit_code == 0
+    assert passed.stderr.startswith(f"Wrote {target}: PASS: 3/3 identifiers kept"), passed.stderr
+    # Into standard output the report itself holds the verdict: nothing more on stderr
+    assert cli("audit", SAMPLE_TRACES, "-o", "-").stderr == ""
+
+
 def test_stats_and_show_on_a_mistyped_store_are_errors_and_create_nothing(cli, tmp_path: Path):
     missing = tmp_path / "typo.duckdb"
     for args in (("stats",), ("show", "support-4471")):
@@ -84,7 +102,18 @@ def test_audit_with_skip_invalid_says_lines_were_skipped(cli, tmp_path: Path):
     result = cli("audit", bad, "--skip-invalid", "--format", "json")
     assert result.exit_code == 1, result.stderr
     notes = json.loads(result.stdout)["notes"]
-    assert any("1 invalid trace line(s) were skipped" in n for n in notes), notes
+    # the count, and where the first skipped line is, so it can be opened and fixed
+    note = (
+        f"1 invalid trace line(s) were skipped by --skip-invalid (first: {bad}:4); whatever"
+        " they held is not in this audit"
+    )
+    assert note in notes, notes
+    # ... and an audit of a store the ingest filled says the same
+    db = tmp_path / "t.duckdb"
+    assert cli("ingest", bad, "--skip-invalid", "--db", db).exit_code == 0
+    stored = cli("audit", "--db", db, "--format", "json")
+    assert stored.exit_code == 1, stored.stderr
+    assert note in json.loads(stored.stdout)["notes"]
     clean = cli("audit", SAMPLE_TRACES / "invoice_altered.jsonl", "--format", "json")
     assert not any("skipped" in n for n in json.loads(clean.stdout)["notes"])
 

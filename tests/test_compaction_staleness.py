@@ -219,8 +219,8 @@ def test_a_source_changed_while_its_summary_was_written_is_not_vouched_for(db_fi
 
 
 def _as_schema_2(db_file, *changes: str) -> None:
-    """Make the store what lexkeep wrote before migration 003 (no source_state column),
-    after the SQL `changes`."""
+    """Make the store what lexkeep wrote before migration 003 (no source_state column, and
+    no table of a later migration), after the SQL `changes`."""
     assert [v for v, name, _ in migrations()][2] == 3
     with Store.open(db_file) as store:
         for sql in changes:
@@ -230,6 +230,7 @@ def _as_schema_2(db_file, *changes: str) -> None:
         store.con.execute(
             "CREATE INDEX compactions_range ON compactions (conversation_id, from_pair)"
         )
+        store.con.execute("DROP TABLE request_log_state")  # migration 004
         store.con.execute("DELETE FROM schema_migrations WHERE version >= 3")
 
 

@@ -58,6 +58,9 @@ POSITIVES = [
     ("manager rm-de-10 is", [("kebab_id", "rm-de-10")]),
     ("key cus_NffrFeUfNV2Hib ok", [("prefixed_token", "cus_NffrFeUfNV2Hib")]),
     ("cc @octocat.", [("handle", "@octocat")]),
+    ("token 'abc123xyz' ok", [("quoted_code", "abc123xyz")]),
+    ("access code 12345-67890.", [("dashed_number", "12345-67890")]),
+    ("my password is securePass123.", [("keyed_code", "securePass123")]),
     ("call +1 415-555-0132 today", [("phone", "+1 415-555-0132")]),
     ("call (415) 555-0199.", [("phone", "(415) 555-0199")]),
     ("card 4111 1111 1111 1111", [("card_number", "4111 1111 1111 1111")]),
@@ -196,12 +199,12 @@ WHOLE_OR_NOTHING = [
     # a tier C number followed by '-' and more: a ZIP+4, a code, a range
     ("zip 19122-1234", [("zip_plus4", "19122-1234")]),
     ("postal code: 19122-1234.", [("zip_plus4", "19122-1234")]),
-    ("zip 19122-12345", []),
-    ("order 12345-6789", []),
+    ("zip 19122-12345", [("dashed_number", "19122-12345")]),  # whole: no short_number piece
+    ("order 12345-6789", [("dashed_number", "12345-6789")]),
     ("room 101-B", []),
     ("ad set 101-105", []),
     ("status 200-299", []),
-    ("product 1656367028-2", []),
+    ("product 1656367028-2", [("dashed_number", "1656367028-2")]),  # no digit_run piece
     # a card number in groups: one identifier, never a phone and a short number
     ("card 4111 1111 1111 1111", [("card_number", "4111 1111 1111 1111")]),
     ("card number: 4111-1111-1111-1111.", [("card_number", "4111-1111-1111-1111")]),
@@ -337,7 +340,8 @@ def test_no_global_ignore_case() -> None:
 def test_tier_c_needs_the_context_word_before() -> None:
     assert found("19122 is my zip") == []
     assert found("zip code 19122") == [("short_number", "19122")]
-    assert found("19122-1234 is my zip") == []
+    # no zip_plus4 without the word before it; the whole number is still a dashed_number
+    assert found("19122-1234 is my zip") == [("dashed_number", "19122-1234")]
 
 
 def test_every_builtin_kind_is_exercised_here() -> None:
@@ -650,3 +654,181 @@ def test_a_four_part_version_after_version_is_or_was_is_no_address(text: str) ->
 )
 def test_an_address_a_word_after_a_version_phrase_is_found(text: str, value: str) -> None:
     assert [v for kind, v in found(text) if kind == "ipv4"] == [value]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "card 4111-1111-1111 1111 please",
+        "card 4111 1111-1111-1111 please",
+        "card 4111-1111-1111-1111 1111 please",
+        "ref 9400-1112-0200 1234 5678",
+    ],
+)
+def test_a_number_in_groups_of_four_with_mixed_separators_gives_no_piece(text: str) -> None:
+    """A card typed with '-' and ' ' mixed is one number: no phone or card piece of it."""
+    assert found(text) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "try 1000 2000 3000 and compare",
+        "batch sizes 1024 2048 4096",
+        "at 1500 2500 3500 rpm",
+        "try 1000 2000 3000 4000",  # four numbers: no card either
+        "try 1000 2000 3000 4000 5000",
+        "counts 1200 1400 1600 1800 2000 2200",
+    ],
+)
+def test_a_list_of_round_or_evenly_spaced_numbers_is_no_identifier(text: str) -> None:
+    assert found(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("aadhaar 2345 6789 0123", "2345 6789 0123"),
+        ("ref 1234 5678 9012", "1234 5678 9012"),
+        ("account 0012 3456 7890", "0012 3456 7890"),
+        ("ref 1000 2000 3001", "1000 2000 3001"),
+    ],
+)
+def test_a_number_in_groups_that_is_no_list_is_still_found(text: str, value: str) -> None:
+    assert found(text) == [("digit_groups", value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("node_modules/@types/node", "node_modules/@types/node"),
+        ("look in node_modules/@types/node.", "node_modules/@types/node"),
+        ("see packages/@scope/pkg/src now", "packages/@scope/pkg/src"),
+        ("(node_modules/@babel/core)", "node_modules/@babel/core"),
+    ],
+)
+def test_a_path_through_an_npm_scope_is_one_path(text: str, value: str) -> None:
+    assert found(text) == [("path_rel", value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("https://ex.example/a?b=<script>", "https://ex.example/a"),
+        ("open https://ex.example/a?id=7&b=<x> now", "https://ex.example/a?id=7"),
+        ('fetch "https://ex.example/search?q=" please', "https://ex.example/search"),
+        ("see https://ex.example/a/?b=.", "https://ex.example/a/"),
+        # a value that ends in '=' is a whole value (base64 padding), not a cut-off one
+        ("https://ex.example/a?t=YWJj=", "https://ex.example/a?t=YWJj="),
+        ("https://ex.example/a?b=1", "https://ex.example/a?b=1"),
+    ],
+)
+def test_a_url_ends_before_a_query_parameter_left_without_its_value(text: str, value: str) -> None:
+    assert found(text) == [("url", value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("book it with access token 'abc123xyz' please", "abc123xyz"),
+        ("my username 'john' and password 'john1234'.", "john1234"),
+        ("password is `securePass123`", "securePass123"),
+        ("the organization ID is `00D8d000000KxyzABC` now", "00D8d000000KxyzABC"),
+        ("peek at 'Spring2023Draft' for review", "Spring2023Draft"),
+    ],
+)
+def test_a_quoted_run_of_letters_and_digits_is_one_identifier(text: str, value: str) -> None:
+    assert found(text) == [("quoted_code", value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["the 'v2' api", "'abc1' is short", "say 'hello'", "'123456' only digits", "'COVID19' data"],
+)
+def test_short_quoted_words_versions_and_numbers_are_no_quoted_code(text: str) -> None:
+    assert [kind for kind, _ in found(text) if kind == "quoted_code"] == []
+
+
+def test_a_quoted_upper_case_code_stays_an_alnum_code() -> None:
+    assert found("The publisher ID is 'PUB001'.") == [("alnum_code", "PUB001")]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("use my access code 12345-67890 for verification", "12345-67890"),
+        ("order 112-4567890-1234567 never arrived", "112-4567890-1234567"),
+        ("SSN 123-45-6789.", "123-45-6789"),
+        ("ISBN 978-3-16-148410-0", "978-3-16-148410-0"),
+        ("ref 1656367028-2 failed", "1656367028-2"),
+    ],
+)
+def test_a_number_in_groups_joined_by_dashes_is_one_identifier(text: str, value: str) -> None:
+    assert found(text) == [("dashed_number", value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("see lines 1153-1175 of the file", []),  # a range
+        ("salary 50000-60000 a year", []),
+        ("open 0900-1700 daily", []),
+        ("from 2019-2020 on", []),
+        ("due 2024-13-20", []),  # a mistyped date, not a number
+        ("card 4111 1111-1111 1111", []),  # a card typed loosely: whole or nothing
+        ("zip 19122-1234", [("zip_plus4", "19122-1234")]),
+        ("call 415-555-0132", [("phone", "415-555-0132")]),
+        ("on 2025-08-14", [("date_iso", "2025-08-14")]),
+        ("card 4111-1111-1111-1111", [("card_number", "4111-1111-1111-1111")]),
+    ],
+)
+def test_ranges_dates_phones_and_cards_are_no_dashed_number(
+    text: str, expected: list[tuple[str, str]]
+) -> None:
+    assert found(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("my user name is dr_x and password is securePass123.", "securePass123"),
+        ("using the access token abc123xyz?", "abc123xyz"),
+        ("access token (abc123xyz456), traveler details", "abc123xyz456"),
+        ("user name john1234, please", "john1234"),
+    ],
+)
+def test_a_bare_password_or_token_after_its_word_is_one_identifier(text: str, value: str) -> None:
+    assert [v for kind, v in found(text) if kind == "keyed_code"] == [value]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "securePass123 alone",  # no context word before it
+        "my password is secret",  # no digit
+        "the token abc12 is short",
+        "the key 123456",  # no letter
+        "password SECURE123 in capitals",  # an alnum_code already
+    ],
+)
+def test_no_keyed_code_without_its_word_a_letter_and_a_digit(text: str) -> None:
+    assert [kind for kind, _ in found(text) if kind == "keyed_code"] == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a rate of 1.5E10 per second",  # scientific notation
+        '<path d="M534.135C745.736 516.7 750.015 497.644L426.389 324.876C425.561 321"/>',
+        "build 3.ABC1234 failed",
+    ],
+)
+def test_no_code_or_hash_piece_inside_a_number_with_a_dot(text: str) -> None:
+    assert [kind for kind, _ in found(text) if kind in {"alnum_code", "hex"}] == []
+
+
+def test_a_code_or_hash_ending_a_sentence_is_still_found() -> None:
+    assert found("code HAT136. Then commit 9fceb02.") == [
+        ("alnum_code", "HAT136"),
+        ("hex", "9fceb02"),
+    ]

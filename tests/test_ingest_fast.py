@@ -640,15 +640,17 @@ def test_records_left_out_for_an_id_their_conversation_holds_are_recorded_both_w
     second = tmp_path / "day2.jsonl"
     second.write_bytes(
         _line("message", id="m1", conversation_id="c1", role="user", text="invoice INV-2025-7")
-        + _line("message", id="m2", conversation_id="c1", role="assistant", text="done")
+        + _line("message", id="m2", conversation_id="c1", role="assistant", text="other")
         + _line("compaction", id="b1", conversation_id="c1", summary="day two")
         + _line("message", id="m3", conversation_id="c1", role="user", text="more")
     )
     assert _took_fast_path(second, tmp_path)
     fast, slow = _ingest_both(tmp_path / "dbs", [[str(first)], [str(second)], [str(second)]])
     _assert_same(fast, slow)
+    # A message other than a user's own text is named with its kind: the audit never reads it.
     assert [row[1:] for row in fast["ingest_errors"]] == [
         (str(second), 1, None, "id_conflict", "message 'm1'"),
+        (str(second), 2, None, "id_conflict", "message 'm2' (assistant_text)"),
         (str(second), 3, None, "id_conflict", "compaction 'b1'"),
     ]
 

@@ -469,3 +469,85 @@ def test_a_live_session_ingested_by_the_cli_after_every_step(tmp_path):
     with Store.open(tmp_path / "grown.duckdb", read_only=True) as store:
         grown = store_tables(store)
     assert not table_diff(grown, once), table_diff(grown, once)
+
+
+def test_a_fixed_line_of_a_session_spanning_two_files_takes_its_place(tmp_path):
+    """A resumed Claude Code session spans two files (one sessionId). A line of the first file
+    skipped by --skip-invalid and fixed since was read again but left after the second file's
+    records: a tool call made early in the session counted as made at its end. It now takes
+    its place in its file's line order, as one ingest of both fixed files places it."""
+    path = CLAUDE + "real_projects/-Users-dain-workspace-claude-code-log-sample/"
+    data = trace("shared", path + "937c6e6b-27e7-4edd-86f1-ad28f9731841.jsonl").read_bytes()
+    lines = data.splitlines(keepends=True)
+    half = len(lines) // 2
+    # A line of the first half with a tool call in it, to be broken and then fixed.
+    bad = next(i for i in range(half) if b'"tool_use"' in lines[i] and i > 2)
+    live = tmp_path / "live"
+    live.mkdir()
+    first, second = live / "1-session.jsonl", live / "2-resumed.jsonl"
+    files = [str(first), str(second)]
+
+    def write(broken: bool) -> None:
+        head = list(lines[:half])
+        if broken:
+            head[bad] = head[bad][: len(head[bad]) // 2] + b"\n"  # cut: invalid JSON
+        first.write_bytes(b"".join(head))
+        second.write_bytes(b"".join(lines[half:]))
+
+    write(broken=False)
+    with Store.open(tmp_path / "once.duckdb") as store:
+        ingest_paths(store, files, **LIBRARY)
+        once = store_tables(store)
+        [(conversations,)] = store.con.execute("SELECT count(*) FROM conversations").fetchall()
+        assert conversations == 1  # one conversation from the two files
+    write(broken=True)
+    with Store.open(tmp_path / "fixed.duckdb") as store:
+        ingest_paths(store, files, skip_invalid=True, **LIBRARY)
+        write(broken=False)
+        ingest_paths(store, files, skip_invalid=True, **LIBRARY)
+        fixed = store_tables(store)
+        # The fixed line's tool call stands among its file's records, not after the second's.
+        [(position,)] = store.con.execute(
+            "SELECT position FROM tool_calls WHERE source_file = ? AND source_line = ?",
+            [str(first), bad + 1],
+        ).fetchall()
+        [(second_starts,)] = store.con.execute(
+            "SELECT min(position) FROM messages WHERE source_file = ?", [str(second)]
+        ).fetchall()
+        assert position < second_starts
+        assert position_holes(store) == []
+    assert not table_diff(fixed, once), table_diff(fixed, once)
+
+
+def test_a_fixed_line_moves_alone_when_files_interleave(tmp_path):
+    """Only the fixed line moves: a line its file gained after another file's records were
+    stored (here a compaction) stays after them, so a call made after the compaction is not
+    counted as made before it."""
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    user = lexkeep_line(
+        "message", id="m1", conversation_id="c1", role="user", text="look up ORD_88412"
+    )
+    early = lexkeep_line(
+        "tool_call", id="t1", conversation_id="c1", name="f", arguments='{"o": "ORD_88412"}'
+    )
+    answer = lexkeep_line("message", id="m2", conversation_id="c1", role="assistant", text="ok")
+    late = lexkeep_line(
+        "tool_call", id="t2", conversation_id="c1", name="f", arguments='{"o": "ORD_88412"}'
+    )
+    with Store.open(tmp_path / "s.duckdb") as store:
+        a.write_text(user + early[:20] + "\n" + answer)  # line 2 broken
+        ingest_paths(store, [str(a)], skip_invalid=True, **LIBRARY)
+        b.write_text(lexkeep_line("compaction", id="b1", conversation_id="c1", summary="s"))
+        ingest_paths(store, [str(b)], **LIBRARY)
+        a.write_text(user + early[:20] + "\n" + answer + late)  # grew after the compaction
+        ingest_paths(store, [str(a)], skip_invalid=True, **LIBRARY)
+        a.write_text(user + early + answer + late)  # line 2 fixed: read again from the start
+        ingest_paths(store, [str(a)], skip_invalid=True, **LIBRARY)
+        order = store.con.execute(
+            "SELECT source_file, source_line FROM (SELECT position, source_file, source_line"
+            " FROM messages UNION ALL SELECT position, source_file, source_line FROM tool_calls"
+            " UNION ALL SELECT position, source_file, source_line FROM boundaries)"
+            " ORDER BY position"
+        ).fetchall()
+        assert order == [(str(a), 1), (str(a), 2), (str(a), 3), (str(b), 1), (str(a), 4)]
+        assert position_holes(store) == []

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lexkeep.core.nearmiss import (
+    EDIT_STEPS,
     Difference,
     NearMiss,
     best_near_miss,
     classify,
     edit_distance,
+    fold,
+    grouped_runs,
     is_kept,
 )
 
@@ -152,7 +155,6 @@ def test_a_value_written_in_groups_is_a_separator_near_miss(
         ("+15550109999", '["+1", "555", "010-9999"]'),
         ("in_progress", "the job is in progress"),  # no digit: words of prose, not groups
         ("AB12 3456", "see AB12 3456"),  # kept as typed: no near miss at all
-        ("15550109999", "+1 555 010 99999"),  # the groups hold more than the value
         ("+15550109999", "1 5550 109"),
     ],
 )
@@ -167,3 +169,89 @@ def test_a_single_token_near_miss_comes_before_an_equal_grouped_one() -> None:
     # a case change in groups beats a separator change in one token
     miss = best_near_miss("AB12 3456 7890", ["AB12-3456-7890 or ab12 3456 7890"])
     assert miss == NearMiss("ab12 3456 7890", Difference.CASE, 0)
+
+
+@pytest.mark.parametrize(
+    ("expected", "text", "found", "difference", "distance"),
+    [
+        # typed in groups, written in groups with one character changed
+        (
+            "DE89 3704 0044 0532 0130 00",
+            "iban DE89 3704 0044 0532 0131 00 please",
+            "DE89 3704 0044 0532 0131 00",
+            "edit",
+            1,
+        ),
+        ("4111 1111 1111 1111", "card 4111 1111 1111 1117.", "4111 1111 1111 1117", "edit", 1),
+        ("4111 1111 1111 1111", "card (4111 1111 1111 111)", "4111 1111 1111 111", "truncated", 1),
+        # typed run together, written in groups with one digit changed
+        ("+15550109999", '{"phone": "+1 (555) 010-9998"}', "+1 (555) 010-9998", "edit", 1),
+        # the groups hold one digit more: an extension, as it is run together
+        ("15550109999", "+1 555 010 99999", "+1 555 010 99999", "extended", 1),
+    ],
+)
+def test_an_edit_inside_a_value_written_in_groups_is_a_near_miss(
+    expected: str, text: str, found: str, difference: str, distance: int
+) -> None:
+    assert best_near_miss(expected, [text]) == NearMiss(found, Difference(difference), distance)
+
+
+@pytest.mark.parametrize(
+    ("expected", "text"),
+    [
+        ("DE89 3704 0044 0532 0130 00", "iban DE89 3704 0044 0532 9999 00"),  # 4 edits
+        ("AB12 34", "see AB12 35"),  # under 6 characters: no edit is a near miss
+        ("4111 1111 1111 1111", "4111, 1111, 1111, 1112"),  # a list, not groups
+        ("in_progress_2", "the job is in progress 3"),  # words of prose
+    ],
+)
+def test_far_or_listed_groups_are_no_edit_near_miss(expected: str, text: str) -> None:
+    miss = best_near_miss(expected, [text])
+    assert miss is None or " " not in miss.found
+
+
+def _reference_runs(text: str) -> list[tuple[int, int, str]]:
+    """The grouped runs' tokens by their plain definition: runs of two or more tokens with
+    only white space and brackets between them, each token's fold without separators; the
+    runs without a digit left out."""
+    import regex
+
+    groups = regex.compile(r"[\p{L}\p{N}\-_.:/#\\@+~]+(?:[\s()]+[\p{L}\p{N}\-_.:/#\\@+~]+)+")
+    token = regex.compile(r"[\p{L}\p{N}\-_.:/#\\@+~]+")
+    separators = regex.compile(r"[\s\-_.:/#\\+()]+")
+    out = []
+    for run in groups.finditer(text):
+        tokens = tuple(
+            (m.start(), m.end(), separators.sub("", fold(m.group())))
+            for m in token.finditer(text, run.start(), run.end())
+        )
+        if regex.search(r"[0-9]", "".join(t[2] for t in tokens)):
+            out.append(tokens)
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(st.sampled_from("ab1 0Z-_.:/#\\@+~(),;\t\n\x1cé１²Ⅻ"), max_size=40))
+def test_grouped_runs_follow_their_definition(text: str) -> None:
+    runs = grouped_runs(text)
+    # Runs left in that hold no ASCII digit (a digit of another script without one) are
+    # never searched (a value looked for in groups has one): only their cost counts.
+    assert [run[1] for run in runs if any(c in "0123456789" for c in run[2])] == (
+        _reference_runs(text)
+    )
+    for _text, tokens, joined, heads, ends in runs:
+        assert joined == "".join(t[2] for t in tokens)
+        assert ends == [len("".join(t[2] for t in tokens[: i + 1])) for i in range(len(tokens))]
+        assert heads == sorted(heads)
+        assert all(joined[h : ends[-1]] == joined[h : ends[-1]].lstrip("0") for h in heads)
+
+
+def test_the_grouped_edit_search_visits_a_bounded_number_of_places() -> None:
+    """Each place where a piece of the value occurs costs a visit; past EDIT_STEPS of them
+    the search stops, so a text made of the value's pieces costs no more than that."""
+    value, near = "4111 1111 1111 1111", "4111 1111 1111 1112"
+    few = "411 x " * 100 + near
+    miss = best_near_miss(value, [few])
+    assert miss == NearMiss(near, Difference.EDIT, 1)
+    many = "411 x " * (EDIT_STEPS + 10) + near
+    assert best_near_miss(value, [many]) is None

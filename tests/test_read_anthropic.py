@@ -195,3 +195,32 @@ def test_tool_use_ids_repeated_in_one_conversation_are_kept_apart(tmp_path):
     assert calls == [("t0", '{"q":1}'), ("t0#2", '{"q":2}')]
     results = [(r.call_id, r.text) for r in records if isinstance(r, ToolResult)]
     assert results == [("t0", "{'q': 1}"), ("t0#2", "{'q': 2}")]
+
+
+def test_request_response_wrappers_are_read_as_the_request_logs_they_wrap(tmp_path):
+    """`{"request": {…}, "response": {…}}` lines of Messages API calls (either side may be
+    under `body`) read as the request logs they wrap. Once OpenAI Chat Completions wrappers
+    were read, these would have been read as OpenAI chat, without their tool_use blocks."""
+    plain = FIXTURES / "requests.jsonl"
+    wrapped = tmp_path / "wrapped.jsonl"
+    lines = []
+    for n, line in enumerate(plain.read_text().splitlines()):
+        record = json.loads(line)
+        request = {k: v for k, v in record.items() if k not in ("id", "response")}
+        # the line's `id` names the log entry; the conversation is named beside it
+        entry: dict = {"id": f"log-{n}", "conversation_id": record["id"], "request": request}
+        if "response" in record:
+            entry["response"] = record["response"]
+            if n % 2:
+                entry["response"] = {"status_code": 200, "body": record["response"]}
+        lines.append(json.dumps(entry) + "\n")
+    wrapped.write_text("".join(lines))
+
+    def shown(path: Path) -> list[tuple]:
+        return [
+            (type(r).__name__, getattr(r, "id", getattr(r, "call_id", None)), r.source.line)
+            for r in read_records(path)
+        ]
+
+    assert shown(wrapped) == shown(plain)
+    assert any(isinstance(r, ToolCall) for r in read_records(wrapped))

@@ -369,6 +369,15 @@ envelopes = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.parametrize("kind", [[], {}, ["response_item"], 7])
+def test_a_type_that_is_not_a_string_is_an_unknown_type_not_a_crash(kind):
+    meta = {"timestamp": "t", "type": "session_meta", "payload": {"id": "s"}}
+    records = feed([meta, {"type": kind}])
+    skipped = of(records, Skipped)
+    assert [s.reason for s in skipped] == ["unknown_type"], skipped
+    assert "Error" not in skipped[0].detail
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(json_values, envelopes), max_size=12))
 def test_arbitrary_json_never_crashes(values):

@@ -230,3 +230,113 @@ def test_call_ids_repeated_per_turn_are_kept_apart(tmp_path, cli):
     assert audited.exit_code == 0, audited.stderr
     [finding] = json.loads(audited.stdout)["findings"]
     assert (finding["value"], finding["verdict"]) == ("ORD-77812", "kept")
+
+
+def _completion(n: int, message: dict, finish: str) -> dict:
+    """A Chat Completions response object answering with `message`."""
+    return {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "model": "gpt-4o",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+    }
+
+
+def _chat_calls() -> tuple[list[list[dict]], list[dict]]:
+    """Three requests of one conversation (their message lists) and the message each
+    response answered with: a tool call, a text, and after a compaction (the client keeps
+    the system prompt and the newest turn) a call that uses what the user typed before it."""
+    tool_call = {
+        "id": "call_abc",
+        "type": "function",
+        "function": {"name": "lookup_order", "arguments": '{"order_id":"ORD-77812"}'},
+    }
+    system = {"role": "system", "content": "You handle refunds."}
+    u0 = {"role": "user", "content": "Refund order ORD-77812, invoice INV-2025-08-44719."}
+    a0 = {"role": "assistant", "content": None, "tool_calls": [tool_call], "refusal": None}
+    t0 = {"role": "tool", "tool_call_id": "call_abc", "content": "delivered"}
+    a1 = {"role": "assistant", "content": "Delivered. Refund it?", "refusal": None}
+    u1 = {"role": "user", "content": "Yes please."}
+    compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAB-opaque"}
+    refund = {
+        "id": "call_def",
+        "type": "function",
+        "function": {"name": "refund", "arguments": '{"order_id":"ORD-77812"}'},
+    }
+    a2 = {"role": "assistant", "content": None, "tool_calls": [refund]}
+    # the client sends a response's message back without its null keys
+    sent_a0 = {"role": "assistant", "content": None, "tool_calls": [tool_call]}
+    requests = [
+        [system, u0],
+        [system, u0, sent_a0, t0],
+        [system, compaction, u1],
+    ]
+    return requests, [a0, a1, a2]
+
+
+def test_chat_completions_request_response_wrappers_are_read(tmp_path, cli):
+    """`{"request": {"messages": …}, "response": {"choices": …}}` lines (a proxy's log of
+    Chat Completions calls; either side may be under `body`) were not read at all: the file
+    was `not a recognised trace format`. They are read as the request's messages followed by
+    the response's `choices[0].message`, each message once: the same records as the log
+    written with each request's answer in its list."""
+    requests, answers = _chat_calls()
+    finishes = ["tool_calls", "stop", "tool_calls"]
+    wrapped = []
+    for n, (messages, answer) in enumerate(zip(requests, answers, strict=True)):
+        request = {"model": "gpt-4o", "messages": messages, "temperature": 0}
+        response = _completion(n, answer, finishes[n])
+        line: dict = {"session_id": "s-1", "id": f"log-{n}"}  # the log entry's own id
+        if n == 1:  # a log of the HTTP exchange
+            line |= {
+                "request": {"body": request},
+                "response": {"status_code": 200, "body": response},
+            }
+        else:
+            line |= {"request": request, "response": response}
+        wrapped.append(line)
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(w) + "\n" for w in wrapped))
+    listed = tmp_path / "listed.jsonl"  # the same calls, each answer at the end of its list
+    listed.write_text(
+        "".join(
+            json.dumps({"session_id": "s-1", "messages": [*m, a]}) + "\n"
+            for m, a in zip(requests, answers, strict=True)
+        )
+    )
+    assert detect_format(JsonSource(path))[0] is Format.OPENAI
+
+    def shown(file: Path) -> list[tuple]:
+        out = []
+        for r in read_records(file):
+            if isinstance(r, Message):
+                out.append(("message", r.id, r.kind.value, r.text, r.source.line))
+            elif isinstance(r, ToolCall):
+                out.append(("call", r.call_id, r.name, r.arguments_raw, r.source.line))
+            elif isinstance(r, ToolResult):
+                out.append(("result", r.call_id, r.text, r.source.line))
+        return out
+
+    got = shown(path)
+    assert got == shown(listed)
+    assert [g[:2] for g in got] == [
+        ("message", "s-1/0"),
+        ("message", "s-1/1"),
+        ("message", "s-1/2"),  # the first response, read once though sent back
+        ("call", "call_abc"),
+        ("result", "call_abc"),
+        ("message", "s-1/4"),  # the second response (under `body`)
+        ("message", "s-1/6"),  # after the compaction: the user's next turn
+        ("message", "s-1/7"),
+        ("call", "call_def"),
+    ]
+    assert got[3][4] == 1 and got[5][4] == 2  # each response at its own line
+
+    ingested = cli("ingest", path, "--db", tmp_path / "store.duckdb")
+    assert ingested.exit_code == 0, ingested.stderr
+    assert "1 conversations, 6 messages, 2 tool calls, 1 boundaries" in ingested.stderr
+    audited = cli("audit", path, "--format", "json", "--exit-zero")
+    assert audited.exit_code == 0, audited.stderr
+    verdicts = {f["value"]: f["verdict"] for f in json.loads(audited.stdout)["findings"]}
+    assert verdicts == {"ORD-77812": "kept", "INV-2025-08-44719": "missing"}

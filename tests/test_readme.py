@@ -84,8 +84,18 @@ def test_python_agent_loop_runs_against_the_sample_store(tmp_path, monkeypatch):
         tool_calls = [Call()]
 
     seen: dict[str, object] = {}
+
+    def model(**kw: object) -> Reply:
+        seen.setdefault("context", kw["system"])
+        # While the model answers, the agent's hook stores the new messages (docs/context.md:
+        # ingest before guarding): the loop must not hold the store then, or DuckDB refuses
+        # the writing process.
+        ingest = _run("lexkeep ingest sample_traces/ --db lexkeep.duckdb", tmp_path)
+        assert ingest.returncode == 0, ingest.stderr
+        return Reply()
+
     namespace = {
-        "model": lambda **kw: seen.setdefault("context", kw["system"]) and Reply(),
+        "model": model,
         "user_text": "Was it charged twice?",
         "run_tool": lambda name, args: seen.setdefault("ran", (name, args)),
         "report_back": lambda rows: seen.setdefault("reported", rows),

@@ -358,11 +358,22 @@ def test_a_request_log_split_over_files_sends_its_calls_again_without_a_conflict
     day3 = write(tmp_path / "day3.jsonl", [{"session_id": "s", "messages": changed}])
     with Store.open(None) as store:
         counts = ingest_paths(store, [str(day1), str(day2)])
-        # Ingested on its own later, day 3 is not aligned after days 1 and 2 (read with them,
-        # its call would be a new one, `toolu_1#2`): its call is the stored one sent again.
+        # Ingested on its own later, day 3 goes on from days 1 and 2: its request sends the
+        # history again (its `1.5` decodes as the `1.50` stored, the same message to the
+        # alignment), so it adds nothing and nothing is left out.
+        added = ingest_paths(store, [str(day3)])[0]
+        calls = store.con.execute("SELECT call_id FROM tool_calls ORDER BY ALL").fetchall()
+        assert store.con.execute("SELECT count(*) FROM ingest_errors").fetchone()[0] == 0
+    assert counts[1].conflicts == (0, None) and counts[1].tool_calls_added == 0
+    assert calls == [("toolu_1",)] and added.tool_calls_added == added.messages_added == 0
+    with Store.open(None) as store:
+        ingest_paths(store, [str(day1), str(day2)])
+        # A store that kept no state of the log (written by an older lexkeep): day 3 alone is
+        # aligned on its own, and its call, the stored one's id with another number, is left
+        # out and recorded.
+        store.con.execute("DELETE FROM request_log_state")
         ingest_paths(store, [str(day3)])
         rows = store.con.execute("SELECT path, line, detail FROM ingest_errors").fetchall()
-    assert counts[1].conflicts == (0, None) and counts[1].tool_calls_added == 0
     assert rows == [(str(day3), 1, "tool_call 'toolu_1' in conversation 's'")]
 
 
@@ -584,3 +595,171 @@ def test_unchanged_files_of_other_formats_before_a_request_log_are_not_read_agai
     grown = cli("ingest", logs, "--db", db)
     assert grown.exit_code == 0, grown.stderr
     assert _stored(db)["errors"] == []
+
+
+def test_a_logrotate_rotated_request_log_is_read_oldest_file_first(cli, tmp_path):
+    """logrotate names the newest file `requests.jsonl` and older ones `requests.jsonl.1`,
+    `requests.jsonl.2.gz` (compressed), the number growing with age. A folder walk skipped
+    the numbered files (not named `*.jsonl`), and named by a shell glob they were read in name
+    order, newest first: the later requests were numbered before the earlier ones and the
+    user's first turns were left out. Read oldest first, the store is the one file's."""
+    import gzip
+
+    requests = _trimmed_chat_requests()
+    whole = _write(tmp_path / "whole.jsonl", requests)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    oldest = logs / "requests.jsonl.2.gz"
+    oldest.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in requests[:2]).encode()))
+    _write(logs / "requests.jsonl.1", requests[2:4])
+    newest = _write(logs / "requests.jsonl", requests[4:])
+    assert cli("ingest", whole, "--db", tmp_path / "whole.duckdb").exit_code == 0
+    expected = _stored(tmp_path / "whole.duckdb")
+    by_glob = sorted(str(p) for p in logs.iterdir())  # what a shell makes of requests.jsonl*
+    for name, targets in (("folder", [logs]), ("glob", by_glob)):
+        ingested = cli("ingest", *targets, "--db", tmp_path / f"{name}.duckdb")
+        assert ingested.exit_code == 0, ingested.stderr
+        assert "3 files: 3 ingested" in ingested.stderr, name
+        # the summary lines come in the order the files were read
+        lines = ingested.stderr.splitlines()
+        named = [line.split(":")[0] for line in lines if ": ingested" in line]
+        assert named == [str(oldest), str(logs / "requests.jsonl.1"), str(newest)], name
+        assert _stored(tmp_path / f"{name}.duckdb") == expected, name
+
+    audited = cli("audit", logs, "--format", "json", "--exit-zero")
+    assert audited.exit_code == 0, audited.stderr
+    found = {f["value"]: f for f in json.loads(audited.stdout)["findings"]}
+    assert {v: f["verdict"] for v, f in found.items()} == {
+        "ORD-77812": "kept",
+        "INV-2025-08-44719": "missing",
+        "dana.kim@example.com": "missing",
+        "WH-4471-B": "kept",
+    }
+    assert found["ORD-77812"]["message"] == {"file": str(oldest), "line": 1}
+
+
+def test_rotated_names_keep_their_place_among_other_files(tmp_path):
+    """Only the files of one rotated log change places, among themselves; other files (dated
+    names, which sort right already, and other logs) keep name order, or the order given."""
+    from lexkeep.core.ingest import expand_paths
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    names = [
+        "a.jsonl",
+        "app-2025-01-09.jsonl",
+        "app-2025-01-10.jsonl",
+        "requests.jsonl",
+        "requests.jsonl.1",
+        "requests.jsonl.10.gz",
+        "requests.jsonl.2.gz",
+        "z.jsonl",
+    ]
+    for name in names:
+        (logs / name).write_text("{}\n")
+    order = [Path(p).name for p, _ in expand_paths([str(logs)])]
+    assert order == [
+        "a.jsonl",
+        "app-2025-01-09.jsonl",
+        "app-2025-01-10.jsonl",
+        "requests.jsonl.10.gz",
+        "requests.jsonl.2.gz",
+        "requests.jsonl.1",
+        "requests.jsonl",
+        "z.jsonl",
+    ]
+    given = [str(logs / n) for n in ("z.jsonl", "requests.jsonl", "a.jsonl", "requests.jsonl.1")]
+    order = [Path(p).name for p, _ in expand_paths(given)]
+    assert order == ["z.jsonl", "requests.jsonl.1", "a.jsonl", "requests.jsonl"]
+
+
+def test_a_request_log_file_ingested_by_a_later_command_goes_on_from_the_store(cli, tmp_path):
+    """The earlier file of a log ingested by one command, the next one (and, once it grew,
+    again) by later commands, each alone: the later file's trimmed requests were aligned only
+    within it, numbered from 0 again and left out as `id_conflict`, so the user's later turn
+    and the calls after the compaction were never audited. The store keeps what a later file
+    needs of each conversation, and the store is the one a single ingest of the log makes."""
+    requests = _trimmed_chat_requests()
+    whole = _write(tmp_path / "whole.jsonl", requests)
+    first = _write(tmp_path / "requests.1.jsonl", requests[:3])
+    second = _write(tmp_path / "requests.2.jsonl", requests[3:5])
+    db = tmp_path / "later.duckdb"
+    for target in (first, second):
+        ingested = cli("ingest", target, "--db", db)
+        assert ingested.exit_code == 0, ingested.stderr
+        assert "left out" not in ingested.stderr
+    _write(second, requests[3:])  # it grew
+    grown = cli("ingest", second, "--db", db)
+    assert grown.exit_code == 0, grown.stderr
+    assert "appended" in grown.stderr and "left out" not in grown.stderr
+    assert cli("ingest", whole, "--db", tmp_path / "whole.duckdb").exit_code == 0
+    assert _stored(db) == _stored(tmp_path / "whole.duckdb")
+    assert _stored(db)["errors"] == []
+
+    def turns(path: Path) -> list[tuple]:
+        with Store.open(path) as store:
+            return store.con.execute(
+                "SELECT m.id, m.position, m.run_id, r.status FROM messages m"
+                " LEFT JOIN runs r ON r.id = m.run_id ORDER BY m.position"
+            ).fetchall()
+
+    # each message in the run (user turn) it has when both files are ingested together
+    together = cli("ingest", first, second, "--db", tmp_path / "together.duckdb")
+    assert together.exit_code == 0, together.stderr
+    assert turns(db) == turns(tmp_path / "together.duckdb")
+    assert _verdicts(cli, "--db", db) == {
+        "ORD-77812": "kept",
+        "INV-2025-08-44719": "missing",
+        "dana.kim@example.com": "missing",
+        "WH-4471-B": "kept",
+    }
+
+
+def test_an_anthropic_log_split_over_two_ingests_is_one_timeline(cli, tmp_path):
+    """The compacted Anthropic log cut after its first compaction, its two halves ingested
+    by two commands: the store of one ingest of the whole file, audited the same."""
+    lines = COMPACTED.read_text().splitlines(keepends=True)
+    head, tail = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    head.write_text("".join(lines[:4]))
+    tail.write_text("".join(lines[4:]))
+    db = tmp_path / "two.duckdb"
+    for part in (head, tail):
+        ingested = cli("ingest", part, "--db", db)
+        assert ingested.exit_code == 0, ingested.stderr
+    assert cli("ingest", COMPACTED, "--db", tmp_path / "one.duckdb").exit_code == 0
+    assert _stored(db) == _stored(tmp_path / "one.duckdb")
+    assert _verdicts(cli, "--db", db) == EXPECTED
+
+
+def test_a_responses_chain_continues_in_a_file_of_a_later_ingest(cli, tmp_path):
+    """`previous_response_id` naming a response a file of an earlier ingest logged: the same
+    conversation, as when both files are ingested together."""
+    first = {
+        "model": "gpt-4.1",
+        "input": "Refund order ORD-77812.",
+        "response": {
+            "id": "resp_1",
+            "output": [{"type": "message", "role": "assistant", "content": "Which card?"}],
+        },
+    }
+    second = {
+        "model": "gpt-4.1",
+        "previous_response_id": "resp_1",
+        "input": "The Visa, and email dana.kim@example.com.",
+        "response": {"id": "resp_2", "output": []},
+    }
+    day1 = _write(tmp_path / "2025-01-09.jsonl", [first])
+    day2 = _write(tmp_path / "2025-01-10.jsonl", [second])
+    db = tmp_path / "store.duckdb"
+    for day in (day1, day2):
+        ingested = cli("ingest", day, "--db", db)
+        assert ingested.exit_code == 0, ingested.stderr
+    with Store.open(db) as store:
+        rows = store.con.execute(
+            "SELECT conversation_id, text FROM messages ORDER BY position"
+        ).fetchall()
+    assert rows == [
+        ("resp_1", "Refund order ORD-77812."),
+        ("resp_1", "Which card?"),
+        ("resp_1", "The Visa, and email dana.kim@example.com."),
+    ]

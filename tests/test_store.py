@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from lexkeep.core.errors import ConfigError, StoreError
 from lexkeep.core.store import SPILL_OWNER, Store, bulk_insert, migrations
 
+SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
+
 
 def test_migrations_are_recorded_once(db_file):
     with Store.open(db_file) as store:
@@ -75,6 +77,26 @@ def test_store_in_a_missing_folder_says_which_folder(tmp_path):
         Store.open(tmp_path / "no" / "such" / "store.duckdb")
     assert info.value.hint == f"the folder {tmp_path / 'no' / 'such'} does not exist: create it"
     assert not (tmp_path / "no").exists()
+
+
+def test_a_db_that_names_a_folder_says_so_and_names_a_file_to_use(tmp_path, cli):
+    """`--db traces/` read as DuckDB's "IO Error: Could not read from file ...: Is a
+    directory", with no hint."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for read_only in (False, True):
+        with pytest.raises(StoreError) as info:
+            Store.open(folder, read_only=read_only)
+        assert str(info.value) == f"{folder} is a folder, not a store file"
+        assert info.value.hint == (
+            f"--db names the store file, e.g. --db {folder / 'lexkeep.duckdb'};"
+            " trace files and folders are arguments"
+        )
+    assert list(folder.iterdir()) == []
+    for args in (("ingest", SAMPLE_TRACES), ("stats",), ("audit",)):
+        result = cli(*args, "--db", folder)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.startswith(f"Error: {folder} is a folder, not a store file\nHint:")
 
 
 def test_not_a_database_is_a_clear_error(tmp_path):
@@ -534,3 +556,53 @@ def test_temp_folder_is_listed_for_stale_spill_folders_once_per_process(tmp_path
     )
     assert again.returncode == 0, again.stderr
     assert not (tmp_path / "lexkeep-spill-second").exists()  # the next process removes it
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(
+        st.tuples(st.sampled_from(["a.jsonl", "b.jsonl"]), st.booleans()), min_size=1, max_size=14
+    ),
+    order=st.randoms(use_true_random=False),
+)
+def test_restore_file_order_moves_only_lines_read_again(lines, order):
+    """Records stored in timeline order, some of whose lines were skipped and read again later
+    (appended after everything, in any order): each file ends in its line order on the same
+    positions, the records stored first keep their order, and one file ends as one ingest of
+    it would have stored it."""
+    from lexkeep.core.store import restore_file_order
+
+    line_of: dict[str, int] = {}
+    timeline = []  # (file, line) in the order the files were first read
+    for file, _ in lines:
+        line_of[file] = line_of.get(file, 0) + 1
+        timeline.append((file, line_of[file]))
+    late = [rec for rec, (_, skipped) in zip(timeline, lines, strict=True) if skipped]
+    order.shuffle(late)
+    stored = [rec for rec in timeline if rec not in late] + late
+    with Store.open(None) as store:
+        store.bulk_insert(
+            "messages",
+            None,
+            [
+                (f"{f}:{n}", "c1", None, pos, "user", "user_text", "completed", "x", None, f, n)
+                for pos, (f, n) in enumerate(stored)
+            ],
+        )
+        restore_file_order(store.con, ["c1"])
+        got = [
+            (f, n)
+            for f, n in store.con.execute(
+                "SELECT source_file, source_line FROM messages WHERE conversation_id = 'c1'"
+                " ORDER BY position"
+            ).fetchall()
+        ]
+    assert sorted(got) == sorted(stored)  # the same positions, each used once
+    for file in ("a.jsonl", "b.jsonl"):
+        of_file = [n for f, n in got if f == file]
+        assert of_file == sorted(of_file)
+    early = [rec for rec in stored if rec not in late]
+    assert [rec for rec in got if rec not in late] == early
+    # With the files read one after the other, that is the order one ingest gives them.
+    if all(f == "a.jsonl" for f, _ in timeline) or not late:
+        assert got == timeline
