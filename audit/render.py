@@ -34,6 +34,7 @@ from lexkeep.audit.report import (
     problem_findings,
 )
 from lexkeep.core import __version__
+from lexkeep.core.controls import visible, visible_json
 from lexkeep.core.model import Source, Verdict
 
 HTML_KEPT_ROWS = 500
@@ -252,11 +253,14 @@ def render_json(report: AuditReport, stream: TextIO, color: bool = False) -> Non
 
 def _dumps(value: Any) -> bytes:
     """json.dumps(value, ensure_ascii=False, indent=2) as UTF-8: orjson's indenting gives the
-    same bytes (json's indenting encoder is pure Python: seconds on a big dump's findings)."""
+    same bytes (json's indenting encoder is pure Python: seconds on a big dump's findings),
+    with DEL, the C1 controls, bidirectional overrides and hidden characters as \\uXXXX
+    escapes (lexkeep.core.controls: both write them as they are)."""
     try:
-        return orjson.dumps(value, option=orjson.OPT_INDENT_2)
+        data = orjson.dumps(value, option=orjson.OPT_INDENT_2)
     except TypeError:  # e.g. an integer beyond 64 bits: json writes it, orjson cannot
-        return json.dumps(value, ensure_ascii=False, indent=2).encode()
+        data = json.dumps(value, ensure_ascii=False, indent=2).encode()
+    return visible_json(data)
 
 
 JSON_CHUNK = 10_000  # findings encoded at a time
@@ -398,17 +402,16 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
         for f in problems:
             ev = f.evidence
             evidence = f"{ev.found} ({ev.difference})\n{loc(ev.source)}" if ev else ""
-            rows.append(
-                (
-                    f.verdict.value,
-                    f.kind,
-                    f.value,
-                    loc(f.message),
-                    loc(f.boundary),
-                    evidence,
-                    ", ".join(flags(f)),
-                )
+            cells = (
+                f.verdict.value,
+                f.kind,
+                f.value,
+                loc(f.message),
+                loc(f.boundary),
+                evidence,
+                ", ".join(flags(f)),
             )
+            rows.append(tuple(map(visible, cells)))
         widths = _problem_widths(rows, console.width)
         if widths is not None:
             rows = [
@@ -434,7 +437,9 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
     for k in (*report.kinds,):
         c = k.counts
         kinds.add_row(
-            k.kind, *map(str, (c.audited, c.kept, c.altered, c.missing, c.unverified)), pct(c.ratio)
+            visible(k.kind),
+            *map(str, (c.audited, c.kept, c.altered, c.missing, c.unverified)),
+            pct(c.ratio),
         )
     t = report.totals
     kinds.add_row(
@@ -449,9 +454,11 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
         bar = "#" * round(30 * n / top) if n else ""
         console.print(Text(f"  {label:>8} | {bar:<30} {n}"))
     for note in report.notes:
-        console.print(Text(f"Note: {note}", style="dim"), soft_wrap=prose_whole)
+        console.print(Text(visible(f"Note: {note}"), style="dim"), soft_wrap=prose_whole)
     console.print(
-        Text(verdict_line(report), style="bold green" if report.gate.passed else "bold red"),
+        Text(
+            visible(verdict_line(report)), style="bold green" if report.gate.passed else "bold red"
+        ),
         soft_wrap=prose_whole,
     )
 
@@ -517,19 +524,22 @@ def render_junit(report: AuditReport, stream: TextIO, color: bool = False) -> No
         ET.SubElement(suite, "system-out").text = "\n".join(report.notes)
     ET.indent(suites)
     stream.write('<?xml version="1.0" encoding="utf-8"?>\n')
-    stream.write(visible(ET.tostring(suites, encoding="unicode")))
+    stream.write(_xml_visible(ET.tostring(suites, encoding="unicode")))
     stream.write("\n")
 
 
-# Control characters a trace may hold in an id, a file name or a tool name: XML 1.0 forbids
-# the C0 ones (ElementTree writes them as they are, and the file no longer parses), and in a
-# CI log ESC, CSI and the rest drive the terminal. Written as \uXXXX text instead.
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
+# A trace may hold anything in an id, a file name or a tool name: control characters (in a CI
+# log ESC, CSI and the rest drive the terminal), bidirectional overrides that make a reader see
+# another text than the one a program reads, and invisible tag characters. Every format shows
+# them as \uXXXX text by one rule, lexkeep.core.controls.visible (JSON as escapes that decode
+# to the same values). XML 1.0 also forbids the noncharacters U+FFFE and U+FFFF; ElementTree
+# writes them as they are and the file no longer parses, so JUnit escapes them too.
+_XML_NONCHARACTERS = re.compile("[\ufffe\uffff]")
 
 
-def visible(text: str) -> str:
-    """`text` with its control characters (not tab, newline, carriage return) as \\uXXXX."""
-    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+def _xml_visible(text: str) -> str:
+    """`text` (an XML document) as `visible` shows it, and without XML's noncharacters."""
+    return _XML_NONCHARACTERS.sub(lambda m: f"\\u{ord(m.group()):04x}", visible(text))
 
 
 # -- github -----------------------------------------------------------------------------------
@@ -691,7 +701,11 @@ def distribution_svg(report: AuditReport) -> str:
 
 def render_html(report: AuditReport, stream: TextIO, color: bool = False) -> None:
     """One self-contained HTML page: verdict, ratio chart (inline SVG), per-kind table, findings."""
-    e = html.escape
+
+    def e(text: str) -> str:
+        # a browser applies a bidirectional override too: shown as \\uXXXX, as elsewhere
+        return html.escape(visible(text))
+
     w = stream.write
     status = "pass" if report.gate.passed else "fail"
     w('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>')

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from lexkeep.core.controls import visible
 from lexkeep.core.errors import (
     LexkeepError,
     SettingsWarning,
@@ -114,9 +115,10 @@ def stdout_console(file: Any = None) -> "Console":
 
 def print_error(err: LexkeepError) -> None:
     """`Error: file:line:col: reason` then an optional `Hint:` line, on stderr."""
-    sys.stderr.write(f"Error: {err}\n")
+    # A file name or an id from a trace may hold ESC sequences or a bidirectional override.
+    sys.stderr.write(f"Error: {visible(str(err))}\n")
     if err.hint:
-        sys.stderr.write(f"Hint: {err.hint}\n")
+        sys.stderr.write(f"Hint: {visible(err.hint)}\n")
     sys.stderr.flush()
 
 
@@ -308,7 +310,9 @@ def progress(
 
     count_column = DownloadColumn() if unit == "bytes" else MofNCompleteColumn()
     with Progress(
-        TextColumn("{task.description}"),
+        # A description may name a conversation from a trace: shown as it is, never read as
+        # Rich markup (`c[/x]` raised MarkupError), its controls and overrides as \uXXXX.
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         count_column,
         TimeRemainingColumn(),
@@ -317,11 +321,12 @@ def progress(
         console=stderr_console(soft_wrap=True),
         transient=True,
     ) as bar:
-        task = bar.add_task(description, total=total)
+        task = bar.add_task(visible(description), total=total)
 
         def advance(n: int = 1, description: str | None = None, total: int | None = None) -> None:
             if total is not None:
                 bar.update(task, total=total)
-            bar.update(task, advance=n, description=description or bar.tasks[0].description)
+            text = visible(description) if description else bar.tasks[0].description
+            bar.update(task, advance=n, description=text)
 
         yield advance

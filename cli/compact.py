@@ -85,8 +85,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--lease-seconds",
                 min=0.1,
-                help="Lease per claim; a worker that dies frees its range after this "
-                "[default: timeout + 60].",
+                help="Lease per claim: the whole time an attempt has, so at least the "
+                "timeout + 5; a worker that dies frees its range after it [default: timeout + 60].",
                 show_default=False,
                 metavar="SECONDS",
             ),
@@ -137,7 +137,7 @@ def register(app: typer.Typer) -> None:
                     workers=workers,
                     max_running=max_running,
                     dry_run=dry_run,
-                    lease_seconds=lease_seconds if lease_seconds is not None else timeout + 60,
+                    lease_seconds=lease_seconds,
                     on_progress=lambda out: tick(1, f"compacting {out.conversation_id}"),
                 )
         except CompactionInterrupted as stop:

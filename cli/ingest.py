@@ -17,6 +17,7 @@ from lexkeep.cli.common import (
     progress,
     stdout_console,
 )
+from lexkeep.core.controls import visible, visible_json
 from lexkeep.core.errors import LexkeepError
 from lexkeep.core.formats import format_names
 from lexkeep.core.inspect import Stats, Timeline, show, stats
@@ -94,7 +95,8 @@ def _copies(read: int, added: int | None) -> str:
 
 def _print_line(line: str) -> None:
     # Plain stderr writes: summary lines stay one line each (no wrapping) for log readers.
-    sys.stderr.write(line + "\n")
+    # A file name may hold ESC sequences or a bidirectional override: shown as \\uXXXX.
+    sys.stderr.write(visible(line) + "\n")
     sys.stderr.flush()
 
 
@@ -131,7 +133,8 @@ def _print_summary(counts: FileCounts) -> None:
 
 
 def _write_json(value: object) -> None:
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+    data = orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    sys.stdout.write(visible_json(data).decode() + "\n")
 
 
 def render_stats(report: Stats) -> None:
@@ -162,19 +165,23 @@ def render_stats(report: Stats) -> None:
     if report.records_left_out:
         out.print(
             f"records left out, their conversation already holding their id with other content:"
-            f" {report.records_left_out} (first: {report.first_left_out})",
+            f" {report.records_left_out} (first: {visible(report.first_left_out or '')})",
             soft_wrap=True,
         )
     if report.invalid_lines:
         out.print(
             f"invalid lines skipped (--skip-invalid): {report.invalid_lines}"
-            f" (first: {report.first_invalid_line})",
+            f" (first: {visible(report.first_invalid_line or '')})",
             soft_wrap=True,
         )
     if report.incomplete_scans:
         out.print(
             f"incomplete identifier scans: {report.incomplete_scans}"
-            + (f" (first: {report.first_incomplete_scan})" if report.first_incomplete_scan else ""),
+            + (
+                f" (first: {visible(report.first_incomplete_scan)})"
+                if report.first_incomplete_scan
+                else ""
+            ),
             soft_wrap=True,
         )
 
@@ -182,8 +189,6 @@ def render_stats(report: Stats) -> None:
 def render_timeline(t: Timeline) -> None:
     """A conversation's timeline, readable on a terminal."""
     from rich.text import Text
-
-    from lexkeep.audit.render import visible
 
     console = stdout_console()
 

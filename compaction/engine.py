@@ -51,6 +51,44 @@ from lexkeep.core.nearmiss import is_kept
 from lexkeep.core.store import Store, StoreOnDemand, migrations
 
 BATCH_CONVERSATIONS = 500
+# What a lease must hold beyond the summariser calls made under it: reopening the store and
+# writing the outcome. A summary that arrives after its lease is refused (the attempt is spent).
+LEASE_WRITE_SECONDS = 5.0
+# The default lease: the calls made under one claim and a minute more (--timeout + 60 s for a
+# backend that claims one segment at a time).
+LEASE_SPARE_SECONDS = 60.0
+
+
+def _lease_seconds(
+    lease_seconds: float | None, summarizer: Summarizer, timeout: float | None
+) -> float:
+    """The lease for each claim: `lease_seconds`, checked to cover the calls made under one
+    claim (`batch_size` calls of up to `timeout` each) and the write, or by default those calls
+    and LEASE_SPARE_SECONDS. A backend that answers at once (`quick`) or whose timeout is not
+    known takes any lease."""
+    batch = max(1, getattr(summarizer, "batch_size", 1))
+    if timeout is None or summarizer.quick:
+        return jobs.DEFAULT_LEASE_SECONDS if lease_seconds is None else lease_seconds
+    if lease_seconds is None:
+        return batch * timeout + LEASE_SPARE_SECONDS
+    if lease_seconds >= batch * timeout + LEASE_WRITE_SECONDS:
+        return lease_seconds
+    write = f"{LEASE_WRITE_SECONDS:g} s to store"
+    if batch == 1:
+        what = f"a summariser call of up to --timeout {timeout:g} s and {write} its outcome"
+    else:
+        what = (
+            f"the {batch} summariser calls made under one claim (up to --timeout {timeout:g} s "
+            f"each) and {write} their outcomes"
+        )
+    hint = f"pass --lease-seconds {batch * timeout + LEASE_WRITE_SECONDS:g} or more"
+    longest = int((lease_seconds - LEASE_WRITE_SECONDS) / batch * 100) / 100  # rounded down
+    if longest >= 0.1:  # --timeout's smallest value
+        hint += f", or a --timeout of at most {longest:g}"
+    raise ConfigError(
+        f"--lease-seconds {lease_seconds:g} cannot cover {what}",
+        hint=hint + "; a summary that arrives after its lease is refused and spends an attempt",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +195,7 @@ def run_compaction(
     workers: int = 1,
     max_running: int | None = None,
     dry_run: bool = False,
-    lease_seconds: float = jobs.DEFAULT_LEASE_SECONDS,
+    lease_seconds: float | None = None,
     admission_wait: float | None = None,
     on_planned: Callable[[int], None] | None = None,
     on_progress: Callable[[SegmentOutcome], None] | None = None,
@@ -168,6 +206,11 @@ def run_compaction(
     only while the run reads, claims and writes, and closed while a summariser that is not
     `quick` works, so other processes can use it meanwhile; each reopening waits up to
     `lease_seconds` for them (the first one $LEXKEEP_LOCK_WAIT seconds).
+    Each claim's lease (`lease_seconds`) must cover the summariser calls made under it, each
+    up to `summarizer_options.timeout`, and LEASE_WRITE_SECONDS to store their outcomes (else
+    ConfigError, before anything is claimed); by default it is those calls and
+    LEASE_SPARE_SECONDS more (jobs.DEFAULT_LEASE_SECONDS when the timeout is not known: a
+    summariser object given without options, or one that answers at once).
     Conversations are planned and compacted BATCH_CONVERSATIONS at a time; `on_planned` gets
     the number of segments planned so far after each batch.
     """
@@ -178,7 +221,11 @@ def run_compaction(
     if summarizer is None:
         summarizer = ExtractiveSummarizer()
     elif isinstance(summarizer, str):
+        if summarizer_options is None:
+            summarizer_options = SummarizerOptions()  # what create() gives it
         summarizer = create(summarizer, summarizer_options)
+    timeout = None if summarizer_options is None else summarizer_options.timeout
+    lease_seconds = _lease_seconds(lease_seconds, summarizer, timeout)
     started = time.perf_counter()
     if isinstance(store, Store):
         access: Store | StoreOnDemand = store

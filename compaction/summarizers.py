@@ -43,6 +43,15 @@ from lexkeep.core.model import Extraction
 
 ENTRY_POINT_GROUP = "lexkeep.summarizers"
 NORMAL_STOP = "stop"
+# The most a backend may send for one summary: a `command:` program's standard output, an
+# `openai` response body. A summary is at most MAX_SUMMARY_CHARS (6,000) characters, 24 KB
+# in UTF-8 and 72 KB as JSON \u escapes; 1 MiB leaves room for a response's other fields. A
+# runaway program or server would otherwise fill memory until the --timeout; past the limit
+# the attempt fails.
+MAX_OUTPUT_BYTES = 1 << 20
+# How much of a program's standard error is kept while reading it (its tail is shown).
+_STDERR_TAIL_BYTES = 4096
+_CHUNK = 65536
 
 
 def prompt_text(version: str = PROMPT_VERSION) -> str:
@@ -95,7 +104,13 @@ class SummaryRequest:
         return f"{self.instructions.rstrip()}\n\n{self.answers_block()}\n"
 
     def input_sha256(self) -> str:
-        """SHA-256 of the exact rendered prompt."""
+        """SHA-256 of `render()` in UTF-8: the stored input digest of a summary.
+
+        The prompt's content, whatever the backend: the bytes `command:` reads on stdin, and
+        for `openai` its system message, a blank line, its user message and a line feed (not
+        the HTTP body, which adds the model name, temperature and JSON escaping). So it can be
+        recomputed from the shipped prompt and the stored answers.
+        """
         return hashlib.sha256(self.render().encode("utf-8")).hexdigest()
 
 
@@ -371,10 +386,18 @@ class CommandSummarizer(Summarizer):
                 ) from exc
             self._running.add(proc)
         try:
-            stdout, stderr = proc.communicate(request.render().encode("utf-8"), self.timeout)
+            stdout, stderr = _exchange(proc, request.render().encode("utf-8"), self.timeout)
         except subprocess.TimeoutExpired:
             _stop_group(proc)
             return Generation("", "timeout", error=f"no answer within {self.timeout:g} s")
+        except _TooMuchOutput:
+            _stop_group(proc)
+            return Generation(
+                "",
+                "error",
+                error=f"the program wrote more than {MAX_OUTPUT_BYTES:,} bytes to its standard"
+                f" output (the summary is at most {MAX_SUMMARY_CHARS:,} characters)",
+            )
         except BaseException:  # Ctrl-C while waiting, or any other way out: leave nothing behind
             _stop_group(proc)
             raise
@@ -407,6 +430,77 @@ class CommandSummarizer(Summarizer):
 
 
 _CANCELLED = Generation("", "cancelled", error="the run was interrupted")
+
+
+class _TooMuchOutput(Exception):
+    """A backend sent more than MAX_OUTPUT_BYTES."""
+
+
+def _exchange(proc: subprocess.Popen[bytes], data: bytes, timeout: float) -> tuple[bytes, bytes]:
+    """Write `data` to `proc`'s stdin, read its stdout and stderr until both close, and wait
+    for it to exit, all within `timeout` seconds; `communicate()` with bounded memory.
+
+    Returns stdout and the last _STDERR_TAIL_BYTES of stderr. Raises `_TooMuchOutput` as soon
+    as stdout passes MAX_OUTPUT_BYTES and `subprocess.TimeoutExpired` at the deadline; the
+    caller then stops the program. The pipes belong to the threads here, which close them
+    when they end: closing a pipe another thread reads waits for that read, and a process
+    that left the program's group could hold it open for ever.
+    """
+    deadline = time.monotonic() + timeout
+    out = bytearray()
+    err = bytearray()
+    changed = threading.Event()  # a reader finished, or stdout passed the limit
+    state = {"out": False, "err": False, "over": False}
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    stdin, stdout, stderr = proc.stdin, proc.stdout, proc.stderr
+    proc.stdin = proc.stdout = proc.stderr = None  # the threads' now (`_stop_group` skips them)
+
+    def feed() -> None:
+        # A program that stops reading (or is stopped) ends the writing; its exit tells why.
+        with contextlib.suppress(OSError, ValueError):
+            stdin.write(data)
+        with contextlib.suppress(OSError, ValueError):
+            stdin.close()
+
+    def read_out() -> None:
+        with contextlib.suppress(OSError, ValueError), stdout:
+            while chunk := stdout.read1(_CHUNK):
+                out.extend(chunk)
+                if len(out) > MAX_OUTPUT_BYTES:
+                    state["over"] = True
+                    break
+        state["out"] = True
+        changed.set()
+
+    def read_err() -> None:
+        with contextlib.suppress(OSError, ValueError), stderr:
+            while chunk := stderr.read1(_CHUNK):
+                err.extend(chunk)
+                if len(err) > 2 * _STDERR_TAIL_BYTES:
+                    del err[:-_STDERR_TAIL_BYTES]
+        state["err"] = True
+        changed.set()
+
+    for target in (feed, read_out, read_err):
+        threading.Thread(target=target, daemon=True, name=f"command-{target.__name__}").start()
+    while not (state["out"] and state["err"]):
+        if state["over"]:
+            raise _TooMuchOutput
+        changed.wait(_seconds_left(deadline, proc, timeout))
+        changed.clear()
+    if state["over"]:
+        raise _TooMuchOutput
+    proc.wait(_seconds_left(deadline, proc, timeout))
+    return bytes(out), bytes(err[-_STDERR_TAIL_BYTES:])
+
+
+def _seconds_left(deadline: float, proc: subprocess.Popen[bytes], timeout: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise subprocess.TimeoutExpired(proc.args, timeout)
+    return left
+
+
 _EDGE_LINE_ENDS = re.compile(r"\A(?:\r?\n)+|(?:\r?\n)+\Z")
 
 
@@ -569,7 +663,8 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 def _post_within(req: urllib.request.Request, timeout: float) -> bytes:
     """The body of the response to `req`, all of it within `timeout` seconds.
 
-    Raises `TimeoutError` when the deadline passes, and what `urlopen` raises otherwise
+    Raises `TimeoutError` when the deadline passes, `_TooMuchOutput` for a body larger than
+    MAX_OUTPUT_BYTES (read no further), and what `urlopen` raises otherwise
     (proxies from the environment apply; a redirect is an `HTTPError`). Not counted: the name
     lookup, and each further address tried when connecting gets the whole timeout again.
     """
@@ -578,7 +673,14 @@ def _post_within(req: urllib.request.Request, timeout: float) -> bytes:
         _DeadlineHTTPHandler(deadline), _DeadlineHTTPSHandler(deadline), _NoRedirect()
     )
     with opener.open(req, timeout=timeout) as resp:
-        return resp.read()
+        body = resp.read(MAX_OUTPUT_BYTES + 1)
+        if len(body) > MAX_OUTPUT_BYTES:
+            raise _TooMuchOutput
+        # read(n) ends early without IncompleteRead when the server hangs up before the end
+        # its Content-Length promised; read() (no limit) would have raised it.
+        if resp.length:
+            raise http.client.IncompleteRead(body, resp.length)
+    return body
 
 
 class OpenAISummarizer(Summarizer):
@@ -608,7 +710,8 @@ class OpenAISummarizer(Summarizer):
                 "model": self.model,
                 "temperature": 0,
                 "messages": [
-                    {"role": "system", "content": request.instructions},
+                    # render()'s two parts exactly, so the stored input digest is theirs
+                    {"role": "system", "content": request.instructions.rstrip()},
                     {"role": "user", "content": request.answers_block()},
                 ],
             }
@@ -622,13 +725,20 @@ class OpenAISummarizer(Summarizer):
         try:
             payload = json.loads(_post_within(req, self.timeout).decode("utf-8"))
         except urllib.error.HTTPError as exc:
-            try:
-                detail = exc.read().decode("utf-8", "replace")[:300]
+            try:  # the first 300 characters are shown: at most 4 bytes each
+                detail = exc.read(1200).decode("utf-8", "replace")[:300]
             except OSError:  # the error body, too, must arrive before the deadline
                 detail = ""
             return Generation("", "error", error=f"HTTP {exc.code} from {self.url}: {detail}")
         except TimeoutError:
             return Generation("", "timeout", error=late)
+        except _TooMuchOutput:
+            return Generation(
+                "",
+                "error",
+                error=f"the response from {self.url} is larger than {MAX_OUTPUT_BYTES:,} bytes"
+                f" (the summary is at most {MAX_SUMMARY_CHARS:,} characters)",
+            )
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, _NotConnected):  # not reached: no attempt is spent
                 cause = exc.reason.cause

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SAMPLE_TRACES, repeated_call_file, repeated_result_file, shared_data
 
+from lexkeep.core.controls import first_control
 from lexkeep.core.ingest import ingest_paths
 from lexkeep.core.store import Store
 
@@ -633,6 +634,44 @@ def test_control_characters_in_ids_and_tool_names_stay_inert(cli, tmp_path):
     for fmt in ("github", "markdown"):
         out = ok(cli("audit", trace, "--format", fmt), 1).stdout
         assert "ord_88412" in out and not controls.search(out), fmt
+
+
+def test_bidi_overrides_and_hidden_characters_are_escaped_in_every_format(cli, tmp_path):
+    """A file name, conversation id or tool name holding U+202E (Trojan Source) or an invisible
+    tag character must not reorder or hide what a report's reader sees; JSON keeps the values."""
+    conv, tool = "conv\u202eX", "look\u2066up\U000e0041"
+    trace = tmp_path / "tr\u202eace.jsonl"
+    trace.write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in (
+                {
+                    "type": "message",
+                    "id": "m1",
+                    "conversation_id": conv,
+                    "role": "user",
+                    "text": "Order \u202eORD_88412\u202c now",
+                },
+                {"type": "compaction", "id": "b1", "conversation_id": conv},
+                {
+                    "type": "tool_call",
+                    "id": "t",
+                    "conversation_id": conv,
+                    "name": tool,
+                    "arguments": '{"q": "ord_88412"}',
+                },
+            )
+        )  # fmt: skip
+    )
+    for fmt in ("table", "markdown", "github", "junit", "html", "json"):
+        out = ok(cli("audit", trace, "--format", fmt), 1).stdout
+        assert "ORD_88412" in out and first_control(out) is None, (fmt, out)
+    # shown as an escape (Markdown then escapes its backslash)
+    assert "tr\\\\u202eace.jsonl:1" in ok(cli("audit", trace, "--format", "markdown"), 1).stdout
+    doc = json.loads(ok(cli("audit", trace, "--format", "json"), 1).stdout)
+    (finding,) = [f for f in doc["findings"] if f["value"] == "ORD_88412"]
+    assert finding["conversation_id"] == conv and finding["evidence"]["tool"] == tool
+    assert finding["message"]["file"] == str(trace)
 
 
 def test_notes_reach_the_junit_and_github_reports(cli):

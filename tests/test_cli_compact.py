@@ -3,10 +3,14 @@ audit sees the lexkeep summary as a boundary."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
+import threading
 from pathlib import Path
 
+import pytest
 from test_compaction_support import build
 
 from lexkeep.core.store import Store
@@ -491,3 +495,71 @@ def test_compact_dry_run_of_a_current_store_says_nothing_of_migrations(cli, db_f
     r = cli("compact", "--db", db_file, "--dry-run", "--format", "json")
     assert r.exit_code == 0 and r.stderr == "", r.stderr
     assert json.loads(r.stdout)["pending_migrations"] == 0
+
+
+def test_compact_refuses_a_lease_shorter_than_the_summariser_s_timeout(cli, db_file, tmp_path):
+    """`--lease-seconds 30 --timeout 120` with a summariser taking 40 s: every summary arrived
+    after its lease and was refused, and both attempts of every range were spent. The lease
+    must cover the call, so that combination is refused before anything is claimed."""
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    script = tmp_path / "echo.py"
+    script.write_text("import sys\nsys.stdout.write('s ' + sys.stdin.read()[:20])\n")
+    spec = f'command:"{sys.executable} {script}"'
+    r = cli("compact", "--db", db_file, "-s", spec, "--lease-seconds", "30", "--timeout", "120")
+    assert r.exit_code == 2, r.stderr
+    assert (
+        "Error: --lease-seconds 30 cannot cover a summariser call of up to --timeout 120 s and "
+        "5 s to store its outcome\n" in r.stderr
+    ), r.stderr
+    assert "Hint: pass --lease-seconds 125 or more, or a --timeout of at most 25;" in r.stderr
+    r = cli("compactions", "--db", db_file, "--format", "json")
+    assert json.loads(r.stdout)["jobs"] == []  # nothing was claimed
+    # a lease that covers the call, or the default (--timeout + 60), runs
+    r = cli("compact", "--db", db_file, "-s", spec, "--lease-seconds", "30", "--timeout", "25")
+    assert r.exit_code == 0, r.stderr
+    assert "completed 1" in r.stdout
+
+
+def test_compact_extractive_takes_any_lease(cli, db_file):
+    """The offline summariser answers at once: no --timeout applies to it."""
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    r = cli("compact", "--db", db_file, "--lease-seconds", "5", "--timeout", "120")
+    assert r.exit_code == 0, r.stderr
+    assert "completed 1" in r.stdout
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal is POSIX")
+def test_compact_progress_on_a_terminal_shows_a_conversation_id_as_it_is(tmp_path):
+    """The progress bar (stderr on a terminal) read its description as Rich markup: the id
+    `c[/x]` stopped the run with `internal error: MarkupError`."""
+    import pty
+    import subprocess
+
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c[/x]": 30})
+    master, slave = pty.openpty()
+    seen = bytearray()
+
+    def drain() -> None:
+        with contextlib.suppress(OSError):
+            while chunk := os.read(master, 65536):
+                seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    proc = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", "compact", "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        text=True,
+        timeout=120,
+    )
+    os.close(slave)
+    reader.join(10)
+    os.close(master)
+    assert proc.returncode == 0, bytes(seen).decode("utf-8", "replace")
+    assert "completed 1" in proc.stdout
+    assert b"MarkupError" not in seen, bytes(seen)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from lexkeep.core.controls import first_control
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 INVOICE = FIXTURES / "lexkeep" / "invoice.jsonl"
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -237,6 +239,49 @@ def test_show_text_never_writes_a_trace_s_control_characters_to_the_terminal(
     # the JSON format is for programs: the values as stored
     doc = json.loads(ok(cli("show", "c", "--db", db_file, "--format", "json")).stdout)
     assert doc["title"] == "\x1b[31mred\x1b[0m"
+
+
+def test_ingest_and_show_escape_bidi_overrides_and_hidden_characters(cli, db_file, tmp_path):
+    """U+202E next to an identifier (Trojan Source) or in a file name reorders what a reader
+    sees, and tag characters hide text: ingest's summary lines and `show` write them as
+    \\uXXXX; `show --format json` too, as escapes that decode to the stored values."""
+    title = "t\u202eitle\U000e0041"
+    records = [
+        {"type": "conversation", "id": "c", "title": title},
+        {
+            "type": "message",
+            "id": "m1",
+            "conversation_id": "c",
+            "role": "user",
+            "text": "pay \u202eINV-2025-08-44719\u202c\x9b today",
+        },
+    ]
+    trace = tmp_path / "b\u202eidi\x1b[2J.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = ok(cli("ingest", trace, "--db", db_file))
+    assert first_control(result.stderr) is None, result.stderr
+    assert "b\\u202eidi\\u001b[2J.jsonl: ingested" in result.stderr
+    out = ok(cli("show", "c", "--db", db_file)).stdout
+    assert first_control(out) is None, out
+    assert "title: t\\u202eitle\\U000e0041" in out
+    assert "pay \\u202eINV-2025-08-44719\\u202c\\u009b today" in out
+    raw = ok(cli("show", "c", "--db", db_file, "--format", "json")).stdout
+    assert first_control(raw) is None, raw
+    assert json.loads(raw)["title"] == title
+
+
+def test_an_error_naming_a_file_escapes_its_controls_and_bidi_overrides(cli, db_file, tmp_path):
+    """`Error: FILE:LINE: ...` names the file as every other message does: its ESC sequence or
+    U+202E shown as \\uXXXX, never written to the terminal."""
+    trace = tmp_path / "x\u202e\x1b[2J.jsonl"
+    trace.write_text(
+        '{"type": "message", "id": "m1", "conversation_id": "c", "role": "user", '
+        '"text": "a"}\n{not json\n'
+    )
+    result = cli("ingest", trace, "--db", db_file)
+    assert result.exit_code == 2, result.stderr
+    assert first_control(result.stderr) is None, result.stderr
+    assert "x\\u202e\\u001b[2J.jsonl:2" in result.stderr
 
 
 def test_unknown_output_and_input_formats(cli, db_file):

@@ -18,10 +18,11 @@ from lexkeep.compaction.summarizers import (
     ExtractiveSummarizer,
     Generation,
     Summarizer,
+    SummarizerOptions,
     SummaryRequest,
     check_generation,
 )
-from lexkeep.core.errors import NotFoundError
+from lexkeep.core.errors import ConfigError, NotFoundError
 from lexkeep.core.identifiers import extract
 from lexkeep.core.store import Store
 
@@ -542,6 +543,47 @@ def test_a_summary_that_outlives_its_lease_is_a_failed_attempt(db_file):
         assert store.con.execute("SELECT count(*) FROM boundaries").fetchone()[0] == 0
     again = run_compaction(db_file, summarizer=Slow(0), lease_seconds=30)
     assert (again.completed, again.segments[0].attempt) == (1, 2)
+
+
+class SlowBatch(Slow):
+    """A remote-style summariser claiming 3 segments per transaction, called one by one."""
+
+    batch_size = 3
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds)
+        self.calls = 0
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        self.calls += 1
+        return super().summarize(request)
+
+
+def test_a_lease_that_cannot_cover_the_calls_it_holds_is_refused(db_file):
+    """A claim's lease is the whole time its attempt has: a lease shorter than the calls made
+    under it (--timeout per call, `batch_size` calls per claim) spent every attempt for
+    nothing, so run_compaction refuses it before claiming anything."""
+    with Store.open(db_file) as store:
+        build(store, {"c1": 40})  # segments 0-9 and 10-19
+    slow = SlowBatch(0)
+    options = SummarizerOptions(timeout=10)
+    with pytest.raises(ConfigError) as err:
+        run_compaction(db_file, summarizer=slow, summarizer_options=options, lease_seconds=30)
+    assert str(err.value) == (
+        "--lease-seconds 30 cannot cover the 3 summariser calls made under one claim (up to "
+        "--timeout 10 s each) and 5 s to store their outcomes"
+    )
+    assert err.value.hint.startswith(
+        "pass --lease-seconds 35 or more, or a --timeout of at most 8.33;"
+    )
+    assert slow.calls == 0
+    with Store.open(db_file, read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM compactions").fetchone() == (0,)
+    # by default the lease covers the batch's calls and a minute more (3 x 40 + 60 s, where
+    # --timeout + 60 alone would be refused)
+    options = SummarizerOptions(timeout=40)
+    report = run_compaction(db_file, summarizer=slow, summarizer_options=options)
+    assert report.completed == 2 and slow.calls == 2
 
 
 def test_a_summary_is_bound_to_exactly_what_its_program_read(store, tmp_path):

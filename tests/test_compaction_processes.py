@@ -88,9 +88,11 @@ def test_store_is_free_during_summaries_and_killed_worker_lease_expires(tmp_path
     # The lease must outlast the summariser's start and the three commands run below while it
     # holds, each a new process: on a busy machine (other test files run beside this one) a
     # 3 s lease, and even an 8 s one, sometimes expired first and the second compact claimed.
-    lease = 15
+    # The summariser's --timeout must outlast them too, and the lease must cover the timeout
+    # (and 5 s to store the outcome), or compact refuses it.
+    lease = 20
     common = ["--db", str(db), "--summarizer", spec, "--lease-seconds", str(lease)]
-    common += ["--timeout", "60"]
+    common += ["--timeout", "15"]
 
     # a new session, so the kill reaches the worker and nothing else of the test's; the
     # summariser runs in a session of its own and is killed by the pid it recorded

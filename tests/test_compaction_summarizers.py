@@ -146,6 +146,50 @@ def test_command_timeout_stops_the_programs_children_too(tmp_path):
             os.kill(child, signal.SIGKILL)
 
 
+def test_command_output_beyond_the_limit_is_a_failure_and_stops_the_program(tmp_path):
+    """A runaway program printing without end filled memory until the --timeout: stdout is
+    read up to MAX_OUTPUT_BYTES (far above a 6,000-character summary), then the program is
+    stopped and the attempt fails, naming the limit."""
+    pid = tmp_path / "pid"
+    spec = _script(
+        tmp_path,
+        "import os, sys\n"
+        f"open({str(pid)!r}, 'w').write(str(os.getpid()))\n"
+        "sys.stdin.read()\n"
+        "while True:\n    sys.stdout.write('ORD_88400 ' * 6554)\n",
+    )
+    started = time.monotonic()
+    gen = create(spec, SummarizerOptions(timeout=30)).summarize(request())
+    assert time.monotonic() - started < 10
+    assert check_generation(gen) == (
+        "error: the program wrote more than 1,048,576 bytes to its standard output "
+        "(the summary is at most 6,000 characters)"
+    )
+    assert gone(int(pid.read_text()), 5)
+
+
+def test_command_keeps_only_the_tail_of_a_flood_on_standard_error(tmp_path):
+    """A program logging 24 MB to stderr was read whole into memory; only its last line
+    is shown, so only a tail is kept."""
+    import tracemalloc
+
+    spec = _script(
+        tmp_path,
+        "import sys\nsys.stdin.read()\n"
+        "for _ in range(3000):\n    sys.stderr.write('x' * 8191 + '\\n')\n"
+        "sys.stderr.write('quota exceeded')\nsys.exit(3)\n",
+    )
+    tracemalloc.start()
+    try:
+        gen = create(spec, SummarizerOptions(timeout=60)).summarize(request())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert gen.error is not None and gen.error.startswith("exit status 3: ")
+    assert gen.error.endswith("x\nquota exceeded") and len(gen.error) < 320
+    assert peak < 4_000_000, peak
+
+
 def test_command_missing_program_is_unreachable_not_a_failed_generation(tmp_path):
     missing = tmp_path / "no-such-program"
     with pytest.raises(BackendUnreachableError, match=f"cannot run {missing}"):
@@ -176,6 +220,18 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         mode = body["model"]
         if mode == "stall":
             time.sleep(3)
+        if mode in ("endless", "endless500"):  # a body that never ends
+            self.send_response(500 if mode == "endless500" else 200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            try:
+                self.wfile.write(b'{"choices": [{"message": {"content": "')
+                while True:
+                    self.wfile.write(b"ORD_88400 " * 6554)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client stopped reading
+            self.close_connection = True
+            return
         if mode == "http500":
             self.send_response(500)
             self.end_headers()
@@ -300,6 +356,49 @@ def test_openai_timeout_is_a_deadline_for_the_whole_call(openai_url, model):
     assert gen.error == "no complete answer within 1 s"
     assert check_generation(gen) == "timeout: no complete answer within 1 s"
     assert 0.9 < elapsed < 2.5, elapsed
+
+
+def test_openai_response_beyond_the_limit_is_a_failure(openai_url):
+    """A server sending without end filled memory until --timeout: the body is read up to
+    MAX_OUTPUT_BYTES, then the attempt fails naming the limit."""
+    started = time.monotonic()
+    gen = _openai(openai_url, "endless", timeout=30).summarize(request())
+    assert time.monotonic() - started < 10
+    assert check_generation(gen) == (
+        "error: the response from "
+        f"{openai_url}/chat/completions is larger than 1,048,576 bytes "
+        "(the summary is at most 6,000 characters)"
+    )
+    # an error status's body is read only as far as the message shows it
+    started = time.monotonic()
+    gen = _openai(openai_url, "endless500", timeout=30).summarize(request())
+    assert time.monotonic() - started < 10
+    assert gen.error is not None and gen.error.startswith(f"HTTP 500 from {openai_url}")
+    assert "ORD_88400" in gen.error and len(gen.error) < 400
+
+
+def test_openai_input_digest_is_that_of_the_two_messages_sent(openai_url, tmp_path):
+    """The stored input digest is the SHA-256 of the rendered prompt: the instructions, a
+    blank line, the answers and a line feed, which is what `command:` reads on stdin. `openai`
+    sends those two parts as its system and user messages, so the digest can be checked from
+    them; the system message used to keep the prompt's final line feed, which render() drops,
+    so no digest of what was sent matched the stored one."""
+    import hashlib
+
+    from test_compaction_support import build
+
+    from lexkeep.compaction.engine import run_compaction
+    from lexkeep.core.store import Store
+
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 30})
+        report = run_compaction(store, summarizer=_openai(openai_url, "stop"))
+        assert report.completed == 1, report
+        (stored,) = store.con.execute("SELECT input_sha256 FROM compactions").fetchone()
+    system, user = (m["content"] for m in FakeOpenAI.requests[0]["body"]["messages"])
+    sent = f"{system}\n\n{user}\n".encode()
+    assert hashlib.sha256(sent).hexdigest() == stored
 
 
 def refusing_url() -> str:

@@ -28,7 +28,7 @@ CREATE TABLE compactions (
     lease_expires_at DOUBLE,                -- unix seconds; only meaningful while running
     summary VARCHAR,
     summary_sha256 VARCHAR,
-    input_sha256 VARCHAR,                   -- sha256 of the exact prompt given to the summariser
+    input_sha256 VARCHAR,                   -- sha256 of the rendered prompt (docs/compaction.md 4)
     identifiers_total INTEGER,
     identifiers_kept INTEGER,
     last_error VARCHAR,
