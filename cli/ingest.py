@@ -2,16 +2,20 @@
 
 import functools
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
 
 from lexkeep.cli.common import EXIT_INTERRUPTED, DbOption, db_path, progress, stdout_console
 from lexkeep.core.formats import format_names
-from lexkeep.core.inspect import Stats, Timeline, show, stats
-from lexkeep.core.model import FileCounts
-from lexkeep.core.store import Store
+
+# The store, the data model and the ingest are imported by the command that runs: they import
+# DuckDB and build the model's classes (~0.1 s), which `lexkeep --help` never needs.
+if TYPE_CHECKING:
+    from lexkeep.core.inspect import Stats, Timeline
+    from lexkeep.core.model import FileCounts
+    from lexkeep.core.store import Store
 
 OutputFormat = Annotated[
     str,
@@ -21,7 +25,7 @@ OutputFormat = Annotated[
 ]
 
 
-def summary_line(c: FileCounts) -> str:
+def summary_line(c: "FileCounts") -> str:
     """One stderr line per file: format and counts, skipped lines by reason."""
     if c.status == "unchanged":
         return f"{c.path}: unchanged ({c.format}), nothing added"
@@ -77,7 +81,7 @@ def _print_line(line: str) -> None:
     sys.stderr.flush()
 
 
-def _totals_line(counts: list[FileCounts], stored: list[int] | None) -> str:
+def _totals_line(counts: list["FileCounts"], stored: list[int] | None) -> str:
     """The last line of an ingest: files by outcome, then the messages and tool calls read
     (and how many of them the store held already, when `stored` says what was added)."""
     added = [c for c in counts if c.status in ("ingested", "appended")]
@@ -101,7 +105,7 @@ def _totals_line(counts: list[FileCounts], stored: list[int] | None) -> str:
     )
 
 
-def _print_summary(counts: FileCounts) -> None:
+def _print_summary(counts: "FileCounts") -> None:
     _print_line(summary_line(counts))
 
 
@@ -109,7 +113,7 @@ def _write_json(value: object) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
-def render_stats(report: Stats) -> None:
+def render_stats(report: "Stats") -> None:
     """Stats as a readable table on stdout."""
     from rich.table import Table
 
@@ -144,7 +148,7 @@ def render_stats(report: Stats) -> None:
         out.print(f"incomplete identifier scans: {report.incomplete_scans}")
 
 
-def render_timeline(t: Timeline) -> None:
+def render_timeline(t: "Timeline") -> None:
     """A conversation's timeline, readable on a terminal."""
     from rich.text import Text
 
@@ -218,7 +222,7 @@ def _check_output(fmt: str) -> None:
 _WHAT = ("messages", "tool calls")
 
 
-def _stored(store: Store) -> tuple[int, int]:
+def _stored(store: "Store") -> tuple[int, int]:
     """How many messages and tool calls the store holds (DuckDB counts from its metadata)."""
     row = store.con.execute(
         "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM tool_calls)"
@@ -269,10 +273,11 @@ def register(app: typer.Typer) -> None:
         """
         from lexkeep.core.errors import is_query_interrupt
         from lexkeep.core.ingest import ingest_paths, input_size  # not needed for --help
+        from lexkeep.core.store import Store
 
         counts: list[FileCounts] = []  # every file stored, as its line is printed
 
-        def on_file(got: FileCounts) -> None:
+        def on_file(got: "FileCounts") -> None:
             counts.append(got)
             _print_summary(got)
 
@@ -320,6 +325,9 @@ def register(app: typer.Typer) -> None:
 
         Example: lexkeep stats --db traces.duckdb --format json
         """
+        from lexkeep.core.inspect import stats
+        from lexkeep.core.store import Store
+
         _check_output(format)
         # read-only: a mistyped --db is an error, not a new empty store that reports zeros
         with Store.open(db_path(db), read_only=True) as store:
@@ -342,6 +350,9 @@ def register(app: typer.Typer) -> None:
 
         Example: lexkeep show support-4471 --db traces.duckdb
         """
+        from lexkeep.core.inspect import show
+        from lexkeep.core.store import Store
+
         _check_output(format)
         with Store.open(db_path(db), read_only=True) as store:
             timeline = show(store, conversation)
