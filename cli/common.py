@@ -20,7 +20,6 @@ from lexkeep.core.errors import (
     is_query_interrupt,
     storage_error,
 )
-from lexkeep.core.store import default_db_path
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -49,6 +48,9 @@ DbOption = Annotated[
 
 def db_path(value: str | None) -> str:
     """The store path from --db, else $LEXKEEP_DB, else ./lexkeep.duckdb."""
+    # Imported here: the store module imports DuckDB (~90 ms), which --help never needs.
+    from lexkeep.core.store import default_db_path
+
     return value or default_db_path()
 
 

@@ -8,15 +8,12 @@ import orjson
 import typer
 
 from lexkeep.cli.common import EXIT_OK, DbOption, db_path, reader_gone
-from lexkeep.compaction.context import (
-    DEFAULT_ANSWER_BYTES,
-    MAX_BYTES,
-    ContextFormat,
-    build_context,
-)
+from lexkeep.compaction.contextformat import DEFAULT_ANSWER_BYTES, MAX_BYTES, ContextFormat
 from lexkeep.core.controls import visible_json
 from lexkeep.core.errors import InputError
-from lexkeep.core.store import Store
+
+# The store and the context builder are imported by the command that runs: they import DuckDB
+# and the compaction modules (~0.1 s), which `lexkeep --help` and `--version` never need.
 
 
 def _names_a_file(text: str) -> bool:
@@ -82,6 +79,9 @@ def register(app: typer.Typer) -> None:
 
         Example: lexkeep context support-4471 --budget-bytes 8000 --db traces.duckdb
         """
+        from lexkeep.compaction.context import build_context
+        from lexkeep.core.store import Store
+
         with Store.open(db_path(db), read_only=True) as store:
             ctx = build_context(
                 store, conversation, budget_bytes, format=format, answer_bytes=answer_bytes
@@ -146,6 +146,7 @@ def register(app: typer.Typer) -> None:
         # Imported here: the guard pulls in the identifier rules, which `context` never needs.
         from lexkeep.compaction.guard import guard_arguments, guard_to_json, guard_to_text
         from lexkeep.core.rules import load_rules
+        from lexkeep.core.store import Store
 
         source = "-" if arguments_json == "-" else "ARGUMENTS_JSON"  # "-" as ingest names stdin
         # Standard input as bytes: the guard skips a byte-order mark and names bad UTF-8's place.

@@ -4,7 +4,7 @@ import contextlib
 import functools
 import os
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
@@ -20,9 +20,13 @@ from lexkeep.cli.common import (
 from lexkeep.core.controls import visible, visible_json
 from lexkeep.core.errors import LexkeepError
 from lexkeep.core.formats import format_names
-from lexkeep.core.inspect import Stats, Timeline, show, stats
-from lexkeep.core.model import FileCounts
-from lexkeep.core.store import Store
+
+# The store, the data model and the ingest are imported by the command that runs: they import
+# DuckDB and build the model's classes (~0.1 s), which `lexkeep --help` never needs.
+if TYPE_CHECKING:
+    from lexkeep.core.inspect import Stats, Timeline
+    from lexkeep.core.model import FileCounts
+    from lexkeep.core.store import Store
 
 OutputFormat = Annotated[
     str,
@@ -32,7 +36,7 @@ OutputFormat = Annotated[
 ]
 
 
-def summary_line(c: FileCounts) -> str:
+def summary_line(c: "FileCounts") -> str:
     """One stderr line per file: format and counts, skipped lines by reason."""
     if c.status == "unchanged":
         return f"{c.path}: unchanged ({c.format}), nothing added"
@@ -100,7 +104,7 @@ def _print_line(line: str) -> None:
     sys.stderr.flush()
 
 
-def _totals_line(counts: list[FileCounts], stored: list[int] | None) -> str:
+def _totals_line(counts: list["FileCounts"], stored: list[int] | None) -> str:
     """The last line of an ingest: files by outcome, then the messages and tool calls read
     (and how many of them the store held already, when `stored` says what was added)."""
     added = [c for c in counts if c.status in ("ingested", "appended")]
@@ -128,7 +132,7 @@ def _totals_line(counts: list[FileCounts], stored: list[int] | None) -> str:
     )
 
 
-def _print_summary(counts: FileCounts) -> None:
+def _print_summary(counts: "FileCounts") -> None:
     _print_line(summary_line(counts))
 
 
@@ -137,7 +141,7 @@ def _write_json(value: object) -> None:
     sys.stdout.write(visible_json(data).decode() + "\n")
 
 
-def render_stats(report: Stats) -> None:
+def render_stats(report: "Stats") -> None:
     """Stats as a readable table on stdout."""
     from rich.table import Table
 
@@ -186,7 +190,7 @@ def render_stats(report: Stats) -> None:
         )
 
 
-def render_timeline(t: Timeline) -> None:
+def render_timeline(t: "Timeline") -> None:
     """A conversation's timeline, readable on a terminal."""
     from rich.text import Text
 
@@ -258,7 +262,7 @@ def _check_output(fmt: str) -> None:
 _WHAT = ("message", "tool call")
 
 
-def _stored(store: Store) -> tuple[int, int]:
+def _stored(store: "Store") -> tuple[int, int]:
     """How many messages and tool calls the store holds (DuckDB counts from its metadata)."""
     row = store.con.execute(
         "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM tool_calls)"
@@ -323,10 +327,11 @@ def register(app: typer.Typer) -> None:
             input_size,
             require_traces,
         )
+        from lexkeep.core.store import Store
 
         counts: list[FileCounts] = []  # every file stored, as its line is printed
 
-        def on_file(got: FileCounts) -> None:
+        def on_file(got: "FileCounts") -> None:
             counts.append(got)
             if not quiet:
                 _print_summary(got)
@@ -390,6 +395,9 @@ def register(app: typer.Typer) -> None:
 
         Example: lexkeep stats --db traces.duckdb --format json
         """
+        from lexkeep.core.inspect import stats
+        from lexkeep.core.store import Store
+
         _check_output(format)
         # read-only: a mistyped --db is an error, not a new empty store that reports zeros
         with Store.open(db_path(db), read_only=True) as store:
@@ -416,6 +424,9 @@ def register(app: typer.Typer) -> None:
 
         Example: lexkeep show support-4471 --db traces.duckdb
         """
+        from lexkeep.core.inspect import show
+        from lexkeep.core.store import Store
+
         _check_output(format)
         with Store.open(db_path(db), read_only=True) as store:
             timeline = show(store, conversation)

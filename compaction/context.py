@@ -39,6 +39,7 @@ from typing import Protocol
 import orjson
 
 from lexkeep.compaction.binding import source_digest
+from lexkeep.compaction.contextformat import DEFAULT_ANSWER_BYTES, MAX_BYTES, ContextFormat
 from lexkeep.compaction.jobs import CONSUMABLE_VERSIONS, CompletedSummary, valid_summary
 from lexkeep.compaction.pairs import Pair, pairs_and_user_positions
 from lexkeep.compaction.planning import plan_segments
@@ -48,15 +49,6 @@ from lexkeep.core.inspect import unknown_conversation_hint
 from lexkeep.core.store import Store
 
 CONTEXT_SCHEMA_VERSION = 1
-DEFAULT_ANSWER_BYTES = 240
-MAX_BYTES = 2**63 - 1  # the largest --budget-bytes and --answer-bytes (64-bit signed)
-
-
-class ContextFormat(StrEnum):
-    """Serialisations of the next-run context."""
-
-    JSON = "json"
-    TEXT = "text"
 
 
 class OmissionReason(StrEnum):

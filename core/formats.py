@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from lexkeep.core.errors import InputError
-from lexkeep.core.model import Format
-from lexkeep.core.readers import Reader
+
+if TYPE_CHECKING:  # the readers import the data model: --help lists the formats without it
+    from lexkeep.core.readers import Reader
+
+
+class Format(StrEnum):
+    """Trace formats lexkeep reads (re-exported by core.model, with the rest of the data model)."""
+
+    LEXKEEP = "lexkeep"
+    OPENAI = "openai"
+    CODEX = "codex"
+    CLAUDE = "claude"
+    ANTHROPIC = "anthropic"
+
 
 # Module (under lexkeep.core) that exposes each format's `READER`. Imported lazily so that
 # a reader still being written (or failing to import) does not break the other formats.

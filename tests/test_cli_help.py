@@ -80,6 +80,58 @@ def test_starting_the_cli_does_not_import_rich():
     assert out.stdout.strip() == "[]"
 
 
+# What a quick call (`--help`, `--version`, a command's `--help`) must not import, and why:
+# each is only needed once a command runs, and scripts and CI jobs call lexkeep many times.
+HEAVY_MODULES = {
+    "duckdb": "the store's engine, ~90 ms",
+    "lexkeep.core.store": "opens DuckDB",
+    "lexkeep.core.model": "builds a dozen frozen dataclasses, ~20 ms",
+    "lexkeep.compaction.context": "imports the store and the compaction modules, ~30 ms",
+    "lexkeep.core.inspect": "imports the store",
+    "rich": "consoles are made when a report is printed, ~40 ms",
+    "regex": "identifier rules are compiled when identifiers are extracted",
+    "hyperscan": "the identifier prefilter",
+}
+
+
+def _imported_by(*args: str) -> set[str]:
+    """Every module a `lexkeep ARGS` process imports (from `python -X importtime`)."""
+    import subprocess
+    import sys
+
+    # As the console script starts: `main()` with the arguments in sys.argv.
+    code = f"import sys; sys.argv = ['lexkeep', *{list(args)!r}]\n"
+    code += "from lexkeep.cli.main import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True
+    )
+    assert done.returncode == 0, (args, done.stderr[-2000:])
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def test_quick_calls_import_neither_duckdb_nor_the_rest_of_the_engine():
+    """`lexkeep --help`, `--version` and each command's `--help` start in a fraction of the time
+    a command that opens a store takes: they import what parses the command line, no more."""
+    for args in [("--help",), ("--version",), *((name, "--help") for name in _command_names())]:
+        imported = _imported_by(*args)
+        heavy = {
+            name: why
+            for name, why in HEAVY_MODULES.items()
+            if any(m == name or m.startswith(name + ".") for m in imported)
+        }
+        assert heavy == {}, (args, heavy)
+
+
+def test_the_import_check_sees_what_a_command_imports():
+    """The check above would pass on a list it failed to read: a command that runs imports
+    DuckDB."""
+    assert "duckdb" in _imported_by("stats", "--db", ":memory:")
+
+
 def test_the_console_script_freezes_the_collector_before_the_command(monkeypatch):
     """Objects made by the imports are frozen (the collector skips them, also at shutdown)."""
     import gc

@@ -377,6 +377,7 @@ def test_audit_output_through_a_link_writes_the_file_it_names(cli, tmp_path: Pat
 def test_audit_output_to_a_fifo_is_written_into_it_not_replaced(cli, tmp_path: Path):
     """-o onto a named pipe (or a device such as /dev/null or /dev/stdout) writes into it;
     it was replaced by a regular file, which for /dev/null under root breaks the machine."""
+    import contextlib
     import os
     import threading
 
@@ -391,10 +392,12 @@ def test_audit_output_to_a_fifo_is_written_into_it_not_replaced(cli, tmp_path: P
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     result = cli("audit", SAMPLE_TRACES, "--format", "json", "-o", fifo)
-    if not got:  # the command did not open the pipe: let the reader go
-        with open(fifo, "wb"):
-            pass
     reader.join(10)
+    if reader.is_alive():  # the command did not open the pipe: let the reader go
+        # Without blocking: a reader that finished meanwhile would leave this open waiting.
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
     assert result.exit_code == 1
     assert fifo.is_fifo()
     assert json.loads(got[0])["schema_version"] == 1

@@ -10,6 +10,7 @@ row per ingest). Both stores read the file at the same path, since rows record i
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from collections import Counter
@@ -87,10 +88,27 @@ def ingest_growing(
         return store_tables(store)
 
 
+# What one ingest of a whole file stores, by file name, content and options: the tests and
+# Hypothesis examples that grow the same trace compare against it, so it is read once per test
+# process, not once per example. Rows record the file's path, so the file keeps the path it was
+# first read at: every grown copy is written there too.
+_READ_ONCE: dict[tuple[str, bytes, str], tuple[Path, dict[str, list[tuple]]]] = {}
+
+
+def read_once(
+    tmp_path: Path, name: str, data: bytes, **options: object
+) -> tuple[Path, dict[str, list[tuple]]]:
+    """The path of the file `name` holding `data`, and what one ingest of it stores."""
+    key = (name, hashlib.sha256(data).digest(), repr(sorted(options.items())))
+    if key not in _READ_ONCE:
+        live = tmp_path / "live" / name
+        _READ_ONCE[key] = (live, ingest_once(live, data, tmp_path / "once.duckdb", **options))
+    return _READ_ONCE[key]
+
+
 def assert_same(tmp_path: Path, name: str, data: bytes, cuts: list[int], **options: object):
     """Grown in steps at `cuts` or read once, the file `name` holding `data` stores the same."""
-    live = tmp_path / "live" / name
-    once = ingest_once(live, data, tmp_path / "once.duckdb", **options)
+    live, once = read_once(tmp_path, name, data, **options)
     grown = ingest_growing(live, data, cuts, tmp_path / "grown.duckdb", **options)
     diff = table_diff(grown, once)
     assert not diff, f"{name} grown at {sorted(set(cuts))[:20]}…:\n{diff}"
@@ -439,8 +457,7 @@ def test_a_rewritten_file_that_grows_again_stores_what_one_ingest_stores(tmp_pat
     _, path, _ = TRACES[0]
     data = trace("shared", path).read_bytes()
     ends = line_ends(data)
-    live = tmp_path / "live" / Path(path).name
-    once = ingest_once(live, data, tmp_path / "once.duckdb")
+    live, once = read_once(tmp_path, Path(path).name, data)
     live.write_bytes(b"")
     with Store.open(tmp_path / "grown.duckdb") as store:
         for size in (ends[len(ends) // 2] + 5, ends[len(ends) // 4], ends[-5] - 3, len(data)):
@@ -455,8 +472,7 @@ def test_a_live_session_ingested_by_the_cli_after_every_step(tmp_path):
     """The hook's own command, in a subprocess per step, mid-line and mid-character included."""
     _, path, _ = TRACES[2]
     data = trace("shared", path).read_bytes()
-    live = tmp_path / "live" / Path(path).name
-    once = ingest_once(live, data, tmp_path / "once.duckdb", skip_invalid=True)
+    live, once = read_once(tmp_path, Path(path).name, data, skip_invalid=True)
     cuts = [data.index(b"\n") // 2, line_ends(data)[3], mid_character(data)[0], len(data) - 9]
     live.write_bytes(b"")
     done = 0
