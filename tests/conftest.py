@@ -212,3 +212,44 @@ def repeated_result_file(tmp_path: Path, fmt: str) -> tuple[Path, str]:
         path, conv = tmp_path / "rollout-r1.jsonl", "r1"
     path.write_bytes(b"".join(orjson.dumps(v) + b"\n" for v in values))
     return path, conv
+
+
+def on_terminal(
+    args: list[str], *, cols: int | None = None, stream: str = "stderr", check: bool = True
+) -> str:
+    """Run lexkeep with `stream` (stdout or stderr) on a pseudo-terminal (`cols` wide if
+    given; the other stream goes nowhere); what it wrote there, without colours and cursor
+    moves. `check`: the command must exit 0."""
+    import fcntl
+    import pty
+    import re
+    import struct
+    import subprocess
+    import termios
+
+    leader, follower = pty.openpty()
+    if cols is not None:
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    streams = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream: follower}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lexkeep.cli.main", *args],
+        stdout=streams["stdout"],
+        stderr=streams["stderr"],
+        env=env,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    code = proc.wait(timeout=60)
+    os.close(leader)
+    if check:
+        assert code == 0, b"".join(chunks).decode(errors="replace")
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import on_terminal
+
 from lexkeep.core.store import Store
 
 
@@ -186,35 +188,6 @@ def test_db_reextract_names_the_first_message_whose_scan_is_incomplete(
     assert "0 incomplete scans (rules " in cli("extract", "--db", clean).stdout
 
 
-def _stderr_on_terminal(args: list[str]) -> str:
-    """Run lexkeep with stderr on a pseudo-terminal; what it wrote, without escape codes."""
-    import os
-    import pty
-    import re
-
-    leader, follower = pty.openpty()
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lexkeep.cli.main", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=follower,
-        env=env,
-    )
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    assert proc.wait(timeout=60) == 0
-    os.close(leader)
-    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())
-
-
 def test_db_reextract_shows_progress_on_a_terminal_only(cli, tmp_path: Path, db_file: Path):
     """Re-extracting a large store took minutes with nothing on the screen."""
     trace = tmp_path / "t.jsonl"
@@ -225,7 +198,7 @@ def test_db_reextract_shows_progress_on_a_terminal_only(cli, tmp_path: Path, db_
         )
     )
     assert cli("ingest", trace, "--db", db_file).exit_code == 0
-    text = _stderr_on_terminal(["extract", "--db", str(db_file)])
+    text = on_terminal(["extract", "--db", str(db_file)])
     assert "re-extracting" in text and "50/50" in text, text
     result = cli("extract", "--db", db_file)  # not a terminal: no bar
     assert result.exit_code == 0 and result.stderr == "", result.stderr

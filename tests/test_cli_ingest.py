@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import on_terminal
 
 from lexkeep.core.controls import first_control
 
@@ -621,39 +622,6 @@ def test_an_ingest_of_paths_holding_no_trace_is_an_error(cli, tmp_path):
         assert result.exit_code == 0, result.stderr
 
 
-def _stderr_on_terminal(args: list[str], cols: int) -> str:
-    """Run lexkeep with stderr on a pseudo-terminal `cols` wide; what it wrote, without
-    colours and cursor moves."""
-    import fcntl
-    import pty
-    import re
-    import struct
-    import termios
-
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lexkeep.cli.main", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=follower,
-        env=env,
-    )
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    assert proc.wait(timeout=60) == 0
-    os.close(leader)
-    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())
-
-
 def test_summary_lines_stay_whole_under_the_progress_bar_of_a_narrow_terminal(tmp_path):
     """On a terminal the progress bar takes over stderr, and Rich wrapped each summary line at
     the terminal's width with real line breaks: a long path came out in pieces, which a copy
@@ -662,7 +630,7 @@ def test_summary_lines_stay_whole_under_the_progress_bar_of_a_narrow_terminal(tm
     folder.mkdir()
     trace = folder / "invoice.jsonl"
     trace.write_bytes(INVOICE.read_bytes())
-    text = _stderr_on_terminal(["ingest", str(trace), "--db", str(tmp_path / "t.duckdb")], 60)
+    text = on_terminal(["ingest", str(trace), "--db", str(tmp_path / "t.duckdb")], cols=60)
     lines = [part for line in text.split("\n") for part in line.split("\r")]
     expected = f"{trace}: ingested (lexkeep) 1 conversation, 7 messages"
     assert len(expected) > 60
@@ -693,9 +661,7 @@ def test_quiet_ingest_prints_only_the_total_line_and_what_needs_a_reader(cli, db
     assert result.exit_code == 2
     assert result.stderr.startswith(f"Error: {bad}:7:"), result.stderr
     # Nor is there a progress bar on a terminal
-    text = _stderr_on_terminal(
-        ["ingest", str(INVOICE), "--db", str(tmp_path / "t.duckdb"), "-q"], 80
-    )
+    text = on_terminal(["ingest", str(INVOICE), "--db", str(tmp_path / "t.duckdb"), "-q"], cols=80)
     assert text.replace("\r", "").splitlines() == [
         "1 file: 1 ingested, 0 unchanged, 0 not traces; 7 messages, 3 tool calls"
     ]

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_TRACES
+from conftest import SAMPLE_TRACES, on_terminal
 
 
 def test_audit_output_into_missing_folder_is_a_clear_error(cli, tmp_path: Path):
@@ -207,43 +207,8 @@ def test_every_optional_test_import_is_in_the_test_extras():
     assert {w.split(".")[0].lower() for w in wanted} <= names
 
 
-def _run_on_terminal(args: list[str], cols: int) -> str:
-    """Run lexkeep with stdout on a pseudo-terminal `cols` wide; its output without colours."""
-    import fcntl
-    import os
-    import pty
-    import re
-    import struct
-    import subprocess
-    import sys
-    import termios
-
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lexkeep.cli.main", *args],
-        stdout=follower,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    proc.wait(timeout=60)
-    os.close(leader)
-    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())
-
-
 def test_audit_table_on_an_80_column_terminal_keeps_every_column():
-    out = _run_on_terminal(["audit", str(SAMPLE_TRACES)], cols=80)
+    out = on_terminal(["audit", str(SAMPLE_TRACES)], cols=80, stream="stdout", check=False)
     header = next(line for line in out.splitlines() if "verdict" in line)
     # before the fix Rich cropped the table at 80 columns: no evidence, no flags
     assert "evidence" in header and "flags" in header, out
@@ -253,7 +218,7 @@ def test_audit_table_on_an_80_column_terminal_keeps_every_column():
 
 def test_extract_table_on_a_narrow_terminal_never_cuts_a_value():
     url = "https://registry.example.test/pkg/left-pad/-/left-pad-1.3.0.tgz"
-    out = _run_on_terminal(["extract", f"see {url} now"], cols=60)
+    out = on_terminal(["extract", f"see {url} now"], cols=60, stream="stdout", check=False)
     assert "…" not in out, out
     cells = [line.split("│")[2].strip() for line in out.splitlines() if line.count("│") == 5]
     assert "".join(cells) == url, out
@@ -280,7 +245,7 @@ def test_compactions_table_on_an_80_column_terminal_shows_the_failure_reason(cli
     db = _thirty_pairs(cli, tmp_path)
     failing = f"command:{sys.executable} -c 'import sys; sys.exit(3)'"
     assert cli("compact", "--db", db, "--summarizer", failing).exit_code == 1  # attempt failed
-    out = _run_on_terminal(["compactions", "--db", str(db)], cols=80)
+    out = on_terminal(["compactions", "--db", str(db)], cols=80, stream="stdout", check=False)
     assert "detail" in out and "…" not in out, out  # the reason column is there, nothing cut
     assert " failed " in out and "error:" in out, out
     assert max(len(line) for line in out.splitlines()) <= 80
