@@ -24,9 +24,12 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+if TYPE_CHECKING:
+    import duckdb
 
 from lexkeep.audit.fastload import LineCheck, fast_load
 from lexkeep.audit.report import (
@@ -541,7 +544,8 @@ def _audit_store(
         # User messages before a boundary that the sidecar never scanned (e.g. a store
         # ingested before identifier extraction existed): their identifiers are unknown.
         # The count, and the first such message's FILE:LINE so the user can look at it.
-        unscanned_row = con.execute(
+        unscanned, first_unscanned = _count_and_first(
+            con,
             """
             SELECT count(*) OVER (), m.source_file, m.source_line FROM messages m
             WHERE m.kind = 'user_text'
@@ -549,16 +553,15 @@ def _audit_store(
                                 WHERE b.conversation_id = m.conversation_id)
               AND NOT EXISTS (SELECT 1 FROM identifier_scans s WHERE s.message_id = m.id)
             ORDER BY m.source_file, m.source_line LIMIT 1
-            """
-        ).fetchone()
-        unscanned = 0 if unscanned_row is None else unscanned_row[0]
-        first_unscanned = (
-            None if unscanned_row is None else f"{shown[unscanned_row[1]]}:{unscanned_row[2]}"
+            """,
+            [],
+            shown,
         )
         # A scan that ran out of its time budget may have stopped before some identifiers:
         # those are in no finding at all, so the report must say how many messages that hit.
         # The count, and the first such message's FILE:LINE so the user can look at it.
-        incomplete_row = con.execute(
+        incomplete, first_incomplete = _count_and_first(
+            con,
             """
             SELECT count(*) OVER (), m.source_file, m.source_line
             FROM messages m JOIN identifier_scans s ON s.message_id = m.id
@@ -566,22 +569,20 @@ def _audit_store(
               AND m.position < (SELECT max(b.position) FROM boundaries b
                                 WHERE b.conversation_id = m.conversation_id)
             ORDER BY m.source_file, m.source_line LIMIT 1
-            """
-        ).fetchone()
-        incomplete = 0 if incomplete_row is None else incomplete_row[0]
-        first_incomplete = (
-            None if incomplete_row is None else f"{shown[incomplete_row[1]]}:{incomplete_row[2]}"
+            """,
+            [],
+            shown,
         )
         # Lines dropped by --skip-invalid may have held user identifiers or tool calls: a
         # report that passes without saying so would overstate what was checked.
         # The count, and the first such line's FILE:LINE so the user can open and fix it.
-        skipped_row = con.execute(
+        skipped, first_skipped = _count_and_first(
+            con,
             "SELECT count(*) OVER (), path, line FROM ingest_errors WHERE reason <> ?"
             " ORDER BY ingest_run_id, line LIMIT 1",
             [ID_CONFLICT],
-        ).fetchone()
-        skipped = 0 if skipped_row is None else skipped_row[0]
-        first_skipped = None if skipped_row is None else f"{shown[skipped_row[1]]}:{skipped_row[2]}"
+            shown,
+        )
         # Records left out for an id their conversation held with other content: not invalid,
         # but not in the store either (recorded by the ingest, also one of an earlier run).
         # Those the audit reads (user messages, tool calls, compactions) are missing from it;
@@ -1027,6 +1028,15 @@ def _may_be_within(got: str, pieces: tuple[tuple[str, int], ...], limit: int) ->
         if got.find(piece, max(0, start - limit), start + len(piece) + limit) != -1:
             return True
     return False
+
+
+def _count_and_first(
+    con: duckdb.DuckDBPyConnection, sql: str, params: list[Any], shown: Mapping[str, str]
+) -> tuple[int, str | None]:
+    """Run `sql` (`count(*) OVER (), file, line … LIMIT 1`): how many rows, and the first
+    one's FILE:LINE as the report shows files (None when there is none)."""
+    row = con.execute(sql, params).fetchone()
+    return (0, None) if row is None else (row[0], f"{shown[row[1]]}:{row[2]}")
 
 
 def fast_best_near_miss(
