@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -12,6 +13,13 @@ from typer.testing import CliRunner
 
 from lexkeep.cli.main import app
 from lexkeep.core.store import Store
+
+# A shell without job control starts a background command with SIGINT ignored, and every
+# process the tests start inherits that: the Ctrl-C tests' commands then never see their
+# signal and the tests wait for ever. Catching it here (not ignoring) lets each child start
+# with the default, so Python raises KeyboardInterrupt in it as after a terminal's Ctrl-C.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The tests start hundreds of `lexkeep` processes. Where PYTHONDONTWRITEBYTECODE is set (as on
 # some CI machines), each one compiled lexkeep's sources again (about 0.15 s of CPU a process)
