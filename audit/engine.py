@@ -915,8 +915,12 @@ class _GroupedLeaves:
         out: list[GroupedRun] = []
         for index, leaf in enumerate(self.leaves):
             bare = self.bare[index]
-            if bare is not None and not any(needle in bare for needle in needles):
-                continue
+            if bare is not None:
+                for needle in needles:
+                    if needle in bare:
+                        break
+                else:
+                    continue
             runs = self.runs.get(index)
             if runs is None:
                 runs = self.runs[index] = grouped_runs(leaf)

@@ -9,6 +9,7 @@ separators, a truncation or extension, or a small edit.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import re
 import unicodedata
@@ -360,7 +361,7 @@ def grouped_edit_near_miss(expected: str, want: str, runs: list[GroupedRun]) -> 
     value and texts (texts so full of the value's pieces that they hold more are left at
     that). The closest wins, the first in the texts on ties.
     """
-    if len(want) < 6 or 2 * len(_ASCII_DIGIT.findall(want)) < len(want):
+    if not may_be_edited(want):
         return None
     limit = 1 if len(want) < 12 else 2
     pieces = edit_pieces(want)
@@ -402,6 +403,13 @@ def grouped_edit_near_miss(expected: str, want: str, runs: list[GroupedRun]) -> 
     return best
 
 
+def may_be_edited(want: str) -> bool:
+    """Whether a value of skeleton `want` is looked for as an edit over grouped tokens: 6
+    skeleton characters or more, at least half of them ASCII digits."""
+    return len(want) >= 6 and 2 * len(_ASCII_DIGIT.findall(want)) >= len(want)
+
+
+@functools.lru_cache(maxsize=4096)
 def edit_pieces(want: str) -> tuple[tuple[str, int], ...]:
     """2*limit+1 disjoint pieces of skeleton `want` with their offsets: any near miss within
     the edit limit of `want` (1 under 12 characters, else 2) holds one of them whole, at its
@@ -436,8 +444,10 @@ def with_grouped(
         return grouped
     if best is not None and _RANK[best.difference] <= _RANK[Difference.TRUNCATED]:
         return best  # a grouped truncation or edit would not rank before it
+    if not may_be_edited(want):
+        return best  # no texts to split into runs
     pieces = [piece for piece, _offset in edit_pieces(want)]
-    grouped = grouped_edit_near_miss(expected, want, runs(pieces) if pieces else [])
+    grouped = grouped_edit_near_miss(expected, want, runs(pieces))
     if grouped is not None and (best is None or _RANK[grouped.difference] < _RANK[best.difference]):
         return grouped
     return best
