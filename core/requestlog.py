@@ -238,6 +238,20 @@ class Resent:
         self.log.forget(conv)
 
 
+class Systems(set[str]):
+    """The conversations whose system prompt was read (a `Kept` part): later requests send it
+    again, and it is stored once."""
+
+    def dump(self, conversation: str) -> bool | None:
+        """True when the conversation's system prompt was read, else None."""
+        return True if conversation in self else None
+
+    def load(self, conversation: str, data: Any) -> None:
+        """Take back what `dump` gave."""
+        if data is True:
+            self.add(conversation)
+
+
 class Kept(Protocol):
     """A part of a reader's state whose share of one conversation a store can keep."""
 
