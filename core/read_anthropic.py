@@ -247,8 +247,10 @@ class AnthropicReader:
         shared = Continued() if continued is None else continued
         log = shared.part("anthropic.log", RequestLog)  # requests repeat their conversation
         calls = shared.part("anthropic.calls", ConversationCallIds)
-        # conversations whose system prompt was read
+        # conversations whose system prompt was read (those without an id are this file's
+        # alone: another file's `<file name>#<n>` is another conversation)
         systems = shared.part("anthropic.systems", Systems)
+        file_systems: set[str] = set()
         resent = Resent()  # requests without ids: their conversations, by what they resend
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
@@ -275,8 +277,9 @@ class AnthropicReader:
                 yield Conversation(conv, Format.ANTHROPIC, begins.setdefault(conv, src))
                 if key is not None:  # other records may go on with it, in later files too
                     shared.meet("anthropic", conv)
-                if conv not in systems and value.get("system"):
-                    systems.add(conv)  # later requests repeat it (and would store it once)
+                read = systems if key is not None else file_systems
+                if conv not in read and value.get("system"):
+                    read.add(conv)  # later requests repeat it (and would store it once)
                     yield from _system(value["system"], f"{conv}/system", conv, src)
                 # Other records may repeat the conversation so far: only the messages none
                 # of them showed are new (requestlog).

@@ -13,9 +13,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES
 
-from lexkeep.core.requestlog import fingerprint
+from lexkeep.core.formats import get_reader
+from lexkeep.core.ingest import JsonSource, detect_format
+from lexkeep.core.model import Format, Message, Record
+from lexkeep.core.requestlog import Continued, fingerprint
 from lexkeep.core.store import Store
 
 COMPACTED = FIXTURES / "request_logs" / "anthropic_compaction.jsonl"
@@ -232,3 +236,46 @@ def test_the_longest_and_latest_earlier_request_names_the_conversation():
     tied.keep("X", fp[:2], (2,))
     tied.keep("Y", fp[:2], (2,))
     assert tied.conversation(fp[:3], b"", "Z") == "Y"
+
+
+@pytest.mark.parametrize("fmt", [Format.ANTHROPIC, Format.OPENAI])
+def test_a_log_without_ids_reads_alike_whatever_log_was_read_before_it(tmp_path, fmt):
+    """Two proxies' logs of one day, each `requests.jsonl` in its own folder, read by one
+    command: their requests name no conversation, so the first request of each is
+    `requests.jsonl#0`. Whether its system prompt was read was kept for the files after it,
+    so the second file's prompt was taken for read already and never stored; a log without
+    ids leaves nothing for the next files, which also lets workers read it ahead."""
+    paths = []
+    for folder, system, text in (
+        ("eu", "You handle refunds.", "Refund order ORD-77812."),
+        ("us", "You route tickets to OPS-2291.", "Escalate WH-4471-B."),
+    ):
+        (tmp_path / folder).mkdir()
+        response = {
+            "id": f"msg_{folder}",
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "text", "text": "On it."}],
+        }
+        request = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 512,
+            "system": system,
+            "messages": [{"role": "user", "content": text}],
+        }
+        paths.append(
+            _write(tmp_path / folder / "requests.jsonl", [request | {"response": response}])
+        )
+
+    def read(path: Path, continued: Continued) -> list[Record]:
+        _, items = detect_format(JsonSource(str(path)), fmt)
+        return list(get_reader(fmt).read(items, str(path), continued))  # type: ignore[call-arg]
+
+    shared = Continued()
+    read(paths[0], shared)
+    assert shared.empty()
+    after = read(paths[1], shared)
+    assert after == read(paths[1], Continued())
+    assert ("requests.jsonl#0/system", "You route tickets to OPS-2291.") in [
+        (r.id, r.text) for r in after if isinstance(r, Message)
+    ]
