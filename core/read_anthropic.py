@@ -35,6 +35,7 @@ from lexkeep.core.model import (
 )
 from lexkeep.core.read_openai import (
     ANTHROPIC_BLOCKS,
+    UNSENT_BLOCKS,
     CallIds,
     ConversationCallIds,
     content_text,
@@ -43,7 +44,7 @@ from lexkeep.core.read_openai import (
     user_kind,
 )
 from lexkeep.core.readers import JsonLine, json_text, type_of
-from lexkeep.core.requestlog import Continued, RequestLog, Resent, Systems, fingerprint
+from lexkeep.core.requestlog import Continued, RequestLog, Resent, Systems, fingerprint, given
 
 
 def blocks(content: Any) -> list[Any]:
@@ -53,19 +54,17 @@ def blocks(content: Any) -> list[Any]:
     return content if isinstance(content, list) else []
 
 
-# Blocks a client may leave out when it sends a message again: the API ignores the thinking
-# of earlier turns.
-_UNSENT = frozenset({"thinking", "redacted_thinking"})
-
-
 def message_print(msg: Any) -> bytes:
     """The fingerprint that tells a message sent again from a new one: its role and content
-    (as blocks), without thinking blocks; a response and its copy in the next request are the
-    same message."""
+    (as blocks), without thinking blocks and without the null and empty keys of a block (an
+    SDK's `citations: null`); a response and its copy in the next request are the same
+    message."""
     if not isinstance(msg, dict):
         return fingerprint(msg)
     sent = [
-        b for b in blocks(msg.get("content")) if not (isinstance(b, dict) and type_of(b) in _UNSENT)
+        given(b) if isinstance(b, dict) else b
+        for b in blocks(msg.get("content"))
+        if not (isinstance(b, dict) and type_of(b) in UNSENT_BLOCKS)
     ]
     return fingerprint([msg.get("role"), sent])
 

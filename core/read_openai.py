@@ -46,7 +46,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.readers import JsonLine, type_of
-from lexkeep.core.requestlog import Continued, RequestLog, Resent, Systems, fingerprint
+from lexkeep.core.requestlog import Continued, RequestLog, Resent, Systems, fingerprint, given
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -243,11 +243,44 @@ class ConversationCallIds(dict[str, CallIds]):
         self[conversation] = CallIds.loaded(data)
 
 
+# Blocks a client may leave out when it sends an Anthropic answer back: the API ignores the
+# thinking of earlier turns.
+UNSENT_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+
+
+def _sent_content(content: Any) -> Any:
+    """What of a message `content` tells it apart (`message_print`): a list of parts without
+    thinking blocks and without their null and empty keys, one text part as its text (a
+    client may send an answer back as a string or as the part it came as); None for none."""
+    if isinstance(content, list):
+        parts = [
+            given(p) if isinstance(p, dict) else p
+            for p in content
+            if not (isinstance(p, dict) and type_of(p) in UNSENT_BLOCKS)
+        ]
+        if len(parts) == 1:
+            part = parts[0]
+            if isinstance(part, str):
+                return part
+            if (
+                isinstance(part, dict)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+                and part.keys() <= {"type", "text", "cache_control"}
+            ):
+                return part["text"]
+        content = parts
+    return content or None  # "" and [] are no content, as null is
+
+
 def message_print(msg: Any) -> bytes:
     """The fingerprint that tells a message sent again from a new one: the whole message,
-    without keys whose value is null (a response's `refusal: null` may be left out)."""
+    without keys whose value is null or an empty list (a response's `refusal: null` and
+    `annotations: []` may be left out), its content as `_sent_content` has it."""
     if isinstance(msg, dict):
-        msg = {k: v for k, v in msg.items() if v is not None}
+        if "content" in msg:
+            msg = {**msg, "content": _sent_content(msg["content"])}
+        msg = given(msg)
     return fingerprint(msg)
 
 

@@ -57,6 +57,13 @@ def fingerprint(value: Any) -> bytes:
     return blake2b(text, digest_size=_DIGEST).digest()
 
 
+def given(value: dict[str, Any]) -> dict[str, Any]:
+    """`value` without the keys whose value is null or an empty list: an API writes them into
+    its answer (`refusal: null`, `annotations: []`, an SDK's `citations: null`), a client
+    sending the answer back often leaves them out, and either way they say nothing."""
+    return {k: v for k, v in value.items() if v is not None and not (isinstance(v, list) and not v)}
+
+
 def _unmarked(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
