@@ -44,7 +44,14 @@ from lexkeep.core.read_openai import (
     user_kind,
 )
 from lexkeep.core.readers import JsonLine, json_text, type_of
-from lexkeep.core.requestlog import Continued, RequestLog, Resent, Systems, fingerprint, given
+from lexkeep.core.requestlog import (
+    Continued,
+    RequestLog,
+    Systems,
+    fingerprint,
+    given,
+    resent_for,
+)
 
 
 def blocks(content: Any) -> list[Any]:
@@ -246,11 +253,11 @@ class AnthropicReader:
         shared = Continued() if continued is None else continued
         log = shared.part("anthropic.log", RequestLog)  # requests repeat their conversation
         calls = shared.part("anthropic.calls", ConversationCallIds)
-        # conversations whose system prompt was read (those without an id are this file's
-        # alone: another file's `<file name>#<n>` is another conversation)
+        # conversations whose system prompt was read (those without an id: in `resent`)
         systems = shared.part("anthropic.systems", Systems)
-        file_systems: set[str] = set()
-        resent = Resent()  # requests without ids: their conversations, by what they resend
+        # requests without ids: their conversations, by what they resend (in this file and
+        # the earlier files of its rotated log)
+        resent = resent_for(shared, "anthropic", path)
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
         for item in lines:
@@ -276,7 +283,7 @@ class AnthropicReader:
                 yield Conversation(conv, Format.ANTHROPIC, begins.setdefault(conv, src))
                 if key is not None:  # other records may go on with it, in later files too
                     shared.meet("anthropic", conv)
-                read = systems if key is not None else file_systems
+                read = systems if key is not None else resent.extra(conv, "system", Systems)
                 if conv not in read and value.get("system"):
                     read.add(conv)  # later requests repeat it (and would store it once)
                     yield from _system(value["system"], f"{conv}/system", conv, src)

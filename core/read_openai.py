@@ -46,7 +46,14 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.readers import JsonLine, type_of
-from lexkeep.core.requestlog import Continued, RequestLog, Resent, Systems, fingerprint, given
+from lexkeep.core.requestlog import (
+    Continued,
+    RequestLog,
+    Systems,
+    fingerprint,
+    given,
+    resent_for,
+)
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -446,14 +453,15 @@ class OpenAIReader:
         log = shared.part("openai.log", RequestLog)  # records sharing an id repeat it so far
         calls = shared.part("openai.calls", ConversationCallIds)
         # Anthropic requests read as chat: conversations whose top-level `system` was read
-        # (those without an id are this file's alone)
+        # (those without an id: in `resent`)
         systems = shared.part("openai.systems", Systems)
-        file_systems: set[str] = set()
         # Responses request logs: previous_response_id chains
         chains = shared.part("openai.chains", responses.Chains)
         stream = responses.Stream()  # a streamed response's events, and its request
         started: set[str] = set()
-        resent = Resent()  # chat requests without ids: their conversations, by what they resend
+        # chat requests without ids: their conversations, by what they resend (in this file
+        # and the earlier files of its rotated log)
+        resent = resent_for(shared, "openai", path)
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
         last_line, on_line = 0, 0
@@ -492,7 +500,7 @@ class OpenAIReader:
                 yield Conversation(conv, Format.OPENAI, begins.setdefault(conv, src), title=title)
                 if key is not None:
                     shared.meet("openai", conv)
-                read = systems if key is not None else file_systems
+                read = systems if key is not None else resent.extra(conv, "system", Systems)
                 if system and conv not in read:
                     read.add(conv)  # later requests send it again
                     text = content_text(system, item)
