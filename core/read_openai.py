@@ -285,9 +285,14 @@ def message_print(msg: Any) -> bytes:
     without keys whose value is null or an empty list (a response's `refusal: null` and
     `annotations: []` may be left out), its content as `_sent_content` has it."""
     if isinstance(msg, dict):
-        if "content" in msg:
-            msg = {**msg, "content": _sent_content(msg["content"])}
+        content = msg.get("content")
         msg = given(msg)
+        if content == "" or isinstance(content, list):  # a string (most) counts as it is
+            sent = _sent_content(content)
+            if sent is None:
+                msg.pop("content", None)
+            else:
+                msg["content"] = sent
     return fingerprint(msg)
 
 
