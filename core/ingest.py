@@ -665,9 +665,6 @@ class IncompleteDocument(InputError):
 CHUNK_ROWS = 50_000
 # Files a folder walk picks up (each may also end in .gz).
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson")
-# A rotated copy of such a file (requests.jsonl.1, requests.jsonl-20250109): core.paths.
-_ROTATED = ROTATED
-
 # A run row another conversation holds is left as it is: a message naming that run has no
 # valid run link (docs/compaction.md), and a run record reusing its id is refused
 # (_check_ids).
@@ -734,7 +731,7 @@ def rotation_order(files: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
             continue
         folder, name = os.path.split(os.path.abspath(path))
         base = name
-        got = _ROTATED.match(name)
+        got = ROTATED.match(name)
         if got is not None:
             base, suffix = got["base"], got["suffix"]
             if got["sep"] == "." and suffix.isdigit() and len(suffix) <= 5:
@@ -763,7 +760,7 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
             for child in sorted(path.rglob("*")):
                 name = child.name.lower().removesuffix(".gz")  # A.JSONL from Windows too
                 hidden = any(part.startswith(".") for part in child.relative_to(path).parts)
-                trace = name.endswith(TRACE_SUFFIXES) or _ROTATED.match(child.name) is not None
+                trace = name.endswith(TRACE_SUFFIXES) or ROTATED.match(child.name) is not None
                 if hidden or not trace:
                     continue
                 if child.is_file():
