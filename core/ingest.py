@@ -55,6 +55,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.parallel import ReadAhead, read_workers
+from lexkeep.core.paths import ROTATED, rotated_log
 from lexkeep.core.readers import BOM, LEADING, JsonLine, same_call
 from lexkeep.core.requestlog import Continued, Memory
 from lexkeep.core.rules import load_rules
@@ -664,14 +665,6 @@ class IncompleteDocument(InputError):
 CHUNK_ROWS = 50_000
 # Files a folder walk picks up (each may also end in .gz).
 TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson")
-# A rotated copy of such a file: logrotate's `requests.jsonl.1`, `requests.jsonl.2.gz`, or a
-# dated one (`dateext`: `requests.jsonl-20250109`).
-_ROTATED = re.compile(
-    r"(?P<base>.+\.(?:jsonl|json|ndjson))(?P<sep>[._-])(?P<suffix>[0-9](?:[0-9._-]*[0-9])?)"
-    r"(?:\.gz)?\Z",
-    re.IGNORECASE,
-)
-
 # A run row another conversation holds is left as it is: a message naming that run has no
 # valid run link (docs/compaction.md), and a run record reusing its id is refused
 # (_check_ids).
@@ -738,7 +731,7 @@ def rotation_order(files: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
             continue
         folder, name = os.path.split(os.path.abspath(path))
         base = name
-        got = _ROTATED.match(name)
+        got = ROTATED.match(name)
         if got is not None:
             base, suffix = got["base"], got["suffix"]
             if got["sep"] == "." and suffix.isdigit() and len(suffix) <= 5:
@@ -767,7 +760,7 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
             for child in sorted(path.rglob("*")):
                 name = child.name.lower().removesuffix(".gz")  # A.JSONL from Windows too
                 hidden = any(part.startswith(".") for part in child.relative_to(path).parts)
-                trace = name.endswith(TRACE_SUFFIXES) or _ROTATED.match(child.name) is not None
+                trace = name.endswith(TRACE_SUFFIXES) or ROTATED.match(child.name) is not None
                 if hidden or not trace:
                     continue
                 if child.is_file():
@@ -2368,9 +2361,22 @@ def _read_ahead(
         if fast_min_bytes is None
         else min(READ_AHEAD_MAX_BYTES, fast_min_bytes - 1)
     )
+    # The files of a rotated log are read by the writer, in order: a request log without ids
+    # goes on from its earlier files (core.requestlog.resent_for).
+    logs: dict[tuple[str, str], int] = {}
+    rotated: set[tuple[str, str]] = set()
+    for path, _ in files:
+        if path != "-":
+            log, copy = rotated_log(path)
+            logs[log] = logs.get(log, 0) + 1
+            if copy:
+                rotated.add(log)
     sizes: dict[str, int] = {}
     for path, _ in files:
         if path != "-" and path not in sizes:
+            log, _ = rotated_log(path)
+            if log in rotated and logs[log] > 1:
+                continue
             with suppress(OSError):
                 size = Path(path).stat().st_size
                 if size <= limit:

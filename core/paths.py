@@ -15,9 +15,27 @@ shown unchanged too.
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 STDIN = "-"
+
+# A rotated copy of a trace file: logrotate's `requests.jsonl.1`, `requests.jsonl.2.gz`, or a
+# dated one (`dateext`: `requests.jsonl-20250109`).
+ROTATED = re.compile(
+    r"(?P<base>.+\.(?:jsonl|json|ndjson))(?P<sep>[._-])(?P<suffix>[0-9](?:[0-9._-]*[0-9])?)"
+    r"(?:\.gz)?\Z",
+    re.IGNORECASE,
+)
+
+
+def rotated_log(path: str) -> tuple[tuple[str, str], bool]:
+    """The log `path` is a file of, as (absolute folder, name of its current file), and whether
+    `path` is a rotated copy of it (`requests.jsonl.1` is a copy of `requests.jsonl`, which is
+    the current file of its own log)."""
+    folder, name = os.path.split(os.path.abspath(path))
+    got = ROTATED.match(name)
+    return (folder, name if got is None else got["base"]), got is not None
 
 
 def stored_path(path: str) -> str:

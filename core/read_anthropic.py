@@ -34,6 +34,8 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.read_openai import (
+    ANTHROPIC_BLOCKS,
+    UNSENT_BLOCKS,
     CallIds,
     ConversationCallIds,
     content_text,
@@ -41,69 +43,60 @@ from lexkeep.core.read_openai import (
     file_stem,
     user_kind,
 )
-from lexkeep.core.readers import JsonLine, type_of
-from lexkeep.core.requestlog import Continued, RequestLog, Resent, fingerprint
-
-# Block types only Anthropic content uses (OpenAI parts are text/image_url/input_audio…).
-_ANTHROPIC_BLOCKS = frozenset(
-    {
-        "tool_use",
-        "tool_result",
-        "compaction",
-        "thinking",
-        "redacted_thinking",
-        "server_tool_use",
-        "web_search_tool_result",
-        "document",
-        "search_result",
-    }
+from lexkeep.core.readers import JsonLine, json_text, type_of
+from lexkeep.core.requestlog import (
+    Continued,
+    RequestLog,
+    Systems,
+    fingerprint,
+    given,
+    resent_for,
 )
 
 
-def _blocks(content: Any) -> list[Any]:
+def blocks(content: Any) -> list[Any]:
+    """A message `content` (or a `system`) as a list of blocks: a string is one text block."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return content if isinstance(content, list) else []
 
 
-# Blocks a client may leave out when it sends a message again: the API ignores the thinking
-# of earlier turns.
-_UNSENT = frozenset({"thinking", "redacted_thinking"})
-
-
 def message_print(msg: Any) -> bytes:
     """The fingerprint that tells a message sent again from a new one: its role and content
-    (as blocks), without thinking blocks; a response and its copy in the next request are the
-    same message."""
+    (as blocks), without thinking blocks and without the null and empty keys of a block (an
+    SDK's `citations: null`); a response and its copy in the next request are the same
+    message."""
     if not isinstance(msg, dict):
         return fingerprint(msg)
-    blocks = [
-        b
-        for b in _blocks(msg.get("content"))
-        if not (isinstance(b, dict) and type_of(b) in _UNSENT)
+    sent = [
+        given(b) if isinstance(b, dict) else b
+        for b in blocks(msg.get("content"))
+        if not (isinstance(b, dict) and type_of(b) in UNSENT_BLOCKS)
     ]
-    return fingerprint([msg.get("role"), blocks])
+    return fingerprint([msg.get("role"), sent])
 
 
 def _compaction(msg: Any) -> bool:
     """True for a message holding a `compaction` block (the client dropped what it
     summarised)."""
     return isinstance(msg, dict) and any(
-        isinstance(b, dict) and type_of(b) == "compaction" for b in _blocks(msg.get("content"))
+        isinstance(b, dict) and type_of(b) == "compaction" for b in blocks(msg.get("content"))
     )
 
 
-def _input(raw: Any, line: JsonLine) -> tuple[str, ArgumentsKind]:
+def _input(raw: Any, line: JsonLine | None) -> tuple[str, ArgumentsKind]:
     if isinstance(raw, str):  # a streamed input_json_delta concatenation
         return raw, ArgumentsKind.JSON_STRING
     if raw is None:
         return "{}", ArgumentsKind.OBJECT
-    return line.json_text(raw), ArgumentsKind.OBJECT
+    return json_text(raw, line), ArgumentsKind.OBJECT
 
 
-def _message(
-    msg: Any, mid: str, conv: str, src: Source, ids: CallIds, line: JsonLine
+def read_message(
+    msg: Any, mid: str, conv: str, src: Source, ids: CallIds, line: JsonLine | None
 ) -> Iterator[Record]:
+    """Records of one Anthropic message (`line`: the JSON line it was decoded from): its text,
+    then its tool calls (assistant) or its tool results, then its text (user)."""
     if not isinstance(msg, dict):
         yield Skipped(src, "invalid_message", f"message {mid} is not an object")
         return
@@ -113,7 +106,7 @@ def _message(
         return
     texts: list[str] = []
     after: list[Record] = []
-    for j, block in enumerate(_blocks(msg.get("content"))):
+    for j, block in enumerate(blocks(msg.get("content"))):
         if not isinstance(block, dict):
             continue
         btype = type_of(block)
@@ -170,19 +163,6 @@ def _system(system: Any, mid: str, conv: str, src: Source) -> Iterator[Record]:
         yield Message(mid, conv, Role.SYSTEM, MessageKind.SYSTEM, text, src)
 
 
-class Systems(set[str]):
-    """The conversations whose system prompt was read (a core.requestlog.Kept part)."""
-
-    def dump(self, conversation: str) -> bool | None:
-        """True when the conversation's system prompt was read, else None."""
-        return True if conversation in self else None
-
-    def load(self, conversation: str, data: Any) -> None:
-        """Take back what `dump` gave."""
-        if data is True:
-            self.add(conversation)
-
-
 def _answer(value: dict[str, Any]) -> bool:
     """True when the record's `response` is a Messages API response (`"type": "message"`, role
     assistant): a request log whose requests hold only text is Anthropic by its answers."""
@@ -219,7 +199,7 @@ class AnthropicReader:
         response = value.get("response")
         sample = [*messages, response] if isinstance(response, dict) else messages
         return any(
-            isinstance(b, dict) and type_of(b) in _ANTHROPIC_BLOCKS
+            isinstance(b, dict) and type_of(b) in ANTHROPIC_BLOCKS
             for m in sample
             if isinstance(m, dict) and isinstance(m.get("content"), list)
             for b in m["content"]
@@ -251,7 +231,7 @@ class AnthropicReader:
                 for b in (m.get("content") if isinstance(m.get("content"), list) else [])
                 if isinstance(b, dict)
             }
-            if types & _ANTHROPIC_BLOCKS or (isinstance(msgs, list) and _answer(value)):
+            if types & ANTHROPIC_BLOCKS or (isinstance(msgs, list) and _answer(value)):
                 score += 6
             elif isinstance(msgs, list) and "system" in value and "model" in value:
                 score += 2
@@ -273,9 +253,11 @@ class AnthropicReader:
         shared = Continued() if continued is None else continued
         log = shared.part("anthropic.log", RequestLog)  # requests repeat their conversation
         calls = shared.part("anthropic.calls", ConversationCallIds)
-        # conversations whose system prompt was read
+        # conversations whose system prompt was read (those without an id: in `resent`)
         systems = shared.part("anthropic.systems", Systems)
-        resent = Resent()  # requests without ids: their conversations, by what they resend
+        # requests without ids: their conversations, by what they resend (in this file and
+        # the earlier files of its rotated log)
+        resent = resent_for(shared, "anthropic", path)
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
         for item in lines:
@@ -296,13 +278,14 @@ class AnthropicReader:
                 sent = len(prints) - isinstance(response, dict)
                 seed = b""
                 if key is None:  # the history the request sends again names the conversation
-                    seed = fingerprint(_blocks(value.get("system")))
+                    seed = fingerprint(blocks(value.get("system")))
                     conv = resent.conversation(prints[:sent], seed, conv)
                 yield Conversation(conv, Format.ANTHROPIC, begins.setdefault(conv, src))
                 if key is not None:  # other records may go on with it, in later files too
                     shared.meet("anthropic", conv)
-                if conv not in systems and value.get("system"):
-                    systems.add(conv)  # later requests repeat it (and would store it once)
+                read = systems if key is not None else resent.extra(conv, "system", Systems)
+                if conv not in read and value.get("system"):
+                    read.add(conv)  # later requests repeat it (and would store it once)
                     yield from _system(value["system"], f"{conv}/system", conv, src)
                 # Other records may repeat the conversation so far: only the messages none
                 # of them showed are new (requestlog).
@@ -315,14 +298,16 @@ class AnthropicReader:
                     restart = max((n for n, m in enumerate(msgs) if _compaction(m)), default=0)
                     resent.keep(conv, prints, (sent, len(prints)), seed, restart)
                 for k, msg in enumerate(msgs[start:], first):
-                    yield from _message(msg, f"{conv}/{k}", conv, src, ids, item)
+                    yield from read_message(msg, f"{conv}/{k}", conv, src, ids, item)
             elif value.get("role") in ("user", "assistant"):
                 index += 1
                 if not file_conv_started:
                     file_conv_started = True
                     yield Conversation(stem, Format.ANTHROPIC, src)
                 mid = value.get("id") if isinstance(value.get("id"), str) else None
-                yield from _message(value, mid or f"{stem}/L{item.line}", stem, src, file_ids, item)
+                yield from read_message(
+                    value, mid or f"{stem}/L{item.line}", stem, src, file_ids, item
+                )
             else:
                 index += 1
                 yield Skipped(src, "unknown_type", "no `messages` or `role`")

@@ -9,7 +9,10 @@ Accepted shapes (per file, mixed freely):
   conversation named after the file;
 - Responses API request logs (`input` and/or `output` items, also wrapped as
   `{"request": …, "response": …}`), streamed responses (one event per line) and Responses
-  items one per line (a session dump): read by `lexkeep.core.read_responses`, see its docstring.
+  items one per line (a session dump): read by `lexkeep.core.read_responses`, see its docstring;
+- Anthropic Messages requests (detected as chat when their first requests hold only text): a
+  message holding an Anthropic-only block is read by `lexkeep.core.read_anthropic`, and a
+  top-level `system` is the conversation's system prompt, read once.
 
 Conversation id: the record's `id`, `conversation_id` or `session_id`; otherwise, for a
 `messages` record that sends an earlier record's history again, that record's conversation
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lexkeep.core import read_responses as responses
 from lexkeep.core.jsonnumbers import compact_text
@@ -43,9 +46,33 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.readers import JsonLine, type_of
-from lexkeep.core.requestlog import Continued, RequestLog, Resent, fingerprint
+from lexkeep.core.requestlog import (
+    Continued,
+    RequestLog,
+    Systems,
+    fingerprint,
+    given,
+    resent_for,
+)
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 _ROLES = {"user", "assistant", "system", "developer", "tool", "function"}
+# Block types only Anthropic content uses (OpenAI parts are text/image_url/input_audio…).
+ANTHROPIC_BLOCKS = frozenset(
+    {
+        "tool_use",
+        "tool_result",
+        "compaction",
+        "thinking",
+        "redacted_thinking",
+        "server_tool_use",
+        "web_search_tool_result",
+        "document",
+        "search_result",
+    }
+)
 # Text a harness injects into a user turn; it must never be taken for the user speaking.
 INJECTED_PREFIXES = ("<system-reminder>", "<environment_context>", "<user_instructions>")
 
@@ -129,13 +156,35 @@ def _answer(value: dict[str, Any]) -> dict[str, Any] | None:
     return answer
 
 
+def anthropic_blocks(content: Any) -> bool:
+    """True when a message `content` holds a block only Anthropic writes (`tool_use`,
+    `tool_result`, `compaction`, `thinking`…): the OpenAI reader reads such a message as the
+    Anthropic reader does, so that a Messages API log detected as OpenAI chat (its first
+    requests held only text) loses none of its tool calls."""
+    return isinstance(content, list) and any(
+        isinstance(b, dict)
+        and (type_of(b) in ANTHROPIC_BLOCKS or str(type_of(b)).endswith("_tool_result"))
+        for b in content
+    )
+
+
+def _anthropic() -> ModuleType:
+    """The Anthropic reader's module (it imports this one: not imported at the top)."""
+    from lexkeep.core import read_anthropic
+
+    return read_anthropic
+
+
 def _compaction(msg: Any) -> bool:
-    """True for a Responses compaction item in a chat list (the client dropped what it
-    summarised)."""
-    return (
-        isinstance(msg, dict)
-        and responses.is_item(msg)
-        and type_of(msg) in responses.COMPACTION_TYPES
+    """True for a Responses compaction item in a chat list, or an Anthropic message holding a
+    `compaction` block (the client dropped what it summarised)."""
+    if not isinstance(msg, dict):
+        return False
+    if responses.is_item(msg):
+        return type_of(msg) in responses.COMPACTION_TYPES
+    content = msg.get("content")
+    return anthropic_blocks(content) and any(
+        isinstance(b, dict) and type_of(b) == "compaction" for b in content
     )
 
 
@@ -201,11 +250,49 @@ class ConversationCallIds(dict[str, CallIds]):
         self[conversation] = CallIds.loaded(data)
 
 
+# Blocks a client may leave out when it sends an Anthropic answer back: the API ignores the
+# thinking of earlier turns.
+UNSENT_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+
+
+def _sent_content(content: Any) -> Any:
+    """What of a message `content` tells it apart (`message_print`): a list of parts without
+    thinking blocks and without their null and empty keys, one text part as its text (a
+    client may send an answer back as a string or as the part it came as); None for none."""
+    if isinstance(content, list):
+        parts = [
+            given(p) if isinstance(p, dict) else p
+            for p in content
+            if not (isinstance(p, dict) and type_of(p) in UNSENT_BLOCKS)
+        ]
+        if len(parts) == 1:
+            part = parts[0]
+            if isinstance(part, str):
+                return part
+            if (
+                isinstance(part, dict)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+                and part.keys() <= {"type", "text", "cache_control"}
+            ):
+                return part["text"]
+        content = parts
+    return content or None  # "" and [] are no content, as null is
+
+
 def message_print(msg: Any) -> bytes:
     """The fingerprint that tells a message sent again from a new one: the whole message,
-    without keys whose value is null (a response's `refusal: null` may be left out)."""
+    without keys whose value is null or an empty list (a response's `refusal: null` and
+    `annotations: []` may be left out), its content as `_sent_content` has it."""
     if isinstance(msg, dict):
-        msg = {k: v for k, v in msg.items() if v is not None}
+        content = msg.get("content")
+        msg = given(msg)
+        if content == "" or isinstance(content, list):  # a string (most) counts as it is
+            sent = _sent_content(content)
+            if sent is None:
+                msg.pop("content", None)
+            else:
+                msg["content"] = sent
     return fingerprint(msg)
 
 
@@ -243,6 +330,10 @@ def _message(
         yield from responses.read_item(msg, mid, conv, src, ids, line, user_kind)
         return
     role = msg.get("role")
+    if role in ("user", "assistant") and anthropic_blocks(msg.get("content")):
+        # An Anthropic message (tool_use / tool_result blocks…) in a log read as OpenAI chat.
+        yield from _anthropic().read_message(msg, mid, conv, src, ids, line)
+        return
     text = content_text(msg.get("content"), line)
     if role == "user":
         yield Message(mid, conv, Role.USER, user_kind(text), text, src)
@@ -366,11 +457,16 @@ class OpenAIReader:
         shared = Continued() if continued is None else continued
         log = shared.part("openai.log", RequestLog)  # records sharing an id repeat it so far
         calls = shared.part("openai.calls", ConversationCallIds)
+        # Anthropic requests read as chat: conversations whose top-level `system` was read
+        # (those without an id: in `resent`)
+        systems = shared.part("openai.systems", Systems)
         # Responses request logs: previous_response_id chains
         chains = shared.part("openai.chains", responses.Chains)
         stream = responses.Stream()  # a streamed response's events, and its request
         started: set[str] = set()
-        resent = Resent()  # chat requests without ids: their conversations, by what they resend
+        # chat requests without ids: their conversations, by what they resend (in this file
+        # and the earlier files of its rotated log)
+        resent = resent_for(shared, "openai", path)
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
         last_line, on_line = 0, 0
@@ -394,25 +490,36 @@ class OpenAIReader:
                 conv = key or f"{stem}#{index}"
                 index += 1
                 prints: list[bytes] = []
+                # An Anthropic request read as chat keeps its system prompt outside the list.
+                system = value.get("system") if "messages" in value else None
+                seed = b"" if system is None else fingerprint(_anthropic().blocks(system))
                 if key is None and isinstance(value.get("messages"), list):
                     # A request log without ids: the history the request sends again names
                     # the conversation (requestlog.Resent); a tau-bench `traj` is one run.
                     prints = [message_print(m) for m in messages]
                     sent = len(prints) - (answer is not None)
-                    conv = resent.conversation(prints[:sent], b"", conv)
+                    conv = resent.conversation(prints[:sent], seed, conv)
                 title = value.get("title") if isinstance(value.get("title"), str) else None
                 if title is None and "task_id" in value:
                     title = f"task {value['task_id']} trial {value.get('trial', 0)}"
                 yield Conversation(conv, Format.OPENAI, begins.setdefault(conv, src), title=title)
+                if key is not None:
+                    shared.meet("openai", conv)
+                read = systems if key is not None else resent.extra(conv, "system", Systems)
+                if system and conv not in read:
+                    read.add(conv)  # later requests send it again
+                    text = content_text(system, item)
+                    yield Message(
+                        f"{conv}/system", conv, Role.SYSTEM, MessageKind.SYSTEM, text, src
+                    )
                 if prints:
                     ids = resent.extra(conv, "calls", CallIds)
                     yield from read_messages(messages, conv, src, item, resent.log, ids, prints)
                     restart = max((n for n, m in enumerate(messages) if _compaction(m)), default=0)
-                    resent.keep(conv, prints, (sent, len(prints)), b"", restart)
+                    resent.keep(conv, prints, (sent, len(prints)), seed, restart)
                 elif key is None:  # a conversation no other record can repeat
                     yield from read_messages(messages, conv, src, item)
                 else:
-                    shared.meet("openai", conv)
                     ids = calls.setdefault(conv, CallIds())
                     yield from read_messages(messages, conv, src, item, log, ids)
             elif responses.is_request_log(value):

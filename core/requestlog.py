@@ -28,8 +28,9 @@ requests read again (a grown file read from its start) align with that state as 
 
 Records that name no conversation (a proxy's log of Chat Completions or Messages calls) are
 told apart by what they send again (`Resent`): a request whose list begins with the whole list
-an earlier request of the file sent (with its logged answer, or without) goes on with that
-request's conversation, and is aligned with its timeline as above.
+an earlier request of the file (or of an earlier file of its rotated log, `resent_for`) sent
+(with its logged answer, or without) goes on with that request's conversation, and is aligned
+with its timeline as above.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from hashlib import blake2b
 from typing import Any, Protocol, TypeVar
 
 import orjson
+
+from lexkeep.core.paths import STDIN, rotated_log
 
 _T = TypeVar("_T")
 
@@ -55,6 +58,13 @@ def fingerprint(value: Any) -> bytes:
     if b'"cache_control"' in text:
         text = orjson.dumps(_unmarked(value), option=orjson.OPT_SORT_KEYS)
     return blake2b(text, digest_size=_DIGEST).digest()
+
+
+def given(value: dict[str, Any]) -> dict[str, Any]:
+    """`value` without the keys whose value is null or an empty list: an API writes them into
+    its answer (`refusal: null`, `annotations: []`, an SDK's `citations: null`), a client
+    sending the answer back often leaves them out, and either way they say nothing."""
+    return {k: v for k, v in value.items() if v is not None and not (isinstance(v, list) and not v)}
 
 
 def _unmarked(value: Any) -> Any:
@@ -236,6 +246,42 @@ class Resent:
             if self._tips.get(tip) == conv:
                 del self._tips[tip]
         self.log.forget(conv)
+
+
+class RotatedLogs(dict[tuple[str, str], Resent]):
+    """The conversations without ids of each rotated log (`core.paths.rotated_log`) that its
+    rotated copies read so far showed, for the next files of the log (a part of Continued)."""
+
+
+def resent_for(shared: Continued, reader: str, path: str) -> Resent:
+    """The `Resent` a file's requests without ids are chained with: the one the earlier files
+    of its rotated log left (logrotate's `requests.jsonl.1` before `requests.jsonl`), else a
+    new one, left for the later files when the file is a rotated copy. Any other file's
+    conversations are its own (named after it, `<file name>#<n>`)."""
+    if path == STDIN:
+        return Resent()
+    log, copy = rotated_log(path)
+    logs = shared.part(f"{reader}.rotated", RotatedLogs)
+    got = logs.get(log)
+    if got is None:
+        got = Resent()
+        if copy:
+            logs[log] = got
+    return got
+
+
+class Systems(set[str]):
+    """The conversations whose system prompt was read (a `Kept` part): later requests send it
+    again, and it is stored once."""
+
+    def dump(self, conversation: str) -> bool | None:
+        """True when the conversation's system prompt was read, else None."""
+        return True if conversation in self else None
+
+    def load(self, conversation: str, data: Any) -> None:
+        """Take back what `dump` gave."""
+        if data is True:
+            self.add(conversation)
 
 
 class Kept(Protocol):

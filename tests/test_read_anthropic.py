@@ -269,3 +269,96 @@ def test_a_text_only_anthropic_log_is_read_with_its_last_answer(tmp_path, cli):
         ("s-9/1", "Which card?"),
         ("s-9/3", "Refunding ORD-77812 to the card ending 4242."),
     ]
+
+
+def _agent_after_text_only_requests(path: Path) -> Path:
+    """A proxy's log of Messages API requests without ids: twenty one-turn text requests,
+    streamed (their responses not logged), then an agent's conversation whose requests and
+    responses carry `tool_use`, `tool_result` and `compaction` blocks."""
+    base = {"model": "claude-sonnet-4-5", "max_tokens": 1024, "system": "You handle refunds."}
+    lines = [
+        {
+            **base,
+            "stream": True,
+            "messages": [{"role": "user", "content": f"Summarise ticket OPS-{1000 + n}."}],
+        }
+        for n in range(20)
+    ]
+    u0 = {"role": "user", "content": "Refund order ORD-77812 to the card ending 4242."}
+    use = {"type": "tool_use", "id": "toolu_01A", "name": "lookup_order"}
+    a0 = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Looking it up.", "citations": None},
+            {**use, "input": {"order_id": "ORD-77812"}},
+        ],
+    }
+    r0 = {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "delivered"}
+    t0 = {"role": "user", "content": [r0]}
+    summary = "User wants order ORD-77812 refunded; it was delivered."
+    a1 = {
+        "role": "assistant",
+        "content": [
+            {"type": "compaction", "content": summary},
+            {
+                "type": "tool_use",
+                "id": "toolu_01B",
+                "name": "refund",
+                "input": {"order": "ORD-77812"},
+            },
+        ],
+    }
+    r1 = {
+        "type": "tool_result",
+        "tool_use_id": "toolu_01B",
+        "content": "refunded",
+        "is_error": False,
+    }
+    t1 = {"role": "user", "content": [r1, {"type": "text", "text": "Also cancel WH-4471-B."}]}
+    a2 = {"role": "assistant", "content": [{"type": "text", "text": "Done.", "citations": None}]}
+    for n, (messages, answer) in enumerate((([u0], a0), ([u0, a0, t0], a1), ([a1, t1], a2))):
+        response = {"id": f"msg_0{n}", "type": "message", **answer, "stop_reason": "end_turn"}
+        lines.append({**base, "messages": messages, "response": response})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def _shown(path: Path, fmt: Format) -> list[tuple]:
+    """Every record but the conversations' format: type, id, text or arguments, line."""
+    out = []
+    for r in read_records(path, fmt):
+        if isinstance(r, Conversation):
+            out.append(("Conversation", r.id, r.source.line))
+        elif isinstance(r, Message):
+            out.append(("Message", r.id, r.kind, r.text, r.source.line))
+        elif isinstance(r, ToolCall):
+            out.append(("ToolCall", r.call_id, r.name, r.arguments_raw, r.source.line))
+        elif isinstance(r, ToolResult):
+            out.append(("ToolResult", r.call_id, r.text, r.is_error, r.source.line))
+        elif isinstance(r, Boundary):
+            out.append(("Boundary", r.id, r.summary_text, r.source.line))
+    return out
+
+
+def test_anthropic_tool_blocks_are_read_in_a_log_detected_as_openai_chat(tmp_path, cli):
+    """Twenty text-only requests at the head of an Anthropic log make it OpenAI chat to the
+    sniffers; the OpenAI reader kept only the text of each message's blocks, so the later
+    requests' tool calls, tool results and compaction block were dropped without a word and
+    the audit found nothing to audit. Read as OpenAI, the log now gives what the Anthropic
+    reader gives, system prompts included."""
+    path = _agent_after_text_only_requests(tmp_path / "proxy.jsonl")
+    ingested = cli("ingest", path, "--db", tmp_path / "s.duckdb")
+    assert ingested.exit_code == 0, ingested.stderr
+    assert "ingested (openai) 21 conversations" in ingested.stderr
+    assert "2 tool calls, 1 boundar" in ingested.stderr
+
+    read_as_openai = _shown(path, Format.OPENAI)
+    assert read_as_openai == _shown(path, Format.ANTHROPIC)
+    assert ("ToolCall", "toolu_01A", "lookup_order", '{"order_id":"ORD-77812"}', 21) in (
+        read_as_openai
+    )
+
+    audited = cli("audit", path, "--format", "json", "--exit-zero")
+    assert audited.exit_code == 0, audited.stderr
+    found = {f["value"]: f["verdict"] for f in json.loads(audited.stdout)["findings"]}
+    assert found["ORD-77812"] == "kept"

@@ -10,12 +10,17 @@ request's conversation (docs/formats.md, *Request logs without ids*).
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES
 
-from lexkeep.core.requestlog import fingerprint
+from lexkeep.core.formats import get_reader
+from lexkeep.core.ingest import JsonSource, detect_format
+from lexkeep.core.model import Format, Message, Record
+from lexkeep.core.requestlog import Continued, fingerprint
 from lexkeep.core.store import Store
 
 COMPACTED = FIXTURES / "request_logs" / "anthropic_compaction.jsonl"
@@ -232,3 +237,116 @@ def test_the_longest_and_latest_earlier_request_names_the_conversation():
     tied.keep("X", fp[:2], (2,))
     tied.keep("Y", fp[:2], (2,))
     assert tied.conversation(fp[:3], b"", "Z") == "Y"
+
+
+@pytest.mark.parametrize("fmt", [Format.ANTHROPIC, Format.OPENAI])
+def test_a_log_without_ids_reads_alike_whatever_log_was_read_before_it(tmp_path, fmt):
+    """Two proxies' logs of one day, each `requests.jsonl` in its own folder, read by one
+    command: their requests name no conversation, so the first request of each is
+    `requests.jsonl#0`. Whether its system prompt was read was kept for the files after it,
+    so the second file's prompt was taken for read already and never stored; a log without
+    ids leaves nothing for the next files, which also lets workers read it ahead."""
+    paths = []
+    for folder, system, text in (
+        ("eu", "You handle refunds.", "Refund order ORD-77812."),
+        ("us", "You route tickets to OPS-2291.", "Escalate WH-4471-B."),
+    ):
+        (tmp_path / folder).mkdir()
+        response = {
+            "id": f"msg_{folder}",
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "text", "text": "On it."}],
+        }
+        request = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 512,
+            "system": system,
+            "messages": [{"role": "user", "content": text}],
+        }
+        paths.append(
+            _write(tmp_path / folder / "requests.jsonl", [request | {"response": response}])
+        )
+
+    def read(path: Path, continued: Continued) -> list[Record]:
+        _, items = detect_format(JsonSource(str(path)), fmt)
+        return list(get_reader(fmt).read(items, str(path), continued))  # type: ignore[call-arg]
+
+    shared = Continued()
+    read(paths[0], shared)
+    assert shared.empty()
+    after = read(paths[1], shared)
+    assert after == read(paths[1], Continued())
+    assert ("requests.jsonl#0/system", "You route tickets to OPS-2291.") in [
+        (r.id, r.text) for r in after if isinstance(r, Message)
+    ]
+
+
+def _without_lines(rows: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
+    """`_rows` without the lines records were read from (a split log has other lines)."""
+    drop = {"conversations": 1, "messages": 4, "tool_calls": 4, "boundaries": 2}
+    return {
+        table: [tuple(v for n, v in enumerate(row) if n != drop.get(table)) for row in got]
+        for table, got in rows.items()
+    }
+
+
+def _logrotated(folder: Path, records: list[dict]) -> Path:
+    """`records` as logrotate leaves them: the oldest in `requests.jsonl.2.gz`, then
+    `requests.jsonl.1`, the newest in `requests.jsonl`."""
+    folder.mkdir()
+    third = len(records) // 3
+    (folder / "requests.jsonl.2.gz").write_bytes(
+        gzip.compress("".join(json.dumps(r) + "\n" for r in records[:third]).encode())
+    )
+    _write(folder / "requests.jsonl.1", records[third : 2 * third])
+    _write(folder / "requests.jsonl", records[2 * third :])
+    return folder
+
+
+@pytest.mark.parametrize("log", ["chat", "anthropic"])
+def test_a_log_without_ids_goes_on_in_the_next_file_logrotate_made(cli, tmp_path, monkeypatch, log):
+    """A proxy log without ids that logrotate split into `requests.jsonl.2.gz`,
+    `requests.jsonl.1` and `requests.jsonl`: a request was chained only to the requests of
+    its own file, so each file began the conversation again, storing the history the client
+    sent once per file (and its tool calls as `call_abc#2`), and an audit saw a compaction
+    apart from what the user typed before it. Read by one command, the files of one rotated
+    log now chain as the one file does, workers reading ahead or not."""
+    from lexkeep.core.ingest import ingest_paths
+
+    if log == "chat":
+        records = _chat_calls()
+    else:
+        records = [json.loads(line) for line in COMPACTED.read_text().splitlines()]
+        for record in records:
+            del record["conversation_id"]
+    whole = _write(tmp_path / "proxy.jsonl", records)
+    logs = _logrotated(tmp_path / "logs", records)
+    assert cli("ingest", whole, "--db", tmp_path / "whole.duckdb").exit_code == 0
+    expected = _without_lines(_rows(tmp_path / "whole.duckdb", {"proxy.jsonl#0": "C"}))
+    ingested = cli("ingest", logs, "--db", tmp_path / "split.duckdb")
+    assert ingested.exit_code == 0, ingested.stderr
+    assert "already stored" not in ingested.stderr
+    renamed = {"requests.jsonl.2#0": "C"}
+    assert _without_lines(_rows(tmp_path / "split.duckdb", renamed)) == expected
+
+    monkeypatch.setenv("LEXKEEP_READ_WORKERS", "2")
+    with Store.open(tmp_path / "ahead.duckdb") as store:
+        ingest_paths(store, [str(logs)], read_ahead_min_bytes=0)
+    assert _without_lines(_rows(tmp_path / "ahead.duckdb", renamed)) == expected
+
+    # The current file written while the rotated copies stayed: they are read again for
+    # what the new requests go on from, not stored again.
+    newest = logs / "requests.jsonl"
+    newest.write_text("")
+    assert cli("ingest", logs, "--db", tmp_path / "grown.duckdb").exit_code == 0
+    _write(newest, records[2 * (len(records) // 3) :])
+    grown = cli("ingest", logs, "--db", tmp_path / "grown.duckdb")
+    assert grown.exit_code == 0, grown.stderr
+    assert "already stored" not in grown.stderr
+    assert _without_lines(_rows(tmp_path / "grown.duckdb", renamed)) == expected
+
+    if log == "anthropic":
+        findings = _findings(cli, logs)
+        assert {f["value"]: f["verdict"] for f in findings} == EXPECTED
+        assert {f["conversation_id"] for f in findings} == {"requests.jsonl.2#0"}

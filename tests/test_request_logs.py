@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES, ingest_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -763,3 +764,104 @@ def test_a_responses_chain_continues_in_a_file_of_a_later_ingest(cli, tmp_path):
         ("resp_1", "Which card?"),
         ("resp_1", "The Visa, and email dana.kim@example.com."),
     ]
+
+
+def _answered_log(path: Path, shape: str, resent: bool) -> Path:
+    """Three requests of one conversation as a proxy logs them (no id), each with the answer
+    as the API gave it (`shape`: `chat` or `anthropic`). The next request sends the answers
+    back as given, or (`resent`) as clients often rewrite them: a Chat Completions answer
+    without its `refusal: null` and `annotations: []`, its text as a text part, an empty
+    string for the content of a tool call's message; a Messages API answer without the
+    `citations: null` the SDK dumps, a one-block text as a plain string."""
+    u0, u1 = _user("Refund order ORD-77812."), _user("Visa")
+    if shape == "chat":
+        call = _call("call_abc", "lookup_order", {"order_id": "ORD-77812"})
+        meta = {"refusal": None, "annotations": []}
+        answers = [
+            {"role": "assistant", "content": None, "tool_calls": [call], **meta},
+            {"role": "assistant", "content": "Which card?", **meta},
+            {"role": "assistant", "content": "Refunded.", **meta},
+        ]
+        result = {"role": "tool", "tool_call_id": "call_abc", "content": "delivered"}
+        again = [
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            _said("Which card?"),
+        ]
+    else:
+        use = {"type": "tool_use", "id": "toolu_1", "name": "lookup_order"}
+        use["input"] = {"order_id": "ORD-77812"}
+        answers = [
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Looking.", "citations": None}, use],
+            },
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Which card?", "citations": None}],
+            },
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Refunded.", "citations": None}],
+            },
+        ]
+        block = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "delivered"}
+        result = {"role": "user", "content": [block]}
+        again = [
+            {"role": "assistant", "content": [{"type": "text", "text": "Looking."}, use]},
+            {"role": "assistant", "content": "Which card?"},
+        ]
+    sent = again if resent else answers[:2]
+    lists = [[u0], [u0, sent[0], result], [u0, sent[0], result, sent[1], u1]]
+    records = []
+    for n, (messages, answer) in enumerate(zip(lists, answers, strict=True)):
+        if shape == "chat":
+            choice = {"index": 0, "message": answer, "finish_reason": "stop"}
+            response = {"id": f"chatcmpl-{n}", "object": "chat.completion", "choices": [choice]}
+        else:
+            response = {"id": f"msg_{n}", "type": "message", **answer, "stop_reason": "end_turn"}
+        records.append({"request": {"model": "m", "messages": messages}, "response": response})
+    return _write(path, records)
+
+
+@pytest.mark.parametrize(
+    ("shape", "fmt"),
+    [("chat", Format.OPENAI), ("anthropic", Format.ANTHROPIC), ("anthropic", Format.OPENAI)],
+)
+def test_an_answer_sent_back_rewritten_is_the_same_message(tmp_path, shape, fmt):
+    """An answer the client sends back as a plain string instead of the blocks it came back
+    as (or the other way round), or without the null and empty keys the API added, was a
+    new message: stored a second time, and its tool call a second time as `call_abc#2`. Read
+    as OpenAI chat or as Anthropic, such a log now reads as the one that sends the answers
+    back as given."""
+    rewritten = _timeline(_answered_log(tmp_path / "rewritten.jsonl", shape, True), fmt)
+    verbatim = _timeline(_answered_log(tmp_path / "verbatim.jsonl", shape, False), fmt)
+    assert rewritten == [(kind, name.replace("verbatim", "rewritten")) for kind, name in verbatim]
+    assert [n for kind, n in rewritten if kind == "ToolCall"] in (["call_abc"], ["toolu_1"])
+    assert len([n for kind, n in rewritten if kind == "message"]) == 5  # the result is none
+
+
+def test_messages_that_differ_in_what_they_say_are_not_made_equal():
+    """What the fingerprints leave out is only what does not change a message: text, its
+    split into blocks, the role and any key with a value still tell messages apart."""
+    from lexkeep.core import read_anthropic, read_openai
+
+    text = {"type": "text", "text": "Which card?"}
+    for message_print in (read_openai.message_print, read_anthropic.message_print):
+        same = message_print({"role": "assistant", "content": "Which card?"})
+        assert same == message_print({"role": "assistant", "content": [text]})
+        assert same == message_print(
+            {"role": "assistant", "content": [{**text, "citations": None}]}
+        )
+        for other in (
+            {"role": "user", "content": "Which card?"},
+            {"role": "assistant", "content": "Which card? "},
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Which "}, {**text, "text": "card?"}],
+            },
+            {"role": "assistant", "content": [text, text]},
+            {"role": "assistant", "content": [{**text, "citations": [{"cited_text": "card"}]}]},
+        ):
+            assert message_print(other) != same, other
+    chat = {"role": "assistant", "content": "Which card?"}
+    assert read_openai.message_print(chat) != read_openai.message_print({**chat, "name": "bot"})
