@@ -77,6 +77,7 @@ POSITIVES = [
     ("card ending in 7447", [("short_number", "7447")]),
     ("the API returned HTTP 503", [("http_status", "503")]),
     ("departing on May 20", [("date_text", "May 20")]),
+    ("account 1234-5678-9012", [("keyed_number", "1234-5678-9012")]),
 ]
 
 
@@ -760,7 +761,7 @@ def test_a_quoted_upper_case_code_stays_an_alnum_code() -> None:
         ("order 112-4567890-1234567 never arrived", "112-4567890-1234567"),
         ("SSN 123-45-6789.", "123-45-6789"),
         ("ISBN 978-3-16-148410-0", "978-3-16-148410-0"),
-        ("ref 1656367028-2 failed", "1656367028-2"),
+        ("job 1656367028-2 failed", "1656367028-2"),
     ],
 )
 def test_a_number_in_groups_joined_by_dashes_is_one_identifier(text: str, value: str) -> None:
@@ -832,3 +833,40 @@ def test_a_code_or_hash_ending_a_sentence_is_still_found() -> None:
         ("alnum_code", "HAT136"),
         ("hex", "9fceb02"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("account 1234-5678-9012", "1234-5678-9012"),
+        ("acct 1234-5678-9012 please", "1234-5678-9012"),
+        ("my account no. 1234-5678-9012.", "1234-5678-9012"),
+        ("ref 1234-5678-9012", "1234-5678-9012"),
+        ("Reference: 1234-5678-9012", "1234-5678-9012"),
+        ("account number is 415-555-0132", "415-555-0132"),  # the word says what it is
+        ("account # 123-456-7890", "123-456-7890"),
+    ],
+)
+def test_a_dashed_number_after_an_account_or_reference_word_is_no_phone(
+    text: str, value: str
+) -> None:
+    assert found(text) == [("keyed_number", value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # 12 digits in groups of four joined by '-' or '.': no phone number in any plan
+        ("use 1234-5678-9012 for it", [("dashed_number", "1234-5678-9012")]),
+        ("the code 1234.5678.9012 failed", []),
+        # without such a word, a phone shape stays a phone
+        ("call 415-555-0132", [("phone", "415-555-0132")]),
+        # a "+" and a country code say phone whatever word is before it
+        ("account phone +1 415-555-0132", [("phone", "+1 415-555-0132")]),
+        # a date is a date after any word
+        ("ref 2024-05-20", [("date_iso", "2024-05-20")]),
+        ("ref lines 1153-1175", []),  # a range
+    ],
+)
+def test_four_four_four_digits_are_no_phone(text: str, expected: list[tuple[str, str]]) -> None:
+    assert found(text) == expected
