@@ -870,3 +870,32 @@ def test_a_dashed_number_after_an_account_or_reference_word_is_no_phone(
 )
 def test_four_four_four_digits_are_no_phone(text: str, expected: list[tuple[str, str]]) -> None:
     assert found(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the order was placed in 2024",
+        "order 1234 placed in 2023",
+        "customer since 1999",
+        "ticket from 2019 to 2021",
+        "the order from March 2024 never came",
+        "order placed in early 2024",
+        "my account dates from 1998",
+    ],
+)
+def test_a_year_after_its_preposition_is_no_short_number(text: str) -> None:
+    assert [v for k, v in found(text) if k == "short_number" and v.startswith(("19", "20"))] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("card ending in 2024", "2024"),  # last four digits that look like a year
+        ("zip 2000", "2000"),  # a postcode (Sydney)
+        ("room 1999 please", "1999"),
+        ("order 1234 placed in 2023", "1234"),
+    ],
+)
+def test_a_number_the_context_word_names_stays_a_short_number(text: str, value: str) -> None:
+    assert found(text) == [("short_number", value)]
