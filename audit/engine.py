@@ -62,10 +62,12 @@ from lexkeep.core.nearmiss import (
     NearMiss,
     bounded_distance,
     candidates,
+    date_near_miss,
     fold,
     grouped_runs,
     is_kept,
     skeleton,
+    textual_date,
     with_grouped,
 )
 from lexkeep.core.store import Store, default_db_path
@@ -858,6 +860,9 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
         for probe in _skeleton_probes(want.skeleton):  # near_probes(value)
             probe_rids.append(rid)
             probes.append(probe)
+        if want.date is not None:
+            probe_rids.append(rid)
+            probes.append(_date_probe(want.date))
     if not probe_rids:
         return {}
     best: dict[int, tuple[NearMiss, _Call]] = {}
@@ -972,6 +977,7 @@ class _Expected:
     skeleton: str
     pieces: tuple[tuple[str, int], ...]  # see _may_be_within
     sizes: frozenset[int]  # see _skeleton_sizes
+    date: tuple[int | None, int, int] | None = None  # core.nearmiss.textual_date
 
     @classmethod
     def of(cls, value: str) -> _Expected:
@@ -981,7 +987,11 @@ class _Expected:
             count = 3 if len(skel) < 12 else 5
             size = len(skel) // count
             pieces = tuple((skel[i * size : (i + 1) * size], i * size) for i in range(count))
-        return cls(value, folded, skel, pieces, _skeleton_sizes(len(skel)))
+        date = textual_date(value) if _DIGIT_IN.search(value) else None
+        return cls(value, folded, skel, pieces, _skeleton_sizes(len(skel)), date)
+
+
+_DIGIT_IN = re.compile("[0-9]")
 
 
 def _value_forms(value: str) -> tuple[str, str]:
@@ -1057,14 +1067,19 @@ def fast_best_near_miss(
     want_len = len(want)
     low, high = 0.5 * want_len, 2.5 * want_len + 4
     sizes = expected.sizes
+    date = expected.date
     for token, t_fold, got in tokens:
-        if want_len and not (low <= len(token) <= high):
-            continue
-        if len(got) not in sizes and t_fold != e_fold:
-            continue  # cannot be a near miss: spare the call
-        miss = _classify(value, e_fold, want, token, t_fold, got, expected.pieces)
+        # A date typed in words may come back as an ISO date (core.nearmiss.classify checks
+        # that right after a case change, which cannot hold for a token of digits).
+        miss = None if date is None else date_near_miss(date, token)
         if miss is None:
-            continue
+            if want_len and not (low <= len(token) <= high):
+                continue
+            if len(got) not in sizes and t_fold != e_fold:
+                continue  # cannot be a near miss: spare the call
+            miss = _classify(value, e_fold, want, token, t_fold, got, expected.pieces)
+            if miss is None:
+                continue
         key = (_RANK[miss.difference], miss.distance)
         if key < best_key:
             best, best_key = miss, key
@@ -1076,6 +1091,7 @@ def fast_best_near_miss(
 _RANK = {
     Difference.CASE: 0,
     Difference.SEPARATOR: 1,
+    Difference.DATE: 1,
     Difference.TRUNCATED: 2,
     Difference.EXTENDED: 2,
     Difference.EDIT: 3,
@@ -1124,9 +1140,19 @@ def near_probes(value: str) -> list[str]:
     They are matched against the lower-cased argument text with the same separators removed.
     A case or separator change keeps every piece; a truncation or extension keeps the head or
     the tail (at least 60% of the value); an edit distance of 1 (6-11 characters) or 2 (12+)
-    touches at most 2 or 4 adjacent pieces of 3 or 5 non-overlapping ones.
+    touches at most 2 or 4 adjacent pieces of 3 or 5 non-overlapping ones. A date typed in
+    words also gets its ISO form (see `_date_probe`).
     """
-    return _skeleton_probes(_value_forms(value)[1])
+    probes = _skeleton_probes(_value_forms(value)[1])
+    date = textual_date(value)
+    return probes if date is None else [*probes, _date_probe(date)]
+
+
+def _date_probe(date: tuple[int | None, int, int]) -> str:
+    """A date typed in words as its ISO date folded (20250305), or its month and day (0305)
+    when no year was typed: a DATE near miss holds it."""
+    year, month, day = date
+    return ("" if year is None else f"{year:04d}") + f"{month:02d}{day:02d}"
 
 
 def _skeleton_probes(skel: str) -> list[str]:

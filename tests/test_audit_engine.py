@@ -580,3 +580,34 @@ def test_a_reformatted_phone_number_is_a_separator_change(store, value, argument
         "separator",
         0,
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "argument", "found"),
+    [
+        ("March 5, 2025", {"date": "2025-03-05"}, "2025-03-05"),
+        ("May 20", {"flight": "HAT136", "date": "2024-05-20"}, "2024-05-20"),
+        ("20th May 2024", {"at": "2024-05-20T09:00:00Z"}, "2024-05-20T09:00:00Z"),
+    ],
+)
+def test_a_textual_date_rewritten_as_an_iso_date_is_altered(store, value, argument, found):
+    t = Timeline(store)
+    t.user("m1", ("date_text", value))
+    t.boundary("b1")
+    line = t.call("k1", argument)
+    t.save()
+    finding = run(store).findings[0]
+    assert finding.verdict.value == "altered"
+    evidence = finding.evidence
+    assert (evidence.found, evidence.difference, evidence.distance) == (found, "date", 0)
+    assert (evidence.call_id, evidence.source.line) == ("k1", line)
+
+
+def test_a_textual_date_kept_verbatim_is_kept_and_another_date_is_missing(store):
+    t = Timeline(store)
+    t.user("m1", ("date_text", "March 5, 2025"), ("date_text", "June 30"))
+    t.boundary("b1")
+    t.call("k1", {"note": "due March 5, 2025", "date": "2025-03-05"})
+    t.call("k2", {"date": "2025-07-30"})
+    t.save()
+    assert verdicts(run(store)) == {"March 5, 2025": "kept", "June 30": "missing"}

@@ -1381,3 +1381,33 @@ def test_a_bare_password_after_its_word_is_audited(cli, tmp_path):
     text = "Log in as tech_guru, my password is securePass123."
     got = _audit_user_text(cli, tmp_path, text, {"user": "tech_guru", "password": "pass123"})
     assert ("keyed_code", "securePass123", "missing") in got
+
+
+def test_a_date_typed_in_words_and_sent_as_an_iso_date_is_altered(cli, tmp_path):
+    """The user types "March 5, 2025"; after the compaction the agent books 2025-03-05: the
+    date survived, the string did not, so it is altered with the ISO date as evidence."""
+    lines = [
+        {"type": "conversation", "id": "c1"},
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user",
+         "text": "Please move my appointment to March 5, 2025 in the afternoon."},
+        {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "rebooking"},
+        {"type": "message", "id": "m2", "conversation_id": "c1", "role": "assistant",
+         "text": "Booking it."},
+        {"type": "tool_call", "id": "k1", "conversation_id": "c1", "message_id": "m2",
+         "name": "book", "arguments": json.dumps({"date": "2025-03-05", "slot": "pm"})},
+    ]  # fmt: skip
+    trace = tmp_path / "date.jsonl"
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = ok(cli("audit", trace, "--format", "json"), 1)
+    (finding,) = json.loads(result.stdout)["findings"]
+    assert (finding["kind"], finding["value"], finding["verdict"]) == (
+        "date_text",
+        "March 5, 2025",
+        "altered",
+    )
+    evidence = finding["evidence"]
+    assert (evidence["found"], evidence["difference"], evidence["line"]) == (
+        "2025-03-05",
+        "date",
+        5,
+    )
