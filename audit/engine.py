@@ -451,14 +451,59 @@ def _with_unknown_records(report: AuditReport, counts: Sequence[FileCounts]) -> 
         return report
     total = sum(c.skipped["unknown_type"] for c in files)
     first = files[0]
-    # FILE:LINE of its first such record, so it can be opened
-    where = first.path + (f":{first.unknown_type_line}" if first.unknown_type_line else "")
-    note = (
-        f"{total} record(s) of a type their file's reader does not know were skipped"
-        f" (unknown_type) in {len(files)} file(s) (first: {where}, read as {first.format});"
-        " whatever they held is not in this audit"
+    note = _unknown_records_note(
+        total, len(files), first.path, first.unknown_type_line, first.format
     )
     return dataclasses.replace(report, notes=(*report.notes, note))
+
+
+def _unknown_records_note(total: int, files: int, path: str, line: int | None, fmt: str) -> str:
+    """The note on `total` records of an unknown type in `files` files, the first in `path`
+    at `line` (FILE:LINE, so it can be opened), read as `fmt`."""
+    where = path + (f":{line}" if line else "")
+    return (
+        f"{total} record(s) of a type their file's reader does not know were skipped"
+        f" (unknown_type) in {files} file(s) (first: {where}, read as {fmt});"
+        " whatever they held is not in this audit"
+    )
+
+
+# Each input's latest ingest_runs row (its count covers the whole file read so far; every
+# standard input is an input of its own), in the order the inputs were first ingested.
+_STORED_UNKNOWN_SQL = """
+SELECT path, format, {columns}
+FROM ingest_runs
+QUALIFY path = '-' OR row_number() OVER (PARTITION BY path ORDER BY id DESC) = 1
+ORDER BY min(id) OVER (PARTITION BY path), id
+"""
+
+
+def _stored_unknown_records(store: Store, shown: Mapping[str, str]) -> list[str]:
+    """The notes `audit FILE` gives on records of an unknown type (_with_unknown_records),
+    from what ingest kept of them (migration 005), and one on the files it kept nothing of
+    (ingested by an older lexkeep, or a store not migrated since): whether they held any is
+    not known."""
+    have = {name for name, _ in store.columns("ingest_runs")}
+    columns = (
+        "unknown_types, first_unknown_type_line"
+        if {"unknown_types", "first_unknown_type_line"} <= have
+        else "NULL, NULL"
+    )
+    rows = store.con.execute(_STORED_UNKNOWN_SQL.format(columns=columns)).fetchall()
+    notes = []
+    found = [row for row in rows if row[2]]
+    if found:
+        path, fmt, _, line = found[0]
+        total = sum(row[2] for row in found)
+        notes.append(_unknown_records_note(total, len(found), shown[path], line, fmt))
+    not_known = [row for row in rows if row[2] is None]
+    if not_known:
+        notes.append(
+            f"whether {len(not_known)} file(s) held records of a type their reader does not"
+            f" know is not known (first: {shown[not_known[0][0]]}): they were ingested before"
+            " lexkeep kept that count; ingest them into a new store to count them"
+        )
+    return notes
 
 
 def _no_traces(paths: Sequence[str], files: int, empty: int = 0, writing: int = 0) -> InputError:
@@ -591,9 +636,11 @@ def _audit_store(
         # the others (tool results, other messages) it never reads.
         conflicts = left_out(store, read=True)
         unread_conflicts = left_out(store, read=False)
+        # An audit of files says this from its own reading of them (_with_unknown_records).
+        unknown = None if of_files else _stored_unknown_records(store, shown)
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_audit_ids")
-    return build_report(
+    report = build_report(
         findings,
         conv_rows,
         total,
@@ -609,6 +656,9 @@ def _audit_store(
         left_out_unread=unread_conflicts,
         of_files=of_files,
     )
+    if unknown:
+        report = dataclasses.replace(report, notes=(*report.notes, *unknown))
+    return report
 
 
 def _audit_batch(store: Store, lo: int, hi: int, shown: Mapping[str, str]) -> list[tuple[Any, ...]]:

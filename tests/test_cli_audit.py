@@ -1411,3 +1411,57 @@ def test_a_date_typed_in_words_and_sent_as_an_iso_date_is_altered(cli, tmp_path)
         "date",
         5,
     )
+
+
+def _unknown_notes(stdout: str) -> list[str]:
+    return [n for n in json.loads(stdout)["notes"] if "unknown_type" in n or "not known" in n]
+
+
+def test_audit_of_a_store_names_records_of_an_unknown_type_as_audit_of_files_does(cli, tmp_path):
+    """`audit --db` says what `audit FILE` says of records their reader does not know: how
+    many, in how many files, the first FILE:LINE and its format; a grown file's count covers
+    the lines read before it grew."""
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    typo = tmp_path / "typo.jsonl"
+    typo.write_text("".join(lines).replace('"type":"compaction"', '"type":"compation"'))
+    db = tmp_path / "store.duckdb"
+    ok(cli("ingest", typo, "--db", db), 0)
+    of_files = _unknown_notes(ok(cli("audit", typo, "--format", "json"), 0).stdout)
+    at = next(i for i, t in enumerate(lines, 1) if '"type":"compaction"' in t)
+    assert len(of_files) == 1 and f"first: {typo}:{at}, read as lexkeep" in of_files[0]
+    assert _unknown_notes(ok(cli("audit", "--db", db, "--format", "json"), 0).stdout) == of_files
+    # The file grows by a further unknown record: only the new lines are read, the count
+    # still covers the whole file.
+    with typo.open("a") as out:
+        out.write('{"type":"annotation","conversation_id":"support-4471","text":"x"}\n')
+    ok(cli("ingest", typo, "--db", db), 0)
+    of_files = _unknown_notes(ok(cli("audit", typo, "--format", "json"), 0).stdout)
+    assert len(of_files) == 1 and of_files[0].startswith("2 record(s)")
+    assert _unknown_notes(ok(cli("audit", "--db", db, "--format", "json"), 0).stdout) == of_files
+    # A clean store says nothing of them.
+    clean = tmp_path / "clean.duckdb"
+    ok(cli("ingest", INVOICE, "--db", clean), 0)
+    assert _unknown_notes(ok(cli("audit", "--db", clean, "--format", "json"), 1).stdout) == []
+
+
+def test_audit_of_a_store_from_before_the_count_says_it_is_not_known(cli, tmp_path):
+    """A store written before ingest kept the count of unknown records (schema 4) opens as
+    before, and its audit says plainly that whether its files held any is not known."""
+    db = tmp_path / "old.duckdb"
+    ok(cli("ingest", INVOICE, "--db", db), 0)
+    with Store.open(db) as store:  # back to schema 4: the columns and the migration go
+        store.con.execute("ALTER TABLE ingest_runs DROP COLUMN unknown_types")
+        store.con.execute("ALTER TABLE ingest_runs DROP COLUMN first_unknown_type_line")
+        store.con.execute("DELETE FROM schema_migrations WHERE version = 5")
+    notes = _unknown_notes(ok(cli("audit", "--db", db, "--format", "json"), 1).stdout)
+    assert len(notes) == 1
+    assert notes[0].startswith("whether 1 file(s) held records of a type")
+    assert f"(first: {INVOICE.resolve()})" in notes[0] or "(first: " in notes[0]
+    # Ingesting into it migrates it: the old file stays not known, a new one is counted.
+    typo = tmp_path / "typo.jsonl"
+    typo.write_text(INVOICE.read_text().replace('"type":"compaction"', '"type":"compation"'))
+    ok(cli("ingest", typo, "--db", db), 0)
+    notes = _unknown_notes(ok(cli("audit", "--db", db, "--format", "json"), 1).stdout)
+    assert len(notes) == 2
+    assert notes[0].startswith("1 record(s) of a type their file's reader does not know")
+    assert notes[1].startswith("whether 1 file(s) held records of a type")
