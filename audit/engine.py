@@ -3,7 +3,8 @@
 Semantics (DESIGN.md "The audit", issue 4): in every conversation with at least one boundary,
 each sidecar identifier of a real user message is audited once, at the first boundary after
 the message. The evidence is every tool call after that boundary. A value is *kept* when a
-decoded argument string holds it with no letter or digit directly around it, *altered* when
+decoded argument string holds it with no letter or digit directly around it (for a value
+shaped like a key name, `cycle_id`, an object key of the arguments too), *altered* when
 only a near miss is found, *missing* otherwise (*unverified* instead of missing when the
 message's identifier scan ran out of time).
 
@@ -871,6 +872,7 @@ def _first_kept(store: Store, op: str, batch: _Batch) -> dict[int, _Call]:
     """rid -> the first call (after: op '>', before: op '<') that keeps the value verbatim."""
     found: dict[int, _Call] = {}
     leaves: dict[str, list[str]] = {}  # one decode per call, shared by identifiers
+    keys: dict[str, list[str]] = {}  # the same for object keys, decoded when first asked
     conversation = None
     for rid, call_id, name, raw, kind, file, line, sure in _stream(
         store.con.execute(_FIRST_SQL.replace("{op}", op), {"lo": batch.lo, "hi": batch.hi})
@@ -882,12 +884,19 @@ def _first_kept(store: Store, op: str, batch: _Batch) -> dict[int, _Call]:
             if row[1] != conversation:  # rows come conversation by conversation
                 conversation = row[1]
                 leaves.clear()
+                keys.clear()
             got = leaves.get(call_id)
             if got is None:
                 got = leaves[call_id] = decode_arguments(raw, kind)
             value = row[4]
             if not any(is_kept(value, leaf) for leaf in got):
-                continue
+                if not is_key_name(value):
+                    continue
+                names = keys.get(call_id)
+                if names is None:
+                    names = keys[call_id] = decode_keys(raw, kind)
+                if not any(is_kept(value, name) for name in names):
+                    continue
         found[rid] = (call_id, name, file, line)
     return found
 
@@ -1301,6 +1310,41 @@ def _findings(
 
 
 # -- argument decoding ------------------------------------------------------------------------
+
+
+# A value shaped like a key name: snake_case or SCREAMING_SNAKE (letters or digits joined by
+# '_'), or camelCase (a lower-case start, then a capital): `cycle_id`, `MAX_RETRIES`, `cycleId`.
+_KEY_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+")
+
+
+def is_key_name(value: str) -> bool:
+    """Whether `value` is shaped like a key name (snake_case, SCREAMING_SNAKE, camelCase):
+    only such values are also looked for among the object keys of tool arguments."""
+    return len(value) <= 128 and _KEY_NAME.fullmatch(value) is not None
+
+
+def decode_keys(raw: str, kind: str) -> list[str]:
+    """The object keys of a tool call's JSON arguments, at every depth (none for free text
+    or invalid JSON, whose raw text decode_arguments gives whole)."""
+    if kind == ArgumentsKind.FREEFORM:
+        return []
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            value = json.loads(raw, parse_int=str, parse_float=str, parse_constant=str)
+        except (ValueError, RecursionError):
+            return []
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            out.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out
 
 
 def decode_arguments(raw: str, kind: str) -> list[str]:
