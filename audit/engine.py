@@ -3,7 +3,8 @@
 Semantics (DESIGN.md "The audit", issue 4): in every conversation with at least one boundary,
 each sidecar identifier of a real user message is audited once, at the first boundary after
 the message. The evidence is every tool call after that boundary. A value is *kept* when a
-decoded argument string holds it with no letter or digit directly around it, *altered* when
+decoded argument string holds it with no letter or digit directly around it (for a value
+shaped like a key name, `cycle_id`, an object key of the arguments too), *altered* when
 only a near miss is found, *missing* otherwise (*unverified* instead of missing when the
 message's identifier scan ran out of time).
 
@@ -62,10 +63,12 @@ from lexkeep.core.nearmiss import (
     NearMiss,
     bounded_distance,
     candidates,
+    date_near_miss,
     fold,
     grouped_runs,
     is_kept,
     skeleton,
+    textual_date,
     with_grouped,
 )
 from lexkeep.core.store import Store, default_db_path
@@ -449,14 +452,59 @@ def _with_unknown_records(report: AuditReport, counts: Sequence[FileCounts]) -> 
         return report
     total = sum(c.skipped["unknown_type"] for c in files)
     first = files[0]
-    # FILE:LINE of its first such record, so it can be opened
-    where = first.path + (f":{first.unknown_type_line}" if first.unknown_type_line else "")
-    note = (
-        f"{total} record(s) of a type their file's reader does not know were skipped"
-        f" (unknown_type) in {len(files)} file(s) (first: {where}, read as {first.format});"
-        " whatever they held is not in this audit"
+    note = _unknown_records_note(
+        total, len(files), first.path, first.unknown_type_line, first.format
     )
     return dataclasses.replace(report, notes=(*report.notes, note))
+
+
+def _unknown_records_note(total: int, files: int, path: str, line: int | None, fmt: str) -> str:
+    """The note on `total` records of an unknown type in `files` files, the first in `path`
+    at `line` (FILE:LINE, so it can be opened), read as `fmt`."""
+    where = path + (f":{line}" if line else "")
+    return (
+        f"{total} record(s) of a type their file's reader does not know were skipped"
+        f" (unknown_type) in {files} file(s) (first: {where}, read as {fmt});"
+        " whatever they held is not in this audit"
+    )
+
+
+# Each input's latest ingest_runs row (its count covers the whole file read so far; every
+# standard input is an input of its own), in the order the inputs were first ingested.
+_STORED_UNKNOWN_SQL = """
+SELECT path, format, {columns}
+FROM ingest_runs
+QUALIFY path = '-' OR row_number() OVER (PARTITION BY path ORDER BY id DESC) = 1
+ORDER BY min(id) OVER (PARTITION BY path), id
+"""
+
+
+def _stored_unknown_records(store: Store, shown: Mapping[str, str]) -> list[str]:
+    """The notes `audit FILE` gives on records of an unknown type (_with_unknown_records),
+    from what ingest kept of them (migration 005), and one on the files it kept nothing of
+    (ingested by an older lexkeep, or a store not migrated since): whether they held any is
+    not known."""
+    have = {name for name, _ in store.columns("ingest_runs")}
+    columns = (
+        "unknown_types, first_unknown_type_line"
+        if {"unknown_types", "first_unknown_type_line"} <= have
+        else "NULL, NULL"
+    )
+    rows = store.con.execute(_STORED_UNKNOWN_SQL.format(columns=columns)).fetchall()
+    notes = []
+    found = [row for row in rows if row[2]]
+    if found:
+        path, fmt, _, line = found[0]
+        total = sum(row[2] for row in found)
+        notes.append(_unknown_records_note(total, len(found), shown[path], line, fmt))
+    not_known = [row for row in rows if row[2] is None]
+    if not_known:
+        notes.append(
+            f"whether {len(not_known)} file(s) held records of a type their reader does not"
+            f" know is not known (first: {shown[not_known[0][0]]}): they were ingested before"
+            " lexkeep kept that count; ingest them into a new store to count them"
+        )
+    return notes
 
 
 def _no_traces(paths: Sequence[str], files: int, empty: int = 0, writing: int = 0) -> InputError:
@@ -589,9 +637,11 @@ def _audit_store(
         # the others (tool results, other messages) it never reads.
         conflicts = left_out(store, read=True)
         unread_conflicts = left_out(store, read=False)
+        # An audit of files says this from its own reading of them (_with_unknown_records).
+        unknown = None if of_files else _stored_unknown_records(store, shown)
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_audit_ids")
-    return build_report(
+    report = build_report(
         findings,
         conv_rows,
         total,
@@ -607,6 +657,9 @@ def _audit_store(
         left_out_unread=unread_conflicts,
         of_files=of_files,
     )
+    if unknown:
+        report = dataclasses.replace(report, notes=(*report.notes, *unknown))
+    return report
 
 
 def _audit_batch(store: Store, lo: int, hi: int, shown: Mapping[str, str]) -> list[tuple[Any, ...]]:
@@ -819,6 +872,7 @@ def _first_kept(store: Store, op: str, batch: _Batch) -> dict[int, _Call]:
     """rid -> the first call (after: op '>', before: op '<') that keeps the value verbatim."""
     found: dict[int, _Call] = {}
     leaves: dict[str, list[str]] = {}  # one decode per call, shared by identifiers
+    keys: dict[str, list[str]] = {}  # the same for object keys, decoded when first asked
     conversation = None
     for rid, call_id, name, raw, kind, file, line, sure in _stream(
         store.con.execute(_FIRST_SQL.replace("{op}", op), {"lo": batch.lo, "hi": batch.hi})
@@ -830,12 +884,19 @@ def _first_kept(store: Store, op: str, batch: _Batch) -> dict[int, _Call]:
             if row[1] != conversation:  # rows come conversation by conversation
                 conversation = row[1]
                 leaves.clear()
+                keys.clear()
             got = leaves.get(call_id)
             if got is None:
                 got = leaves[call_id] = decode_arguments(raw, kind)
             value = row[4]
             if not any(is_kept(value, leaf) for leaf in got):
-                continue
+                if not is_key_name(value):
+                    continue
+                names = keys.get(call_id)
+                if names is None:
+                    names = keys[call_id] = decode_keys(raw, kind)
+                if not any(is_kept(value, name) for name in names):
+                    continue
         found[rid] = (call_id, name, file, line)
     return found
 
@@ -858,6 +919,9 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
         for probe in _skeleton_probes(want.skeleton):  # near_probes(value)
             probe_rids.append(rid)
             probes.append(probe)
+        if want.date is not None:
+            probe_rids.append(rid)
+            probes.append(_date_probe(want.date))
     if not probe_rids:
         return {}
     best: dict[int, tuple[NearMiss, _Call]] = {}
@@ -976,6 +1040,7 @@ class _Expected:
     skeleton: str
     pieces: tuple[tuple[str, int], ...]  # see _may_be_within
     sizes: frozenset[int]  # see _skeleton_sizes
+    date: tuple[int | None, int, int] | None = None  # core.nearmiss.textual_date
 
     @classmethod
     def of(cls, value: str) -> _Expected:
@@ -985,7 +1050,11 @@ class _Expected:
             count = 3 if len(skel) < 12 else 5
             size = len(skel) // count
             pieces = tuple((skel[i * size : (i + 1) * size], i * size) for i in range(count))
-        return cls(value, folded, skel, pieces, _skeleton_sizes(len(skel)))
+        date = textual_date(value) if _DIGIT_IN.search(value) else None
+        return cls(value, folded, skel, pieces, _skeleton_sizes(len(skel)), date)
+
+
+_DIGIT_IN = re.compile("[0-9]")
 
 
 def _value_forms(value: str) -> tuple[str, str]:
@@ -1061,14 +1130,19 @@ def fast_best_near_miss(
     want_len = len(want)
     low, high = 0.5 * want_len, 2.5 * want_len + 4
     sizes = expected.sizes
+    date = expected.date
     for token, t_fold, got in tokens:
-        if want_len and not (low <= len(token) <= high):
-            continue
-        if len(got) not in sizes and t_fold != e_fold:
-            continue  # cannot be a near miss: spare the call
-        miss = _classify(value, e_fold, want, token, t_fold, got, expected.pieces)
+        # A date typed in words may come back as an ISO date (core.nearmiss.classify checks
+        # that right after a case change, which cannot hold for a token of digits).
+        miss = None if date is None else date_near_miss(date, token)
         if miss is None:
-            continue
+            if want_len and not (low <= len(token) <= high):
+                continue
+            if len(got) not in sizes and t_fold != e_fold:
+                continue  # cannot be a near miss: spare the call
+            miss = _classify(value, e_fold, want, token, t_fold, got, expected.pieces)
+            if miss is None:
+                continue
         key = (_RANK[miss.difference], miss.distance)
         if key < best_key:
             best, best_key = miss, key
@@ -1080,6 +1154,7 @@ def fast_best_near_miss(
 _RANK = {
     Difference.CASE: 0,
     Difference.SEPARATOR: 1,
+    Difference.DATE: 1,
     Difference.TRUNCATED: 2,
     Difference.EXTENDED: 2,
     Difference.EDIT: 3,
@@ -1128,9 +1203,19 @@ def near_probes(value: str) -> list[str]:
     They are matched against the lower-cased argument text with the same separators removed.
     A case or separator change keeps every piece; a truncation or extension keeps the head or
     the tail (at least 60% of the value); an edit distance of 1 (6-11 characters) or 2 (12+)
-    touches at most 2 or 4 adjacent pieces of 3 or 5 non-overlapping ones.
+    touches at most 2 or 4 adjacent pieces of 3 or 5 non-overlapping ones. A date typed in
+    words also gets its ISO form (see `_date_probe`).
     """
-    return _skeleton_probes(_value_forms(value)[1])
+    probes = _skeleton_probes(_value_forms(value)[1])
+    date = textual_date(value)
+    return probes if date is None else [*probes, _date_probe(date)]
+
+
+def _date_probe(date: tuple[int | None, int, int]) -> str:
+    """A date typed in words as its ISO date folded (20250305), or its month and day (0305)
+    when no year was typed: a DATE near miss holds it."""
+    year, month, day = date
+    return ("" if year is None else f"{year:04d}") + f"{month:02d}{day:02d}"
 
 
 def _skeleton_probes(skel: str) -> list[str]:
@@ -1229,6 +1314,41 @@ def _findings(
 
 
 # -- argument decoding ------------------------------------------------------------------------
+
+
+# A value shaped like a key name: snake_case or SCREAMING_SNAKE (letters or digits joined by
+# '_'), or camelCase (a lower-case start, then a capital): `cycle_id`, `MAX_RETRIES`, `cycleId`.
+_KEY_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+")
+
+
+def is_key_name(value: str) -> bool:
+    """Whether `value` is shaped like a key name (snake_case, SCREAMING_SNAKE, camelCase):
+    only such values are also looked for among the object keys of tool arguments."""
+    return len(value) <= 128 and _KEY_NAME.fullmatch(value) is not None
+
+
+def decode_keys(raw: str, kind: str) -> list[str]:
+    """The object keys of a tool call's JSON arguments, at every depth (none for free text
+    or invalid JSON, whose raw text decode_arguments gives whole)."""
+    if kind == ArgumentsKind.FREEFORM:
+        return []
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            value = json.loads(raw, parse_int=str, parse_float=str, parse_constant=str)
+        except (ValueError, RecursionError):
+            return []
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            out.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out
 
 
 def decode_arguments(raw: str, kind: str) -> list[str]:

@@ -62,7 +62,7 @@ class Evidence:
     tool: str
     found: str  # the exact value for kept; the altered value for altered
     source: Source
-    difference: str | None = None  # case | separator | truncated | extended | edit
+    difference: str | None = None  # case | separator | truncated | extended | edit | date
     distance: int | None = None
 
 

@@ -32,6 +32,7 @@ GUARD_SCHEMA_VERSION = 1
 _RANK = {
     Difference.CASE: 0,
     Difference.SEPARATOR: 1,
+    Difference.DATE: 1,
     Difference.TRUNCATED: 2,
     Difference.EXTENDED: 2,
     Difference.EDIT: 3,

@@ -33,6 +33,7 @@ from lexkeep.core.rules import PLAIN_ENGINE_MAX, WALL_SLACK, Kind, RuleSet, defa
 __all__ = ["extract", "extract_many", "passes_prefilter", "prepare", "scan_kind"]
 
 _DIGIT = regex.compile(r"[0-9]")
+_DIGIT_GROUPS = re.compile("[0-9]+")
 # Texts up to this long ask the compiled selector (core.prefilter) which kinds to run, and
 # those run over the whole text; longer texts are scanned in windows around triggers.
 SELECT_TEXT_MAX = 512
@@ -1261,6 +1262,9 @@ _VALIDATE: dict[str, Any] = {
     "not_range": lambda value: not _is_range(value),
     # E.164: a phone number holds at most 15 digits, country code included; 8 at least here.
     "phone_digits": lambda value: 8 <= sum(map(value.count, "0123456789")) <= 15,
+    # No numbering plan writes 12 digits as three groups of four (1234-5678-9012): that is
+    # an account or reference number, never a phone.
+    "phone_groups": lambda value: [len(g) for g in _DIGIT_GROUPS.findall(value)] != [4, 4, 4],
 }
 
 

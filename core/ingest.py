@@ -684,6 +684,10 @@ _INGEST_RUN_COLUMNS = (
     ("tool_calls", "INTEGER"),
     ("boundaries", "INTEGER"),
     ("skipped", "INTEGER"),
+    # Records of a type the reader does not know in the whole file read so far, and the
+    # first one's line (migration 005): NULL when not known.
+    ("unknown_types", "BIGINT"),
+    ("first_unknown_type_line", "BIGINT"),
 )
 # Times span every record stored (least / greatest skip NULLs): a later file or an append may
 # hold an earlier time than the store had, e.g. a resumed session's copied lines.
@@ -1010,7 +1014,8 @@ class _Batch:
         if not keys:
             return
         rows = self.con.execute(
-            "SELECT path, bytes_consumed, lines_consumed, sha256, format FROM ingest_runs"
+            "SELECT path, bytes_consumed, lines_consumed, sha256, format, unknown_types,"
+            " first_unknown_type_line FROM ingest_runs"
             " WHERE path IN (SELECT unnest(?))"
             " QUALIFY row_number() OVER (PARTITION BY path ORDER BY id DESC) = 1",
             [keys],
@@ -1029,7 +1034,8 @@ class _Batch:
     def record_ingest(self, key: str, row: tuple[Any, ...]) -> int:
         """Stage one file's ingest_runs row (see finish); its index, for its error rows."""
         self.ingest_runs.append((key, *row))
-        self.previous[key] = (row[1], row[2], row[0], row[3])  # a second copy is unchanged
+        # A second copy is unchanged (or goes on from this read).
+        self.previous[key] = (row[1], row[2], row[0], row[3], row[9], row[10])
         return len(self.ingest_runs) - 1
 
     def conversation(self, fmt: Format, conv: str, src: Source, record: Any) -> None:
@@ -2067,6 +2073,7 @@ def _ingest_one(
             state.tool_calls,
             state.boundaries,
             sum(state.skipped.values()),
+            *_unknown_types(state, prev if skip_lines else None),
         ),
     )
     if prev is not None and path != "-":
@@ -2099,6 +2106,20 @@ def _ingest_one(
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
+def _unknown_types(state: _FileIngest, prev: tuple[Any, ...] | None) -> tuple[Any, Any]:
+    """The ingest_runs (unknown_types, first_unknown_type_line) of a file read by `state`:
+    over the whole file read so far. `prev`: the file's latest row when this read goes on
+    from where it stopped (a grown file), else None. Not known (None, None) when that row's
+    are not (written before ingest kept them)."""
+    count = state.skipped.get("unknown_type", 0)
+    first = state.unknown_type_line
+    if prev is None:
+        return count, first
+    if prev[4] is None:
+        return None, None
+    return prev[4] + count, prev[5] if prev[5] is not None else first
+
+
 def _holds_nothing_now(batch: _Batch, key: str, prev: tuple[Any, ...] | None) -> None:
     """A file ingested before (`prev`: its latest ingest_runs row) holds nothing to read now:
     emptied, rewritten as something that is no trace, or its first line or value still being
@@ -2114,7 +2135,7 @@ def _holds_nothing_now(batch: _Batch, key: str, prev: tuple[Any, ...] | None) ->
         return
     batch.reread.append((key, 0))
     if prev[0]:
-        batch.record_ingest(key, (_EMPTY_SHA256, 0, 0, prev[3], 0, 0, 0, 0, 0))
+        batch.record_ingest(key, (_EMPTY_SHA256, 0, 0, prev[3], 0, 0, 0, 0, 0, 0, None))
 
 
 def _fast_stage(
@@ -2161,8 +2182,9 @@ def _fast_write(
         return None
     (run_id,) = batch.con.execute(
         "INSERT INTO ingest_runs (path, sha256, bytes_consumed, lines_consumed, format,"
-        " conversations, messages, tool_calls, boundaries, skipped)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        " conversations, messages, tool_calls, boundaries, skipped, unknown_types,"
+        " first_unknown_type_line)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         [
             key,
             got.sha256,
@@ -2174,6 +2196,8 @@ def _fast_write(
             got.tool_calls,
             got.boundaries,
             sum(got.skipped.values()),
+            got.skipped.get("unknown_type", 0),  # a file never ingested before: read whole
+            got.unknown_type_line,
         ],
     ).fetchone()
     if got.left_out:

@@ -3,12 +3,14 @@
 The verbatim check never uses normalised forms: a value is *kept* in a text only when the
 exact characters occur with no letter or digit directly before or after them. Only when that
 fails do we compute side forms (`fold`, `skeleton`) to explain what changed: the case, the
-separators, a truncation or extension, or a small edit.
+separators, a truncation or extension, or a small edit; and for a date the user wrote in
+words (`March 5, 2025`), the same calendar date written as an ISO date (`2025-03-05`).
 """
 
 from __future__ import annotations
 
 import bisect
+import calendar
 import functools
 import itertools
 import re
@@ -56,6 +58,7 @@ class Difference(StrEnum):
     TRUNCATED = "truncated"  # the found value is a cut-down version
     EXTENDED = "extended"  # the found value has extra characters at one end
     EDIT = "edit"  # a small edit (Damerau-Levenshtein 1 for 6-11 chars, 2 for 12+)
+    DATE = "date"  # a date typed in words, written as an ISO date (2025-03-05 for March 5, 2025)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,12 +161,66 @@ def bounded_distance(a: str, b: str, limit: int) -> int:
     return min(best, limit + 1)
 
 
+# A date in words, as the date_text kind finds it: a month name and a day, either way round,
+# maybe a year ("March 5, 2025", "Mar. 9", "20th May 2024", "3rd of Nov").
+_MONTH = (
+    r"(?P<{g}>jan|january|feb|february|mar|march|apr|april|may|jun|june|jul|july|aug|august"
+    r"|sep|sept|september|oct|october|nov|november|dec|december)\.?"
+)
+_TEXTUAL_DATE = re.compile(
+    r"(?:" + _MONTH.format(g="m1") + r"\s+(?P<d1>[0-9]{1,2})(?:st|nd|rd|th)?"
+    r"|(?P<d2>[0-9]{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH.format(g="m2") + r")"
+    r"(?:,?\s+(?P<y>[0-9]{4}))?",
+    re.IGNORECASE,
+)
+# An ISO date at the start of a token, the whole token or a timestamp's date: 2025-03-05,
+# 2025-03-05T10:30:00Z (not 2025-03-05-7, a code that starts with a date).
+_ISO_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})(?:T[0-9][0-9:.+\-Z]*)?")
+
+
+@functools.lru_cache(maxsize=4096)
+def textual_date(value: str) -> tuple[int | None, int, int] | None:
+    """(year or None, month, day) when all of `value` is a date written with a month name
+    (`March 5, 2025`, `Sept 1`, `20th May 2024`), else None."""
+    match = _TEXTUAL_DATE.fullmatch(value.strip())
+    if match is None:
+        return None
+    name = (match["m1"] or match["m2"]).lower()[:3]
+    month = _MONTHS[name]
+    day = int(match["d1"] or match["d2"])
+    year = int(match["y"]) if match["y"] else None
+    # 2024 is a leap year: a day that no year has (April 31, February 30) is no date.
+    if not 1 <= day <= calendar.monthrange(year or 2024, month)[1]:
+        return None
+    return year, month, day
+
+
+_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name}
+
+
+def date_near_miss(date: tuple[int | None, int, int], token: str) -> NearMiss | None:
+    """A DATE near miss when `token` is `date` written as an ISO date or timestamp (any year
+    when `date` has none), else None."""
+    match = _ISO_DATE.fullmatch(token)
+    if match is None:
+        return None
+    year, month, day = date
+    if int(match[2]) != month or int(match[3]) != day:
+        return None
+    if year is not None and int(match[1]) != year:
+        return None
+    return NearMiss(token, Difference.DATE, 0)
+
+
 def classify(expected: str, found: str) -> NearMiss | None:
     """How `found` differs from `expected`, or None when it is not a near miss (or is equal)."""
     if expected == found:
         return None
     if fold(expected) == fold(found):
         return NearMiss(found, Difference.CASE, 0)
+    date = textual_date(expected)
+    if date is not None and (miss := date_near_miss(date, found)) is not None:
+        return miss
     want, got = skeleton(expected), skeleton(found)
     if not want or not got:
         return None
@@ -187,6 +244,7 @@ def classify(expected: str, found: str) -> NearMiss | None:
 _RANK = {
     Difference.CASE: 0,
     Difference.SEPARATOR: 1,
+    Difference.DATE: 1,
     Difference.TRUNCATED: 2,
     Difference.EXTENDED: 2,
     Difference.EDIT: 3,
@@ -327,12 +385,15 @@ def best_near_miss(expected: str, texts: list[str] | tuple[str, ...]) -> NearMis
     best: NearMiss | None = None
     want = skeleton(expected)
     want_len = len(want)
+    date = textual_date(expected)
     for text in texts:
         for token in candidates(text):
-            # Cheap length filter before any folding: near misses are within 0.6x-1.7x.
+            # Cheap length filter before any folding: near misses are within 0.6x-1.7x
+            # (a date near miss is an ISO date or timestamp, whatever the value's length).
             if want_len and not (0.5 * want_len <= len(token) <= 2.5 * want_len + 4):
-                continue
-            miss = classify(expected, token)
+                miss = None if date is None else date_near_miss(date, token)
+            else:
+                miss = classify(expected, token)
             if miss is None:
                 continue
             if best is None or (_RANK[miss.difference], miss.distance) < (

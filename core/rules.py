@@ -35,7 +35,7 @@ from lexkeep.core.errors import RuleError
 WALL_SLACK = 10.0
 
 # Bumped whenever the extraction code changes what a rule means, so stored scans re-run.
-ENGINE_VERSION = "5"
+ENGINE_VERSION = "6"
 TIERS = ("A", "B", "C", "suppressor")
 REQUIRE = ("digit", "letter", "upper", "lower", "hexletter")
 VALIDATORS = (
@@ -48,6 +48,7 @@ VALIDATORS = (
     "iban",
     "not_years",
     "phone_digits",
+    "phone_groups",
     "not_number_list",
     "not_range",
 )

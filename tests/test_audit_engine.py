@@ -580,3 +580,72 @@ def test_a_reformatted_phone_number_is_a_separator_change(store, value, argument
         "separator",
         0,
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "argument", "found"),
+    [
+        ("March 5, 2025", {"date": "2025-03-05"}, "2025-03-05"),
+        ("May 20", {"flight": "HAT136", "date": "2024-05-20"}, "2024-05-20"),
+        ("20th May 2024", {"at": "2024-05-20T09:00:00Z"}, "2024-05-20T09:00:00Z"),
+    ],
+)
+def test_a_textual_date_rewritten_as_an_iso_date_is_altered(store, value, argument, found):
+    t = Timeline(store)
+    t.user("m1", ("date_text", value))
+    t.boundary("b1")
+    line = t.call("k1", argument)
+    t.save()
+    finding = run(store).findings[0]
+    assert finding.verdict.value == "altered"
+    evidence = finding.evidence
+    assert (evidence.found, evidence.difference, evidence.distance) == (found, "date", 0)
+    assert (evidence.call_id, evidence.source.line) == ("k1", line)
+
+
+def test_a_textual_date_kept_verbatim_is_kept_and_another_date_is_missing(store):
+    t = Timeline(store)
+    t.user("m1", ("date_text", "March 5, 2025"), ("date_text", "June 30"))
+    t.boundary("b1")
+    t.call("k1", {"note": "due March 5, 2025", "date": "2025-03-05"})
+    t.call("k2", {"date": "2025-07-30"})
+    t.save()
+    assert verdicts(run(store)) == {"March 5, 2025": "kept", "June 30": "missing"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "arguments", "verdict"),
+    [
+        ("snake_id", "cycle_id", {"cycle_id": "C-17", "limit": 5}, "kept"),
+        ("const_code", "MAX_RETRIES", {"config": {"MAX_RETRIES": 3}}, "kept"),
+        ("quoted_token", "cycle_id", [{"filter": {"cycle_id": "x"}}], "kept"),
+        ("snake_id", "cycle_id", {"old_cycle_id": "C-17"}, "kept"),  # as in a value
+        ("snake_id", "cycle_id", {"cycle_ids": "C-17"}, "missing"),
+        # Not shaped like a key name: an order number as a key is no evidence of it.
+        ("alnum_code", "W5061109", {"W5061109": "refund"}, "missing"),
+        ("snake_id", "cycle_id", "cycle_id=4", "kept"),  # free text: as before
+    ],
+)
+def test_a_key_name_the_user_typed_is_kept_by_a_key_of_the_arguments(
+    store, kind, value, arguments, verdict
+):
+    t = Timeline(store)
+    t.user("m1", (kind, value))
+    t.boundary("b1")
+    t.call("k1", arguments, kind="freeform" if isinstance(arguments, str) else "json_string")
+    t.save()
+    finding = run(store).findings[0]
+    assert finding.verdict.value == verdict
+    if verdict == "kept":
+        assert (finding.evidence.call_id, finding.evidence.found) == ("k1", value)
+
+
+def test_a_key_before_the_boundary_counts_as_used_before(store):
+    t = Timeline(store)
+    t.user("m1", ("snake_id", "cycle_id"))
+    t.call("k0", {"cycle_id": "C-17"})
+    t.boundary("b1")
+    t.call("k1", {"q": "cycles"})
+    t.save()
+    finding = run(store).findings[0]
+    assert (finding.verdict.value, finding.used_before) == ("missing", True)

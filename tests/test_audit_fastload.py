@@ -554,3 +554,20 @@ def test_a_progress_callback_that_raises_is_not_lost(tmp_path):
             time.sleep(0.05)  # the poller runs at least once more
             if told:
                 break
+
+
+@pytest.mark.parametrize(
+    ("value", "texts"),
+    [
+        ("March 5, 2025", ["book 2025-03-05 now", "March 6, 2025"]),
+        ("May 20", ["2024-05-20T10:30:00Z", "may 20"]),
+        ("Sept 1", ["2026-09-01", "2026-09-02"]),
+        ("June 30, 2025", ["2025-06-30-7", "June 30 2025"]),
+    ],
+)
+def test_fast_best_near_miss_finds_a_date_as_best_near_miss_does(value, texts):
+    tokens = [(t, fold(t), skeleton(t)) for text in texts for t in candidates(text)]
+    runs = lambda _: [r for text in texts for r in grouped_runs(text)]  # noqa: E731
+    miss = fast_best_near_miss(_Expected.of(value), tokens, runs)
+    assert miss == best_near_miss(value, texts)
+    assert miss is not None

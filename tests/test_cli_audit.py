@@ -1381,3 +1381,87 @@ def test_a_bare_password_after_its_word_is_audited(cli, tmp_path):
     text = "Log in as tech_guru, my password is securePass123."
     got = _audit_user_text(cli, tmp_path, text, {"user": "tech_guru", "password": "pass123"})
     assert ("keyed_code", "securePass123", "missing") in got
+
+
+def test_a_date_typed_in_words_and_sent_as_an_iso_date_is_altered(cli, tmp_path):
+    """The user types "March 5, 2025"; after the compaction the agent books 2025-03-05: the
+    date survived, the string did not, so it is altered with the ISO date as evidence."""
+    lines = [
+        {"type": "conversation", "id": "c1"},
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user",
+         "text": "Please move my appointment to March 5, 2025 in the afternoon."},
+        {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "rebooking"},
+        {"type": "message", "id": "m2", "conversation_id": "c1", "role": "assistant",
+         "text": "Booking it."},
+        {"type": "tool_call", "id": "k1", "conversation_id": "c1", "message_id": "m2",
+         "name": "book", "arguments": json.dumps({"date": "2025-03-05", "slot": "pm"})},
+    ]  # fmt: skip
+    trace = tmp_path / "date.jsonl"
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = ok(cli("audit", trace, "--format", "json"), 1)
+    (finding,) = json.loads(result.stdout)["findings"]
+    assert (finding["kind"], finding["value"], finding["verdict"]) == (
+        "date_text",
+        "March 5, 2025",
+        "altered",
+    )
+    evidence = finding["evidence"]
+    assert (evidence["found"], evidence["difference"], evidence["line"]) == (
+        "2025-03-05",
+        "date",
+        5,
+    )
+
+
+def _unknown_notes(stdout: str) -> list[str]:
+    return [n for n in json.loads(stdout)["notes"] if "unknown_type" in n or "not known" in n]
+
+
+def test_audit_of_a_store_names_records_of_an_unknown_type_as_audit_of_files_does(cli, tmp_path):
+    """`audit --db` says what `audit FILE` says of records their reader does not know: how
+    many, in how many files, the first FILE:LINE and its format; a grown file's count covers
+    the lines read before it grew."""
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    typo = tmp_path / "typo.jsonl"
+    typo.write_text("".join(lines).replace('"type":"compaction"', '"type":"compation"'))
+    db = tmp_path / "store.duckdb"
+    ok(cli("ingest", typo, "--db", db), 0)
+    of_files = _unknown_notes(ok(cli("audit", typo, "--format", "json"), 0).stdout)
+    at = next(i for i, t in enumerate(lines, 1) if '"type":"compaction"' in t)
+    assert len(of_files) == 1 and f"first: {typo}:{at}, read as lexkeep" in of_files[0]
+    assert _unknown_notes(ok(cli("audit", "--db", db, "--format", "json"), 0).stdout) == of_files
+    # The file grows by a further unknown record: only the new lines are read, the count
+    # still covers the whole file.
+    with typo.open("a") as out:
+        out.write('{"type":"annotation","conversation_id":"support-4471","text":"x"}\n')
+    ok(cli("ingest", typo, "--db", db), 0)
+    of_files = _unknown_notes(ok(cli("audit", typo, "--format", "json"), 0).stdout)
+    assert len(of_files) == 1 and of_files[0].startswith("2 record(s)")
+    assert _unknown_notes(ok(cli("audit", "--db", db, "--format", "json"), 0).stdout) == of_files
+    # A clean store says nothing of them.
+    clean = tmp_path / "clean.duckdb"
+    ok(cli("ingest", INVOICE, "--db", clean), 0)
+    assert _unknown_notes(ok(cli("audit", "--db", clean, "--format", "json"), 1).stdout) == []
+
+
+def test_audit_of_a_store_from_before_the_count_says_it_is_not_known(cli, tmp_path):
+    """A store written before ingest kept the count of unknown records (schema 4) opens as
+    before, and its audit says plainly that whether its files held any is not known."""
+    db = tmp_path / "old.duckdb"
+    ok(cli("ingest", INVOICE, "--db", db), 0)
+    with Store.open(db) as store:  # back to schema 4: the columns and the migration go
+        store.con.execute("ALTER TABLE ingest_runs DROP COLUMN unknown_types")
+        store.con.execute("ALTER TABLE ingest_runs DROP COLUMN first_unknown_type_line")
+        store.con.execute("DELETE FROM schema_migrations WHERE version = 5")
+    notes = _unknown_notes(ok(cli("audit", "--db", db, "--format", "json"), 1).stdout)
+    assert len(notes) == 1
+    assert notes[0].startswith("whether 1 file(s) held records of a type")
+    assert f"(first: {INVOICE.resolve()})" in notes[0] or "(first: " in notes[0]
+    # Ingesting into it migrates it: the old file stays not known, a new one is counted.
+    typo = tmp_path / "typo.jsonl"
+    typo.write_text(INVOICE.read_text().replace('"type":"compaction"', '"type":"compation"'))
+    ok(cli("ingest", typo, "--db", db), 0)
+    notes = _unknown_notes(ok(cli("audit", "--db", db, "--format", "json"), 1).stdout)
+    assert len(notes) == 2
+    assert notes[0].startswith("1 record(s) of a type their file's reader does not know")
+    assert notes[1].startswith("whether 1 file(s) held records of a type")

@@ -77,6 +77,7 @@ POSITIVES = [
     ("card ending in 7447", [("short_number", "7447")]),
     ("the API returned HTTP 503", [("http_status", "503")]),
     ("departing on May 20", [("date_text", "May 20")]),
+    ("account 1234-5678-9012", [("keyed_number", "1234-5678-9012")]),
 ]
 
 
@@ -760,7 +761,7 @@ def test_a_quoted_upper_case_code_stays_an_alnum_code() -> None:
         ("order 112-4567890-1234567 never arrived", "112-4567890-1234567"),
         ("SSN 123-45-6789.", "123-45-6789"),
         ("ISBN 978-3-16-148410-0", "978-3-16-148410-0"),
-        ("ref 1656367028-2 failed", "1656367028-2"),
+        ("job 1656367028-2 failed", "1656367028-2"),
     ],
 )
 def test_a_number_in_groups_joined_by_dashes_is_one_identifier(text: str, value: str) -> None:
@@ -832,3 +833,69 @@ def test_a_code_or_hash_ending_a_sentence_is_still_found() -> None:
         ("alnum_code", "HAT136"),
         ("hex", "9fceb02"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("account 1234-5678-9012", "1234-5678-9012"),
+        ("acct 1234-5678-9012 please", "1234-5678-9012"),
+        ("my account no. 1234-5678-9012.", "1234-5678-9012"),
+        ("ref 1234-5678-9012", "1234-5678-9012"),
+        ("Reference: 1234-5678-9012", "1234-5678-9012"),
+        ("account number is 415-555-0132", "415-555-0132"),  # the word says what it is
+        ("account # 123-456-7890", "123-456-7890"),
+    ],
+)
+def test_a_dashed_number_after_an_account_or_reference_word_is_no_phone(
+    text: str, value: str
+) -> None:
+    assert found(text) == [("keyed_number", value)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # 12 digits in groups of four joined by '-' or '.': no phone number in any plan
+        ("use 1234-5678-9012 for it", [("dashed_number", "1234-5678-9012")]),
+        ("the code 1234.5678.9012 failed", []),
+        # without such a word, a phone shape stays a phone
+        ("call 415-555-0132", [("phone", "415-555-0132")]),
+        # a "+" and a country code say phone whatever word is before it
+        ("account phone +1 415-555-0132", [("phone", "+1 415-555-0132")]),
+        # a date is a date after any word
+        ("ref 2024-05-20", [("date_iso", "2024-05-20")]),
+        ("ref lines 1153-1175", []),  # a range
+    ],
+)
+def test_four_four_four_digits_are_no_phone(text: str, expected: list[tuple[str, str]]) -> None:
+    assert found(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the order was placed in 2024",
+        "order 1234 placed in 2023",
+        "customer since 1999",
+        "ticket from 2019 to 2021",
+        "the order from March 2024 never came",
+        "order placed in early 2024",
+        "my account dates from 1998",
+    ],
+)
+def test_a_year_after_its_preposition_is_no_short_number(text: str) -> None:
+    assert [v for k, v in found(text) if k == "short_number" and v.startswith(("19", "20"))] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("card ending in 2024", "2024"),  # last four digits that look like a year
+        ("zip 2000", "2000"),  # a postcode (Sydney)
+        ("room 1999 please", "1999"),
+        ("order 1234 placed in 2023", "1234"),
+    ],
+)
+def test_a_number_the_context_word_names_stays_a_short_number(text: str, value: str) -> None:
+    assert found(text) == [("short_number", value)]

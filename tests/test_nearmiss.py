@@ -255,3 +255,40 @@ def test_the_grouped_edit_search_visits_a_bounded_number_of_places() -> None:
     assert miss == NearMiss(near, Difference.EDIT, 1)
     many = "411 x " * (EDIT_STEPS + 10) + near
     assert best_near_miss(value, [many]) is None
+
+
+@pytest.mark.parametrize(
+    ("expected", "text", "found"),
+    [
+        ("March 5, 2025", "book 2025-03-05 please", "2025-03-05"),
+        ("5 March 2025", "2025-03-05", "2025-03-05"),
+        ("20th May 2024", "from 2024-05-20T10:30:00Z", "2024-05-20T10:30:00Z"),
+        ("Sept 1", "date=2026-09-01", "date=2026-09-01"),  # no year typed: any year
+        ("May 20", "on 2024-05-20", "2024-05-20"),
+        ("Mar. 9", "2025-03-09", "2025-03-09"),
+        ("3rd of Nov", "2025-11-03", "2025-11-03"),
+    ],
+)
+def test_a_textual_date_written_as_an_iso_date_is_a_date_near_miss(
+    expected: str, text: str, found: str
+) -> None:
+    miss = best_near_miss(expected, [text])
+    assert miss == NearMiss(found.split("=")[-1], Difference.DATE, 0)
+    assert classify(expected, found.split("=")[-1]) == miss
+
+
+@pytest.mark.parametrize(
+    ("expected", "text"),
+    [
+        ("March 5, 2025", "2025-03-06"),  # another day
+        ("March 5, 2025", "2024-03-05"),  # another year
+        ("March 5, 2025", "2025-05-03"),  # month and day swapped
+        ("May 20", "2024-20-05"),  # no such month
+        ("May 20", "2024-05-201"),  # a longer number
+        ("INV-2025-03-05", "2025-03-05"),  # not a date the user wrote in words
+        ("March 5, 2025", "2025-03-05-7"),  # a code that starts with a date
+    ],
+)
+def test_other_dates_and_non_dates_are_no_date_near_miss(expected: str, text: str) -> None:
+    miss = best_near_miss(expected, [text])
+    assert miss is None or miss.difference != Difference.DATE
