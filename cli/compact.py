@@ -316,8 +316,9 @@ def _print_report(report, *, interrupted: bool = False, stopped: bool = False) -
             )
     if interrupted:
         lines.append(
-            "interrupted: these counts are what finished before Ctrl-C; a claim in progress"
-            " counts as a failed attempt (cancelled), and a later run takes up the rest"
+            "interrupted: these counts are what finished before Ctrl-C; a call in progress"
+            " was abandoned and its claim given back (no attempt was counted), and a later"
+            " run takes up the rest"
         )
     if stopped:
         left = report.remaining

@@ -144,8 +144,8 @@ class CompactionInterrupted(KeyboardInterrupt):
 
     A KeyboardInterrupt, so code that stops on Ctrl-C still does. The report counts the
     segments planned, claimed, completed, failed and skipped until then; a claim given back
-    because of the interruption is a failed outcome with the detail `cancelled: the run was
-    interrupted` (as it is recorded in the store).
+    because of the interruption (its call abandoned, no attempt counted) is not in
+    `report.claimed`, and `report.remaining` counts it with the segments never claimed.
     """
 
     def __init__(self, report: CompactionReport) -> None:
@@ -404,7 +404,6 @@ def _run_tasks(
 
     def worker(finished: threading.Event) -> None:
         owner = jobs.new_owner()
-        inflight: list[tuple[_Task, jobs.Claim]] = []  # claimed, outcome not yet recorded
         try:
             while not stopping.is_set():
                 batch = []
@@ -429,15 +428,14 @@ def _run_tasks(
                     lock,
                     record,
                     stopping,
-                    inflight,
                 )
         except BaseException as exc:  # surfaced to the caller after the other slots stop
             stopping.set()  # the other slots claim nothing more either
             if _is_interrupt(exc):  # Ctrl-C reaches a slot only when it is the only one
-                error = _cancel_claims(access, owner)
-                if error is not None:  # the claims in flight are failed attempts now
-                    for task, c in inflight:
-                        record(task.outcome("failed", c.job_id, c.attempt, error))
+                given_back = _give_back_claims(access, owner)
+                if given_back:  # undone as if never made: the next run's to claim
+                    with lock:
+                        report.claimed -= given_back
             errors.append(exc)
         finally:
             finished.set()
@@ -488,13 +486,8 @@ def _run_batch(
     lock: threading.Lock,
     record: Callable[[SegmentOutcome], None],
     stopping: threading.Event,
-    inflight: list[tuple[_Task, jobs.Claim]],
 ) -> None:
-    """Claim a batch in one transaction, summarise each granted segment, write outcomes.
-
-    `inflight` holds the granted claims whose outcomes are not recorded yet (what an
-    interrupted slot gives back).
-    """
+    """Claim a batch in one transaction, summarise each granted segment, write outcomes."""
     deadline = time.monotonic() + wait_limit
     pause = 0.005
     pending = batch
@@ -518,11 +511,11 @@ def _run_batch(
             else:
                 record(task.outcome("skipped", task.key, None, f"{result.reason}: {result.detail}"))
         if granted:
-            inflight[:] = granted
             with lock:
                 report.claimed += len(granted)
-            _summarise_granted(access, granted, summarizer, instructions, record, report, lock)
-            inflight.clear()
+            _summarise_granted(
+                access, granted, summarizer, instructions, record, report, lock, stopping
+            )
         pending = waiting
         if pending:
             time.sleep(pause)
@@ -537,6 +530,7 @@ def _summarise_granted(
     record: Callable[[SegmentOutcome], None],
     report: CompactionReport,
     lock: threading.Lock,
+    stopping: threading.Event,
 ) -> None:
     done: list[tuple[jobs.Claim, jobs.Completion, SegmentOutcome]] = []
     failed: list[tuple[jobs.Claim, str, SegmentOutcome]] = []
@@ -553,6 +547,11 @@ def _summarise_granted(
         request = SummaryRequest(cid, a, b, answers, jobs.PROMPT_VERSION, instructions)
         try:
             gen = summarizer.summarize(request)
+            if stopping.is_set() and gen.finish_reason == _CANCELLED.finish_reason:
+                # The run was interrupted and the call abandoned: nothing was generated, so
+                # the claim and the rest are given back as they were; the run stops anyway.
+                given_back = [claim for _, claim in granted[n:]]
+                break
             problem = check_generation(gen)
         except BackendUnreachableError as exc:
             # Nothing was generated: not an attempt. Give this claim and the rest back, stop.
@@ -612,23 +611,21 @@ def _is_interrupt(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt) or is_query_interrupt(exc)
 
 
-def _cancel_claims(access: Store | StoreOnDemand, owner: str) -> str | None:
-    """Record the claims an interrupted slot still holds as cancelled attempts, as a slot
-    cancelled by another thread does, so the next run takes their ranges up at once.
+def _give_back_claims(access: Store | StoreOnDemand, owner: str) -> int:
+    """Give back the claims an interrupted slot still holds, without counting an attempt (the
+    calls were abandoned, nothing was generated), so the next run takes their ranges up at
+    once with the attempts they had. Returns how many.
 
-    Without it they stay `running` until their lease (--timeout + 60 s) expires, and then
-    count as failed attempts anyway. Found by the slot's lease owner, so a claim whose
-    transaction committed just as Ctrl-C arrived is found too. Best effort and without
-    waiting: a store another process holds now is not waited for (the leases then expire as
-    for a worker that died). Returns the error recorded when claims were given back, else None.
+    Found by the slot's lease owner, so a claim whose transaction committed just as Ctrl-C
+    arrived is found too. Best effort and without waiting: a store another process holds now
+    is not waited for (the leases then expire as for a worker that died).
     """
     if isinstance(access, StoreOnDemand):
         access.interrupt()  # a reopening tries once instead of waiting for the file
-    error = check_generation(_CANCELLED) or "cancelled"
     given_back = 0
     with contextlib.suppress(Exception), _use(access) as cursor:
-        given_back = jobs.fail_owned(cursor, owner, error)
-    return error if given_back else None
+        given_back = jobs.release_owned(cursor, owner)
+    return given_back
 
 
 @functools.lru_cache(maxsize=65536)
