@@ -100,9 +100,10 @@ def register(app: typer.Typer) -> None:
         Only assistant answers reach the summariser; every summary is bound to the SHA-256 of
         its 10 source pairs and written once. Counts go to stdout; progress to stderr.
         Exit 0 when every claimed segment completed, 1 when an attempt failed (recorded; a
-        later run retries it), 2 when the run could not start or the summariser could not be
-        reached (no attempt is counted; a run it stopped first prints the counts of what
-        finished before), 130 on Ctrl-C (after those counts too).
+        later run retries it), 2 when the run could not start, the summariser could not be
+        reached, or it failed the same way on the run's first 3 calls (no attempt is counted; a
+        run it stopped first prints the counts of what finished before), 130 on Ctrl-C (after
+        those counts too; a call in progress is given back, no attempt counted).
 
         Example: lexkeep compact --db traces.duckdb --summarizer extractive --workers 4
         """
@@ -153,7 +154,14 @@ def register(app: typer.Typer) -> None:
             doc["unreachable"] = None if stopped is None else str(stopped)
             sys.stdout.write(_json(doc))
         else:
-            _print_report(report, interrupted=interrupted, stopped=stopped is not None)
+            why = None
+            if stopped is not None:
+                why = (
+                    "the summariser failed the same way on its first calls"
+                    if stopped.misconfigured
+                    else "the summariser could not be reached"
+                )
+            _print_report(report, interrupted=interrupted, stopped=why)
         if report.pending_migrations and report.schema is not None:
             have, current = report.schema
             sys.stdout.flush()
@@ -285,7 +293,7 @@ def _report_json(report) -> dict:
     }
 
 
-def _print_report(report, *, interrupted: bool = False, stopped: bool = False) -> None:
+def _print_report(report, *, interrupted: bool = False, stopped: str | None = None) -> None:
     # Plain writes: these lines are parsed by scripts and must never be re-wrapped.
     lines = []
     verb = "would claim" if report.dry_run else "claimed"
@@ -323,7 +331,7 @@ def _print_report(report, *, interrupted: bool = False, stopped: bool = False) -
     if stopped:
         left = report.remaining
         lines.append(
-            "stopped: the summariser could not be reached; these counts are what finished"
+            f"stopped: {stopped}; these counts are what finished"
             f" before it; {left} planned segment{'' if left == 1 else 's'}"
             f" {'was' if left == 1 else 'were'} not summarised (no attempt was counted),"
             " and a later run takes them up"

@@ -43,6 +43,7 @@ from lexkeep.core.errors import (
     BackendUnreachableError,
     ConfigError,
     RuleError,
+    SummarizerMisconfiguredError,
     is_query_interrupt,
 )
 from lexkeep.core.inspect import require_conversations
@@ -57,6 +58,60 @@ LEASE_WRITE_SECONDS = 5.0
 # The default lease: the calls made under one claim and a minute more (--timeout + 60 s for a
 # backend that claims one segment at a time).
 LEASE_SPARE_SECONDS = 60.0
+
+
+# A run whose summariser fails the same way on this many first calls, before any succeeds, is
+# misconfigured (a wrong model name, a missing key): it stops and gives those attempts back,
+# instead of spending an attempt of every range on a setting.
+SAME_FAILURE_LIMIT = 3
+
+
+class _FirstCalls:
+    """Judges a run's first calls: the same failure SAME_FAILURE_LIMIT times before any
+    success trips it; a success or a different failure closes it for the rest of the run.
+
+    Shared by the worker slots. While it is undecided, a slot sorts and writes its outcomes
+    holding `lock`, so the failures it would give back are all written when it trips.
+    """
+
+    def __init__(self, limit: int = SAME_FAILURE_LIMIT, *, judge: bool = True) -> None:
+        self.limit = limit
+        self.lock = threading.Lock()
+        self.closed = not judge
+        self.tripped: SummarizerMisconfiguredError | None = None
+        self.problem: str | None = None
+        self.recorded: list[tuple[jobs.Claim, SegmentOutcome]] = []  # written as failed
+
+    def sort(
+        self, succeeded: bool, failed: list[tuple[jobs.Claim, str, SegmentOutcome]]
+    ) -> SummarizerMisconfiguredError | None:
+        """Judge one batch's outcomes (the caller holds `lock`); the error when the run must
+        stop now, or None. Once tripped, every later failure is given back too."""
+        if self.closed or self.tripped is not None:
+            return None
+        if succeeded:
+            self.closed = True
+            return None
+        for _, problem, _ in failed:
+            if self.problem is None:
+                self.problem = problem
+            if problem != self.problem:
+                self.closed = True
+                return None
+        if len(self.recorded) + len(failed) >= self.limit:
+            self.tripped = SummarizerMisconfiguredError(
+                f"the summariser failed the same way on its first {self.limit} calls, before"
+                f" any succeeded: {self.problem}",
+                hint="check its settings (--summarizer, --model, --base-url, a key it needs);"
+                " nothing was counted as an attempt",
+            )
+            return self.tripped
+        return None
+
+    @property
+    def undecided(self) -> bool:
+        """True while failures may still be given back (before a success or a different one)."""
+        return not self.closed
 
 
 def _lease_seconds(
@@ -154,7 +209,8 @@ class CompactionInterrupted(KeyboardInterrupt):
 
 
 class CompactionStopped(BackendUnreachableError):
-    """The summariser could not be reached mid-run; `report` holds what finished before it.
+    """The summariser could not be reached mid-run, or failed the same way on the run's first
+    calls (`misconfigured`); `report` holds what finished before it.
 
     A `BackendUnreachableError` with the same message and hint as the backend's, so code that
     handles that error still does. The claims of the call that could not be made, and of the
@@ -167,6 +223,8 @@ class CompactionStopped(BackendUnreachableError):
             cause.message, path=cause.path, line=cause.line, col=cause.col, hint=cause.hint
         )
         self.report = report
+        # The summariser was reached but failed the same way on the run's first calls.
+        self.misconfigured = isinstance(cause, SummarizerMisconfiguredError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +298,8 @@ def run_compaction(
             readable_from=1,
         )
     report = CompactionReport(dry_run=dry_run)
+    # extractive fails only for reasons of the range itself (too many identifiers to fit)
+    first_calls = _FirstCalls(judge=not summarizer.quick)
     try:
         with _use(access) as con:
             if dry_run:
@@ -311,6 +371,7 @@ def run_compaction(
                         admission_wait,
                         report,
                         on_progress,
+                        first_calls,
                     )
         report.seconds = time.perf_counter() - started
         return report
@@ -376,6 +437,7 @@ def _run_tasks(
     admission_wait: float | None,
     report: CompactionReport,
     on_progress: Callable[[SegmentOutcome], None] | None,
+    first_calls: _FirstCalls,
 ) -> None:
     """Claim, summarise and finish `tasks` through `workers` in-process slots."""
     work: queue.Queue[_Task] = queue.Queue()
@@ -428,6 +490,7 @@ def _run_tasks(
                     lock,
                     record,
                     stopping,
+                    first_calls,
                 )
         except BaseException as exc:  # surfaced to the caller after the other slots stop
             stopping.set()  # the other slots claim nothing more either
@@ -486,6 +549,7 @@ def _run_batch(
     lock: threading.Lock,
     record: Callable[[SegmentOutcome], None],
     stopping: threading.Event,
+    first_calls: _FirstCalls,
 ) -> None:
     """Claim a batch in one transaction, summarise each granted segment, write outcomes."""
     deadline = time.monotonic() + wait_limit
@@ -514,7 +578,15 @@ def _run_batch(
             with lock:
                 report.claimed += len(granted)
             _summarise_granted(
-                access, granted, summarizer, instructions, record, report, lock, stopping
+                access,
+                granted,
+                summarizer,
+                instructions,
+                record,
+                report,
+                lock,
+                stopping,
+                first_calls,
             )
         pending = waiting
         if pending:
@@ -531,6 +603,7 @@ def _summarise_granted(
     report: CompactionReport,
     lock: threading.Lock,
     stopping: threading.Event,
+    first_calls: _FirstCalls,
 ) -> None:
     done: list[tuple[jobs.Claim, jobs.Completion, SegmentOutcome]] = []
     failed: list[tuple[jobs.Claim, str, SegmentOutcome]] = []
@@ -585,23 +658,44 @@ def _summarise_granted(
             failed.append((c, problem or "unknown failure", out))
     if not (done or failed or given_back):
         return
-    with _use(access) as cursor:  # the summaries above ran with the store closed
-        completed = jobs.complete_many(cursor, [(c, g) for c, g, _ in done]) if done else []
-        failures = jobs.fail_many(cursor, [(c, p) for c, p, _ in failed]) if failed else []
-        released = jobs.release_many(cursor, given_back)
-    if released:  # undone as if never made: these segments are the next run's to claim
-        with lock:
-            report.claimed -= released
-    for (_, _, out), result in zip(done, completed, strict=True):
-        if isinstance(result, RuleError):  # lease lost meanwhile: nothing was written
-            out = dataclasses.replace(out, outcome="failed", detail=str(result))
-        record(out)
-    for (_, _, out), result in zip(failed, failures, strict=True):
-        if isinstance(result, RuleError):
-            out = dataclasses.replace(out, detail=f"{out.detail} ({result})")
-        else:
-            out = dataclasses.replace(out, detail=f"{result}: {out.detail}")
-        record(out)
+    # While the run's first calls are judged, sorting and writing are one step for all slots.
+    judging = first_calls.undecided
+    with first_calls.lock if judging else contextlib.nullcontext():
+        restore: list[tuple[jobs.Claim, SegmentOutcome]] = []
+        if judging and first_calls.tripped is None:
+            tripped = first_calls.sort(bool(done), failed)
+            if tripped is not None:  # misconfigured: no failure of it counts; stop the run
+                unreachable = unreachable or tripped
+                restore, first_calls.recorded = first_calls.recorded, []
+        if judging and first_calls.tripped is not None:
+            given_back += [c for c, _, _ in failed]
+            failed = []
+        with _use(access) as cursor:  # the summaries above ran with the store closed
+            completed = jobs.complete_many(cursor, [(c, g) for c, g, _ in done]) if done else []
+            failures = jobs.fail_many(cursor, [(c, p) for c, p, _ in failed]) if failed else []
+            released = jobs.release_many(cursor, given_back)
+            restored = jobs.restore_failed(cursor, [c for c, _ in restore])
+        if released:  # undone as if never made: these segments are the next run's to claim
+            with lock:
+                report.claimed -= released
+        if restored:  # failures recorded earlier, now undone: out of the counts too
+            gone = {id(out) for _, out in restore}
+            with lock:
+                report.claimed -= restored
+                report.failed -= restored
+                report.segments[:] = [s for s in report.segments if id(s) not in gone]
+        for (_, _, out), result in zip(done, completed, strict=True):
+            if isinstance(result, RuleError):  # lease lost meanwhile: nothing was written
+                out = dataclasses.replace(out, outcome="failed", detail=str(result))
+            record(out)
+        for (c, _, out), result in zip(failed, failures, strict=True):
+            if isinstance(result, RuleError):
+                out = dataclasses.replace(out, detail=f"{out.detail} ({result})")
+            else:
+                out = dataclasses.replace(out, detail=f"{result}: {out.detail}")
+                if judging and first_calls.undecided:
+                    first_calls.recorded.append((c, out))
+            record(out)
     if unreachable is not None:
         raise unreachable
 

@@ -681,6 +681,45 @@ def release_many(con: duckdb.DuckDBPyConnection, claims: Sequence[Claim]) -> int
     return retry_on_race(run)
 
 
+def restore_failed(con: duckdb.DuckDBPyConnection, claims: Sequence[Claim]) -> int:
+    """Undo the failed attempts these claims recorded, as `release_many` undoes a claim: the
+    attempt is not counted (a run found its summariser misconfigured, so the failure said
+    nothing about the range). Only where that attempt is still the job's last one, so a range
+    another worker claimed since is left alone; returns how many were undone."""
+    if not claims:
+        return 0
+
+    def run() -> int:
+        with transaction(con):
+            rows = con.execute(
+                "SELECT c.id, c.attempts FROM compactions c "
+                "JOIN (SELECT unnest($ids) AS id, unnest($attempts) AS attempt, "
+                "unnest($owners) AS owner) v ON c.id = v.id AND c.attempts = v.attempt "
+                "JOIN compaction_attempts a ON a.job_id = c.id AND a.attempt = c.attempts "
+                "AND a.lease_owner = v.owner "
+                "WHERE c.status IN ('failed', 'exhausted') AND a.outcome = 'failed'",
+                {
+                    "ids": [c.job_id for c in claims],
+                    "attempts": [c.attempt for c in claims],
+                    "owners": [c.lease_owner for c in claims],
+                },
+            ).fetchall()
+            if not rows:
+                return 0
+            # Back to `running` first, then undone exactly as a claim given back is.
+            con.execute(
+                "UPDATE compactions SET status = 'running', last_error = "
+                "(SELECT error FROM compaction_attempts a WHERE a.job_id = compactions.id "
+                "AND a.attempt = compactions.attempts - 1) "
+                "WHERE id IN (SELECT unnest(?::VARCHAR[]))",
+                [[job_id for job_id, _ in rows]],
+            )
+            _give_back(con, rows)
+            return len(rows)
+
+    return retry_on_race(run)
+
+
 def _give_back(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[str, int]]) -> None:
     """Undo the claims `items` (job id, attempt) of running jobs, inside a transaction: their
     attempt rows go, a first attempt's job goes, a later one is `failed` with attempt - 1."""

@@ -382,7 +382,8 @@ class CommandSummarizer(Summarizer):
             except OSError as exc:  # nothing ran, so no attempt is spent (the run stops)
                 raise BackendUnreachableError(
                     f"cannot run {self.argv[0]}: {exc}",
-                    hint="check the program's name and path in --summarizer 'command:...'",
+                    hint="check the program's name and path in --summarizer 'command:...';"
+                    " nothing was counted as an attempt",
                 ) from exc
             self._running.add(proc)
         try:
@@ -406,6 +407,17 @@ class CommandSummarizer(Summarizer):
                 self._running.discard(proc)
         if self._cancelled:  # killed by cancel(): whatever it printed is not an answer
             return _CANCELLED
+        if proc.returncode in _CANNOT_RUN:
+            # A shell, `env` or a wrapper started but could not run the program it names:
+            # nothing was generated, so, as for a program that cannot be started, the run
+            # stops without spending an attempt (a typo would spend every range's attempts).
+            tail = stderr.decode("utf-8", "replace").strip()[-300:]
+            raise BackendUnreachableError(
+                f"cannot run {shlex.join(self.argv)}: exit status {proc.returncode}"
+                f" ({_CANNOT_RUN[proc.returncode]})" + (f": {tail}" if tail else ""),
+                hint="check the program's name and path in --summarizer 'command:...';"
+                " nothing was counted as an attempt",
+            )
         if proc.returncode != 0:
             tail = stderr.decode("utf-8", "replace").strip()[-300:]
             return Generation(
@@ -430,6 +442,9 @@ class CommandSummarizer(Summarizer):
 
 
 _CANCELLED = Generation("", "cancelled", error="the run was interrupted")
+# The exit statuses a POSIX shell (and `env`, `nohup`, `timeout`…) reserves for a command it
+# could not run.
+_CANNOT_RUN = {126: "a command is not executable", 127: "a command was not found"}
 
 
 class _TooMuchOutput(Exception):

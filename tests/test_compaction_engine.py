@@ -705,3 +705,59 @@ def test_the_kept_verbatim_share_counts_an_extended_identifier_as_altered(store)
         "SELECT identifiers_total, identifiers_kept FROM compactions"
     ).fetchone()
     assert row == (report.identifiers_total, 1)
+
+
+class Failing(Summarizer):
+    """Fails every call: with an error of its own per call, or with the same one each time."""
+
+    name = "failing"
+    model_id = "test/failing"
+
+    def __init__(self, same: bool) -> None:
+        self.same = same
+        self.calls = 0
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        self.calls += 1
+        return Generation("", "error", error="no key" if self.same else f"call {self.calls}")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_misconfigured_second_attempt_leaves_the_first_attempts_as_they_were(db_file, workers):
+    """The same failure on a run's first calls gives back every attempt it made, second
+    attempts too: they are `failed` again with one attempt and their first error, not
+    exhausted."""
+    from lexkeep.compaction.engine import CompactionStopped
+    from lexkeep.core.errors import SummarizerMisconfiguredError
+
+    with Store.open(db_file) as store:
+        build(store, {"c1": 60})  # four segments
+    first = run_compaction(db_file, summarizer=Failing(same=False))
+    assert (first.claimed, first.failed) == (4, 4)
+    query = "SELECT id, status, attempts, last_error, lease_owner FROM compactions ORDER BY id"
+    with Store.open(db_file, read_only=True) as store:
+        before = store.con.execute(query).fetchall()
+        attempts_before = store.con.execute(
+            "SELECT * FROM compaction_attempts ORDER BY job_id, attempt"
+        ).fetchall()
+    assert {r[1:3] for r in before} == {("failed", 1)}
+    same = Failing(same=True)
+    with pytest.raises(CompactionStopped) as stop:
+        run_compaction(db_file, summarizer=same, workers=workers)
+    assert stop.value.misconfigured and isinstance(
+        stop.value.__cause__, SummarizerMisconfiguredError
+    )
+    assert str(stop.value) == (
+        "the summariser failed the same way on its first 3 calls, before any succeeded:"
+        " error: no key"
+    )
+    report = stop.value.report
+    assert (report.claimed, report.completed, report.failed, report.remaining) == (0, 0, 0, 4)
+    assert report.segments == []
+    assert 3 <= same.calls <= 3 + workers - 1
+    with Store.open(db_file, read_only=True) as store:
+        assert store.con.execute(query).fetchall() == before
+        attempts_after = store.con.execute(
+            "SELECT * FROM compaction_attempts ORDER BY job_id, attempt"
+        ).fetchall()
+    assert attempts_after == attempts_before

@@ -421,3 +421,98 @@ def test_an_unreachable_summariser_mid_run_still_reports_what_finished(tmp_path,
             " before it; 2 planned segments were not summarised (no attempt was counted),"
             " and a later run takes them up"
         ), out
+
+
+# Fails or succeeds by a plan, one letter per call (the last letter repeats): s = a summary,
+# f = the same failure every time (a wrong model name), d = a failure of its own.
+PLANNED_PROGRAM = """\
+import os, sys
+sys.stdin.read()
+calls, plan = sys.argv[1], sys.argv[2]
+n = len(os.listdir(calls))
+open(os.path.join(calls, str(n)), "w").close()
+mode = plan[min(n, len(plan) - 1)]
+if mode == "s":
+    print("Summary: ORD_88400.")
+    sys.exit(0)
+if mode == "f":
+    sys.stderr.write("Error: Unknown model: gpt-typo\\n")
+    sys.exit(1)
+sys.stderr.write(f"Error: call {n} went wrong\\n")
+sys.exit(1)
+"""
+
+
+def run_planned(tmp_path: Path, plan: str, workers: int = 1) -> tuple[int, str, str, Path]:
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 60})  # four segments: 0-9, 10-19, 20-29, 30-39
+    program = tmp_path / "summarise.py"
+    program.write_text(PLANNED_PROGRAM, encoding="utf-8")
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    spec = f'command:"{sys.executable} {program} {calls} {plan}"'
+    args = ["--db", str(db), "--summarizer", spec, "--timeout", "30", "--workers", str(workers)]
+    worker = lexkeep("compact", *args)
+    out, err = worker.communicate(timeout=120)
+    return worker.returncode, out, err, calls
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_summariser_failing_the_same_way_from_its_first_call_stops_the_run(tmp_path, workers):
+    """A misconfigured `command:` (a wrong model name, a missing key) fails every call with the
+    same error: the run went on through every segment and spent an attempt of each, twice
+    over two runs, and the ranges stayed raw for good. The same failure on the first three
+    calls, before any success, now stops the run like an unreachable backend: exit 2, those
+    claims given back, no attempt counted."""
+    code, out, err, calls = run_planned(tmp_path, "f", workers)
+    assert code == 2, out + err
+    assert err.startswith(
+        "Error: the summariser failed the same way on its first 3 calls, before any"
+        " succeeded: error: exit status 1: Error: Unknown model: gpt-typo\n"
+    ), err
+    assert "Hint: " in err and "nothing was counted as an attempt" in err, err
+    lines = out.splitlines()
+    assert lines[0] == "1 conversation: planned 4, claimed 0, completed 0, failed 0, skipped 0"
+    assert lines[-1] == (
+        "stopped: the summariser failed the same way on its first calls; these counts are what"
+        " finished before it; 4 planned segments were not summarised (no attempt was counted),"
+        " and a later run takes them up"
+    ), out
+    made = len(list(calls.iterdir()))
+    assert made == 3 if workers == 1 else 3 <= made <= 4, made
+    with Store.open(tmp_path / "store.duckdb", read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM compactions").fetchone() == (0,)
+        assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(
+    ("plan", "completed", "failed"),
+    [("sf", 1, 3), ("fdf", 0, 4), ("ff", 0, 2)],
+    ids=["after-a-success", "different-failures", "fewer-than-three"],
+)
+def test_failures_that_are_not_all_the_same_from_the_start_are_attempts(
+    tmp_path, plan, completed, failed
+):
+    """Rule 7 holds for genuine per-segment failures: after a success, or when the first
+    failures differ, each failure is a counted attempt and the run goes to its end (exit 1).
+    A run of two segments that both fail alike is not stopped either."""
+    if plan == "ff":
+        db = tmp_path / "store.duckdb"
+        with Store.open(db) as store:
+            build(store, {"c1": 40})  # two segments only
+        program = tmp_path / "summarise.py"
+        program.write_text(PLANNED_PROGRAM, encoding="utf-8")
+        calls = tmp_path / "calls"
+        calls.mkdir()
+        spec = f'command:"{sys.executable} {program} {calls} f"'
+        worker = lexkeep("compact", "--db", str(db), "--summarizer", spec, "--timeout", "30")
+        out, err = worker.communicate(timeout=120)
+        code = worker.returncode
+    else:
+        code, out, err, calls = run_planned(tmp_path, plan)
+    assert code == 1, out + err
+    assert out.splitlines()[0].endswith(f"completed {completed}, failed {failed}, skipped 0")
+    with Store.open(tmp_path / "store.duckdb", read_only=True) as store:
+        rows = store.con.execute("SELECT status, attempts FROM compactions").fetchall()
+    assert sorted(rows) == sorted([("completed", 1)] * completed + [("failed", 1)] * failed)

@@ -196,6 +196,29 @@ def test_command_missing_program_is_unreachable_not_a_failed_generation(tmp_path
         CommandSummarizer(str(missing), 5).summarize(request())
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="exit statuses 126/127 are a POSIX shell's")
+@pytest.mark.parametrize(
+    ("make", "status", "what"),
+    [
+        (lambda tmp: "llm-not-installed-here", 127, "a command was not found"),
+        (lambda tmp: str(tmp / "not-executable"), 126, "a command is not executable"),
+    ],
+)
+def test_command_a_shell_that_cannot_run_the_program_is_unreachable(tmp_path, make, status, what):
+    """`command:"sh -c 'llmx -m m'"` (or `env`, or a wrapper script) with a typo: the shell
+    starts, cannot run the program and exits 127 (126: not executable). That was a failed
+    attempt of every segment, so a typo spent both attempts of every range."""
+    (tmp_path / "not-executable").write_text("echo hi\n", encoding="utf-8")
+    target = make(tmp_path)
+    s = CommandSummarizer(f"sh -c '{target}'", 5)
+    with pytest.raises(BackendUnreachableError) as err:
+        s.summarize(request())
+    message = str(err.value)
+    assert message.startswith(f"cannot run sh -c {target}: exit status {status} ({what}): ")
+    assert target in message.partition(f"({what}): ")[2]  # the shell's own words
+    assert "nothing was counted as an attempt" in err.value.hint
+
+
 def test_command_without_program_is_a_config_error():
     with pytest.raises(ConfigError, match="needs a program"):
         create('command:""')
