@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -144,6 +145,58 @@ def test_command_timeout_stops_the_programs_children_too(tmp_path):
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+def test_command_that_answers_and_leaves_a_child_holding_its_pipes_ends_at_once(tmp_path):
+    """`sh -c 'sleep 60 & echo …'`: the program answered and exited, but the child it left in
+    the background holds its standard output and error open. The call waited for them to
+    close until the --timeout, and so failed an answered call as a timeout."""
+    pids = tmp_path / "pids"
+    program = f"sh -c 'cat >/dev/null; sleep 60 & echo $! > {pids}; echo Summary: ORD_88400.'"
+    started = time.monotonic()
+    gen = CommandSummarizer(program, 30).summarize(request())
+    took = time.monotonic() - started
+    child = int(pids.read_text(encoding="utf-8"))
+    try:
+        assert check_generation(gen) is None, gen
+        assert gen.text == "Summary: ORD_88400."
+        assert took < 5, took
+        assert gone(child, 5), "the program's background child outlived the call"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts fds in /proc")
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid(1)")
+def test_command_calls_leak_no_pipe_when_a_process_outside_the_group_holds_them(tmp_path):
+    """A program whose child left its process group (setsid) and kept the pipes: killing the
+    group could not end it, the reading threads waited on the pipes for ever, and every call
+    leaked two file descriptors and two threads."""
+    pids = tmp_path / "pids"
+    program = (
+        f"sh -c 'cat >/dev/null; setsid sleep 60 & echo $! >> {pids}; echo Summary: ORD_88400.'"
+    )
+    summarizer = CommandSummarizer(program, 30)
+    summarizer.summarize(request())  # the first call: whatever is opened once and kept
+    fds, threads = _open_fds(), threading.active_count()
+    try:
+        for _ in range(8):
+            started = time.monotonic()
+            gen = summarizer.summarize(request())
+            assert time.monotonic() - started < 5
+            assert gen.text == "Summary: ORD_88400.", gen
+        assert _open_fds() == fds
+        assert threading.active_count() == threads
+    finally:
+        for pid in map(int, pids.read_text(encoding="utf-8").split()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_command_output_beyond_the_limit_is_a_failure_and_stops_the_program(tmp_path):
