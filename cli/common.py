@@ -186,7 +186,8 @@ def _show_warning(
     """`Warning: text` on stderr for lexkeep's warnings; Python's format for any other."""
     stream = file or sys.stderr
     if issubclass(category, SettingsWarning):
-        stream.write(f"Warning: {message}\n")
+        # It names the user's files and settings: their control characters are shown escaped.
+        stream.write(f"Warning: {visible(str(message))}\n")
     else:
         stream.write(warnings.formatwarning(message, category, filename, lineno, line))
     stream.flush()
