@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import math
 import os
 import queue
 import threading
@@ -43,6 +44,7 @@ from lexkeep.core.errors import (
     BackendUnreachableError,
     ConfigError,
     RuleError,
+    StoreLockedError,
     SummarizerMisconfiguredError,
     is_query_interrupt,
 )
@@ -391,10 +393,11 @@ def run_compaction(
 
 
 @contextlib.contextmanager
-def _use(access: Store | StoreOnDemand) -> Iterator:
-    """A cursor for one step: of the caller's open store, or of `access` (open for the step)."""
+def _use(access: Store | StoreOnDemand, wait: float | None = None) -> Iterator:
+    """A cursor for one step: of the caller's open store, or of `access` (open for the step,
+    waiting up to `wait` seconds for another process, when given)."""
     if isinstance(access, StoreOnDemand):
-        with access.use() as cursor:
+        with access.use(wait) as cursor:
             yield cursor
         return
     cursor = access.con.cursor()
@@ -670,11 +673,20 @@ def _summarise_granted(
         if judging and first_calls.tripped is not None:
             given_back += [c for c, _, _ in failed]
             failed = []
-        with _use(access) as cursor:  # the summaries above ran with the store closed
-            completed = jobs.complete_many(cursor, [(c, g) for c, g, _ in done]) if done else []
-            failures = jobs.fail_many(cursor, [(c, p) for c, p, _ in failed]) if failed else []
-            released = jobs.release_many(cursor, given_back)
-            restored = jobs.restore_failed(cursor, [c for c, _ in restore])
+        # The summaries above ran with the store closed. Another process may hold it now: it
+        # is waited for only while the leases last (an outcome stored later would be refused).
+        held = [c for c, _, _ in done] + [c for c, _, _ in failed] + given_back
+        first = min(held, key=lambda c: c.lease_expires_at)
+        wait = max(0.0, math.floor((first.lease_expires_at - time.time()) * 10) / 10)
+        try:
+            with _use(access, wait) as cursor:
+                completed = jobs.complete_many(cursor, [(c, g) for c, g, _ in done]) if done else []
+                failures = jobs.fail_many(cursor, [(c, p) for c, p, _ in failed]) if failed else []
+                released = jobs.release_many(cursor, given_back)
+                restored = jobs.restore_failed(cursor, [c for c, _ in restore])
+        except StoreLockedError as exc:
+            summarised = any(c is first for c, _, _ in done)
+            raise _lease_lost(exc, first, wait, summarised) from exc
         if released:  # undone as if never made: these segments are the next run's to claim
             with lock:
                 report.claimed -= released
@@ -698,6 +710,22 @@ def _summarise_granted(
             record(out)
     if unreachable is not None:
         raise unreachable
+
+
+def _lease_lost(
+    exc: StoreLockedError, first: jobs.Claim, waited: float, summarised: bool
+) -> StoreLockedError:
+    """The store stayed held by another process until a claim's lease expired: say so."""
+    i = first.identity
+    what = "the summary that arrived for it" if summarised else "its outcome"
+    what += " was not stored"
+    message = exc.message.partition("; waited ")[0]
+    return StoreLockedError(
+        f"{message}; waited {waited:g} s, until the lease of {i.conversation_id} pairs"
+        f" {i.from_pair}–{i.to_pair} expired: {what}",
+        hint="nothing was written; a later run summarises the range again (this attempt"
+        " counts as failed: lease expired); raise --lease-seconds to wait longer for the store",
+    )
 
 
 def _is_interrupt(exc: BaseException) -> bool:

@@ -445,11 +445,16 @@ class StoreOnDemand:
         return self._opened
 
     @contextmanager
-    def use(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A cursor on the store, opened (or reused) for the block and released after it."""
+    def use(self, wait: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor on the store, opened (or reused) for the block and released after it.
+
+        `wait`: how long this opening may wait for another process, instead of the usual.
+        """
         with self._lock:
             if self._store is None:
-                self._store = self._open(self._first_wait if not self._opened else self._wait)
+                if wait is None:
+                    wait = self._first_wait if not self._opened else self._wait
+                self._store = self._open(wait)
                 self._opened += 1
             try:
                 cursor = self._store.con.cursor()

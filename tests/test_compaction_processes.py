@@ -516,3 +516,67 @@ def test_failures_that_are_not_all_the_same_from_the_start_are_attempts(
     with Store.open(tmp_path / "store.duckdb", read_only=True) as store:
         rows = store.con.execute("SELECT status, attempts FROM compactions").fetchall()
     assert sorted(rows) == sorted([("completed", 1)] * completed + [("failed", 1)] * failed)
+
+
+# Tells the test it runs, then answers once the test says so.
+WAITS_FOR_GO = """\
+import os, sys, time
+folder = sys.argv[1]
+sys.stdin.read()
+open(os.path.join(folder, "started"), "w").close()
+deadline = time.monotonic() + 60
+while not os.path.exists(os.path.join(folder, "go")) and time.monotonic() < deadline:
+    time.sleep(0.02)
+print("Summary: ORD_88400.")
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="DuckDB's lock message names a POSIX pid")
+def test_a_store_held_past_the_lease_stops_the_write_with_a_clear_message(tmp_path):
+    """The summary arrived in time, but another process held the store until after the
+    claim's lease expired. `compact` waited --lease-seconds from the moment it tried to
+    reopen the store, got it after the lease had expired, and recorded a failed attempt whose
+    message blamed the summariser ("its lease expired 1 s before the summary arrived"). It now
+    waits only while the lease lasts, then stops, saying why; nothing is written."""
+    import duckdb
+
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 30})
+    script = tmp_path / "waits.py"
+    script.write_text(WAITS_FOR_GO, encoding="utf-8")
+    spec = f'command:"{sys.executable} {script} {tmp_path}"'
+    args = ["--db", str(db), "--summarizer", spec, "--timeout", "5", "--lease-seconds", "10"]
+    worker = lexkeep("compact", *args)
+    try:
+        wait_for(tmp_path / "started", 60)  # the summariser runs, the store is closed
+        holder = duckdb.connect(str(db))  # another process takes the store, as a writer
+        try:
+            [(expires,)] = holder.execute("SELECT lease_expires_at FROM compactions").fetchall()
+            time.sleep(3)
+            (tmp_path / "go").touch()  # the summary arrives well within its lease
+            time.sleep(max(0.0, expires + 1.5 - time.time()))  # held past the lease
+        finally:
+            holder.close()
+        out, err = worker.communicate(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert worker.returncode == 2, out + err
+    first, hint = err.splitlines()[:2]
+    assert first.startswith(f"Error: {db} is in use by another lexkeep process"), err
+    assert first.endswith(
+        "until the lease of c1 pairs 0–9 expired: the summary that arrived for it was not stored"
+    ), err
+    assert hint.startswith("Hint: nothing was written;"), err
+    with Store.open(db, read_only=True) as store:
+        row = store.con.execute(
+            "SELECT status, attempts, summary, lease_expires_at FROM compactions"
+        ).fetchone()
+        assert store.con.execute("SELECT count(*) FROM boundaries").fetchone() == (0,)
+    assert row[:3] == ("running", 1, None)
+    # a later run counts the expired lease as the failed attempt it is, then tries again
+    again = lexkeep("compact", *args)
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == 0, out + err
