@@ -393,11 +393,14 @@ def run_compaction(
 
 
 @contextlib.contextmanager
-def _use(access: Store | StoreOnDemand, wait: float | None = None) -> Iterator:
+def _use(
+    access: Store | StoreOnDemand, wait: float | None = None, *, despite_interrupt: bool = False
+) -> Iterator:
     """A cursor for one step: of the caller's open store, or of `access` (open for the step,
-    waiting up to `wait` seconds for another process, when given)."""
+    waiting up to `wait` seconds for another process, when given, and after Ctrl-C too with
+    `despite_interrupt`)."""
     if isinstance(access, StoreOnDemand):
-        with access.use(wait) as cursor:
+        with access.use(wait, despite_interrupt=despite_interrupt) as cursor:
             yield cursor
         return
     cursor = access.con.cursor()
@@ -678,8 +681,12 @@ def _summarise_granted(
         held = [c for c, _, _ in done] + [c for c, _, _ in failed] + given_back
         first = min(held, key=lambda c: c.lease_expires_at)
         wait = max(0.0, math.floor((first.lease_expires_at - time.time()) * 10) / 10)
+        stopped = False
+        if stopping.is_set() and isinstance(access, StoreOnDemand):
+            # Interrupted: the outcomes are still stored, but Ctrl-C waits no longer than this.
+            stopped, wait = True, min(wait, access.lock_wait)
         try:
-            with _use(access, wait) as cursor:
+            with _use(access, wait, despite_interrupt=stopped) as cursor:
                 completed = jobs.complete_many(cursor, [(c, g) for c, g, _ in done]) if done else []
                 failures = jobs.fail_many(cursor, [(c, p) for c, p, _ in failed]) if failed else []
                 released = jobs.release_many(cursor, given_back)
@@ -739,13 +746,15 @@ def _give_back_claims(access: Store | StoreOnDemand, owner: str) -> int:
     once with the attempts they had. Returns how many.
 
     Found by the slot's lease owner, so a claim whose transaction committed just as Ctrl-C
-    arrived is found too. Best effort and without waiting: a store another process holds now
-    is not waited for (the leases then expire as for a worker that died).
+    arrived is found too. Best effort: a store another process holds now is waited for only
+    $LEXKEEP_LOCK_WAIT seconds (then the leases expire as for a worker that died).
     """
-    if isinstance(access, StoreOnDemand):
-        access.interrupt()  # a reopening tries once instead of waiting for the file
     given_back = 0
-    with contextlib.suppress(Exception), _use(access) as cursor:
+    if isinstance(access, StoreOnDemand):
+        use = _use(access, access.lock_wait, despite_interrupt=True)
+    else:
+        use = _use(access)
+    with contextlib.suppress(Exception), use as cursor:
         given_back = jobs.release_owned(cursor, owner)
     return given_back
 

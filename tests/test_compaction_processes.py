@@ -580,3 +580,45 @@ def test_a_store_held_past_the_lease_stops_the_write_with_a_clear_message(tmp_pa
     again = lexkeep("compact", *args)
     out, err = again.communicate(timeout=60)
     assert again.returncode == 0, out + err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT and process groups are POSIX")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_while_another_process_holds_the_store_still_gives_the_claims_back(
+    tmp_path, workers
+):
+    """Ctrl-C came while another process (a `lexkeep context`, an ingest) had the store for a
+    moment: the run did not wait at all, so its claims stayed `running` until their leases
+    expired and then counted as failed attempts. It now waits up to $LEXKEEP_LOCK_WAIT."""
+    import duckdb
+
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 40})
+    script = tmp_path / "waits.py"
+    script.write_text(WAITS_FOR_GO, encoding="utf-8")  # never told to go: hangs
+    spec = f'command:"{sys.executable} {script} {tmp_path}"'
+    args = ["--db", str(db), "--summarizer", spec, "--timeout", "60", "--workers", str(workers)]
+    env = {**os.environ, "LEXKEEP_LOCK_WAIT": "10"}
+    worker = lexkeep("compact", *args, start_new_session=True, env=env)
+    try:
+        wait_for(tmp_path / "started", 60)
+        holder = duckdb.connect(str(db))
+        try:
+            running = holder.execute(
+                "SELECT count(*) FROM compactions WHERE status = 'running'"
+            ).fetchone()[0]
+            os.killpg(worker.pid, signal.SIGINT)
+            time.sleep(1)
+        finally:
+            holder.close()
+        out, err = worker.communicate(timeout=60)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.communicate()
+    assert running >= 1
+    assert worker.returncode == 130, out + err
+    with Store.open(db, read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM compactions").fetchone() == (0,)
+        assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone() == (0,)
