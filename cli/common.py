@@ -165,7 +165,7 @@ def handle_errors(fn: F) -> F:
             if storage is not None:  # a full disk or a read-only folder: the user's to fix
                 print_error(storage)
                 raise typer.Exit(EXIT_ERROR) from err
-            sys.stderr.write(f"Error: internal error: {type(err).__name__}: {err}\n")
+            sys.stderr.write(f"Error: internal error: {type(err).__name__}: {visible(str(err))}\n")
             if os.environ.get("LEXKEEP_DEBUG"):
                 traceback.print_exc()
             else:

@@ -166,8 +166,8 @@ def register(app: typer.Typer) -> None:
             have, current = report.schema
             sys.stdout.flush()
             sys.stderr.write(
-                f"Note: {path} is at schema {have} of {current}; a run without --dry-run"
-                " migrates it first (this dry run changed nothing)\n"
+                f"Note: {visible(str(path))} is at schema {have} of {current}; a run without"
+                " --dry-run migrates it first (this dry run changed nothing)\n"
             )
         if stopped is not None:
             sys.stdout.flush()
