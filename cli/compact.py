@@ -110,6 +110,7 @@ def register(app: typer.Typer) -> None:
         from lexkeep.compaction.engine import (
             CompactionInterrupted,
             CompactionStopped,
+            CompactionStoreHeld,
             run_compaction,
         )
         from lexkeep.compaction.summarizers import SummarizerOptions
@@ -127,7 +128,7 @@ def register(app: typer.Typer) -> None:
         # Given the path, the run opens the store only to read, claim and write: a model or a
         # program summarising leaves it free for `context`, `ingest` or another `compact`.
         interrupted = False
-        stopped: CompactionStopped | None = None
+        stopped: CompactionStopped | CompactionStoreHeld | None = None
         try:
             with progress("compacting", None, unit="items") as tick:
                 report = run_compaction(
@@ -144,22 +145,40 @@ def register(app: typer.Typer) -> None:
         except CompactionInterrupted as stop:
             # Ctrl-C: what finished before it is in the store; say what, then exit 130.
             report, interrupted = stop.report, True
-        except CompactionStopped as stop:
-            # The summariser went away mid-run: what finished before is in the store, and the
-            # counts say so before the error (exit 2) does.
+        except (CompactionStopped, CompactionStoreHeld) as stop:
+            # The summariser went away mid-run, or another process kept the store past a
+            # lease: what finished before is in the store, and the counts say so before the
+            # error (exit 2) does.
             report, stopped = stop.report, stop
         if fmt == "json":
             doc = _report_json(report)
             doc["interrupted"] = interrupted
-            doc["unreachable"] = None if stopped is None else str(stopped)
+            held = isinstance(stopped, CompactionStoreHeld)
+            doc["unreachable"] = None if stopped is None or held else str(stopped)
+            doc["store_held"] = str(stopped) if held else None
             sys.stdout.write(_json(doc))
         else:
             why = None
-            if stopped is not None:
+            if isinstance(stopped, CompactionStoreHeld):
+                left = report.remaining
+                why = (
+                    "another process held the store until a claim's lease expired; these"
+                    " counts are what was stored before; "
+                    f"{left} planned segment{'' if left == 1 else 's'}"
+                    f" {'was' if left == 1 else 'were'} left for a later run (a claim whose"
+                    " lease expired counts as a failed attempt)"
+                )
+            elif stopped is not None:
                 why = (
                     "the summariser failed the same way on its first calls"
                     if stopped.misconfigured
                     else "the summariser could not be reached"
+                )
+                left = report.remaining
+                why += (
+                    f"; these counts are what finished before it; {left} planned"
+                    f" segment{'' if left == 1 else 's'} {'was' if left == 1 else 'were'} not"
+                    " summarised (no attempt was counted), and a later run takes them up"
                 )
             _print_report(report, interrupted=interrupted, stopped=why)
         if report.pending_migrations and report.schema is not None:
@@ -329,13 +348,7 @@ def _print_report(report, *, interrupted: bool = False, stopped: str | None = No
             " run takes up the rest"
         )
     if stopped:
-        left = report.remaining
-        lines.append(
-            f"stopped: {stopped}; these counts are what finished"
-            f" before it; {left} planned segment{'' if left == 1 else 's'}"
-            f" {'was' if left == 1 else 'were'} not summarised (no attempt was counted),"
-            " and a later run takes them up"
-        )
+        lines.append(f"stopped: {stopped}")
     sys.stdout.write("".join(line + "\n" for line in lines))
 
 

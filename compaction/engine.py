@@ -229,6 +229,16 @@ class CompactionStopped(BackendUnreachableError):
         self.misconfigured = isinstance(cause, SummarizerMisconfiguredError)
 
 
+class CompactionStoreHeld(StoreLockedError):
+    """Another process held the store until a claim's lease expired, so what the summariser
+    returned for it could not be stored and the run stopped; `report` holds what was stored
+    before. A `StoreLockedError`, so code that handles that error still does."""
+
+    def __init__(self, message: str, *, hint: str) -> None:
+        super().__init__(message, hint=hint)
+        self.report = CompactionReport()
+
+
 @dataclass(frozen=True, slots=True)
 class _Task:
     ident: JobIdentity
@@ -382,6 +392,10 @@ def run_compaction(
             raise
         report.seconds = time.perf_counter() - started
         raise CompactionStopped(report, exc) from exc
+    except CompactionStoreHeld as exc:
+        report.seconds = time.perf_counter() - started
+        exc.report = report
+        raise
     except BaseException as exc:
         if not _is_interrupt(exc) or isinstance(exc, CompactionInterrupted):
             raise
@@ -721,13 +735,13 @@ def _summarise_granted(
 
 def _lease_lost(
     exc: StoreLockedError, first: jobs.Claim, waited: float, summarised: bool
-) -> StoreLockedError:
+) -> CompactionStoreHeld:
     """The store stayed held by another process until a claim's lease expired: say so."""
     i = first.identity
     what = "the summary that arrived for it" if summarised else "its outcome"
     what += " was not stored"
     message = exc.message.partition("; waited ")[0]
-    return StoreLockedError(
+    return CompactionStoreHeld(
         f"{message}; waited {waited:g} s, until the lease of {i.conversation_id} pairs"
         f" {i.from_pair}–{i.to_pair} expired: {what}",
         hint="nothing was written; a later run summarises the range again (this attempt"

@@ -570,6 +570,12 @@ def test_a_store_held_past_the_lease_stops_the_write_with_a_clear_message(tmp_pa
         "until the lease of c1 pairs 0–9 expired: the summary that arrived for it was not stored"
     ), err
     assert hint.startswith("Hint: nothing was written;"), err
+    assert out.splitlines() == [
+        "1 conversation: planned 1, claimed 1, completed 0, failed 0, skipped 0",
+        "stopped: another process held the store until a claim's lease expired; these counts"
+        " are what was stored before; 1 planned segment was left for a later run (a claim"
+        " whose lease expired counts as a failed attempt)",
+    ], out
     with Store.open(db, read_only=True) as store:
         row = store.con.execute(
             "SELECT status, attempts, summary, lease_expires_at FROM compactions"
