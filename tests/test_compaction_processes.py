@@ -546,7 +546,7 @@ def test_a_store_held_past_the_lease_stops_the_write_with_a_clear_message(tmp_pa
     script = tmp_path / "waits.py"
     script.write_text(WAITS_FOR_GO, encoding="utf-8")
     spec = f'command:"{sys.executable} {script} {tmp_path}"'
-    args = ["--db", str(db), "--summarizer", spec, "--timeout", "5", "--lease-seconds", "10"]
+    args = ["--db", str(db), "--summarizer", spec, "--timeout", "8", "--lease-seconds", "13"]
     worker = lexkeep("compact", *args)
     try:
         wait_for(tmp_path / "started", 60)  # the summariser runs, the store is closed
