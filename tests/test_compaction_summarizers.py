@@ -191,8 +191,9 @@ def test_command_calls_leak_no_pipe_when_a_process_outside_the_group_holds_them(
             gen = summarizer.summarize(request())
             assert time.monotonic() - started < 5
             assert gen.text == "Summary: ORD_88400.", gen
-        assert _open_fds() == fds
-        assert threading.active_count() == threads
+        # (fewer is fine: a thread of an earlier test may have ended meanwhile)
+        assert _open_fds() <= fds
+        assert threading.active_count() <= threads
     finally:
         for pid in map(int, pids.read_text(encoding="utf-8").split()):
             with contextlib.suppress(ProcessLookupError):
