@@ -16,6 +16,7 @@ from lexkeep.cli.common import (
     reader_gone,
     refuse_output_over_inputs,
 )
+from lexkeep.core.controls import visible
 from lexkeep.core.errors import LexkeepError, SettingsWarning
 from lexkeep.core.formats import format_names
 
@@ -201,5 +202,5 @@ def register(app: typer.Typer) -> None:
             # The report is in the file: the log (a CI job's) still says how the gate went.
             from lexkeep.audit.render import verdict_line
 
-            sys.stderr.write(f"Wrote {output}: {verdict_line(report)}\n")
+            sys.stderr.write(visible(f"Wrote {output}: {verdict_line(report)}") + "\n")
         raise typer.Exit(report.exit_code)

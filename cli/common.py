@@ -165,7 +165,7 @@ def handle_errors(fn: F) -> F:
             if storage is not None:  # a full disk or a read-only folder: the user's to fix
                 print_error(storage)
                 raise typer.Exit(EXIT_ERROR) from err
-            sys.stderr.write(f"Error: internal error: {type(err).__name__}: {err}\n")
+            sys.stderr.write(f"Error: internal error: {type(err).__name__}: {visible(str(err))}\n")
             if os.environ.get("LEXKEEP_DEBUG"):
                 traceback.print_exc()
             else:
@@ -186,7 +186,8 @@ def _show_warning(
     """`Warning: text` on stderr for lexkeep's warnings; Python's format for any other."""
     stream = file or sys.stderr
     if issubclass(category, SettingsWarning):
-        stream.write(f"Warning: {message}\n")
+        # It names the user's files and settings: their control characters are shown escaped.
+        stream.write(f"Warning: {visible(str(message))}\n")
     else:
         stream.write(warnings.formatwarning(message, category, filename, lineno, line))
     stream.flush()

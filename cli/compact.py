@@ -100,15 +100,17 @@ def register(app: typer.Typer) -> None:
         Only assistant answers reach the summariser; every summary is bound to the SHA-256 of
         its 10 source pairs and written once. Counts go to stdout; progress to stderr.
         Exit 0 when every claimed segment completed, 1 when an attempt failed (recorded; a
-        later run retries it), 2 when the run could not start or the summariser could not be
-        reached (no attempt is counted; a run it stopped first prints the counts of what
-        finished before), 130 on Ctrl-C (after those counts too).
+        later run retries it), 2 when the run could not start, the summariser could not be
+        reached, or it failed the same way on the run's first 3 calls (no attempt is counted; a
+        run it stopped first prints the counts of what finished before), 130 on Ctrl-C (after
+        those counts too; a call in progress is given back, no attempt counted).
 
         Example: lexkeep compact --db traces.duckdb --summarizer extractive --workers 4
         """
         from lexkeep.compaction.engine import (
             CompactionInterrupted,
             CompactionStopped,
+            CompactionStoreHeld,
             run_compaction,
         )
         from lexkeep.compaction.summarizers import SummarizerOptions
@@ -126,7 +128,7 @@ def register(app: typer.Typer) -> None:
         # Given the path, the run opens the store only to read, claim and write: a model or a
         # program summarising leaves it free for `context`, `ingest` or another `compact`.
         interrupted = False
-        stopped: CompactionStopped | None = None
+        stopped: CompactionStopped | CompactionStoreHeld | None = None
         try:
             with progress("compacting", None, unit="items") as tick:
                 report = run_compaction(
@@ -143,23 +145,48 @@ def register(app: typer.Typer) -> None:
         except CompactionInterrupted as stop:
             # Ctrl-C: what finished before it is in the store; say what, then exit 130.
             report, interrupted = stop.report, True
-        except CompactionStopped as stop:
-            # The summariser went away mid-run: what finished before is in the store, and the
-            # counts say so before the error (exit 2) does.
+        except (CompactionStopped, CompactionStoreHeld) as stop:
+            # The summariser went away mid-run, or another process kept the store past a
+            # lease: what finished before is in the store, and the counts say so before the
+            # error (exit 2) does.
             report, stopped = stop.report, stop
         if fmt == "json":
             doc = _report_json(report)
             doc["interrupted"] = interrupted
-            doc["unreachable"] = None if stopped is None else str(stopped)
+            held = isinstance(stopped, CompactionStoreHeld)
+            doc["unreachable"] = None if stopped is None or held else str(stopped)
+            doc["store_held"] = str(stopped) if held else None
             sys.stdout.write(_json(doc))
         else:
-            _print_report(report, interrupted=interrupted, stopped=stopped is not None)
+            why = None
+            if isinstance(stopped, CompactionStoreHeld):
+                left = report.remaining
+                why = (
+                    "another process held the store until a claim's lease expired; these"
+                    " counts are what was stored before; "
+                    f"{left} planned segment{'' if left == 1 else 's'}"
+                    f" {'was' if left == 1 else 'were'} left for a later run (a claim whose"
+                    " lease expired counts as a failed attempt)"
+                )
+            elif stopped is not None:
+                why = (
+                    "the summariser failed the same way on its first calls"
+                    if stopped.misconfigured
+                    else "the summariser could not be reached"
+                )
+                left = report.remaining
+                why += (
+                    f"; these counts are what finished before it; {left} planned"
+                    f" segment{'' if left == 1 else 's'} {'was' if left == 1 else 'were'} not"
+                    " summarised (no attempt was counted), and a later run takes them up"
+                )
+            _print_report(report, interrupted=interrupted, stopped=why)
         if report.pending_migrations and report.schema is not None:
             have, current = report.schema
             sys.stdout.flush()
             sys.stderr.write(
-                f"Note: {path} is at schema {have} of {current}; a run without --dry-run"
-                " migrates it first (this dry run changed nothing)\n"
+                f"Note: {visible(str(path))} is at schema {have} of {current}; a run without"
+                " --dry-run migrates it first (this dry run changed nothing)\n"
             )
         if stopped is not None:
             sys.stdout.flush()
@@ -285,7 +312,7 @@ def _report_json(report) -> dict:
     }
 
 
-def _print_report(report, *, interrupted: bool = False, stopped: bool = False) -> None:
+def _print_report(report, *, interrupted: bool = False, stopped: str | None = None) -> None:
     # Plain writes: these lines are parsed by scripts and must never be re-wrapped.
     lines = []
     verb = "would claim" if report.dry_run else "claimed"
@@ -316,17 +343,12 @@ def _print_report(report, *, interrupted: bool = False, stopped: bool = False) -
             )
     if interrupted:
         lines.append(
-            "interrupted: these counts are what finished before Ctrl-C; a claim in progress"
-            " counts as a failed attempt (cancelled), and a later run takes up the rest"
+            "interrupted: these counts are what finished before Ctrl-C; a call in progress"
+            " was abandoned and its claim given back (no attempt was counted), and a later"
+            " run takes up the rest"
         )
     if stopped:
-        left = report.remaining
-        lines.append(
-            "stopped: the summariser could not be reached; these counts are what finished"
-            f" before it; {left} planned segment{'' if left == 1 else 's'}"
-            f" {'was' if left == 1 else 'were'} not summarised (no attempt was counted),"
-            " and a later run takes them up"
-        )
+        lines.append(f"stopped: {stopped}")
     sys.stdout.write("".join(line + "\n" for line in lines))
 
 

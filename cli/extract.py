@@ -9,6 +9,7 @@ import orjson
 import typer
 
 from lexkeep.cli.common import progress, stderr_console, stdin_text, stdout_console
+from lexkeep.core.controls import visible, visible_json
 from lexkeep.core.errors import InputError
 
 SCHEMA_VERSION = 1
@@ -83,7 +84,7 @@ def register(app: typer.Typer) -> None:
             else:
                 # one plain line: Rich wrapped it at 80 columns, breaking scripts that grep it
                 sys.stdout.write(
-                    f"Re-extracted {counts.messages} user messages of {db}: "
+                    f"Re-extracted {counts.messages} user messages of {visible(db)}: "
                     f"{counts.identifiers} identifiers, {counts.incomplete} incomplete scans "
                     + (f"(first: {counts.first_incomplete}) " if counts.first_incomplete else "")
                     + f"(rules {counts.rules_digest}).\n"
@@ -106,7 +107,7 @@ def register(app: typer.Typer) -> None:
                     for i in result.identifiers
                 ],
             }
-            sys.stdout.write(orjson.dumps(payload).decode() + "\n")
+            sys.stdout.write(visible_json(orjson.dumps(payload)).decode() + "\n")
         else:
             from rich.table import Table
 
@@ -116,7 +117,11 @@ def register(app: typer.Typer) -> None:
             table.add_column("start")
             table.add_column("end")
             for ident in result.identifiers:
-                table.add_row(ident.kind, ident.value, str(ident.start), str(ident.end))
+                # a value may hold a bidirectional override (a URL, a Windows path): shown
+                # escaped, as every report shows user text
+                table.add_row(
+                    visible(ident.kind), visible(ident.value), str(ident.start), str(ident.end)
+                )
             if result.identifiers:  # an empty table on stdout would read as output to parse
                 stdout_console().print(table)
             else:

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import math
 import os
 import queue
 import threading
@@ -43,6 +44,8 @@ from lexkeep.core.errors import (
     BackendUnreachableError,
     ConfigError,
     RuleError,
+    StoreLockedError,
+    SummarizerMisconfiguredError,
     is_query_interrupt,
 )
 from lexkeep.core.inspect import require_conversations
@@ -57,6 +60,60 @@ LEASE_WRITE_SECONDS = 5.0
 # The default lease: the calls made under one claim and a minute more (--timeout + 60 s for a
 # backend that claims one segment at a time).
 LEASE_SPARE_SECONDS = 60.0
+
+
+# A run whose summariser fails the same way on this many first calls, before any succeeds, is
+# misconfigured (a wrong model name, a missing key): it stops and gives those attempts back,
+# instead of spending an attempt of every range on a setting.
+SAME_FAILURE_LIMIT = 3
+
+
+class _FirstCalls:
+    """Judges a run's first calls: the same failure SAME_FAILURE_LIMIT times before any
+    success trips it; a success or a different failure closes it for the rest of the run.
+
+    Shared by the worker slots. While it is undecided, a slot sorts and writes its outcomes
+    holding `lock`, so the failures it would give back are all written when it trips.
+    """
+
+    def __init__(self, limit: int = SAME_FAILURE_LIMIT, *, judge: bool = True) -> None:
+        self.limit = limit
+        self.lock = threading.Lock()
+        self.closed = not judge
+        self.tripped: SummarizerMisconfiguredError | None = None
+        self.problem: str | None = None
+        self.recorded: list[tuple[jobs.Claim, SegmentOutcome]] = []  # written as failed
+
+    def sort(
+        self, succeeded: bool, failed: list[tuple[jobs.Claim, str, SegmentOutcome]]
+    ) -> SummarizerMisconfiguredError | None:
+        """Judge one batch's outcomes (the caller holds `lock`); the error when the run must
+        stop now, or None. Once tripped, every later failure is given back too."""
+        if self.closed or self.tripped is not None:
+            return None
+        if succeeded:
+            self.closed = True
+            return None
+        for _, problem, _ in failed:
+            if self.problem is None:
+                self.problem = problem
+            if problem != self.problem:
+                self.closed = True
+                return None
+        if len(self.recorded) + len(failed) >= self.limit:
+            self.tripped = SummarizerMisconfiguredError(
+                f"the summariser failed the same way on its first {self.limit} calls, before"
+                f" any succeeded: {self.problem}",
+                hint="check its settings (--summarizer, --model, --base-url, a key it needs);"
+                " nothing was counted as an attempt",
+            )
+            return self.tripped
+        return None
+
+    @property
+    def undecided(self) -> bool:
+        """True while failures may still be given back (before a success or a different one)."""
+        return not self.closed
 
 
 def _lease_seconds(
@@ -144,8 +201,8 @@ class CompactionInterrupted(KeyboardInterrupt):
 
     A KeyboardInterrupt, so code that stops on Ctrl-C still does. The report counts the
     segments planned, claimed, completed, failed and skipped until then; a claim given back
-    because of the interruption is a failed outcome with the detail `cancelled: the run was
-    interrupted` (as it is recorded in the store).
+    because of the interruption (its call abandoned, no attempt counted) is not in
+    `report.claimed`, and `report.remaining` counts it with the segments never claimed.
     """
 
     def __init__(self, report: CompactionReport) -> None:
@@ -154,7 +211,8 @@ class CompactionInterrupted(KeyboardInterrupt):
 
 
 class CompactionStopped(BackendUnreachableError):
-    """The summariser could not be reached mid-run; `report` holds what finished before it.
+    """The summariser could not be reached mid-run, or failed the same way on the run's first
+    calls (`misconfigured`); `report` holds what finished before it.
 
     A `BackendUnreachableError` with the same message and hint as the backend's, so code that
     handles that error still does. The claims of the call that could not be made, and of the
@@ -167,6 +225,18 @@ class CompactionStopped(BackendUnreachableError):
             cause.message, path=cause.path, line=cause.line, col=cause.col, hint=cause.hint
         )
         self.report = report
+        # The summariser was reached but failed the same way on the run's first calls.
+        self.misconfigured = isinstance(cause, SummarizerMisconfiguredError)
+
+
+class CompactionStoreHeld(StoreLockedError):
+    """Another process held the store until a claim's lease expired, so what the summariser
+    returned for it could not be stored and the run stopped; `report` holds what was stored
+    before. A `StoreLockedError`, so code that handles that error still does."""
+
+    def __init__(self, message: str, *, hint: str) -> None:
+        super().__init__(message, hint=hint)
+        self.report = CompactionReport()
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +310,8 @@ def run_compaction(
             readable_from=1,
         )
     report = CompactionReport(dry_run=dry_run)
+    # extractive fails only for reasons of the range itself (too many identifiers to fit)
+    first_calls = _FirstCalls(judge=not summarizer.quick)
     try:
         with _use(access) as con:
             if dry_run:
@@ -311,6 +383,7 @@ def run_compaction(
                         admission_wait,
                         report,
                         on_progress,
+                        first_calls,
                     )
         report.seconds = time.perf_counter() - started
         return report
@@ -319,6 +392,10 @@ def run_compaction(
             raise
         report.seconds = time.perf_counter() - started
         raise CompactionStopped(report, exc) from exc
+    except CompactionStoreHeld as exc:
+        report.seconds = time.perf_counter() - started
+        exc.report = report
+        raise
     except BaseException as exc:
         if not _is_interrupt(exc) or isinstance(exc, CompactionInterrupted):
             raise
@@ -330,10 +407,14 @@ def run_compaction(
 
 
 @contextlib.contextmanager
-def _use(access: Store | StoreOnDemand) -> Iterator:
-    """A cursor for one step: of the caller's open store, or of `access` (open for the step)."""
+def _use(
+    access: Store | StoreOnDemand, wait: float | None = None, *, despite_interrupt: bool = False
+) -> Iterator:
+    """A cursor for one step: of the caller's open store, or of `access` (open for the step,
+    waiting up to `wait` seconds for another process, when given, and after Ctrl-C too with
+    `despite_interrupt`)."""
     if isinstance(access, StoreOnDemand):
-        with access.use() as cursor:
+        with access.use(wait, despite_interrupt=despite_interrupt) as cursor:
             yield cursor
         return
     cursor = access.con.cursor()
@@ -376,6 +457,7 @@ def _run_tasks(
     admission_wait: float | None,
     report: CompactionReport,
     on_progress: Callable[[SegmentOutcome], None] | None,
+    first_calls: _FirstCalls,
 ) -> None:
     """Claim, summarise and finish `tasks` through `workers` in-process slots."""
     work: queue.Queue[_Task] = queue.Queue()
@@ -404,7 +486,6 @@ def _run_tasks(
 
     def worker(finished: threading.Event) -> None:
         owner = jobs.new_owner()
-        inflight: list[tuple[_Task, jobs.Claim]] = []  # claimed, outcome not yet recorded
         try:
             while not stopping.is_set():
                 batch = []
@@ -429,15 +510,15 @@ def _run_tasks(
                     lock,
                     record,
                     stopping,
-                    inflight,
+                    first_calls,
                 )
         except BaseException as exc:  # surfaced to the caller after the other slots stop
             stopping.set()  # the other slots claim nothing more either
             if _is_interrupt(exc):  # Ctrl-C reaches a slot only when it is the only one
-                error = _cancel_claims(access, owner)
-                if error is not None:  # the claims in flight are failed attempts now
-                    for task, c in inflight:
-                        record(task.outcome("failed", c.job_id, c.attempt, error))
+                given_back = _give_back_claims(access, owner)
+                if given_back:  # undone as if never made: the next run's to claim
+                    with lock:
+                        report.claimed -= given_back
             errors.append(exc)
         finally:
             finished.set()
@@ -488,13 +569,9 @@ def _run_batch(
     lock: threading.Lock,
     record: Callable[[SegmentOutcome], None],
     stopping: threading.Event,
-    inflight: list[tuple[_Task, jobs.Claim]],
+    first_calls: _FirstCalls,
 ) -> None:
-    """Claim a batch in one transaction, summarise each granted segment, write outcomes.
-
-    `inflight` holds the granted claims whose outcomes are not recorded yet (what an
-    interrupted slot gives back).
-    """
+    """Claim a batch in one transaction, summarise each granted segment, write outcomes."""
     deadline = time.monotonic() + wait_limit
     pause = 0.005
     pending = batch
@@ -518,11 +595,19 @@ def _run_batch(
             else:
                 record(task.outcome("skipped", task.key, None, f"{result.reason}: {result.detail}"))
         if granted:
-            inflight[:] = granted
             with lock:
                 report.claimed += len(granted)
-            _summarise_granted(access, granted, summarizer, instructions, record, report, lock)
-            inflight.clear()
+            _summarise_granted(
+                access,
+                granted,
+                summarizer,
+                instructions,
+                record,
+                report,
+                lock,
+                stopping,
+                first_calls,
+            )
         pending = waiting
         if pending:
             time.sleep(pause)
@@ -537,6 +622,8 @@ def _summarise_granted(
     record: Callable[[SegmentOutcome], None],
     report: CompactionReport,
     lock: threading.Lock,
+    stopping: threading.Event,
+    first_calls: _FirstCalls,
 ) -> None:
     done: list[tuple[jobs.Claim, jobs.Completion, SegmentOutcome]] = []
     failed: list[tuple[jobs.Claim, str, SegmentOutcome]] = []
@@ -553,6 +640,11 @@ def _summarise_granted(
         request = SummaryRequest(cid, a, b, answers, jobs.PROMPT_VERSION, instructions)
         try:
             gen = summarizer.summarize(request)
+            if stopping.is_set() and gen.finish_reason == _CANCELLED.finish_reason:
+                # The run was interrupted and the call abandoned: nothing was generated, so
+                # the claim and the rest are given back as they were; the run stops anyway.
+                given_back = [claim for _, claim in granted[n:]]
+                break
             problem = check_generation(gen)
         except BackendUnreachableError as exc:
             # Nothing was generated: not an attempt. Give this claim and the rest back, stop.
@@ -586,25 +678,75 @@ def _summarise_granted(
             failed.append((c, problem or "unknown failure", out))
     if not (done or failed or given_back):
         return
-    with _use(access) as cursor:  # the summaries above ran with the store closed
-        completed = jobs.complete_many(cursor, [(c, g) for c, g, _ in done]) if done else []
-        failures = jobs.fail_many(cursor, [(c, p) for c, p, _ in failed]) if failed else []
-        released = jobs.release_many(cursor, given_back)
-    if released:  # undone as if never made: these segments are the next run's to claim
-        with lock:
-            report.claimed -= released
-    for (_, _, out), result in zip(done, completed, strict=True):
-        if isinstance(result, RuleError):  # lease lost meanwhile: nothing was written
-            out = dataclasses.replace(out, outcome="failed", detail=str(result))
-        record(out)
-    for (_, _, out), result in zip(failed, failures, strict=True):
-        if isinstance(result, RuleError):
-            out = dataclasses.replace(out, detail=f"{out.detail} ({result})")
-        else:
-            out = dataclasses.replace(out, detail=f"{result}: {out.detail}")
-        record(out)
+    # While the run's first calls are judged, sorting and writing are one step for all slots.
+    judging = first_calls.undecided
+    with first_calls.lock if judging else contextlib.nullcontext():
+        restore: list[tuple[jobs.Claim, SegmentOutcome]] = []
+        if judging and first_calls.tripped is None:
+            tripped = first_calls.sort(bool(done), failed)
+            if tripped is not None:  # misconfigured: no failure of it counts; stop the run
+                unreachable = unreachable or tripped
+                restore, first_calls.recorded = first_calls.recorded, []
+        if judging and first_calls.tripped is not None:
+            given_back += [c for c, _, _ in failed]
+            failed = []
+        # The summaries above ran with the store closed. Another process may hold it now: it
+        # is waited for only while the leases last (an outcome stored later would be refused).
+        held = [c for c, _, _ in done] + [c for c, _, _ in failed] + given_back
+        first = min(held, key=lambda c: c.lease_expires_at)
+        wait = max(0.0, math.floor((first.lease_expires_at - time.time()) * 10) / 10)
+        stopped = False
+        if stopping.is_set() and isinstance(access, StoreOnDemand):
+            # Interrupted: the outcomes are still stored, but Ctrl-C waits no longer than this.
+            stopped, wait = True, min(wait, access.lock_wait)
+        try:
+            with _use(access, wait, despite_interrupt=stopped) as cursor:
+                completed = jobs.complete_many(cursor, [(c, g) for c, g, _ in done]) if done else []
+                failures = jobs.fail_many(cursor, [(c, p) for c, p, _ in failed]) if failed else []
+                released = jobs.release_many(cursor, given_back)
+                restored = jobs.restore_failed(cursor, [c for c, _ in restore])
+        except StoreLockedError as exc:
+            summarised = any(c is first for c, _, _ in done)
+            raise _lease_lost(exc, first, wait, summarised) from exc
+        if released:  # undone as if never made: these segments are the next run's to claim
+            with lock:
+                report.claimed -= released
+        if restored:  # failures recorded earlier, now undone: out of the counts too
+            gone = {id(out) for _, out in restore}
+            with lock:
+                report.claimed -= restored
+                report.failed -= restored
+                report.segments[:] = [s for s in report.segments if id(s) not in gone]
+        for (_, _, out), result in zip(done, completed, strict=True):
+            if isinstance(result, RuleError):  # lease lost meanwhile: nothing was written
+                out = dataclasses.replace(out, outcome="failed", detail=str(result))
+            record(out)
+        for (c, _, out), result in zip(failed, failures, strict=True):
+            if isinstance(result, RuleError):
+                out = dataclasses.replace(out, detail=f"{out.detail} ({result})")
+            else:
+                out = dataclasses.replace(out, detail=f"{result}: {out.detail}")
+                if judging and first_calls.undecided:
+                    first_calls.recorded.append((c, out))
+            record(out)
     if unreachable is not None:
         raise unreachable
+
+
+def _lease_lost(
+    exc: StoreLockedError, first: jobs.Claim, waited: float, summarised: bool
+) -> CompactionStoreHeld:
+    """The store stayed held by another process until a claim's lease expired: say so."""
+    i = first.identity
+    what = "the summary that arrived for it" if summarised else "its outcome"
+    what += " was not stored"
+    message = exc.message.partition("; waited ")[0]
+    return CompactionStoreHeld(
+        f"{message}; waited {waited:g} s, until the lease of {i.conversation_id} pairs"
+        f" {i.from_pair}–{i.to_pair} expired: {what}",
+        hint="nothing was written; a later run summarises the range again (this attempt"
+        " counts as failed: lease expired); raise --lease-seconds to wait longer for the store",
+    )
 
 
 def _is_interrupt(exc: BaseException) -> bool:
@@ -612,23 +754,23 @@ def _is_interrupt(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt) or is_query_interrupt(exc)
 
 
-def _cancel_claims(access: Store | StoreOnDemand, owner: str) -> str | None:
-    """Record the claims an interrupted slot still holds as cancelled attempts, as a slot
-    cancelled by another thread does, so the next run takes their ranges up at once.
+def _give_back_claims(access: Store | StoreOnDemand, owner: str) -> int:
+    """Give back the claims an interrupted slot still holds, without counting an attempt (the
+    calls were abandoned, nothing was generated), so the next run takes their ranges up at
+    once with the attempts they had. Returns how many.
 
-    Without it they stay `running` until their lease (--timeout + 60 s) expires, and then
-    count as failed attempts anyway. Found by the slot's lease owner, so a claim whose
-    transaction committed just as Ctrl-C arrived is found too. Best effort and without
-    waiting: a store another process holds now is not waited for (the leases then expire as
-    for a worker that died). Returns the error recorded when claims were given back, else None.
+    Found by the slot's lease owner, so a claim whose transaction committed just as Ctrl-C
+    arrived is found too. Best effort: a store another process holds now is waited for only
+    $LEXKEEP_LOCK_WAIT seconds (then the leases expire as for a worker that died).
     """
-    if isinstance(access, StoreOnDemand):
-        access.interrupt()  # a reopening tries once instead of waiting for the file
-    error = check_generation(_CANCELLED) or "cancelled"
     given_back = 0
-    with contextlib.suppress(Exception), _use(access) as cursor:
-        given_back = jobs.fail_owned(cursor, owner, error)
-    return error if given_back else None
+    if isinstance(access, StoreOnDemand):
+        use = _use(access, access.lock_wait, despite_interrupt=True)
+    else:
+        use = _use(access)
+    with contextlib.suppress(Exception), use as cursor:
+        given_back = jobs.release_owned(cursor, owner)
+    return given_back
 
 
 @functools.lru_cache(maxsize=65536)

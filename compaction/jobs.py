@@ -645,12 +645,11 @@ def _mark_failed(
     )
 
 
-def fail_owned(
-    con: duckdb.DuckDBPyConnection, lease_owner: str, error: str, *, now: float | None = None
-) -> int:
-    """Record a failed attempt for every job `lease_owner` still holds (an interrupted worker
-    giving its claims back); returns how many."""
-    at = time.time() if now is None else now
+def release_owned(con: duckdb.DuckDBPyConnection, lease_owner: str) -> int:
+    """Give back, WITHOUT counting an attempt, every job `lease_owner` still holds (an
+    interrupted worker: its calls were abandoned, so nothing was generated); returns how
+    many. As `release_many`: a first attempt's job is removed, a later one is `failed` again
+    with the attempts and the error it had."""
 
     def run() -> int:
         with transaction(con):
@@ -659,8 +658,7 @@ def fail_owned(
                 "SELECT id, attempts FROM compactions WHERE status = 'running' AND lease_owner = ?",
                 [lease_owner],
             ).fetchall()
-            if rows:
-                _mark_failed(con, [(i, lease_owner, n, error[:2000]) for i, n in rows], at)
+            _give_back(con, rows)
             return len(rows)
 
     return retry_on_race(run)
@@ -677,32 +675,79 @@ def release_many(con: duckdb.DuckDBPyConnection, claims: Sequence[Claim]) -> int
         with transaction(con):
             state = _states(con, [c.job_id for c in claims])
             mine = [c for c in claims if _not_writable(c, state.get(c.job_id)) is None]
-            first = [c.job_id for c in mine if c.attempt == 1]
-            later = [(c.job_id, c.attempt) for c in mine if c.attempt > 1]
-            con.execute(
-                "DELETE FROM compaction_attempts USING (SELECT unnest($ids) AS id, "
-                "unnest($attempts) AS attempt) v "
-                "WHERE compaction_attempts.job_id = v.id "
-                "AND compaction_attempts.attempt = v.attempt",
-                {"ids": [c.job_id for c in mine], "attempts": [c.attempt for c in mine]},
-            )
-            if first:
-                con.execute(
-                    "DELETE FROM compactions WHERE id IN (SELECT unnest(?::VARCHAR[])) "
-                    "AND status = 'running'",
-                    [first],
-                )
-            if later:
-                con.execute(
-                    "UPDATE compactions SET status = 'failed', attempts = v.attempt - 1, "
-                    "lease_owner = NULL, lease_expires_at = NULL "
-                    "FROM (SELECT unnest($ids) AS id, unnest($attempts) AS attempt) v "
-                    "WHERE compactions.id = v.id AND compactions.status = 'running'",
-                    {"ids": [k for k, _ in later], "attempts": [a for _, a in later]},
-                )
+            _give_back(con, [(c.job_id, c.attempt) for c in mine])
             return len(mine)
 
     return retry_on_race(run)
+
+
+def restore_failed(con: duckdb.DuckDBPyConnection, claims: Sequence[Claim]) -> int:
+    """Undo the failed attempts these claims recorded, as `release_many` undoes a claim: the
+    attempt is not counted (a run found its summariser misconfigured, so the failure said
+    nothing about the range). Only where that attempt is still the job's last one, so a range
+    another worker claimed since is left alone; returns how many were undone."""
+    if not claims:
+        return 0
+
+    def run() -> int:
+        with transaction(con):
+            rows = con.execute(
+                "SELECT c.id, c.attempts FROM compactions c "
+                "JOIN (SELECT unnest($ids) AS id, unnest($attempts) AS attempt, "
+                "unnest($owners) AS owner) v ON c.id = v.id AND c.attempts = v.attempt "
+                "JOIN compaction_attempts a ON a.job_id = c.id AND a.attempt = c.attempts "
+                "AND a.lease_owner = v.owner "
+                "WHERE c.status IN ('failed', 'exhausted') AND a.outcome = 'failed'",
+                {
+                    "ids": [c.job_id for c in claims],
+                    "attempts": [c.attempt for c in claims],
+                    "owners": [c.lease_owner for c in claims],
+                },
+            ).fetchall()
+            if not rows:
+                return 0
+            # Back to `running` first, then undone exactly as a claim given back is.
+            con.execute(
+                "UPDATE compactions SET status = 'running', last_error = "
+                "(SELECT error FROM compaction_attempts a WHERE a.job_id = compactions.id "
+                "AND a.attempt = compactions.attempts - 1) "
+                "WHERE id IN (SELECT unnest(?::VARCHAR[]))",
+                [[job_id for job_id, _ in rows]],
+            )
+            _give_back(con, rows)
+            return len(rows)
+
+    return retry_on_race(run)
+
+
+def _give_back(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[str, int]]) -> None:
+    """Undo the claims `items` (job id, attempt) of running jobs, inside a transaction: their
+    attempt rows go, a first attempt's job goes, a later one is `failed` with attempt - 1."""
+    if not items:
+        return
+    first = [job_id for job_id, attempt in items if attempt == 1]
+    later = [(job_id, attempt) for job_id, attempt in items if attempt > 1]
+    con.execute(
+        "DELETE FROM compaction_attempts USING (SELECT unnest($ids) AS id, "
+        "unnest($attempts) AS attempt) v "
+        "WHERE compaction_attempts.job_id = v.id "
+        "AND compaction_attempts.attempt = v.attempt",
+        {"ids": [job_id for job_id, _ in items], "attempts": [a for _, a in items]},
+    )
+    if first:
+        con.execute(
+            "DELETE FROM compactions WHERE id IN (SELECT unnest(?::VARCHAR[])) "
+            "AND status = 'running'",
+            [first],
+        )
+    if later:
+        con.execute(
+            "UPDATE compactions SET status = 'failed', attempts = v.attempt - 1, "
+            "lease_owner = NULL, lease_expires_at = NULL "
+            "FROM (SELECT unnest($ids) AS id, unnest($attempts) AS attempt) v "
+            "WHERE compactions.id = v.id AND compactions.status = 'running'",
+            {"ids": [k for k, _ in later], "attempts": [a for _, a in later]},
+        )
 
 
 def _states(con: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str, tuple]:

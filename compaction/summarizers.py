@@ -20,6 +20,8 @@ import io
 import json
 import os
 import re
+import select
+import selectors
 import shlex
 import signal
 import socket
@@ -382,7 +384,8 @@ class CommandSummarizer(Summarizer):
             except OSError as exc:  # nothing ran, so no attempt is spent (the run stops)
                 raise BackendUnreachableError(
                     f"cannot run {self.argv[0]}: {exc}",
-                    hint="check the program's name and path in --summarizer 'command:...'",
+                    hint="check the program's name and path in --summarizer 'command:...';"
+                    " nothing was counted as an attempt",
                 ) from exc
             self._running.add(proc)
         try:
@@ -406,6 +409,17 @@ class CommandSummarizer(Summarizer):
                 self._running.discard(proc)
         if self._cancelled:  # killed by cancel(): whatever it printed is not an answer
             return _CANCELLED
+        if proc.returncode in _CANNOT_RUN:
+            # A shell, `env` or a wrapper started but could not run the program it names:
+            # nothing was generated, so, as for a program that cannot be started, the run
+            # stops without spending an attempt (a typo would spend every range's attempts).
+            tail = stderr.decode("utf-8", "replace").strip()[-300:]
+            raise BackendUnreachableError(
+                f"cannot run {shlex.join(self.argv)}: exit status {proc.returncode}"
+                f" ({_CANNOT_RUN[proc.returncode]})" + (f": {tail}" if tail else ""),
+                hint="check the program's name and path in --summarizer 'command:...';"
+                " nothing was counted as an attempt",
+            )
         if proc.returncode != 0:
             tail = stderr.decode("utf-8", "replace").strip()[-300:]
             return Generation(
@@ -430,6 +444,9 @@ class CommandSummarizer(Summarizer):
 
 
 _CANCELLED = Generation("", "cancelled", error="the run was interrupted")
+# The exit statuses a POSIX shell (and `env`, `nohup`, `timeout`…) reserves for a command it
+# could not run.
+_CANNOT_RUN = {126: "a command is not executable", 127: "a command was not found"}
 
 
 class _TooMuchOutput(Exception):
@@ -439,6 +456,107 @@ class _TooMuchOutput(Exception):
 def _exchange(proc: subprocess.Popen[bytes], data: bytes, timeout: float) -> tuple[bytes, bytes]:
     """Write `data` to `proc`'s stdin, read its stdout and stderr until both close, and wait
     for it to exit, all within `timeout` seconds; `communicate()` with bounded memory.
+
+    Returns stdout and the last _STDERR_TAIL_BYTES of stderr. Raises `_TooMuchOutput` as soon
+    as stdout passes MAX_OUTPUT_BYTES and `subprocess.TimeoutExpired` at the deadline; the
+    caller then stops the program. The pipes are closed when this returns or raises.
+
+    A program that exited while its pipes stay open (a child it left in the background holds
+    them) has answered: what it wrote is read for _AFTER_EXIT seconds more, then its process
+    group is killed (the child with it) and the pipes are closed, whoever still holds them.
+    One thread does it all with `select`, so no reader is left blocked on a pipe a process
+    outside the group keeps open.
+    """
+    if not hasattr(os, "waitid"):
+        return _exchange_threads(proc, data, timeout)
+    deadline = time.monotonic() + timeout
+    out = bytearray()
+    err = bytearray()
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    stdin, stdout, stderr = proc.stdin, proc.stdout, proc.stderr
+    proc.stdin = proc.stdout = proc.stderr = None  # closed here (`_stop_group` skips them)
+    view, sent = memoryview(data), 0
+    exited_at: float | None = None
+    exit_state: str | None = None
+    held = False  # the program exited, and a process it left behind holds its pipes
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(stdin, selectors.EVENT_WRITE)
+            sel.register(stdout, selectors.EVENT_READ)
+            sel.register(stderr, selectors.EVENT_READ)
+            while sel.get_map():
+                now = time.monotonic()
+                if exited_at is None:
+                    exit_state = _exit_state(proc)
+                    if exit_state is not None:
+                        exited_at = now
+                if exited_at is not None and (now - exited_at >= _AFTER_EXIT or now >= deadline):
+                    held = True
+                    break
+                left = deadline - now
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(proc.args, timeout)
+                for key, _ in sel.select(min(left, _POLL)):
+                    pipe = key.fileobj
+                    if pipe is stdin:
+                        try:
+                            sent += os.write(stdin.fileno(), view[sent : sent + _PIPE_BUF])
+                        except OSError:  # it stopped reading (or exited): its exit tells why
+                            sent = len(data)
+                        if sent >= len(data):
+                            sel.unregister(stdin)
+                            stdin.close()
+                        continue
+                    chunk = os.read(pipe.fileno(), _CHUNK)  # type: ignore[union-attr]
+                    if not chunk:
+                        sel.unregister(pipe)
+                        pipe.close()  # type: ignore[union-attr]
+                    elif pipe is stdout:
+                        out += chunk
+                        if len(out) > MAX_OUTPUT_BYTES:
+                            raise _TooMuchOutput
+                    else:
+                        err += chunk
+                        if len(err) > 2 * _STDERR_TAIL_BYTES:
+                            del err[:-_STDERR_TAIL_BYTES]
+    finally:
+        for pipe in (stdin, stdout, stderr):
+            with contextlib.suppress(OSError):
+                pipe.close()
+    if held:
+        # The leader is not reaped yet (`_exit_state` only looks), so its group id is still
+        # its own: what it left behind in the group stops; a process that left the group
+        # keeps running, but with the pipes closed on this side. (Reaped by someone else, as
+        # under SIGCHLD ignored, the id may be another's by now: then nothing is killed.)
+        if exit_state == "exited":
+            _kill_group(proc)
+        proc.wait()  # it exited already
+    else:
+        proc.wait(_seconds_left(deadline, proc, timeout))
+    return bytes(out), bytes(err[-_STDERR_TAIL_BYTES:])
+
+
+# How long a program that exited may keep its pipes open through a process it left behind,
+# and how often the exchange looks whether it exited.
+_AFTER_EXIT = 0.5
+_POLL = 0.1
+_PIPE_BUF = getattr(select, "PIPE_BUF", 512)
+
+
+def _exit_state(proc: subprocess.Popen[bytes]) -> str | None:
+    """None while `proc` runs; "exited" once it exited, looked at without reaping it (its pid
+    stays its group's); "gone" when it was reaped elsewhere."""
+    try:
+        found = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return "gone"
+    return None if found is None else "exited"
+
+
+def _exchange_threads(
+    proc: subprocess.Popen[bytes], data: bytes, timeout: float
+) -> tuple[bytes, bytes]:
+    """`_exchange` with a thread per pipe, where `os.waitid` is missing (Windows, macOS).
 
     Returns stdout and the last _STDERR_TAIL_BYTES of stderr. Raises `_TooMuchOutput` as soon
     as stdout passes MAX_OUTPUT_BYTES and `subprocess.TimeoutExpired` at the deadline; the

@@ -101,6 +101,12 @@ class BackendUnreachableError(LexkeepError):
     generated, so the run gives its claims back without counting an attempt and stops."""
 
 
+class SummarizerMisconfiguredError(BackendUnreachableError):
+    """A summariser that failed the same way on each of a run's first calls, before any
+    succeeded: a setting is wrong (a model name, a key, a path), not the ranges. The run
+    gives those attempts back, as for a backend it cannot reach, and stops."""
+
+
 class StoreError(LexkeepError):
     """The DuckDB store is missing, locked, or from an incompatible version."""
 

@@ -445,11 +445,19 @@ class StoreOnDemand:
         return self._opened
 
     @contextmanager
-    def use(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A cursor on the store, opened (or reused) for the block and released after it."""
+    def use(
+        self, wait: float | None = None, *, despite_interrupt: bool = False
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor on the store, opened (or reused) for the block and released after it.
+
+        `wait`: how long this opening may wait for another process, instead of the usual;
+        `despite_interrupt`: wait so long even after `interrupt()` (to give work back).
+        """
         with self._lock:
             if self._store is None:
-                self._store = self._open(self._first_wait if not self._opened else self._wait)
+                if wait is None:
+                    wait = self._first_wait if not self._opened else self._wait
+                self._store = self._open(wait, despite_interrupt)
                 self._opened += 1
             try:
                 cursor = self._store.con.cursor()
@@ -471,8 +479,10 @@ class StoreOnDemand:
             self._store.close()
             self._store = None
 
-    def _open(self, wait: float) -> Store:
+    def _open(self, wait: float, despite_interrupt: bool = False) -> Store:
         deadline = time.monotonic() + wait
+        # After interrupt(), an opening gives up at once, unless told to wait anyway.
+        interrupted = threading.Event() if despite_interrupt else self._interrupted
         while True:
             try:
                 return Store.open(
@@ -482,14 +492,14 @@ class StoreOnDemand:
                     readable_from=self._readable_from,
                 )
             except StoreLockedError as exc:
-                if self._interrupted.is_set():
+                if interrupted.is_set():
                     raise self._interruption() from exc
                 if time.monotonic() >= deadline:
                     if not wait:
                         raise
                     message = f"{exc.message}; waited {wait:g} s"
                     raise StoreLockedError(message, hint=exc.hint) from exc
-            if self._interrupted.wait(0.05):
+            if interrupted.wait(0.05):
                 raise self._interruption()
 
     def _interruption(self) -> StoreError:
@@ -499,8 +509,14 @@ class StoreOnDemand:
         )
 
     def interrupt(self) -> None:
-        """End every wait for the file at once (the job was interrupted)."""
+        """End every wait for the file at once (the job was interrupted), but those that
+        give work back (`despite_interrupt`)."""
         self._interrupted.set()
+
+    @property
+    def lock_wait(self) -> float:
+        """How long the first opening waits for another process ($LEXKEEP_LOCK_WAIT)."""
+        return self._first_wait
 
     def close(self) -> None:
         """Close the store if it is open (with `hold`, it stays open until this).

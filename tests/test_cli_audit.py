@@ -1465,3 +1465,26 @@ def test_audit_of_a_store_from_before_the_count_says_it_is_not_known(cli, tmp_pa
     assert len(notes) == 2
     assert notes[0].startswith("1 record(s) of a type their file's reader does not know")
     assert notes[1].startswith("whether 1 file(s) held records of a type")
+
+
+def test_warnings_and_the_wrote_line_show_control_characters_escaped(tmp_path):
+    """A settings warning names a file, and `Wrote FILE` the report: both are the user's
+    paths, printed as they were, so an ESC or a bidirectional override in a folder or file
+    name reached the terminal (and drove it, or showed the line reversed)."""
+    folder = tmp_path / "proj\u202e\x1b[31m"
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text(
+        "[project]\nname = 'x'\n[tool.lexkeep.audit]\nmin_ratio = 0.5\n", encoding="utf-8"
+    )
+    (folder / "lexkeep.toml").write_text("[audit]\nformat = 'json'\n", encoding="utf-8")
+    result = _run(["audit", str(SAMPLE_TRACES), "-o", "report\u202e.json"], folder)
+    assert result.returncode == 1, result.stderr
+    assert "\u202e" not in result.stderr and "\x1b" not in result.stderr, result.stderr
+    shown = str(folder.resolve()).replace("\u202e", "\\u202e").replace("\x1b", "\\u001b")
+    lines = result.stderr.splitlines()
+    assert lines[0] == (
+        f"Warning: {shown}/pyproject.toml: [tool.lexkeep] is ignored: "
+        "lexkeep.toml beside it takes precedence (keep the settings in one of the two)"
+    ), result.stderr
+    assert lines[-1].startswith("Wrote report\\u202e.json: "), result.stderr
+    assert json.loads((folder / "report\u202e.json").read_text(encoding="utf-8"))["gate"]

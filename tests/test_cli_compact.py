@@ -491,6 +491,20 @@ def test_compact_dry_run_leaves_an_old_store_unmigrated_and_says_so(cli, db_file
     assert json.loads(r.stdout)["completed"] == 1
 
 
+def test_the_old_store_note_shows_control_characters_of_its_path_escaped(cli, tmp_path):
+    """The dry run's note names the --db path as it was: an ESC or a bidirectional override
+    in a file name reached the terminal."""
+    db_file = tmp_path / "store\u202e\x1b[2J.duckdb"
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    _as_schema_1(db_file)
+    r = cli("compact", "--db", db_file, "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    assert "\u202e" not in r.stderr and "\x1b" not in r.stderr, r.stderr
+    shown = str(db_file).replace("\u202e", "\\u202e").replace("\x1b", "\\u001b")
+    assert r.stderr.startswith(f"Note: {shown} is at schema 1 of "), r.stderr
+
+
 def test_compact_dry_run_of_a_current_store_says_nothing_of_migrations(cli, db_file):
     with Store.open(db_file) as store:
         build(store, {"c1": 30})

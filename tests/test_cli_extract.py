@@ -202,3 +202,18 @@ def test_db_reextract_shows_progress_on_a_terminal_only(cli, tmp_path: Path, db_
     assert "re-extracting" in text and "50/50" in text, text
     result = cli("extract", "--db", db_file)  # not a terminal: no bar
     assert result.exit_code == 0 and result.stderr == "", result.stderr
+
+
+def test_an_identifier_holding_a_bidirectional_override_is_shown_escaped(cli) -> None:
+    """A URL (or Windows path) with U+202E inside is one identifier; the table printed the
+    override as it is, and the terminal then showed the rest of the line reversed."""
+    text = "url https://x.io/a\u202eb?c=1 ok"
+    table = cli("extract", text)
+    assert table.exit_code == 0, table.stderr
+    assert "https://x.io/a\\u202eb?c=1" in table.stdout
+    assert "\u202e" not in table.stdout
+    as_json = cli("extract", "--format", "json", text)
+    assert as_json.exit_code == 0, as_json.stderr
+    assert "\u202e" not in as_json.stdout  # escaped, \u202e: the same value once decoded
+    [found] = json.loads(as_json.stdout)["identifiers"]
+    assert found["value"] == "https://x.io/a\u202eb?c=1"

@@ -476,38 +476,76 @@ class InterruptedAfter(ExtractiveSummarizer):
 @pytest.mark.parametrize("by_path", [True, False])
 def test_ctrl_c_in_one_slot_leaves_no_claim_held(db_file, by_path):
     """Ctrl-C during an extractive run (one slot, 512 segments claimed per transaction) left
-    every segment of the batch `running` under a lease of --timeout + 60 s: the next run
-    skipped them all as "running", and once the leases expired each counted as a failed
-    attempt anyway. The claims still held are now recorded at once as cancelled attempts, as
-    with several slots, so the next run takes them up again."""
-    from lexkeep.core.store import Store
+    every segment of the batch `running` under a lease of --timeout + 60 s, and later
+    recorded them as failed attempts: an interruption spent one of each range's two attempts.
+    The claims still held are now given back as they were, so the next run takes them up
+    again with their attempts unchanged."""
+    from lexkeep.compaction.engine import CompactionInterrupted
 
     with Store.open(db_file) as store:
         build(store, {f"c{i}": 30 for i in range(6)})  # six segments, one batch
     interrupted = InterruptedAfter(3)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(CompactionInterrupted) as stop:
         if by_path:
             run_compaction(db_file, summarizer=interrupted)
         else:
             with Store.open(db_file) as store:
                 run_compaction(store, summarizer=interrupted)
+    report = stop.value.report
+    assert (report.claimed, report.completed, report.failed) == (0, 0, 0), report.segments
     with Store.open(db_file, read_only=True) as store:
-        rows = store.con.execute(
-            "SELECT status, attempts, last_error, lease_owner FROM compactions"
-        ).fetchall()
-        attempts = store.con.execute(
-            "SELECT attempt, outcome, error, finished_at IS NOT NULL FROM compaction_attempts"
-        ).fetchall()
-    assert set(attempts) == {(1, "failed", "cancelled: the run was interrupted", True)}, attempts
-    assert len(rows) == 6, rows
-    assert [r for r in rows if r[0] == "running"] == []
-    assert {(s, a, e, o) for s, a, e, o in rows} == {
-        ("failed", 1, "cancelled: the run was interrupted", None)
-    }
-    again = run_compaction(db_file)  # the same identity (extractive/1), attempt 2
+        # first attempts given back: no job, no attempt is left of them
+        assert store.con.execute("SELECT count(*) FROM compactions").fetchone() == (0,)
+        assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone() == (0,)
+    again = run_compaction(db_file)  # the same identity (extractive/1), attempt 1 again
     assert (again.completed, again.skipped) == (6, 0), again.skipped_reasons
+    assert {s.attempt for s in again.segments} == {1}
     same = run_compaction(db_file, summarizer=InterruptedAfter(0))  # never interrupts
     assert (same.completed, same.skipped) == (0, 6)  # each range has its summary now
+
+
+class FailsOrInterrupted(Summarizer):
+    """Fails every call (a real, counted attempt), or gets Ctrl-C during every call."""
+
+    name = "flaky"
+    model_id = "test/flaky"
+
+    def __init__(self, interrupt: bool) -> None:
+        self.interrupt = interrupt
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        if self.interrupt:
+            raise KeyboardInterrupt
+        return Generation("", "error", error="the backend said no")
+
+
+def test_ctrl_c_during_a_second_attempt_leaves_the_first_ones_failure_as_it_was(db_file):
+    """An interrupted second attempt used to exhaust the range (two failed attempts: the
+    range stayed raw for good), though the summariser never finished its second try."""
+    from lexkeep.compaction.engine import CompactionInterrupted
+
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    first = run_compaction(db_file, summarizer=FailsOrInterrupted(False))
+    assert (first.claimed, first.failed) == (1, 1)
+    with Store.open(db_file, read_only=True) as store:
+        before = store.con.execute(
+            "SELECT status, attempts, last_error, lease_owner, lease_expires_at FROM compactions"
+        ).fetchall()
+        attempts_before = store.con.execute("SELECT * FROM compaction_attempts").fetchall()
+    assert before == [("failed", 1, "error: the backend said no", None, None)]
+    with pytest.raises(CompactionInterrupted) as stop:
+        run_compaction(db_file, summarizer=FailsOrInterrupted(True))
+    assert (stop.value.report.claimed, stop.value.report.failed) == (0, 0)
+    with Store.open(db_file, read_only=True) as store:
+        after = store.con.execute(
+            "SELECT status, attempts, last_error, lease_owner, lease_expires_at FROM compactions"
+        ).fetchall()
+        attempts_after = store.con.execute("SELECT * FROM compaction_attempts").fetchall()
+    assert after == before
+    assert attempts_after == attempts_before
+    again = run_compaction(db_file, summarizer=FailsOrInterrupted(False))
+    assert [s.attempt for s in again.segments] == [2]  # the second attempt is still there
 
 
 class Slow(Summarizer):
@@ -667,3 +705,59 @@ def test_the_kept_verbatim_share_counts_an_extended_identifier_as_altered(store)
         "SELECT identifiers_total, identifiers_kept FROM compactions"
     ).fetchone()
     assert row == (report.identifiers_total, 1)
+
+
+class Failing(Summarizer):
+    """Fails every call: with an error of its own per call, or with the same one each time."""
+
+    name = "failing"
+    model_id = "test/failing"
+
+    def __init__(self, same: bool) -> None:
+        self.same = same
+        self.calls = 0
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        self.calls += 1
+        return Generation("", "error", error="no key" if self.same else f"call {self.calls}")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_misconfigured_second_attempt_leaves_the_first_attempts_as_they_were(db_file, workers):
+    """The same failure on a run's first calls gives back every attempt it made, second
+    attempts too: they are `failed` again with one attempt and their first error, not
+    exhausted."""
+    from lexkeep.compaction.engine import CompactionStopped
+    from lexkeep.core.errors import SummarizerMisconfiguredError
+
+    with Store.open(db_file) as store:
+        build(store, {"c1": 60})  # four segments
+    first = run_compaction(db_file, summarizer=Failing(same=False))
+    assert (first.claimed, first.failed) == (4, 4)
+    query = "SELECT id, status, attempts, last_error, lease_owner FROM compactions ORDER BY id"
+    with Store.open(db_file, read_only=True) as store:
+        before = store.con.execute(query).fetchall()
+        attempts_before = store.con.execute(
+            "SELECT * FROM compaction_attempts ORDER BY job_id, attempt"
+        ).fetchall()
+    assert {r[1:3] for r in before} == {("failed", 1)}
+    same = Failing(same=True)
+    with pytest.raises(CompactionStopped) as stop:
+        run_compaction(db_file, summarizer=same, workers=workers)
+    assert stop.value.misconfigured and isinstance(
+        stop.value.__cause__, SummarizerMisconfiguredError
+    )
+    assert str(stop.value) == (
+        "the summariser failed the same way on its first 3 calls, before any succeeded:"
+        " error: no key"
+    )
+    report = stop.value.report
+    assert (report.claimed, report.completed, report.failed, report.remaining) == (0, 0, 0, 4)
+    assert report.segments == []
+    assert 3 <= same.calls <= 3 + workers - 1
+    with Store.open(db_file, read_only=True) as store:
+        assert store.con.execute(query).fetchall() == before
+        attempts_after = store.con.execute(
+            "SELECT * FROM compaction_attempts ORDER BY job_id, attempt"
+        ).fetchall()
+    assert attempts_after == attempts_before

@@ -290,31 +290,40 @@ def test_valid_summary_needs_the_same_range_and_all_ten_pairs(store):
     assert jobs.valid_summary(store.con, "c1", 0, pairs[:10])[0] is not None
 
 
-def test_fail_owned_gives_back_only_the_owners_running_claims(store):
-    """An interrupted worker records what it still holds as failed attempts; another
-    worker's claim and a completed job are left as they are."""
-    build(store, {"c1": 30, "c2": 30, "c3": 30})
+def test_release_owned_gives_back_only_the_owners_running_claims(store):
+    """An interrupted worker gives back what it still holds without counting an attempt: a
+    first attempt's job goes, a second attempt's job is failed again with its first error;
+    another worker's claim and a completed job are left as they are."""
+    build(store, {"c1": 30, "c2": 30, "c3": 30, "c4": 30})
     mine = jobs.claim(store.con, ident_for(store, "c1"), owner="w1", now=NOW)
     theirs = jobs.claim(store.con, ident_for(store, "c2"), owner="w2", now=NOW)
     finished = jobs.claim(store.con, ident_for(store, "c3"), owner="w1", now=NOW)
     jobs.complete(store.con, finished, done(), now=NOW + 1)
-    assert jobs.fail_owned(store.con, "w1", "cancelled: stop", now=NOW + 2) == 1
-    assert jobs.fail_owned(store.con, "w1", "cancelled: stop", now=NOW + 3) == 0
+    once = jobs.claim(store.con, ident_for(store, "c4"), owner="w0", now=NOW)
+    jobs.fail(store.con, once, "exit status 1: no", now=NOW + 1)
+    second = jobs.claim(store.con, ident_for(store, "c4"), owner="w1", now=NOW + 2)
+    assert second.attempt == 2
+    assert jobs.release_owned(store.con, "w1") == 2
+    assert jobs.release_owned(store.con, "w1") == 0
     rows = dict(
         (r[0], r[1:])
         for r in store.con.execute(
-            "SELECT id, status, lease_owner, last_error FROM compactions"
+            "SELECT id, status, attempts, lease_owner, last_error FROM compactions"
         ).fetchall()
     )
-    assert rows[mine.job_id] == ("failed", None, "cancelled: stop")
-    assert rows[theirs.job_id] == ("running", "w2", None)
+    assert mine.job_id not in rows
+    assert rows[second.job_id] == ("failed", 1, None, "exit status 1: no")
+    assert rows[theirs.job_id] == ("running", 1, "w2", None)
     assert rows[finished.job_id][0] == "completed"
-    attempt = store.con.execute(
-        "SELECT outcome, error, finished_at FROM compaction_attempts WHERE job_id = ?",
-        [mine.job_id],
+    attempts = store.con.execute(
+        "SELECT job_id, attempt, outcome, error FROM compaction_attempts "
+        "WHERE job_id IN (?, ?) ORDER BY job_id, attempt",
+        [mine.job_id, second.job_id],
     ).fetchall()
-    assert attempt == [("failed", "cancelled: stop", NOW + 2)]
+    assert attempts == [(second.job_id, 1, "failed", "exit status 1: no")]
     again = jobs.claim(store.con, ident_for(store, "c1"), owner="w3", now=NOW + 4)
+    assert isinstance(again, jobs.Claim) and again.attempt == 1
+    again = jobs.claim(store.con, ident_for(store, "c4"), owner="w3", now=NOW + 4)
     assert isinstance(again, jobs.Claim) and again.attempt == 2
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -146,6 +147,59 @@ def test_command_timeout_stops_the_programs_children_too(tmp_path):
             os.kill(child, signal.SIGKILL)
 
 
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+def test_command_that_answers_and_leaves_a_child_holding_its_pipes_ends_at_once(tmp_path):
+    """`sh -c 'sleep 60 & echo …'`: the program answered and exited, but the child it left in
+    the background holds its standard output and error open. The call waited for them to
+    close until the --timeout, and so failed an answered call as a timeout."""
+    pids = tmp_path / "pids"
+    program = f"sh -c 'cat >/dev/null; sleep 60 & echo $! > {pids}; echo Summary: ORD_88400.'"
+    started = time.monotonic()
+    gen = CommandSummarizer(program, 30).summarize(request())
+    took = time.monotonic() - started
+    child = int(pids.read_text(encoding="utf-8"))
+    try:
+        assert check_generation(gen) is None, gen
+        assert gen.text == "Summary: ORD_88400."
+        assert took < 5, took
+        assert gone(child, 5), "the program's background child outlived the call"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts fds in /proc")
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid(1)")
+def test_command_calls_leak_no_pipe_when_a_process_outside_the_group_holds_them(tmp_path):
+    """A program whose child left its process group (setsid) and kept the pipes: killing the
+    group could not end it, the reading threads waited on the pipes for ever, and every call
+    leaked two file descriptors and two threads."""
+    pids = tmp_path / "pids"
+    program = (
+        f"sh -c 'cat >/dev/null; setsid sleep 60 & echo $! >> {pids}; echo Summary: ORD_88400.'"
+    )
+    summarizer = CommandSummarizer(program, 30)
+    summarizer.summarize(request())  # the first call: whatever is opened once and kept
+    fds, threads = _open_fds(), threading.active_count()
+    try:
+        for _ in range(8):
+            started = time.monotonic()
+            gen = summarizer.summarize(request())
+            assert time.monotonic() - started < 5
+            assert gen.text == "Summary: ORD_88400.", gen
+        # (fewer is fine: a thread of an earlier test may have ended meanwhile)
+        assert _open_fds() <= fds
+        assert threading.active_count() <= threads
+    finally:
+        for pid in map(int, pids.read_text(encoding="utf-8").split()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_command_output_beyond_the_limit_is_a_failure_and_stops_the_program(tmp_path):
     """A runaway program printing without end filled memory until the --timeout: stdout is
     read up to MAX_OUTPUT_BYTES (far above a 6,000-character summary), then the program is
@@ -194,6 +248,29 @@ def test_command_missing_program_is_unreachable_not_a_failed_generation(tmp_path
     missing = tmp_path / "no-such-program"
     with pytest.raises(BackendUnreachableError, match=f"cannot run {missing}"):
         CommandSummarizer(str(missing), 5).summarize(request())
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="exit statuses 126/127 are a POSIX shell's")
+@pytest.mark.parametrize(
+    ("make", "status", "what"),
+    [
+        (lambda tmp: "llm-not-installed-here", 127, "a command was not found"),
+        (lambda tmp: str(tmp / "not-executable"), 126, "a command is not executable"),
+    ],
+)
+def test_command_a_shell_that_cannot_run_the_program_is_unreachable(tmp_path, make, status, what):
+    """`command:"sh -c 'llmx -m m'"` (or `env`, or a wrapper script) with a typo: the shell
+    starts, cannot run the program and exits 127 (126: not executable). That was a failed
+    attempt of every segment, so a typo spent both attempts of every range."""
+    (tmp_path / "not-executable").write_text("echo hi\n", encoding="utf-8")
+    target = make(tmp_path)
+    s = CommandSummarizer(f"sh -c '{target}'", 5)
+    with pytest.raises(BackendUnreachableError) as err:
+        s.summarize(request())
+    message = str(err.value)
+    assert message.startswith(f"cannot run sh -c {target}: exit status {status} ({what}): ")
+    assert target in message.partition(f"({what}): ")[2]  # the shell's own words
+    assert "nothing was counted as an attempt" in err.value.hint
 
 
 def test_command_without_program_is_a_config_error():
