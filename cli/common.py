@@ -1,9 +1,12 @@
 """What every command shares: the error contract, consoles, --db, output files, progress."""
 
 import contextlib
+import errno
 import functools
 import os
+import stat
 import sys
+import tempfile
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -161,6 +164,10 @@ def handle_errors(fn: F) -> F:
             if is_query_interrupt(err):
                 sys.stderr.write("Interrupted.\n")
                 raise typer.Exit(EXIT_INTERRUPTED) from None
+            unwritten = unnamed_write_error(err)
+            if unwritten is not None:
+                print_error(unwritten)
+                raise reader_gone(EXIT_ERROR) from err  # and drop what it could not write
             storage = storage_error(err)
             if storage is not None:  # a full disk or a read-only folder: the user's to fix
                 print_error(storage)
@@ -251,8 +258,11 @@ def output_stream(path: str | None) -> Iterator[Any]:
             stream = open(target, "w", encoding="utf-8", newline="")  # noqa: SIM115
         except OSError as exc:
             raise LexkeepError(f"cannot write {path}: {exc.strerror}") from exc
-        with stream:
-            yield stream
+        try:
+            with stream:
+                yield stream
+        except OSError as exc:
+            raise _no_room(exc, path) or exc from exc
         return
     # Through a symlink, the file it names is replaced, and the link stays.
     target = Path(os.path.realpath(target))
@@ -268,9 +278,62 @@ def output_stream(path: str | None) -> Iterator[Any]:
         with fh:
             yield fh
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)  # a failed report leaves neither a half file nor its temp
+        if isinstance(exc, OSError):
+            raise _no_room(exc, path) or exc from exc
         raise
+
+
+# A write that failed for want of room: a full disk, a quota, a file size limit (ulimit -f).
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _no_room(exc: OSError, path: str) -> LexkeepError | None:
+    """The report file `path` could not be written for want of room, as an error naming it
+    (the OSError of a write names no file); None for any other failure."""
+    if exc.filename is not None or exc.errno not in _NO_ROOM:
+        return None
+    return LexkeepError(
+        f"cannot write {path}: {exc.strerror}",
+        hint=f"free space (or raise the quota or file size limit) where {path} is, or pass -o"
+        " a file on another disk, then run the command again; the file is as it was",
+    )
+
+
+def unnamed_write_error(exc: BaseException) -> LexkeepError | None:
+    """A write that failed for want of room and names no file, as an error naming where it
+    can have gone; None for any other exception.
+
+    The OSError of a write to standard output (`lexkeep stats > stats.json` on a full disk)
+    names no file, nor does one of the anonymous temporary files a big audit spills to, so
+    when standard output is a file both are named (-o names its own file: output_stream).
+    """
+    if not isinstance(exc, OSError) or exc.filename is not None or exc.errno not in _NO_ROOM:
+        return None
+    temp = tempfile.gettempdir()
+    if _stdout_is_a_file():
+        return LexkeepError(
+            f"cannot write standard output or a temporary file in {temp}: {exc.strerror}",
+            hint="free space (or raise the quota or file size limit) where standard output goes"
+            f" and in {temp}, or send standard output to another disk (and point $TMPDIR at"
+            " one), then run the command again: what was stored before stays",
+        )
+    return LexkeepError(
+        f"cannot write a temporary file in {temp}: {exc.strerror}",
+        hint=f"free space (or raise the quota or file size limit) in {temp}, or point $TMPDIR at"
+        " another disk, then run the command again: what was stored before stays",
+    )
+
+
+def _stdout_is_a_file() -> bool:
+    """True when standard output goes to a file or a device (not a terminal or a pipe)."""
+    try:
+        fd = sys.stdout.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, OSError, ValueError):
+        return False
+    return stat.S_ISREG(mode) or (stat.S_ISCHR(mode) and not os.isatty(fd))
 
 
 def is_terminal(stream: Any) -> bool:

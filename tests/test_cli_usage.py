@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -366,3 +372,78 @@ def test_audit_output_to_a_fifo_is_written_into_it_not_replaced(cli, tmp_path: P
     assert result.exit_code == 1
     assert fifo.is_fifo()
     assert json.loads(got[0])["schema_version"] == 1
+
+
+def _run_writing_at_most(limit: int, *args: str | Path) -> subprocess.CompletedProcess:
+    """`lexkeep ARGS` in a process that may not write a file past `limit` bytes: a write past
+    it fails with EFBIG (File too large), as on a full disk it fails with ENOSPC."""
+
+    def limit_writes() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write, do not kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a cached module cut short would break later runs
+    return subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", *map(str, args)],
+        preexec_fn=limit_writes,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_report_file_that_runs_out_of_room_is_named_and_the_old_one_stays(tmp_path: Path):
+    """-o on a full disk said `cannot write a temporary file` and told to move --db or
+    $TMPDIR, neither of which the report is written to."""
+    target = tmp_path / "audit.json"
+    target.write_text("the report of yesterday\n")
+    # The JSON report of the sample traces takes 8 KB; what the audit stages, less.
+    result = _run_writing_at_most(6000, "audit", SAMPLE_TRACES, "-f", "json", "-o", target)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"Error: cannot write {target}: File too large",
+        f"Hint: free space (or raise the quota or file size limit) where {target} is, or pass"
+        " -o a file on another disk, then run the command again; the file is as it was",
+    ]
+    assert target.read_text() == "the report of yesterday\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["audit.json"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("audit", SAMPLE_TRACES, "-f", "json"),
+        ("extract", "refund order #W2378156"),
+        ("stats", "--format", "json"),
+        ("show", "support-4471"),
+        ("context", "support-4471", "--budget-bytes", "8000"),
+    ],
+    ids=lambda args: args[0],
+)
+def test_standard_output_on_a_full_disk_is_named(cli, tmp_path: Path, args):
+    """`lexkeep stats > stats.json` on a full disk blamed only a temporary file, and told to
+    move --db, which it does not write."""
+    db = tmp_path / "traces.duckdb"
+    assert cli("ingest", SAMPLE_TRACES, "--db", db).exit_code == 0
+    store = () if args[0] in ("audit", "extract") else ("--db", db)
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "lexkeep.cli.main", *map(str, args), *map(str, store)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 2, result.stderr
+    temp = tempfile.gettempdir()
+    assert result.stderr.splitlines() == [
+        f"Error: cannot write standard output or a temporary file in {temp}: No space left on"
+        " device",
+        "Hint: free space (or raise the quota or file size limit) where standard output goes"
+        f" and in {temp}, or send standard output to another disk (and point $TMPDIR at one),"
+        " then run the command again: what was stored before stays",
+    ]
