@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -23,7 +24,7 @@ try:
 except ImportError:  # not POSIX: spill folders are not marked with a locked owner file
     fcntl = None  # type: ignore[assignment]
 
-from lexkeep.core.errors import ConfigError, StoreError, StoreLockedError
+from lexkeep.core.errors import ConfigError, StoreError, StoreLockedError, storage_error
 from lexkeep.core.jsonnumbers import compact_text
 from lexkeep.core.paths import ShownPaths, current_folder, stored_path
 from lexkeep.core.readers import LEADING
@@ -194,6 +195,7 @@ class Store:
                 " trace files and folders are arguments",
             )
         _refuse_other_file(target)
+        new = not os.path.exists(target)
         if _empty_file(target):
             # An empty file (`mktemp --suffix .duckdb`) is a new store, as a missing one is;
             # DuckDB refuses to open it, so it is replaced by a new database.
@@ -203,7 +205,15 @@ class Store:
                     hint="ingest some traces first: lexkeep ingest TRACES... --db " + target,
                 )
             os.remove(target)
-        con = _connect(target, read_only, lock_wait)
+            new = True
+        try:
+            con = _connect(target, read_only, lock_wait)
+        except StoreLockedError:
+            raise  # another process made it meanwhile, and holds it
+        except BaseException:
+            if new:
+                _remove_new_store(target)
+            raise
         store = cls(con, target)
         try:
             store._limit_memory(memory_limit)
@@ -213,6 +223,8 @@ class Store:
                 store.migrate()
         except BaseException:
             store.close()  # or the file stays open (and locked) in this process
+            if new:
+                _remove_new_store(target)
             raise
         return store
 
@@ -514,6 +526,14 @@ class StoreOnDemand:
                 self._store = None
 
 
+def _remove_new_store(target: str) -> None:
+    """Remove what a store creation that failed (a full disk) left: a file cut short, which
+    DuckDB would refuse to open ever after, the next ingest with room to write included."""
+    for path in (target, target + ".wal"):
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
 def _lock_wait() -> float:
     """Seconds a reading open waits for a writer: $LEXKEEP_LOCK_WAIT, else DEFAULT_LOCK_WAIT."""
     raw = os.environ.get("LEXKEEP_LOCK_WAIT")
@@ -544,8 +564,15 @@ def _connect(target: str, read_only: bool, wait: float | None) -> duckdb.DuckDBP
             return duckdb.connect(target, read_only=read_only)
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower():
+                room = storage_error(exc)  # a full disk or a read-only folder: say what to do
                 folder = Path(target).parent
                 hint = None if folder.is_dir() else f"the folder {folder} does not exist: create it"
+                hint = hint or (room.hint if room is not None else None)
+                if "Could not read enough bytes" in str(exc):
+                    hint = (
+                        f"{target} is cut short (a copy or a creation that did not finish):"
+                        " restore it, or remove it and ingest the traces again"
+                    )
                 raise StoreError(f"cannot open {target}: {exc}", hint=hint) from exc
             if time.monotonic() < deadline:
                 time.sleep(0.05)

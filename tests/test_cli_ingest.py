@@ -475,6 +475,7 @@ def _ingest_with_file_size_limit(limit: int, db: Path, *paths: Path) -> subproce
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a cached module cut short would break later runs
     return subprocess.run(
         [sys.executable, "-m", "lexkeep.cli.main", "ingest", *map(str, paths), "--db", str(db)],
         preexec_fn=limit_writes,
@@ -508,6 +509,36 @@ def test_a_write_that_runs_out_of_room_is_a_clear_error_and_keeps_the_store(
     assert "Hint: " in result.stderr
     after = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
     assert after == before  # nothing of the failed file, everything from before
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_new_store_that_cannot_be_created_is_not_left_half_made(
+    cli, db_file: Path, tmp_path: Path
+) -> None:
+    """A first ingest on a full disk left a store file cut short, which every later command,
+    the same ingest run again after freeing space included, refused as unreadable."""
+    result = _ingest_with_file_size_limit(4096, db_file, SAMPLE_TRACES)
+    assert result.returncode == 2, result.stderr
+    assert f'Could not write file "{db_file}": File too large' in result.stderr
+    assert "Hint: free space" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    ok(cli("ingest", SAMPLE_TRACES, "--db", db_file))  # once there is room
+    stats = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert stats["files_ingested"] == 4
+
+
+def test_a_store_file_cut_short_says_what_to_do(cli, db_file: Path) -> None:
+    ok(cli("ingest", SAMPLE_TRACES, "--db", db_file))
+    with db_file.open("r+b") as store:  # as a copy that did not finish leaves it
+        store.truncate(4096)
+    for args in (("stats",), ("audit",), ("ingest", SAMPLE_TRACES)):
+        result = cli(*args, "--db", db_file)
+        assert result.exit_code == 2, result.stderr
+        assert "Could not read enough bytes" in result.stderr
+        assert result.stderr.splitlines()[-1] == (
+            f"Hint: {db_file} is cut short (a copy or a creation that did not finish): restore"
+            " it, or remove it and ingest the traces again"
+        )
 
 
 def test_a_line_read_again_after_a_fix_takes_its_place_in_the_file_order(
