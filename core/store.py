@@ -534,6 +534,20 @@ def _remove_new_store(target: str) -> None:
             os.remove(path)
 
 
+def _unwritable_hint(target: str) -> str:
+    """What to do when the store `target` cannot be opened to write (permissions)."""
+    if os.path.exists(target) and not os.access(target, os.W_OK):
+        return (
+            f"make {target} writable, or copy it to a folder you can write and pass --db the"
+            " copy; audit --db, stats, show, context, guard and compactions only read it"
+        )
+    folder = Path(target).resolve().parent
+    return (
+        f"make the folder {folder} writable (a store is written with {Path(target).name}.wal"
+        " beside it), or pass --db a file in a folder you can write"
+    )
+
+
 def _lock_wait() -> float:
     """Seconds a reading open waits for a writer: $LEXKEEP_LOCK_WAIT, else DEFAULT_LOCK_WAIT."""
     raw = os.environ.get("LEXKEEP_LOCK_WAIT")
@@ -567,7 +581,10 @@ def _connect(target: str, read_only: bool, wait: float | None) -> duckdb.DuckDBP
                 room = storage_error(exc)  # a full disk or a read-only folder: say what to do
                 folder = Path(target).parent
                 hint = None if folder.is_dir() else f"the folder {folder} does not exist: create it"
-                hint = hint or (room.hint if room is not None else None)
+                if hint is None and room is not None:
+                    hint = room.hint
+                    if room.message.endswith(("Permission denied", "Read-only file system")):
+                        hint = _unwritable_hint(target)
                 if "Could not read enough bytes" in str(exc):
                     hint = (
                         f"{target} is cut short (a copy or a creation that did not finish):"

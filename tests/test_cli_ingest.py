@@ -722,3 +722,32 @@ def test_show_a_prefix_of_a_session_and_its_sub_agents_names_the_session(cli, db
     assert result.exit_code == 2
     assert "Error: conversation '7' is ambiguous" in result.stderr
     assert "7acd37a8-main, 7acd37a8-main/agent-1" in result.stderr
+
+
+@pytest.mark.skipif(
+    sys.platform == "win32" or os.geteuid() == 0, reason="needs POSIX permissions, not root"
+)
+def test_a_store_that_cannot_be_written_says_what_to_make_writable(cli, tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    store = folder / "traces.duckdb"
+    ok(cli("ingest", SAMPLE_TRACES, "--db", store))
+    store.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        cases = (
+            (store, f"Hint: make {store} writable, or copy it to a folder you can write and pass"
+             " --db the copy; audit --db, stats, show, context, guard and compactions only read"
+             " it"),
+            (folder / "new.duckdb", f"Hint: make the folder {folder} writable (a store is"
+             " written with new.duckdb.wal beside it), or pass --db a file in a folder you can"
+             " write"),
+        )  # fmt: skip
+        for db, hint in cases:
+            result = cli("ingest", SAMPLE_TRACES, "--db", db)
+            assert result.exit_code == 2, result.stderr
+            assert "Permission denied" in result.stderr
+            assert result.stderr.splitlines()[-1] == hint
+        ok(cli("stats", "--db", store))  # reading needs no more
+    finally:
+        folder.chmod(0o755)
