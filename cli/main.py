@@ -2,6 +2,7 @@
 
 import gc
 import inspect
+import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -81,8 +82,31 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _utf8_output() -> None:
+    """Write UTF-8 to a file or a pipe whatever the locale says, and never fail on a
+    character a terminal's encoding lacks.
+
+    A report is read by programs (JSON, JUnit XML, Markdown for $GITHUB_STEP_SUMMARY), which
+    take UTF-8; in a legacy encoding (a Windows runner, a Latin-1 locale) a trace file named
+    `ünï.jsonl` or the Markdown verdict's mark stopped the command. A terminal keeps its
+    encoding, with what it cannot show written as \\uXXXX escapes.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("_", "-")
+        if encoding in ("utf-8", "utf8") or not hasattr(stream, "reconfigure"):
+            continue
+        try:
+            if stream.isatty():
+                stream.reconfigure(errors="backslashreplace")
+            else:
+                stream.reconfigure(encoding="utf-8")
+        except (OSError, ValueError):
+            pass  # closed, or already written to in a way that cannot change
+
+
 def main() -> None:
     """Console-script entry point."""
+    _utf8_output()
     # Everything made so far (imports) and by the command lives until exit. Frozen, it is
     # skipped by the collector during the command and by the full collection at interpreter
     # shutdown: about 50 ms of every call, a tenth of a quick one.

@@ -447,3 +447,42 @@ def test_standard_output_on_a_full_disk_is_named(cli, tmp_path: Path, args):
         f" and in {temp}, or send standard output to another disk (and point $TMPDIR at one),"
         " then run the command again: what was stored before stays",
     ]
+
+
+def test_reports_are_utf8_whatever_the_locale_says(cli, tmp_path: Path):
+    """With standard output in a legacy encoding (a Windows runner writing to
+    $GITHUB_STEP_SUMMARY, a Latin-1 locale) a trace named `ünï.jsonl`, a conversation title
+    or the Markdown verdict's mark stopped every report with `internal error:
+    UnicodeEncodeError`; JSON, JUnit and Markdown are UTF-8 by definition."""
+    trace = tmp_path / "ünï.jsonl"
+    trace.write_bytes((SAMPLE_TRACES / "invoice_altered.jsonl").read_bytes())
+    db = tmp_path / "traces.duckdb"
+    assert cli("ingest", trace, "--db", db).exit_code == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    env["PYTHONIOENCODING"] = "ascii"
+
+    def run(*args: str | Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "lexkeep.cli.main", *map(str, args)],
+            capture_output=True,
+            env=env,
+            timeout=120,
+        )
+
+    for fmt in ("table", "json", "junit", "github", "markdown", "html"):
+        result = run("audit", trace, "--format", fmt)
+        assert result.returncode == 1, (fmt, result.stderr)
+        assert "ünï.jsonl".encode() in result.stdout, fmt
+    markdown = run("audit", trace, "--format", "markdown").stdout.decode("utf-8")
+    assert markdown.startswith("## ❌ lexkeep audit")
+    report = json.loads(run("audit", trace, "--format", "json").stdout.decode("utf-8"))
+    assert report["findings"][0]["message"]["file"] == str(trace)
+    for args in (("show", "support-4471"), ("stats",), ("show", "support-4471", "-f", "json")):
+        result = run(*args, "--db", db)
+        assert result.returncode == 0, (args, result.stderr)
+        assert "internal error" not in result.stderr.decode()
+    guard = run("guard", "support-4471", '{"invoice_id": "INV-2025-08-4471"}', "--db", db)
+    assert guard.returncode == 1, guard.stderr
+    assert "— nearest known 'INV-2025-08-44719'" in guard.stdout.decode("utf-8")
+    failed = run("audit", tmp_path / "nö.jsonl")  # the error line names the file as it is
+    assert failed.stderr.decode("utf-8").startswith(f"Error: {tmp_path / 'nö.jsonl'}: no such")
