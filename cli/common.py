@@ -93,9 +93,25 @@ def stderr_console(soft_wrap: bool = False) -> "Console":
 
     `soft_wrap`: print lines whole and let the terminal wrap them (no line breaks inserted).
     """
+    return _console_class(True)(stderr=True, highlight=False, markup=False, soft_wrap=soft_wrap)
+
+
+@functools.cache
+def _console_class(stderr: bool = False) -> type["Console"]:
+    """Rich's Console, but not with Rich's answer to a closed pipe, SystemExit(1), which
+    decided the exit code of `lexkeep stats | head -1` under pipefail: on stdout the closed
+    pipe surfaces as BrokenPipeError, as every other write's does (handle_errors,
+    reader_gone); on stderr, where progress and per-file lines go, the work goes on without
+    them (an ingest whose log reader stopped still ingests every file)."""
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, markup=False, soft_wrap=soft_wrap)
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            if not stderr:
+                raise BrokenPipeError
+
+    return PipeConsole
 
 
 # A table piped into a file or a CI log is this wide unless $COLUMNS says otherwise; Rich's
@@ -105,11 +121,9 @@ PIPED_WIDTH = 140
 
 def stdout_console(file: Any = None) -> "Console":
     """Console for reports on stdout (or `file`): a terminal's own width, else PIPED_WIDTH."""
-    from rich.console import Console
-
     stream = sys.stdout if file is None else file
     piped = not is_terminal(stream) and not os.environ.get("COLUMNS", "").isdigit()
-    return Console(
+    return _console_class(False)(
         file=file,
         highlight=False,
         markup=False,
@@ -159,7 +173,9 @@ def handle_errors(fn: F) -> F:
             sys.stderr.write("Interrupted.\n")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except BrokenPipeError:
-            raise typer.Exit(EXIT_OK) from None
+            # The reader of stdout is gone (`| head`): what the command printed so far was
+            # read; nothing is left to flush into the closed pipe at exit.
+            raise reader_gone(EXIT_OK) from None
         except Exception as err:  # a crash must read as "could not run", not as findings
             if is_query_interrupt(err):
                 sys.stderr.write("Interrupted.\n")
