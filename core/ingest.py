@@ -113,7 +113,11 @@ def open_input(path: str | Path) -> BinaryIO:
     try:
         raw = open(name, "rb")  # noqa: SIM115 - closed by the caller
     except OSError as exc:
-        raise InputError(f"cannot open: {exc.strerror or exc}", path=name) from exc
+        raise InputError(
+            f"cannot open: {exc.strerror or exc}",
+            path=name,
+            hint="make the file readable, or leave it out of the paths given",
+        ) from exc
     head = raw.read(2)
     raw.seek(0)
     if head == GZIP_MAGIC:

@@ -486,3 +486,21 @@ def test_reports_are_utf8_whatever_the_locale_says(cli, tmp_path: Path):
     assert "— nearest known 'INV-2025-08-44719'" in guard.stdout.decode("utf-8")
     failed = run("audit", tmp_path / "nö.jsonl")  # the error line names the file as it is
     assert failed.stderr.decode("utf-8").startswith(f"Error: {tmp_path / 'nö.jsonl'}: no such")
+
+
+@pytest.mark.skipif(
+    sys.platform == "win32" or os.geteuid() == 0, reason="needs POSIX permissions, not root"
+)
+def test_a_trace_that_may_not_be_read_is_named_as_such(cli, tmp_path: Path):
+    """An audit of one unreadable lexkeep file said `cannot write FILE` and told to make the
+    store's folder writable."""
+    trace = tmp_path / "story.jsonl"
+    trace.write_bytes((SAMPLE_TRACES / "invoice_altered.jsonl").read_bytes())
+    trace.chmod(0)
+    for args in (("audit", trace), ("ingest", trace, "--db", tmp_path / "t.duckdb")):
+        result = cli(*args)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.splitlines() == [
+            f"Error: {trace}: cannot open: Permission denied",
+            "Hint: make the file readable, or leave it out of the paths given",
+        ]
