@@ -767,8 +767,14 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
             found.append(("-", False))
             continue
         path = Path(given)
-        if path.is_dir():
-            for child in sorted(path.rglob("*")):
+        try:
+            is_dir, exists = path.is_dir(), path.exists()
+        except OSError as exc:  # a folder above it may not be searched
+            raise InputError(
+                f"cannot read: {exc.strerror or exc}", path=given, hint=_READABLE
+            ) from exc
+        if is_dir:
+            for child in _walk(path, given):
                 name = child.name.lower().removesuffix(".gz")  # A.JSONL from Windows too
                 hidden = any(part.startswith(".") for part in child.relative_to(path).parts)
                 trace = name.endswith(TRACE_SUFFIXES) or _ROTATED.match(child.name) is not None
@@ -779,7 +785,7 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
                 elif _broken_link(child):
                     _warn_broken_link(str(child))
             continue
-        if path.exists():
+        if exists:
             _refuse_stream(given)
             found.append((given, False))
             continue
@@ -801,6 +807,33 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
                 _refuse_stream(match)
                 found.append((match, True))
     return found
+
+
+_READABLE = "make it (and the folders above it) readable, or leave it out of the paths given"
+
+
+def _walk(folder: Path, given: str) -> list[Path]:
+    """Everything under `folder` as `sorted(folder.rglob("*"))` lists it (links to folders are
+    not followed), except that a folder that cannot be read is not passed over in silence:
+    `folder` itself is an InputError, one below it is skipped with a warning naming it (a CI
+    job must not pass on traces it never read without a word)."""
+    entries: list[Path] = []
+    unreadable: list[OSError] = []
+    for top, folders, files in os.walk(folder, onerror=unreadable.append):
+        entries.extend(Path(top, name) for name in (*folders, *files))
+    for exc in unreadable:
+        where = Path(exc.filename) if exc.filename is not None else folder
+        if where == folder:
+            raise InputError(
+                f"cannot read the folder: {exc.strerror or exc}", path=given, hint=_READABLE
+            )
+        if not any(part.startswith(".") for part in where.relative_to(folder).parts):
+            warnings.warn(
+                f"{where}: skipped, a folder that cannot be read ({exc.strerror or exc})",
+                SkippedInputWarning,
+                stacklevel=1,
+            )
+    return sorted(entries)
 
 
 def _broken_link(path: Path) -> bool:

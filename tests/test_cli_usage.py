@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -504,3 +505,39 @@ def test_a_trace_that_may_not_be_read_is_named_as_such(cli, tmp_path: Path):
             f"Error: {trace}: cannot open: Permission denied",
             "Hint: make the file readable, or leave it out of the paths given",
         ]
+
+
+@pytest.mark.skipif(
+    sys.platform == "win32" or os.geteuid() == 0, reason="needs POSIX permissions, not root"
+)
+def test_a_folder_that_may_not_be_read_is_never_passed_over_in_silence(cli, tmp_path: Path):
+    """A subfolder the audit could not read was skipped without a word, so the gate passed
+    on traces it never read; naming the folder itself said `no trace files`, and a glob into
+    it `cannot write`."""
+    traces = tmp_path / "traces"
+    (traces / "open").mkdir(parents=True)
+    (traces / "locked").mkdir()
+    shutil.copy(SAMPLE_TRACES / "codex_kept_verbatim.jsonl", traces / "open")
+    shutil.copy(SAMPLE_TRACES / "invoice_altered.jsonl", traces / "locked")
+    (traces / "locked").chmod(0)
+    try:
+        for args in (("audit", traces), ("ingest", traces, "--db", tmp_path / "t.duckdb")):
+            result = cli(*args)
+            assert result.exit_code == 0, result.stderr
+            assert (
+                f"Warning: {traces / 'locked'}: skipped, a folder that cannot be read"
+                " (Permission denied)"
+            ) in result.stderr.splitlines()
+        hint = (
+            "Hint: make it (and the folders above it) readable, or leave it out of the paths given"
+        )
+        for given, what in ((traces / "locked", "cannot read the folder"),
+                            (traces / "locked" / "*.jsonl", "cannot read")):  # fmt: skip
+            result = cli("audit", given)
+            assert result.exit_code == 2, result.stderr
+            assert result.stderr.splitlines() == [
+                f"Error: {given}: {what}: Permission denied",
+                hint,
+            ]
+    finally:
+        (traces / "locked").chmod(0o755)
