@@ -548,6 +548,11 @@ def _unwritable_hint(target: str) -> str:
     )
 
 
+# DuckDB's answer when another process holds the file: `IO Error: Could not set lock on file
+# "PATH": Conflicting lock is held in PROGRAM (PID N)`.
+_HELD_LOCK = re.compile(r"Could not set lock on file|Conflicting lock is held")
+
+
 def _lock_wait() -> float:
     """Seconds a reading open waits for a writer: $LEXKEEP_LOCK_WAIT, else DEFAULT_LOCK_WAIT."""
     raw = os.environ.get("LEXKEEP_LOCK_WAIT")
@@ -577,7 +582,7 @@ def _connect(target: str, read_only: bool, wait: float | None) -> duckdb.DuckDBP
         try:
             return duckdb.connect(target, read_only=read_only)
         except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower():
+            if not _HELD_LOCK.search(str(exc)):  # not "lock" anywhere: a path may hold it
                 room = storage_error(exc)  # a full disk or a read-only folder: say what to do
                 folder = Path(target).parent
                 hint = None if folder.is_dir() else f"the folder {folder} does not exist: create it"
