@@ -534,8 +534,15 @@ def _remove_new_store(target: str) -> None:
             os.remove(path)
 
 
-def _unwritable_hint(target: str) -> str:
-    """What to do when the store `target` cannot be opened to write (permissions)."""
+def _unwritable_hint(target: str, read_only: bool) -> str:
+    """What to do when the store `target` cannot be opened for want of permission."""
+    if os.path.exists(target) and not os.access(target, os.R_OK):
+        return (
+            f"make {target} readable (and writable, for ingest, compact and extract --db), or"
+            " ask its owner for a copy"
+        )
+    if read_only:
+        return f"make {target} and the folders above it readable"
     if os.path.exists(target) and not os.access(target, os.W_OK):
         return (
             f"make {target} writable, or copy it to a folder you can write and pass --db the"
@@ -589,7 +596,7 @@ def _connect(target: str, read_only: bool, wait: float | None) -> duckdb.DuckDBP
                 if hint is None and room is not None:
                     hint = room.hint
                     if room.message.endswith(("Permission denied", "Read-only file system")):
-                        hint = _unwritable_hint(target)
+                        hint = _unwritable_hint(target, read_only)
                 if "Could not read enough bytes" in str(exc):
                     hint = (
                         f"{target} is cut short (a copy or a creation that did not finish):"

@@ -749,5 +749,13 @@ def test_a_store_that_cannot_be_written_says_what_to_make_writable(cli, tmp_path
             assert "Permission denied" in result.stderr
             assert result.stderr.splitlines()[-1] == hint
         ok(cli("stats", "--db", store))  # reading needs no more
+        store.chmod(0)
+        for args in (("stats",), ("ingest", SAMPLE_TRACES)):
+            result = cli(*args, "--db", store)
+            assert result.exit_code == 2, result.stderr
+            assert result.stderr.splitlines()[-1] == (
+                f"Hint: make {store} readable (and writable, for ingest, compact and extract"
+                " --db), or ask its owner for a copy"
+            )
     finally:
         folder.chmod(0o755)
