@@ -653,6 +653,25 @@ def test_an_ingest_of_paths_holding_no_trace_is_an_error(cli, tmp_path):
         assert result.exit_code == 0, result.stderr
 
 
+def test_an_ingest_that_fails_before_storing_anything_leaves_no_new_store(cli, tmp_path):
+    """`lexkeep ingest notes.md --db s.duckdb` failed, and left an empty s.duckdb whose audit
+    passed on nothing; only a store with files in it, or one that was there, stays."""
+    db = tmp_path / "new.duckdb"
+    bad = tmp_path / "notes.jsonl"
+    bad.write_text("# not JSON\n")
+    store = tmp_path / "old.duckdb"
+    ok(cli("ingest", INVOICE, "--db", store))
+    for given in (bad, store):  # a bad first line; a store named as a trace
+        result = cli("ingest", given, "--db", db)
+        assert result.exit_code == 2, result.stderr
+        assert not db.exists(), given
+        assert not Path(f"{db}.wal").exists(), given
+    result = cli("ingest", INVOICE, bad, "--db", db)  # a file stored before the bad one stays
+    assert result.exit_code == 2, result.stderr
+    stats = json.loads(ok(cli("stats", "--db", db, "--format", "json")).stdout)
+    assert stats["files_ingested"] == 1
+
+
 def test_summary_lines_stay_whole_under_the_progress_bar_of_a_narrow_terminal(tmp_path):
     """On a terminal the progress bar takes over stderr, and Rich wrapped each summary line at
     the terminal's width with real line breaks: a long path came out in pieces, which a copy
