@@ -146,11 +146,17 @@ def reader_gone(code: int) -> typer.Exit:
     verdict the command reached, stands (a gate that failed must not pass because nobody read
     all of its report). Standard output is pointed at the null device, so the interpreter's
     last flush does not fail on the closed pipe again."""
+    drop_stdout()
+    return typer.Exit(code)
+
+
+def drop_stdout() -> None:
+    """Point standard output at the null device: its reader is gone, and what is still to be
+    written (and flushed at exit) goes nowhere instead of failing again."""
     with contextlib.suppress(OSError, ValueError):
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
         os.close(null)
-    return typer.Exit(code)
 
 
 def handle_errors(fn: F) -> F:

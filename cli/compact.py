@@ -14,6 +14,7 @@ from lexkeep.cli.common import (
     DbOption,
     counted,
     db_path,
+    drop_stdout,
     progress,
     stdout_console,
 )
@@ -147,13 +148,19 @@ def register(app: typer.Typer) -> None:
             # The summariser went away mid-run: what finished before is in the store, and the
             # counts say so before the error (exit 2) does.
             report, stopped = stop.report, stop
-        if fmt == "json":
-            doc = _report_json(report)
-            doc["interrupted"] = interrupted
-            doc["unreachable"] = None if stopped is None else str(stopped)
-            sys.stdout.write(_json(doc))
-        else:
-            _print_report(report, interrupted=interrupted, stopped=stopped is not None)
+        try:
+            if fmt == "json":
+                doc = _report_json(report)
+                doc["interrupted"] = interrupted
+                doc["unreachable"] = None if stopped is None else str(stopped)
+                sys.stdout.write(_json(doc))
+            else:
+                _print_report(report, interrupted=interrupted, stopped=stopped is not None)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # The reader of the counts is gone (`| head`): the run's outcome below still
+            # decides the exit code, as a failed attempt must not pass for a success.
+            drop_stdout()
         if report.pending_migrations and report.schema is not None:
             have, current = report.schema
             sys.stdout.flush()
