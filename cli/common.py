@@ -135,10 +135,10 @@ def stdout_console(file: Any = None) -> "Console":
 def print_error(err: LexkeepError) -> None:
     """`Error: file:line:col: reason` then an optional `Hint:` line, on stderr."""
     # A file name or an id from a trace may hold ESC sequences or a bidirectional override.
-    sys.stderr.write(f"Error: {visible(str(err))}\n")
-    if err.hint:
-        sys.stderr.write(f"Hint: {visible(err.hint)}\n")
-    sys.stderr.flush()
+    text = f"Error: {visible(str(err))}\n" + (f"Hint: {visible(err.hint)}\n" if err.hint else "")
+    with contextlib.suppress(OSError):  # stderr's reader gone (`2>&1 | head`): exit 2 stands
+        sys.stderr.write(text)
+        sys.stderr.flush()
 
 
 def reader_gone(code: int) -> typer.Exit:

@@ -541,3 +541,24 @@ def test_a_folder_that_may_not_be_read_is_never_passed_over_in_silence(cli, tmp_
             ]
     finally:
         (traces / "locked").chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    "args", [("audit", "no-such-folder"), ("stats", "--db", "no-such.duckdb")], ids=str
+)
+def test_an_error_whose_stderr_reader_is_gone_still_exits_2(tmp_path: Path, args):
+    """`lexkeep audit traces/ 2>&1 | head -0`: the error line could not be written to the
+    closed pipe, and the command exited 1, the gate's failure, instead of 2."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "lexkeep.cli.main", *args],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=write,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert run.returncode == 2
