@@ -62,6 +62,18 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
+def note_terminal_stdin() -> None:
+    """Say that `-` reads what is typed when standard input is a terminal (nothing was piped
+    in): the command would otherwise wait in silence."""
+    if is_terminal(sys.stdin):
+        with contextlib.suppress(OSError):
+            sys.stderr.write(
+                "Reading standard input from the terminal: type or paste, then Ctrl-D on a"
+                " line of its own (to read a file, name it instead of -)\n"
+            )
+            sys.stderr.flush()
+
+
 def stdin_text() -> str:
     """Standard input as text: UTF-8 with a leading byte-order mark skipped (as ingest skips it).
 
@@ -71,6 +83,7 @@ def stdin_text() -> str:
     from lexkeep.core.errors import InputError
     from lexkeep.core.readers import BOM, bad_utf8
 
+    note_terminal_stdin()
     data = getattr(sys.stdin, "buffer", sys.stdin).read()
     if isinstance(data, str):  # a text stream without a buffer (a test's StringIO)
         return data.removeprefix("\ufeff")

@@ -15,6 +15,7 @@ from lexkeep.cli.common import (
     DbOption,
     counted,
     db_path,
+    note_terminal_stdin,
     progress,
     stdout_console,
 )
@@ -361,6 +362,8 @@ def register(app: typer.Typer) -> None:
         interrupted = False
         # Checked before the store is opened: a mistyped path or format creates no store.
         files = ingest_inputs(paths, format)
+        if "-" in paths:
+            note_terminal_stdin()
         target = db_path(db)
         new_store = not os.path.exists(target)
         # The total opens every file: found only when a bar is shown.

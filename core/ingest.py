@@ -105,6 +105,10 @@ def open_input(path: str | Path) -> BinaryIO:
     if name == "-":
         # A gzip stream is known by its first two bytes (`zcat` is not needed either way).
         stdin = sys.stdin.buffer
+        if stdin.isatty():
+            # Typed at a terminal: its end (Ctrl-D) ends one read, not the input, so the
+            # reads after the first two bytes would wait for another. Read it whole at once.
+            stdin = io.BytesIO(stdin.read())  # type: ignore[assignment]
         head = stdin.read(2)
         rest = io.BufferedReader(_Prefixed(head, stdin))
         if head == b"\x1f\x8b":
