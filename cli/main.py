@@ -99,7 +99,9 @@ def _utf8_output() -> None:
             if stream.isatty():
                 stream.reconfigure(errors="backslashreplace")
             else:
-                stream.reconfigure(encoding="utf-8")
+                # Its error handler stays (stderr's writes what it cannot encode as escapes);
+                # reconfigure would otherwise make it strict.
+                stream.reconfigure(encoding="utf-8", errors=stream.errors)
         except (OSError, ValueError):
             pass  # closed, or already written to in a way that cannot change
 

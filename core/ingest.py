@@ -727,7 +727,25 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
 
     They come in the order given, a folder's and a glob's in name order, except that the
     files of one rotated log are put in the order they were written (`rotation_order`)."""
-    return rotation_order(_expand(paths))
+    files = rotation_order(_expand(paths))
+    for path, _ in files:
+        _require_utf8_name(path)
+    return files
+
+
+def _require_utf8_name(path: str) -> None:
+    """Refuse a file whose name is not UTF-8 (Latin-1 names from an archive made elsewhere):
+    Python keeps its bytes as surrogates, which no report, JSON document or store can hold."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise InputError(
+            "the file name is not UTF-8 text: no report or store could name it",
+            path=shown,
+            hint="rename it to UTF-8 (convmv -f latin1 -t utf-8 --notest FILE does), or leave"
+            " it out of the paths given",
+        ) from None
 
 
 def rotation_order(files: list[tuple[str, bool]]) -> list[tuple[str, bool]]:

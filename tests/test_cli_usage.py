@@ -627,3 +627,25 @@ def test_a_trace_typed_at_a_terminal_is_read_after_one_ctrl_d(cli, tmp_path: Pat
     assert proc.returncode == 0, err
     stats = json.loads(cli("stats", "--db", tmp_path / "t.duckdb", "-f", "json").stdout)
     assert stats["totals"]["messages"] == 1
+
+
+@pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="file names there are text")
+def test_a_trace_whose_file_name_is_not_utf8_is_named_and_refused(cli, tmp_path: Path):
+    """A file named in Latin-1 (an archive from another machine) stopped the audit and the
+    ingest with `internal error: ... surrogate '\\udcff' ... is not allowed`."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    name = os.fsencode(folder) + b"/r\xe9sum\xe9.jsonl"
+    with open(name, "wb") as out:
+        out.write((SAMPLE_TRACES / "invoice_altered.jsonl").read_bytes())
+    db = tmp_path / "t.duckdb"
+    for args in (("audit", folder), ("audit", os.fsdecode(name)), ("ingest", folder, "--db", db)):
+        result = cli(*args)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.splitlines() == [
+            f"Error: {folder}/r\\xe9sum\\xe9.jsonl: the file name is not UTF-8 text: no"
+            " report or store could name it",
+            "Hint: rename it to UTF-8 (convmv -f latin1 -t utf-8 --notest FILE does), or leave"
+            " it out of the paths given",
+        ]
+    assert not db.exists()
