@@ -285,8 +285,12 @@ def _removed_unless_filled(
     """Remove the store this ingest created when it fails before any file was stored (a bad
     first line, a store named as a trace): an empty store left behind is one whose audit
     passes on nothing. Ctrl-C leaves it, as it leaves what it stored."""
+    from lexkeep.core.errors import StoreLockedError
+
     try:
         yield
+    except StoreLockedError:
+        raise  # another process made the store meanwhile, and holds it: it is not this one's
     except Exception:
         if new_store and not counts:
             _remove_store(target)
