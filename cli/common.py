@@ -297,7 +297,10 @@ def output_stream(path: str | None) -> Iterator[Any]:
             with stream:
                 yield stream
         except OSError as exc:
-            raise _no_room(exc, path) or exc from exc
+            named = _no_room(exc, path)
+            if named is None:
+                raise
+            raise named from exc
         return
     # Through a symlink, the file it names is replaced, and the link stays.
     target = Path(os.path.realpath(target))
@@ -315,9 +318,10 @@ def output_stream(path: str | None) -> Iterator[Any]:
         os.replace(tmp, target)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)  # a failed report leaves neither a half file nor its temp
-        if isinstance(exc, OSError):
-            raise _no_room(exc, path) or exc from exc
-        raise
+        named = _no_room(exc, path) if isinstance(exc, OSError) else None
+        if named is None:
+            raise
+        raise named from exc
 
 
 # A write that failed for want of room: a full disk, a quota, a file size limit (ulimit -f).
