@@ -81,10 +81,12 @@ def stdin_text() -> str:
     characters) where they start.
     """
     from lexkeep.core.errors import InputError
+    from lexkeep.core.ingest import stdin_stream
     from lexkeep.core.readers import BOM, bad_utf8
 
+    stdin = stdin_stream()
     note_terminal_stdin()
-    data = getattr(sys.stdin, "buffer", sys.stdin).read()
+    data = stdin.read()
     if isinstance(data, str):  # a text stream without a buffer (a test's StringIO)
         return data.removeprefix("\ufeff")
     data = data.removeprefix(BOM)

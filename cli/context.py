@@ -151,9 +151,13 @@ def register(app: typer.Typer) -> None:
         source = "-" if arguments_json == "-" else "ARGUMENTS_JSON"  # "-" as ingest names stdin
         # Standard input as bytes: the guard skips a byte-order mark and names bad UTF-8's place.
         if arguments_json == "-":
+            from lexkeep.core.ingest import stdin_stream
+
+            stdin = stdin_stream()
             note_terminal_stdin()
-        stdin = getattr(sys.stdin, "buffer", sys.stdin)
-        raw = stdin.read() if arguments_json == "-" else arguments_json
+            raw = stdin.read()
+        else:
+            raw = arguments_json
         with Store.open(db_path(db), read_only=True) as store:
             try:
                 report = guard_arguments(

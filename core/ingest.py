@@ -98,13 +98,27 @@ class _Prefixed(io.RawIOBase):
         return n
 
 
+def stdin_stream() -> BinaryIO:
+    """Standard input as bytes; an InputError naming `-` when it is closed (`<&-`: Python
+    then has no sys.stdin at all)."""
+    stdin = sys.stdin
+    if stdin is None:
+        raise InputError(
+            "standard input is closed: there is nothing to read",
+            path="-",
+            hint="pipe the input into the command (... | lexkeep ... -), or name a file"
+            " instead of -",
+        )
+    return getattr(stdin, "buffer", stdin)
+
+
 def open_input(path: str | Path) -> BinaryIO:
     """Open a trace for binary reading: '-' is standard input; gzip (known by its magic bytes,
     whatever the name says) is decompressed."""
     name = str(path)
     if name == "-":
         # A gzip stream is known by its first two bytes (`zcat` is not needed either way).
-        stdin = sys.stdin.buffer
+        stdin = stdin_stream()
         if stdin.isatty():
             # Typed at a terminal: its end (Ctrl-D) ends one read, not the input, so the
             # reads after the first two bytes would wait for another. Read it whole at once.

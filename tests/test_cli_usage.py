@@ -649,3 +649,27 @@ def test_a_trace_whose_file_name_is_not_utf8_is_named_and_refused(cli, tmp_path:
             " it out of the paths given",
         ]
     assert not db.exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file descriptors")
+@pytest.mark.parametrize(
+    "args",
+    [("extract", "-"), ("audit", "-"), ("ingest", "-", "--db", "t.duckdb"), ("guard", "c", "-")],
+    ids=lambda args: args[0],
+)
+def test_dash_with_standard_input_closed_is_a_clear_error(tmp_path: Path, args):
+    """`lexkeep audit - <&-` (a job started with standard input closed) crashed with
+    `internal error: AttributeError: 'NoneType' object has no attribute 'buffer'`."""
+    run = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", *args],
+        cwd=tmp_path,
+        preexec_fn=lambda: os.close(0),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.splitlines()[-2:] == [
+        "Error: -: standard input is closed: there is nothing to read",
+        "Hint: pipe the input into the command (... | lexkeep ... -), or name a file instead of -",
+    ]
