@@ -2,6 +2,7 @@
 
 import gc
 import inspect
+import os
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -106,8 +107,29 @@ def _utf8_output() -> None:
             pass  # closed, or already written to in a way that cannot change
 
 
+def _closed_outputs_to_null() -> None:
+    """Give a standard output or error that was closed (`>&-`, `2>&-`, pythonw) the null
+    device. Python has no sys.stdout then, so the first print crashed; and the descriptor is
+    free, so the next file opened (the store) would take it, and a stray write to it (a
+    summariser's stderr, inherited) would land in that file."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_WRONLY)  # the lowest free descriptor: maybe not fd
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        errors = "backslashreplace" if fd == 2 else "strict"  # as Python's own streams
+        stream = open(fd, "w", encoding="utf-8", errors=errors, closefd=False)  # noqa: SIM115
+        setattr(sys, name, stream)
+
+
 def main() -> None:
     """Console-script entry point."""
+    _closed_outputs_to_null()
     _utf8_output()
     # Everything made so far (imports) and by the command lives until exit. Frozen, it is
     # skipped by the collector during the command and by the full collection at interpreter

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_TRACES, on_terminal
 
+from lexkeep.core.store import Store
+
 
 def test_audit_output_into_missing_folder_is_a_clear_error(cli, tmp_path: Path):
     target = tmp_path / "no-such-folder" / "audit.json"
@@ -673,3 +675,33 @@ def test_dash_with_standard_input_closed_is_a_clear_error(tmp_path: Path, args):
         "Error: -: standard input is closed: there is nothing to read",
         "Hint: pipe the input into the command (... | lexkeep ... -), or name a file instead of -",
     ]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file descriptors")
+@pytest.mark.parametrize(
+    ("closed", "args", "code"),
+    [
+        (1, ("audit", SAMPLE_TRACES), 1),
+        (1, ("audit", SAMPLE_TRACES, "-f", "json"), 1),
+        (2, ("ingest", SAMPLE_TRACES, "--db", "t.duckdb"), 0),
+        (2, ("audit", SAMPLE_TRACES), 1),
+    ],
+    ids=["stdout-table", "stdout-json", "stderr-ingest", "stderr-audit"],
+)
+def test_a_closed_standard_output_or_error_does_not_decide_the_exit(
+    tmp_path: Path, closed, args, code
+):
+    """Started with standard output or error closed (`>&-`, pythonw), the audit crashed with
+    `internal error: AttributeError` (exit 2, not its verdict) and a whole ingest exited 1."""
+    run = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", *map(str, args)],
+        cwd=tmp_path,
+        preexec_fn=lambda: os.close(closed),
+        stdout=subprocess.DEVNULL if closed == 2 else None,
+        stderr=subprocess.PIPE if closed == 1 else None,
+        timeout=120,
+    )
+    assert run.returncode == code, run.stderr
+    if args[0] == "ingest":
+        with Store.open(tmp_path / "t.duckdb", read_only=True) as store:
+            assert store.con.execute("SELECT count(*) FROM messages").fetchone() == (25,)
