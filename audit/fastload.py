@@ -183,8 +183,11 @@ def is_candidate(path: str) -> bool:
     """True when `path` is a plain (not gzip, no BOM) JSONL file sniffed as lexkeep JSONL."""
     if path == "-" or not Path(path).is_file():
         return False
-    with open(path, "rb") as head:
-        start = head.read(3)
+    try:
+        with open(path, "rb") as head:
+            start = head.read(3)
+    except OSError:
+        return False  # the normal ingest says why it cannot be read, naming the file
     if start[:2] == b"\x1f\x8b" or start == BOM or path.endswith(".gz"):
         return False
     source = JsonSource(path)

@@ -11,6 +11,7 @@ import typer
 from lexkeep.cli.common import (
     DbOption,
     is_terminal,
+    note_terminal_stdin,
     output_stream,
     progress,
     reader_gone,
@@ -159,6 +160,8 @@ def register(app: typer.Typer) -> None:
         }
         try:
             refuse_output_over_inputs(output, paths or (), db)
+            if paths and "-" in paths:
+                note_terminal_stdin()
             # The total opens every file: found only when a bar is shown.
             total = functools.partial(input_size, paths) if paths else None
             with progress("reading traces", total) as advance:

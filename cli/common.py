@@ -1,9 +1,12 @@
 """What every command shares: the error contract, consoles, --db, output files, progress."""
 
 import contextlib
+import errno
 import functools
 import os
+import stat
 import sys
+import tempfile
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -59,6 +62,18 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
+def note_terminal_stdin() -> None:
+    """Say that `-` reads what is typed when standard input is a terminal (nothing was piped
+    in): the command would otherwise wait in silence."""
+    if is_terminal(sys.stdin):
+        with contextlib.suppress(OSError):
+            sys.stderr.write(
+                "Reading standard input from the terminal: type or paste, then Ctrl-D on a"
+                " line of its own (to read a file, name it instead of -)\n"
+            )
+            sys.stderr.flush()
+
+
 def stdin_text() -> str:
     """Standard input as text: UTF-8 with a leading byte-order mark skipped (as ingest skips it).
 
@@ -66,9 +81,12 @@ def stdin_text() -> str:
     characters) where they start.
     """
     from lexkeep.core.errors import InputError
+    from lexkeep.core.ingest import stdin_stream
     from lexkeep.core.readers import BOM, bad_utf8
 
-    data = getattr(sys.stdin, "buffer", sys.stdin).read()
+    stdin = stdin_stream()
+    note_terminal_stdin()
+    data = stdin.read()
     if isinstance(data, str):  # a text stream without a buffer (a test's StringIO)
         return data.removeprefix("\ufeff")
     data = data.removeprefix(BOM)
@@ -90,9 +108,25 @@ def stderr_console(soft_wrap: bool = False) -> "Console":
 
     `soft_wrap`: print lines whole and let the terminal wrap them (no line breaks inserted).
     """
+    return _console_class(True)(stderr=True, highlight=False, markup=False, soft_wrap=soft_wrap)
+
+
+@functools.cache
+def _console_class(stderr: bool = False) -> type["Console"]:
+    """Rich's Console, but not with Rich's answer to a closed pipe, SystemExit(1), which
+    decided the exit code of `lexkeep stats | head -1` under pipefail: on stdout the closed
+    pipe surfaces as BrokenPipeError, as every other write's does (handle_errors,
+    reader_gone); on stderr, where progress and per-file lines go, the work goes on without
+    them (an ingest whose log reader stopped still ingests every file)."""
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, markup=False, soft_wrap=soft_wrap)
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            if not stderr:
+                raise BrokenPipeError
+
+    return PipeConsole
 
 
 # A table piped into a file or a CI log is this wide unless $COLUMNS says otherwise; Rich's
@@ -102,11 +136,9 @@ PIPED_WIDTH = 140
 
 def stdout_console(file: Any = None) -> "Console":
     """Console for reports on stdout (or `file`): a terminal's own width, else PIPED_WIDTH."""
-    from rich.console import Console
-
     stream = sys.stdout if file is None else file
     piped = not is_terminal(stream) and not os.environ.get("COLUMNS", "").isdigit()
-    return Console(
+    return _console_class(False)(
         file=file,
         highlight=False,
         markup=False,
@@ -118,10 +150,10 @@ def stdout_console(file: Any = None) -> "Console":
 def print_error(err: LexkeepError) -> None:
     """`Error: file:line:col: reason` then an optional `Hint:` line, on stderr."""
     # A file name or an id from a trace may hold ESC sequences or a bidirectional override.
-    sys.stderr.write(f"Error: {visible(str(err))}\n")
-    if err.hint:
-        sys.stderr.write(f"Hint: {visible(err.hint)}\n")
-    sys.stderr.flush()
+    text = f"Error: {visible(str(err))}\n" + (f"Hint: {visible(err.hint)}\n" if err.hint else "")
+    with contextlib.suppress(OSError):  # stderr's reader gone (`2>&1 | head`): exit 2 stands
+        sys.stderr.write(text)
+        sys.stderr.flush()
 
 
 def reader_gone(code: int) -> typer.Exit:
@@ -129,11 +161,17 @@ def reader_gone(code: int) -> typer.Exit:
     verdict the command reached, stands (a gate that failed must not pass because nobody read
     all of its report). Standard output is pointed at the null device, so the interpreter's
     last flush does not fail on the closed pipe again."""
+    drop_stdout()
+    return typer.Exit(code)
+
+
+def drop_stdout() -> None:
+    """Point standard output at the null device: its reader is gone, and what is still to be
+    written (and flushed at exit) goes nowhere instead of failing again."""
     with contextlib.suppress(OSError, ValueError):
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
         os.close(null)
-    return typer.Exit(code)
 
 
 def handle_errors(fn: F) -> F:
@@ -156,11 +194,17 @@ def handle_errors(fn: F) -> F:
             sys.stderr.write("Interrupted.\n")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except BrokenPipeError:
-            raise typer.Exit(EXIT_OK) from None
+            # The reader of stdout is gone (`| head`): what the command printed so far was
+            # read; nothing is left to flush into the closed pipe at exit.
+            raise reader_gone(EXIT_OK) from None
         except Exception as err:  # a crash must read as "could not run", not as findings
             if is_query_interrupt(err):
                 sys.stderr.write("Interrupted.\n")
                 raise typer.Exit(EXIT_INTERRUPTED) from None
+            unwritten = unnamed_write_error(err)
+            if unwritten is not None:
+                print_error(unwritten)
+                raise reader_gone(EXIT_ERROR) from err  # and drop what it could not write
             storage = storage_error(err)
             if storage is not None:  # a full disk or a read-only folder: the user's to fix
                 print_error(storage)
@@ -252,8 +296,14 @@ def output_stream(path: str | None) -> Iterator[Any]:
             stream = open(target, "w", encoding="utf-8", newline="")  # noqa: SIM115
         except OSError as exc:
             raise LexkeepError(f"cannot write {path}: {exc.strerror}") from exc
-        with stream:
-            yield stream
+        try:
+            with stream:
+                yield stream
+        except OSError as exc:
+            named = _no_room(exc, path)
+            if named is None:
+                raise
+            raise named from exc
         return
     # Through a symlink, the file it names is replaced, and the link stays.
     target = Path(os.path.realpath(target))
@@ -269,9 +319,63 @@ def output_stream(path: str | None) -> Iterator[Any]:
         with fh:
             yield fh
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)  # a failed report leaves neither a half file nor its temp
-        raise
+        named = _no_room(exc, path) if isinstance(exc, OSError) else None
+        if named is None:
+            raise
+        raise named from exc
+
+
+# A write that failed for want of room: a full disk, a quota, a file size limit (ulimit -f).
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _no_room(exc: OSError, path: str) -> LexkeepError | None:
+    """The report file `path` could not be written for want of room, as an error naming it
+    (the OSError of a write names no file); None for any other failure."""
+    if exc.filename is not None or exc.errno not in _NO_ROOM:
+        return None
+    return LexkeepError(
+        f"cannot write {path}: {exc.strerror}",
+        hint=f"free space (or raise the quota or file size limit) where {path} is, or pass -o"
+        " a file on another disk, then run the command again; the file is as it was",
+    )
+
+
+def unnamed_write_error(exc: BaseException) -> LexkeepError | None:
+    """A write that failed for want of room and names no file, as an error naming where it
+    can have gone; None for any other exception.
+
+    The OSError of a write to standard output (`lexkeep stats > stats.json` on a full disk)
+    names no file, nor does one of the anonymous temporary files a big audit spills to, so
+    when standard output is a file both are named (-o names its own file: output_stream).
+    """
+    if not isinstance(exc, OSError) or exc.filename is not None or exc.errno not in _NO_ROOM:
+        return None
+    temp = tempfile.gettempdir()
+    if _stdout_is_a_file():
+        return LexkeepError(
+            f"cannot write standard output or a temporary file in {temp}: {exc.strerror}",
+            hint="free space (or raise the quota or file size limit) where standard output goes"
+            f" and in {temp}, or send standard output to another disk (and point $TMPDIR at"
+            " one), then run the command again: what was stored before stays",
+        )
+    return LexkeepError(
+        f"cannot write a temporary file in {temp}: {exc.strerror}",
+        hint=f"free space (or raise the quota or file size limit) in {temp}, or point $TMPDIR at"
+        " another disk, then run the command again: what was stored before stays",
+    )
+
+
+def _stdout_is_a_file() -> bool:
+    """True when standard output goes to a file or a device (not a terminal or a pipe)."""
+    try:
+        fd = sys.stdout.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, OSError, ValueError):
+        return False
+    return stat.S_ISREG(mode) or (stat.S_ISCHR(mode) and not os.isatty(fd))
 
 
 def is_terminal(stream: Any) -> bool:

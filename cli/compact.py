@@ -14,6 +14,7 @@ from lexkeep.cli.common import (
     DbOption,
     counted,
     db_path,
+    drop_stdout,
     progress,
     stdout_console,
 )
@@ -150,37 +151,43 @@ def register(app: typer.Typer) -> None:
             # lease: what finished before is in the store, and the counts say so before the
             # error (exit 2) does.
             report, stopped = stop.report, stop
-        if fmt == "json":
-            doc = _report_json(report)
-            doc["interrupted"] = interrupted
-            held = isinstance(stopped, CompactionStoreHeld)
-            doc["unreachable"] = None if stopped is None or held else str(stopped)
-            doc["store_held"] = str(stopped) if held else None
-            sys.stdout.write(_json(doc))
-        else:
-            why = None
-            if isinstance(stopped, CompactionStoreHeld):
-                left = report.remaining
-                why = (
-                    "another process held the store until a claim's lease expired; these"
-                    " counts are what was stored before; "
-                    f"{left} planned segment{'' if left == 1 else 's'}"
-                    f" {'was' if left == 1 else 'were'} left for a later run (a claim whose"
-                    " lease expired counts as a failed attempt)"
-                )
-            elif stopped is not None:
-                why = (
-                    "the summariser failed the same way on its first calls"
-                    if stopped.misconfigured
-                    else "the summariser could not be reached"
-                )
-                left = report.remaining
-                why += (
-                    f"; these counts are what finished before it; {left} planned"
-                    f" segment{'' if left == 1 else 's'} {'was' if left == 1 else 'were'} not"
-                    " summarised (no attempt was counted), and a later run takes them up"
-                )
-            _print_report(report, interrupted=interrupted, stopped=why)
+        try:
+            if fmt == "json":
+                doc = _report_json(report)
+                doc["interrupted"] = interrupted
+                held = isinstance(stopped, CompactionStoreHeld)
+                doc["unreachable"] = None if stopped is None or held else str(stopped)
+                doc["store_held"] = str(stopped) if held else None
+                sys.stdout.write(_json(doc))
+            else:
+                why = None
+                if isinstance(stopped, CompactionStoreHeld):
+                    left = report.remaining
+                    why = (
+                        "another process held the store until a claim's lease expired; these"
+                        " counts are what was stored before; "
+                        f"{left} planned segment{'' if left == 1 else 's'}"
+                        f" {'was' if left == 1 else 'were'} left for a later run (a claim whose"
+                        " lease expired counts as a failed attempt)"
+                    )
+                elif stopped is not None:
+                    why = (
+                        "the summariser failed the same way on its first calls"
+                        if stopped.misconfigured
+                        else "the summariser could not be reached"
+                    )
+                    left = report.remaining
+                    why += (
+                        f"; these counts are what finished before it; {left} planned"
+                        f" segment{'' if left == 1 else 's'} {'was' if left == 1 else 'were'} not"
+                        " summarised (no attempt was counted), and a later run takes them up"
+                    )
+                _print_report(report, interrupted=interrupted, stopped=why)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # The reader of the counts is gone (`| head`): the run's outcome below still
+            # decides the exit code, as a failed attempt must not pass for a success.
+            drop_stdout()
         if report.pending_migrations and report.schema is not None:
             have, current = report.schema
             sys.stdout.flush()

@@ -7,7 +7,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from lexkeep.cli.common import EXIT_OK, DbOption, db_path, reader_gone
+from lexkeep.cli.common import EXIT_OK, DbOption, db_path, note_terminal_stdin, reader_gone
 from lexkeep.compaction.contextformat import DEFAULT_ANSWER_BYTES, MAX_BYTES, ContextFormat
 from lexkeep.core.controls import visible_json
 from lexkeep.core.errors import InputError
@@ -150,8 +150,14 @@ def register(app: typer.Typer) -> None:
 
         source = "-" if arguments_json == "-" else "ARGUMENTS_JSON"  # "-" as ingest names stdin
         # Standard input as bytes: the guard skips a byte-order mark and names bad UTF-8's place.
-        stdin = getattr(sys.stdin, "buffer", sys.stdin)
-        raw = stdin.read() if arguments_json == "-" else arguments_json
+        if arguments_json == "-":
+            from lexkeep.core.ingest import stdin_stream
+
+            stdin = stdin_stream()
+            note_terminal_stdin()
+            raw = stdin.read()
+        else:
+            raw = arguments_json
         with Store.open(db_path(db), read_only=True) as store:
             try:
                 report = guard_arguments(

@@ -4,6 +4,7 @@ import contextlib
 import functools
 import os
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated
 
 import orjson
@@ -14,6 +15,7 @@ from lexkeep.cli.common import (
     DbOption,
     counted,
     db_path,
+    note_terminal_stdin,
     progress,
     stdout_console,
 )
@@ -270,6 +272,31 @@ def _stored(store: "Store") -> tuple[int, int]:
     return row[0], row[1]
 
 
+def _remove_store(target: str) -> None:
+    for path in (target, f"{target}.wal"):
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
+@contextlib.contextmanager
+def _removed_unless_filled(
+    target: str, new_store: bool, counts: list["FileCounts"]
+) -> Iterator[None]:
+    """Remove the store this ingest created when it fails before any file was stored (a bad
+    first line, a store named as a trace): an empty store left behind is one whose audit
+    passes on nothing. Ctrl-C leaves it, as it leaves what it stored."""
+    from lexkeep.core.errors import StoreLockedError
+
+    try:
+        yield
+    except StoreLockedError:
+        raise  # another process made the store meanwhile, and holds it: it is not this one's
+    except Exception:
+        if new_store and not counts:
+            _remove_store(target)
+        raise
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
 
@@ -339,11 +366,14 @@ def register(app: typer.Typer) -> None:
         interrupted = False
         # Checked before the store is opened: a mistyped path or format creates no store.
         files = ingest_inputs(paths, format)
+        if "-" in paths:
+            note_terminal_stdin()
         target = db_path(db)
         new_store = not os.path.exists(target)
         # The total opens every file: found only when a bar is shown.
         total = functools.partial(input_size, paths)
         with (
+            _removed_unless_filled(target, new_store, counts),
             Store.open(target) as store,
             progress("ingesting", total, shown=not quiet) as advance,
         ):
@@ -385,8 +415,7 @@ def register(app: typer.Typer) -> None:
             require_traces(paths, counts)
         except LexkeepError:
             if new_store:  # created by this ingest, and nothing is in it: not left behind
-                with contextlib.suppress(OSError):
-                    os.remove(target)
+                _remove_store(target)
             raise
 
     @app.command(name="stats")

@@ -2,6 +2,8 @@
 
 import gc
 import inspect
+import os
+import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -81,8 +83,54 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _utf8_output() -> None:
+    """Write UTF-8 to a file or a pipe whatever the locale says, and never fail on a
+    character a terminal's encoding lacks.
+
+    A report is read by programs (JSON, JUnit XML, Markdown for $GITHUB_STEP_SUMMARY), which
+    take UTF-8; in a legacy encoding (a Windows runner, a Latin-1 locale) a trace file named
+    `ünï.jsonl` or the Markdown verdict's mark stopped the command. A terminal keeps its
+    encoding, with what it cannot show written as \\uXXXX escapes.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("_", "-")
+        if encoding in ("utf-8", "utf8") or not hasattr(stream, "reconfigure"):
+            continue
+        try:
+            if stream.isatty():
+                stream.reconfigure(errors="backslashreplace")
+            else:
+                # Its error handler stays (stderr's writes what it cannot encode as escapes);
+                # reconfigure would otherwise make it strict.
+                stream.reconfigure(encoding="utf-8", errors=stream.errors)
+        except (OSError, ValueError):
+            pass  # closed, or already written to in a way that cannot change
+
+
+def _closed_outputs_to_null() -> None:
+    """Give a standard output or error that was closed (`>&-`, `2>&-`, pythonw) the null
+    device. Python has no sys.stdout then, so the first print crashed; and the descriptor is
+    free, so the next file opened (the store) would take it, and a stray write to it (a
+    summariser's stderr, inherited) would land in that file."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_WRONLY)  # the lowest free descriptor: maybe not fd
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        errors = "backslashreplace" if fd == 2 else "strict"  # as Python's own streams
+        stream = open(fd, "w", encoding="utf-8", errors=errors, closefd=False)  # noqa: SIM115
+        setattr(sys, name, stream)
+
+
 def main() -> None:
     """Console-script entry point."""
+    _closed_outputs_to_null()
+    _utf8_output()
     # Everything made so far (imports) and by the command lives until exit. Frozen, it is
     # skipped by the collector during the command and by the full collection at interpreter
     # shutdown: about 50 ms of every call, a tenth of a quick one.

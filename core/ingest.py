@@ -99,13 +99,31 @@ class _Prefixed(io.RawIOBase):
         return n
 
 
+def stdin_stream() -> BinaryIO:
+    """Standard input as bytes; an InputError naming `-` when it is closed (`<&-`: Python
+    then has no sys.stdin at all)."""
+    stdin = sys.stdin
+    if stdin is None:
+        raise InputError(
+            "standard input is closed: there is nothing to read",
+            path="-",
+            hint="pipe the input into the command (... | lexkeep ... -), or name a file"
+            " instead of -",
+        )
+    return getattr(stdin, "buffer", stdin)
+
+
 def open_input(path: str | Path) -> BinaryIO:
     """Open a trace for binary reading: '-' is standard input; gzip (known by its magic bytes,
     whatever the name says) is decompressed."""
     name = str(path)
     if name == "-":
         # A gzip stream is known by its first two bytes (`zcat` is not needed either way).
-        stdin = sys.stdin.buffer
+        stdin = stdin_stream()
+        if stdin.isatty():
+            # Typed at a terminal: its end (Ctrl-D) ends one read, not the input, so the
+            # reads after the first two bytes would wait for another. Read it whole at once.
+            stdin = io.BytesIO(stdin.read())  # type: ignore[assignment]
         head = stdin.read(2)
         rest = io.BufferedReader(_Prefixed(head, stdin))
         if head == b"\x1f\x8b":
@@ -114,7 +132,11 @@ def open_input(path: str | Path) -> BinaryIO:
     try:
         raw = open(name, "rb")  # noqa: SIM115 - closed by the caller
     except OSError as exc:
-        raise InputError(f"cannot open: {exc.strerror or exc}", path=name) from exc
+        raise InputError(
+            f"cannot open: {exc.strerror or exc}",
+            path=name,
+            hint="make the file readable, or leave it out of the paths given",
+        ) from exc
     head = raw.read(2)
     raw.seek(0)
     if head == GZIP_MAGIC:
@@ -716,7 +738,25 @@ def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
 
     They come in the order given, a folder's and a glob's in name order, except that the
     files of one rotated log are put in the order they were written (`rotation_order`)."""
-    return rotation_order(_expand(paths))
+    files = rotation_order(_expand(paths))
+    for path, _ in files:
+        _require_utf8_name(path)
+    return files
+
+
+def _require_utf8_name(path: str) -> None:
+    """Refuse a file whose name is not UTF-8 (Latin-1 names from an archive made elsewhere):
+    Python keeps its bytes as surrogates, which no report, JSON document or store can hold."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise InputError(
+            "the file name is not UTF-8 text: no report or store could name it",
+            path=shown,
+            hint="rename it to UTF-8 (convmv -f latin1 -t utf-8 --notest FILE does), or leave"
+            " it out of the paths given",
+        ) from None
 
 
 def rotation_order(files: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
@@ -760,8 +800,14 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
             found.append(("-", False))
             continue
         path = Path(given)
-        if path.is_dir():
-            for child in sorted(path.rglob("*")):
+        try:
+            is_dir, exists = path.is_dir(), path.exists()
+        except OSError as exc:  # a folder above it may not be searched
+            raise InputError(
+                f"cannot read: {exc.strerror or exc}", path=given, hint=_READABLE
+            ) from exc
+        if is_dir:
+            for child in _walk(path, given):
                 name = child.name.lower().removesuffix(".gz")  # A.JSONL from Windows too
                 hidden = any(part.startswith(".") for part in child.relative_to(path).parts)
                 trace = name.endswith(TRACE_SUFFIXES) or ROTATED.match(child.name) is not None
@@ -772,7 +818,7 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
                 elif _broken_link(child):
                     _warn_broken_link(str(child))
             continue
-        if path.exists():
+        if exists:
             _refuse_stream(given)
             found.append((given, False))
             continue
@@ -794,6 +840,33 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
                 _refuse_stream(match)
                 found.append((match, True))
     return found
+
+
+_READABLE = "make it (and the folders above it) readable, or leave it out of the paths given"
+
+
+def _walk(folder: Path, given: str) -> list[Path]:
+    """Everything under `folder` as `sorted(folder.rglob("*"))` lists it (links to folders are
+    not followed), except that a folder that cannot be read is not passed over in silence:
+    `folder` itself is an InputError, one below it is skipped with a warning naming it (a CI
+    job must not pass on traces it never read without a word)."""
+    entries: list[Path] = []
+    unreadable: list[OSError] = []
+    for top, folders, files in os.walk(folder, onerror=unreadable.append):
+        entries.extend(Path(top, name) for name in (*folders, *files))
+    for exc in unreadable:
+        where = Path(exc.filename) if exc.filename is not None else folder
+        if where == folder:
+            raise InputError(
+                f"cannot read the folder: {exc.strerror or exc}", path=given, hint=_READABLE
+            )
+        if not any(part.startswith(".") for part in where.relative_to(folder).parts):
+            warnings.warn(
+                f"{where}: skipped, a folder that cannot be read ({exc.strerror or exc})",
+                SkippedInputWarning,
+                stacklevel=1,
+            )
+    return sorted(entries)
 
 
 def _broken_link(path: Path) -> bool:

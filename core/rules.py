@@ -79,6 +79,11 @@ ENGINES = ("regex", "re")
 PLAIN_ENGINE_MAX = 1024
 # Text every character of which both engines read alike (see plain_source).
 PLAIN_TEXT = re.compile(r"[\t\n\r\x01\x20-\x7e]*").fullmatch
+# Stdlib re before Python 3.11.5 lets a possessive repeat keep an alternative whose
+# look-ahead failed (`(?:x|\.(?!X))*+` matches all of ".X"; CPython gh-106052, gh-100061), so
+# a translation can find other spans than the pattern: there, engine = "re" kinds run on the
+# regex engine, which finds the spans the rule was checked for (only slower).
+STDLIB_RE_SOUND = sys.version_info >= (3, 11, 5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,6 +392,8 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | N
     if engine not in ENGINES:
         raise fail(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     plain_pattern = _plain_pattern(source, fail) if engine == "re" else None
+    if not STDLIB_RE_SOUND:
+        plain_pattern = None  # translated, so a rule that cannot be is refused everywhere
     tests = raw.get("tests") or {}
     if not isinstance(tests, dict):
         raise fail("tests must be a table with positive and negative lists")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -23,7 +24,7 @@ try:
 except ImportError:  # not POSIX: spill folders are not marked with a locked owner file
     fcntl = None  # type: ignore[assignment]
 
-from lexkeep.core.errors import ConfigError, StoreError, StoreLockedError
+from lexkeep.core.errors import ConfigError, StoreError, StoreLockedError, storage_error
 from lexkeep.core.jsonnumbers import compact_text
 from lexkeep.core.paths import ShownPaths, current_folder, stored_path
 from lexkeep.core.readers import LEADING
@@ -194,6 +195,7 @@ class Store:
                 " trace files and folders are arguments",
             )
         _refuse_other_file(target)
+        new = not os.path.exists(target)
         if _empty_file(target):
             # An empty file (`mktemp --suffix .duckdb`) is a new store, as a missing one is;
             # DuckDB refuses to open it, so it is replaced by a new database.
@@ -203,7 +205,15 @@ class Store:
                     hint="ingest some traces first: lexkeep ingest TRACES... --db " + target,
                 )
             os.remove(target)
-        con = _connect(target, read_only, lock_wait)
+            new = True
+        try:
+            con = _connect(target, read_only, lock_wait)
+        except StoreLockedError:
+            raise  # another process made it meanwhile, and holds it
+        except BaseException:
+            if new:
+                _remove_new_store(target)
+            raise
         store = cls(con, target)
         try:
             store._limit_memory(memory_limit)
@@ -213,6 +223,8 @@ class Store:
                 store.migrate()
         except BaseException:
             store.close()  # or the file stays open (and locked) in this process
+            if new:
+                _remove_new_store(target)
             raise
         return store
 
@@ -530,6 +542,40 @@ class StoreOnDemand:
                 self._store = None
 
 
+def _remove_new_store(target: str) -> None:
+    """Remove what a store creation that failed (a full disk) left: a file cut short, which
+    DuckDB would refuse to open ever after, the next ingest with room to write included."""
+    for path in (target, target + ".wal"):
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
+def _unwritable_hint(target: str, read_only: bool) -> str:
+    """What to do when the store `target` cannot be opened for want of permission."""
+    if os.path.exists(target) and not os.access(target, os.R_OK):
+        return (
+            f"make {target} readable (and writable, for ingest, compact and extract --db), or"
+            " ask its owner for a copy"
+        )
+    if read_only:
+        return f"make {target} and the folders above it readable"
+    if os.path.exists(target) and not os.access(target, os.W_OK):
+        return (
+            f"make {target} writable, or copy it to a folder you can write and pass --db the"
+            " copy; audit --db, stats, show, context, guard and compactions only read it"
+        )
+    folder = Path(target).resolve().parent
+    return (
+        f"make the folder {folder} writable (a store is written with {Path(target).name}.wal"
+        " beside it), or pass --db a file in a folder you can write"
+    )
+
+
+# DuckDB's answer when another process holds the file: `IO Error: Could not set lock on file
+# "PATH": Conflicting lock is held in PROGRAM (PID N)`.
+_HELD_LOCK = re.compile(r"Could not set lock on file|Conflicting lock is held")
+
+
 def _lock_wait() -> float:
     """Seconds a reading open waits for a writer: $LEXKEEP_LOCK_WAIT, else DEFAULT_LOCK_WAIT."""
     raw = os.environ.get("LEXKEEP_LOCK_WAIT")
@@ -559,9 +605,19 @@ def _connect(target: str, read_only: bool, wait: float | None) -> duckdb.DuckDBP
         try:
             return duckdb.connect(target, read_only=read_only)
         except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower():
+            if not _HELD_LOCK.search(str(exc)):  # not "lock" anywhere: a path may hold it
+                room = storage_error(exc)  # a full disk or a read-only folder: say what to do
                 folder = Path(target).parent
                 hint = None if folder.is_dir() else f"the folder {folder} does not exist: create it"
+                if hint is None and room is not None:
+                    hint = room.hint
+                    if room.message.endswith(("Permission denied", "Read-only file system")):
+                        hint = _unwritable_hint(target, read_only)
+                if "Could not read enough bytes" in str(exc):
+                    hint = (
+                        f"{target} is cut short (a copy or a creation that did not finish):"
+                        " restore it, or remove it and ingest the traces again"
+                    )
                 raise StoreError(f"cannot open {target}: {exc}", hint=hint) from exc
             if time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -1109,6 +1109,25 @@ def test_a_reader_that_stops_early_does_not_turn_a_failed_gate_into_a_pass(tmp_p
     assert _exit_with_reader_gone(passing, tmp_path)[0] == 0
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["stats"],
+        ["show", "support-4471"],
+        ["compactions"],
+        ["extract", "order #W2378156"],
+        ["audit", "--format", "table"],
+    ],
+    ids=lambda args: args[0],
+)
+def test_a_report_whose_reader_stops_early_exits_as_it_would_have(tmp_path, sample_db, args):
+    """`lexkeep stats | head -1` under pipefail failed with exit 1, which these commands never
+    mean that way: Rich's own answer to a closed pipe. The command's exit code stands."""
+    store = [] if args[0] == "extract" else ["--db", sample_db]
+    code, stderr = _exit_with_reader_gone([*args, *store], tmp_path)
+    assert (code, stderr) == (1 if args[0] == "audit" else 0, "")
+
+
 def test_a_guard_whose_reader_stops_early_still_refuses(tmp_path, sample_db):
     """An agent loop that pipes the guard's verdict somewhere that closed: exit 1 still stops
     the tool call whose identifier nobody supplied."""

@@ -201,6 +201,32 @@ def test_compact_with_a_failing_command_reports_failed(cli, db_file, tmp_path):
     assert jobs[0]["model_id"] == f"command:{sys.executable} {script}"
 
 
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_failed_compaction_whose_reader_stops_early_still_exits_1(db_file, tmp_path, fmt):
+    """`lexkeep compact ... | head -1` under pipefail: a run whose summariser failed exited 0
+    when its counts could not be written to the closed pipe, and so passed for a success."""
+    import subprocess
+
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    script = tmp_path / "bad.py"
+    script.write_text("import sys\nsys.stdin.read()\nsys.exit(4)\n", encoding="utf-8")
+    spec = f'command:"{sys.executable} {script}"'
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "lexkeep.cli.main", "compact", "--db", str(db_file),
+             "--summarizer", spec, "--format", fmt],
+            stdout=write, stderr=subprocess.PIPE, text=True, env=env, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stderr and "Exception ignored" not in run.stderr
+
+
 def test_compactions_lists_identity_status_attempts(cli, db_file):
     with Store.open(db_file) as store:
         build(store, {"c1": 30})

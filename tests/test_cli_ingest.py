@@ -475,6 +475,7 @@ def _ingest_with_file_size_limit(limit: int, db: Path, *paths: Path) -> subproce
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a cached module cut short would break later runs
     return subprocess.run(
         [sys.executable, "-m", "lexkeep.cli.main", "ingest", *map(str, paths), "--db", str(db)],
         preexec_fn=limit_writes,
@@ -508,6 +509,36 @@ def test_a_write_that_runs_out_of_room_is_a_clear_error_and_keeps_the_store(
     assert "Hint: " in result.stderr
     after = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
     assert after == before  # nothing of the failed file, everything from before
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_new_store_that_cannot_be_created_is_not_left_half_made(
+    cli, db_file: Path, tmp_path: Path
+) -> None:
+    """A first ingest on a full disk left a store file cut short, which every later command,
+    the same ingest run again after freeing space included, refused as unreadable."""
+    result = _ingest_with_file_size_limit(4096, db_file, SAMPLE_TRACES)
+    assert result.returncode == 2, result.stderr
+    assert f'Could not write file "{db_file}": File too large' in result.stderr
+    assert "Hint: free space" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    ok(cli("ingest", SAMPLE_TRACES, "--db", db_file))  # once there is room
+    stats = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
+    assert stats["files_ingested"] == 4
+
+
+def test_a_store_file_cut_short_says_what_to_do(cli, db_file: Path) -> None:
+    ok(cli("ingest", SAMPLE_TRACES, "--db", db_file))
+    with db_file.open("r+b") as store:  # as a copy that did not finish leaves it
+        store.truncate(4096)
+    for args in (("stats",), ("audit",), ("ingest", SAMPLE_TRACES)):
+        result = cli(*args, "--db", db_file)
+        assert result.exit_code == 2, result.stderr
+        assert "Could not read enough bytes" in result.stderr
+        assert result.stderr.splitlines()[-1] == (
+            f"Hint: {db_file} is cut short (a copy or a creation that did not finish): restore"
+            " it, or remove it and ingest the traces again"
+        )
 
 
 def test_a_line_read_again_after_a_fix_takes_its_place_in_the_file_order(
@@ -622,6 +653,25 @@ def test_an_ingest_of_paths_holding_no_trace_is_an_error(cli, tmp_path):
         assert result.exit_code == 0, result.stderr
 
 
+def test_an_ingest_that_fails_before_storing_anything_leaves_no_new_store(cli, tmp_path):
+    """`lexkeep ingest notes.md --db s.duckdb` failed, and left an empty s.duckdb whose audit
+    passed on nothing; only a store with files in it, or one that was there, stays."""
+    db = tmp_path / "new.duckdb"
+    bad = tmp_path / "notes.jsonl"
+    bad.write_text("# not JSON\n")
+    store = tmp_path / "old.duckdb"
+    ok(cli("ingest", INVOICE, "--db", store))
+    for given in (bad, store):  # a bad first line; a store named as a trace
+        result = cli("ingest", given, "--db", db)
+        assert result.exit_code == 2, result.stderr
+        assert not db.exists(), given
+        assert not Path(f"{db}.wal").exists(), given
+    result = cli("ingest", INVOICE, bad, "--db", db)  # a file stored before the bad one stays
+    assert result.exit_code == 2, result.stderr
+    stats = json.loads(ok(cli("stats", "--db", db, "--format", "json")).stdout)
+    assert stats["files_ingested"] == 1
+
+
 def test_summary_lines_stay_whole_under_the_progress_bar_of_a_narrow_terminal(tmp_path):
     """On a terminal the progress bar takes over stderr, and Rich wrapped each summary line at
     the terminal's width with real line breaks: a long path came out in pieces, which a copy
@@ -691,3 +741,40 @@ def test_show_a_prefix_of_a_session_and_its_sub_agents_names_the_session(cli, db
     assert result.exit_code == 2
     assert "Error: conversation '7' is ambiguous" in result.stderr
     assert "7acd37a8-main, 7acd37a8-main/agent-1" in result.stderr
+
+
+@pytest.mark.skipif(
+    sys.platform == "win32" or os.geteuid() == 0, reason="needs POSIX permissions, not root"
+)
+def test_a_store_that_cannot_be_written_says_what_to_make_writable(cli, tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    store = folder / "traces.duckdb"
+    ok(cli("ingest", SAMPLE_TRACES, "--db", store))
+    store.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        cases = (
+            (store, f"Hint: make {store} writable, or copy it to a folder you can write and pass"
+             " --db the copy; audit --db, stats, show, context, guard and compactions only read"
+             " it"),
+            (folder / "new.duckdb", f"Hint: make the folder {folder} writable (a store is"
+             " written with new.duckdb.wal beside it), or pass --db a file in a folder you can"
+             " write"),
+        )  # fmt: skip
+        for db, hint in cases:
+            result = cli("ingest", SAMPLE_TRACES, "--db", db)
+            assert result.exit_code == 2, result.stderr
+            assert "Permission denied" in result.stderr
+            assert result.stderr.splitlines()[-1] == hint
+        ok(cli("stats", "--db", store))  # reading needs no more
+        store.chmod(0)
+        for args in (("stats",), ("ingest", SAMPLE_TRACES)):
+            result = cli(*args, "--db", store)
+            assert result.exit_code == 2, result.stderr
+            assert result.stderr.splitlines()[-1] == (
+                f"Hint: make {store} readable (and writable, for ingest, compact and extract"
+                " --db), or ask its owner for a copy"
+            )
+    finally:
+        folder.chmod(0o755)

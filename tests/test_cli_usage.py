@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 from conftest import SAMPLE_TRACES, on_terminal
+
+from lexkeep.core.store import Store
 
 
 def test_audit_output_into_missing_folder_is_a_clear_error(cli, tmp_path: Path):
@@ -366,3 +375,333 @@ def test_audit_output_to_a_fifo_is_written_into_it_not_replaced(cli, tmp_path: P
     assert result.exit_code == 1
     assert fifo.is_fifo()
     assert json.loads(got[0])["schema_version"] == 1
+
+
+def _run_writing_at_most(limit: int, *args: str | Path) -> subprocess.CompletedProcess:
+    """`lexkeep ARGS` in a process that may not write a file past `limit` bytes: a write past
+    it fails with EFBIG (File too large), as on a full disk it fails with ENOSPC."""
+
+    def limit_writes() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write, do not kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a cached module cut short would break later runs
+    return subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", *map(str, args)],
+        preexec_fn=limit_writes,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_report_file_that_runs_out_of_room_is_named_and_the_old_one_stays(tmp_path: Path):
+    """-o on a full disk said `cannot write a temporary file` and told to move --db or
+    $TMPDIR, neither of which the report is written to."""
+    target = tmp_path / "audit.json"
+    target.write_text("the report of yesterday\n")
+    # The JSON report of the sample traces takes 8 KB; what the audit stages, less.
+    result = _run_writing_at_most(6000, "audit", SAMPLE_TRACES, "-f", "json", "-o", target)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"Error: cannot write {target}: File too large",
+        f"Hint: free space (or raise the quota or file size limit) where {target} is, or pass"
+        " -o a file on another disk, then run the command again; the file is as it was",
+    ]
+    assert target.read_text() == "the report of yesterday\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["audit.json"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("audit", SAMPLE_TRACES, "-f", "json"),
+        ("extract", "refund order #W2378156"),
+        ("stats", "--format", "json"),
+        ("show", "support-4471"),
+        ("context", "support-4471", "--budget-bytes", "8000"),
+    ],
+    ids=lambda args: args[0],
+)
+def test_standard_output_on_a_full_disk_is_named(cli, tmp_path: Path, args):
+    """`lexkeep stats > stats.json` on a full disk blamed only a temporary file, and told to
+    move --db, which it does not write."""
+    db = tmp_path / "traces.duckdb"
+    assert cli("ingest", SAMPLE_TRACES, "--db", db).exit_code == 0
+    store = () if args[0] in ("audit", "extract") else ("--db", db)
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "lexkeep.cli.main", *map(str, args), *map(str, store)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 2, result.stderr
+    temp = tempfile.gettempdir()
+    assert result.stderr.splitlines() == [
+        f"Error: cannot write standard output or a temporary file in {temp}: No space left on"
+        " device",
+        "Hint: free space (or raise the quota or file size limit) where standard output goes"
+        f" and in {temp}, or send standard output to another disk (and point $TMPDIR at one),"
+        " then run the command again: what was stored before stays",
+    ]
+
+
+def test_reports_are_utf8_whatever_the_locale_says(cli, tmp_path: Path):
+    """With standard output in a legacy encoding (a Windows runner writing to
+    $GITHUB_STEP_SUMMARY, a Latin-1 locale) a trace named `ünï.jsonl`, a conversation title
+    or the Markdown verdict's mark stopped every report with `internal error:
+    UnicodeEncodeError`; JSON, JUnit and Markdown are UTF-8 by definition."""
+    trace = tmp_path / "ünï.jsonl"
+    trace.write_bytes((SAMPLE_TRACES / "invoice_altered.jsonl").read_bytes())
+    db = tmp_path / "traces.duckdb"
+    assert cli("ingest", trace, "--db", db).exit_code == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    env["PYTHONIOENCODING"] = "ascii"
+
+    def run(*args: str | Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "lexkeep.cli.main", *map(str, args)],
+            capture_output=True,
+            env=env,
+            timeout=120,
+        )
+
+    for fmt in ("table", "json", "junit", "github", "markdown", "html"):
+        result = run("audit", trace, "--format", fmt)
+        assert result.returncode == 1, (fmt, result.stderr)
+        assert "ünï.jsonl".encode() in result.stdout, fmt
+    markdown = run("audit", trace, "--format", "markdown").stdout.decode("utf-8")
+    assert markdown.startswith("## ❌ lexkeep audit")
+    report = json.loads(run("audit", trace, "--format", "json").stdout.decode("utf-8"))
+    assert report["findings"][0]["message"]["file"] == str(trace)
+    for args in (("show", "support-4471"), ("stats",), ("show", "support-4471", "-f", "json")):
+        result = run(*args, "--db", db)
+        assert result.returncode == 0, (args, result.stderr)
+        assert "internal error" not in result.stderr.decode()
+    guard = run("guard", "support-4471", '{"invoice_id": "INV-2025-08-4471"}', "--db", db)
+    assert guard.returncode == 1, guard.stderr
+    assert "— nearest known 'INV-2025-08-44719'" in guard.stdout.decode("utf-8")
+    failed = run("audit", tmp_path / "nö.jsonl")  # the error line names the file as it is
+    assert failed.stderr.decode("utf-8").startswith(f"Error: {tmp_path / 'nö.jsonl'}: no such")
+
+
+@pytest.mark.skipif(
+    sys.platform == "win32" or os.geteuid() == 0, reason="needs POSIX permissions, not root"
+)
+def test_a_trace_that_may_not_be_read_is_named_as_such(cli, tmp_path: Path):
+    """An audit of one unreadable lexkeep file said `cannot write FILE` and told to make the
+    store's folder writable."""
+    trace = tmp_path / "story.jsonl"
+    trace.write_bytes((SAMPLE_TRACES / "invoice_altered.jsonl").read_bytes())
+    trace.chmod(0)
+    for args in (("audit", trace), ("ingest", trace, "--db", tmp_path / "t.duckdb")):
+        result = cli(*args)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.splitlines() == [
+            f"Error: {trace}: cannot open: Permission denied",
+            "Hint: make the file readable, or leave it out of the paths given",
+        ]
+
+
+@pytest.mark.skipif(
+    sys.platform == "win32" or os.geteuid() == 0, reason="needs POSIX permissions, not root"
+)
+def test_a_folder_that_may_not_be_read_is_never_passed_over_in_silence(cli, tmp_path: Path):
+    """A subfolder the audit could not read was skipped without a word, so the gate passed
+    on traces it never read; naming the folder itself said `no trace files`, and a glob into
+    it `cannot write`."""
+    traces = tmp_path / "traces"
+    (traces / "open").mkdir(parents=True)
+    (traces / "locked").mkdir()
+    shutil.copy(SAMPLE_TRACES / "codex_kept_verbatim.jsonl", traces / "open")
+    shutil.copy(SAMPLE_TRACES / "invoice_altered.jsonl", traces / "locked")
+    (traces / "locked").chmod(0)
+    try:
+        for args in (("audit", traces), ("ingest", traces, "--db", tmp_path / "t.duckdb")):
+            result = cli(*args)
+            assert result.exit_code == 0, result.stderr
+            assert (
+                f"Warning: {traces / 'locked'}: skipped, a folder that cannot be read"
+                " (Permission denied)"
+            ) in result.stderr.splitlines()
+        hint = (
+            "Hint: make it (and the folders above it) readable, or leave it out of the paths given"
+        )
+        for given, what in ((traces / "locked", "cannot read the folder"),
+                            (traces / "locked" / "*.jsonl", "cannot read")):  # fmt: skip
+            result = cli("audit", given)
+            assert result.exit_code == 2, result.stderr
+            assert result.stderr.splitlines() == [
+                f"Error: {given}: {what}: Permission denied",
+                hint,
+            ]
+    finally:
+        (traces / "locked").chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    "args", [("audit", "no-such-folder"), ("stats", "--db", "no-such.duckdb")], ids=str
+)
+def test_an_error_whose_stderr_reader_is_gone_still_exits_2(tmp_path: Path, args):
+    """`lexkeep audit traces/ 2>&1 | head -0`: the error line could not be written to the
+    closed pipe, and the command exited 1, the gate's failure, instead of 2."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "lexkeep.cli.main", *args],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=write,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert run.returncode == 2
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("extract", "-"), ("audit", "-"), ("ingest", "-", "--db", "t.duckdb")],
+    ids=lambda args: args[0],
+)
+def test_a_dash_read_from_a_terminal_says_it_waits_for_typed_input(tmp_path: Path, args):
+    """`lexkeep extract -` typed at a terminal sat silent (or under a progress bar at 0
+    bytes) until Ctrl-D: it now says it reads what is typed, and how to end it."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "lexkeep.cli.main", *args],
+            cwd=tmp_path,
+            stdin=follower,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.write(leader, b"\x04")  # Ctrl-D at once: nothing typed
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # still waiting for more input
+            raise
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert err.splitlines()[0] == (
+        "Reading standard input from the terminal: type or paste, then Ctrl-D on a line of"
+        " its own (to read a file, name it instead of -)"
+    ), err
+
+
+def test_a_trace_typed_at_a_terminal_is_read_after_one_ctrl_d(cli, tmp_path: Path):
+    """Ctrl-D at a terminal ends one read, not the input: `lexkeep ingest -` read the first
+    bytes, then waited for a second Ctrl-D before it went on."""
+    import pty
+
+    line = (SAMPLE_TRACES / "invoice_altered.jsonl").read_bytes().splitlines()[1]
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "lexkeep.cli.main", "ingest", "-", "--db", "t.duckdb"],
+            cwd=tmp_path,
+            stdin=follower,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.write(leader, line + b"\n\x04")
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # still waiting for more input
+            raise
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert proc.returncode == 0, err
+    stats = json.loads(cli("stats", "--db", tmp_path / "t.duckdb", "-f", "json").stdout)
+    assert stats["totals"]["messages"] == 1
+
+
+@pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="file names there are text")
+def test_a_trace_whose_file_name_is_not_utf8_is_named_and_refused(cli, tmp_path: Path):
+    """A file named in Latin-1 (an archive from another machine) stopped the audit and the
+    ingest with `internal error: ... surrogate '\\udcff' ... is not allowed`."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    name = os.fsencode(folder) + b"/r\xe9sum\xe9.jsonl"
+    with open(name, "wb") as out:
+        out.write((SAMPLE_TRACES / "invoice_altered.jsonl").read_bytes())
+    db = tmp_path / "t.duckdb"
+    for args in (("audit", folder), ("audit", os.fsdecode(name)), ("ingest", folder, "--db", db)):
+        result = cli(*args)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.splitlines() == [
+            f"Error: {folder}/r\\xe9sum\\xe9.jsonl: the file name is not UTF-8 text: no"
+            " report or store could name it",
+            "Hint: rename it to UTF-8 (convmv -f latin1 -t utf-8 --notest FILE does), or leave"
+            " it out of the paths given",
+        ]
+    assert not db.exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file descriptors")
+@pytest.mark.parametrize(
+    "args",
+    [("extract", "-"), ("audit", "-"), ("ingest", "-", "--db", "t.duckdb"), ("guard", "c", "-")],
+    ids=lambda args: args[0],
+)
+def test_dash_with_standard_input_closed_is_a_clear_error(tmp_path: Path, args):
+    """`lexkeep audit - <&-` (a job started with standard input closed) crashed with
+    `internal error: AttributeError: 'NoneType' object has no attribute 'buffer'`."""
+    run = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", *args],
+        cwd=tmp_path,
+        preexec_fn=lambda: os.close(0),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.splitlines()[-2:] == [
+        "Error: -: standard input is closed: there is nothing to read",
+        "Hint: pipe the input into the command (... | lexkeep ... -), or name a file instead of -",
+    ]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file descriptors")
+@pytest.mark.parametrize(
+    ("closed", "args", "code"),
+    [
+        (1, ("audit", SAMPLE_TRACES), 1),
+        (1, ("audit", SAMPLE_TRACES, "-f", "json"), 1),
+        (2, ("ingest", SAMPLE_TRACES, "--db", "t.duckdb"), 0),
+        (2, ("audit", SAMPLE_TRACES), 1),
+    ],
+    ids=["stdout-table", "stdout-json", "stderr-ingest", "stderr-audit"],
+)
+def test_a_closed_standard_output_or_error_does_not_decide_the_exit(
+    tmp_path: Path, closed, args, code
+):
+    """Started with standard output or error closed (`>&-`, pythonw), the audit crashed with
+    `internal error: AttributeError` (exit 2, not its verdict) and a whole ingest exited 1."""
+    run = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", *map(str, args)],
+        cwd=tmp_path,
+        preexec_fn=lambda: os.close(closed),
+        stdout=subprocess.DEVNULL if closed == 2 else None,
+        stderr=subprocess.PIPE if closed == 1 else None,
+        timeout=120,
+    )
+    assert run.returncode == code, run.stderr
+    if args[0] == "ingest":
+        with Store.open(tmp_path / "t.duckdb", read_only=True) as store:
+            assert store.con.execute("SELECT count(*) FROM messages").fetchone() == (25,)

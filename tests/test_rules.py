@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sysconfig
 import unicodedata
 from pathlib import Path
 
@@ -12,7 +15,13 @@ import regex
 
 from lexkeep.core.errors import ConfigError, RuleError
 from lexkeep.core.identifiers import extract
-from lexkeep.core.rules import build_rules, default_rules, load_rules, plain_source
+from lexkeep.core.rules import (
+    STDLIB_RE_SOUND,
+    build_rules,
+    default_rules,
+    load_rules,
+    plain_source,
+)
 
 ACME = """
 [[kinds]]
@@ -291,6 +300,7 @@ def test_plain_source_translates_only_what_both_engines_read_alike() -> None:
         assert plain_source(source) is None, source
 
 
+@pytest.mark.skipif(not STDLIB_RE_SOUND, reason="stdlib re before 3.11.5: engine re not used")
 def test_engine_re_kinds_find_what_the_regex_engine_finds() -> None:
     rules = default_rules()
     fast = [k for k in rules.kinds if k.engine == "re"]
@@ -305,7 +315,8 @@ def test_engine_re_kinds_find_what_the_regex_engine_finds() -> None:
 
 def test_engine_re_refusals(tmp_path: Path) -> None:
     body = ACME.replace("priority = 85", 'priority = 85\nengine = "re"')
-    assert load_rules(write(tmp_path, body)).kind("acme_invoice").plain_pattern is not None
+    plain = load_rules(write(tmp_path, body)).kind("acme_invoice").plain_pattern
+    assert (plain is not None) == STDLIB_RE_SOUND
     assert refusal(tmp_path, ACME.replace("priority = 85", 'priority = 85\nengine = "pcre"')) == (
         "FILE: kind 'acme_invoice': engine must be one of regex, re, not 'pcre'"
     )
@@ -317,6 +328,63 @@ def test_engine_re_refusals(tmp_path: Path) -> None:
     )
 
 
+# Stdlib re of Python 3.11.0-3.11.4 (Debian 12 ships 3.11.2) lets a possessive repeat keep an
+# alternative whose look-ahead failed: path_rel's translation finds 'src/app.ts.Then' whole.
+_OLD_RE = "import re, sys; sys.exit(re.fullmatch(r'(?:x|\\.(?!X))*+', '.X') is None)"
+
+
+def _python_with_old_re() -> str | None:
+    """A Python 3.11 interpreter on this machine whose stdlib re has that bug, if any."""
+    for name in ("python3.11", "python3"):
+        for folder in ("/usr/bin", "/usr/local/bin"):
+            candidate = Path(folder) / name
+            if candidate.is_file() and subprocess.run(
+                [candidate, "-c", _OLD_RE], capture_output=True, timeout=30
+            ).returncode == 0:  # fmt: skip
+                version = subprocess.run(
+                    [candidate, "-c", "import sys; print(sys.version_info[:2])"],
+                    capture_output=True, text=True, timeout=30,
+                )  # fmt: skip
+                if version.stdout.strip() == "(3, 11)":  # wheels of this environment fit it
+                    return str(candidate)
+    return None
+
+
+def test_builtin_rules_load_on_a_python_whose_re_misreads_possessive_repeats() -> None:
+    python = _python_with_old_re()
+    if python is None:
+        pytest.skip("no Python 3.11.0-3.11.4 on this machine")
+    site_packages = sysconfig.get_paths()["purelib"]
+    program = (
+        f"import site, sys; site.addsitedir({site_packages!r}); sys.argv = ['lexkeep', 'extract',"
+        " '--format', 'json', 'open src/app.ts.Then and order #W2378156']; from lexkeep.cli.main"
+        " import main; main()"
+    )
+    run = subprocess.run(
+        [python, "-c", program], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "LEXKEEP_CACHE_DIR": ""},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    values = [(i["kind"], i["value"]) for i in json.loads(run.stdout)["identifiers"]]
+    assert values == [("path_rel", "src/app.ts"), ("hash_ref", "#W2378156")]
+
+
+def test_where_stdlib_re_is_unsound_engine_re_kinds_run_on_the_regex_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lexkeep.core import rules
+
+    monkeypatch.setattr(rules, "STDLIB_RE_SOUND", False)
+    monkeypatch.setattr(rules, "_CHECKED", {})  # kinds checked earlier in this process
+    unsound = build_rules(None)
+    assert {k.id for k in unsound.kinds if k.engine == "re"} >= {"path_rel", "email"}
+    assert all(k.plain_pattern is None for k in unsound.kinds)
+    texts = [example.text for kind in unsound.kinds for example in kind.positive + kind.negative]
+    for text in texts:
+        assert extract(text, unsound).identifiers == extract(text, default_rules()).identifiers
+
+
+@pytest.mark.skipif(not STDLIB_RE_SOUND, reason="stdlib re before 3.11.5: engine re not used")
 def test_engine_re_times_the_translation(tmp_path: Path) -> None:
     # Nested repetition that the regex engine runs fast and stdlib re in exponential time.
     body = """

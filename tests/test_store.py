@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 import duckdb
@@ -77,6 +78,23 @@ def test_store_in_a_missing_folder_says_which_folder(tmp_path):
         Store.open(tmp_path / "no" / "such" / "store.duckdb")
     assert info.value.hint == f"the folder {tmp_path / 'no' / 'such'} does not exist: create it"
     assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("folder", ["locks", "unlocked"])
+def test_a_path_with_lock_in_its_name_is_not_taken_for_a_held_lock(tmp_path, folder):
+    """Any failure to open `/srv/locks/x.duckdb` read as "in use by another lexkeep process"
+    (after waiting, for a reading open): the path holds the word that marks a held lock."""
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="cannot open") as info:
+        Store.open(tmp_path / folder / "store.duckdb")
+    assert info.value.hint == f"the folder {tmp_path / folder} does not exist: create it"
+    (tmp_path / folder).mkdir()
+    Store.open(tmp_path / folder / "store.duckdb").close()
+    (tmp_path / folder / "store.duckdb").write_bytes(b"\0" * 8 + b"DUCK" + b"\0" * 4084)
+    with pytest.raises(StoreError) as info:  # a store cut short, opened to read
+        Store.open(tmp_path / folder / "store.duckdb", read_only=True, lock_wait=5)
+    assert "in use by another lexkeep process" not in str(info.value)
+    assert time.monotonic() - started < 4  # no waiting for a lock nobody holds
 
 
 def test_a_db_that_names_a_folder_says_so_and_names_a_file_to_use(tmp_path, cli):
