@@ -804,12 +804,12 @@ def judge(totals: Counts, settings: AuditSettings) -> Gate:
     if ratio is not None and ratio < settings.min_ratio:
         reasons.append(
             f"ratio {ratio:.3f} ({totals.kept}/{totals.audited} kept) is below"
-            f" --min-ratio {settings.min_ratio}"
+            f" {settings.shown('min_ratio', settings.min_ratio)}"
         )
     for verdict in settings.fail_on:
         n = getattr(totals, Verdict(verdict).value)
         if n:
-            reasons.append(f"{n} {verdict} identifier(s) and --fail-on {verdict}")
+            reasons.append(f"{n} {verdict} identifier(s) and {settings.shown('fail_on', verdict)}")
     return Gate(
         min_ratio=settings.min_ratio,
         fail_on=settings.fail_on,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,19 @@ class AuditSettings:
     exit_zero: bool = False
     format: str = "table"
     redact: bool = False
+    # Where a setting came from when not from its flag or default: setting name -> its
+    # environment variable, or the settings file's name (so a failed gate can say).
+    origin: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
+
+    def shown(self, name: str, value: object) -> str:
+        """Setting `name` at `value` as the gate's reasons show it, named where it was set:
+        `--min-ratio 0.98`, `LEXKEEP_MIN_RATIO=0.98`, `min_ratio = 0.98 in pyproject.toml`."""
+        where, what = self.origin.get(name, ("flag", ""))
+        if where == "env":
+            return f"{what}={value}"
+        if where == "file":
+            return f"{name} = {value} in {what}"
+        return f"--{name.replace('_', '-')} {value}"
 
 
 def resolve(
@@ -55,16 +68,19 @@ def resolve(
     check_keys(file_values, set(ENV), table, path)
     where_file = str(path) if path else None
     values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
     for name, var in ENV.items():
         if flags.get(name) is not None:
             values[name] = _parse(name, flags[name], f"--{name.replace('_', '-')}", None)
         elif var in env:
             values[name] = _parse(name, env[var], var, None)
+            origin[name] = ("env", var)
         elif name in file_values:
             raw = file_values[name]
             _check_toml_type(name, raw, where_file)
             values[name] = _parse(name, raw, f"audit.{name}", where_file)
-    return AuditSettings(**values)
+            origin[name] = ("file", path.name if path else table)
+    return AuditSettings(**values, origin=origin)
 
 
 # What a settings file's value must be: TOML has types, so `min_ratio = false` or

@@ -292,6 +292,39 @@ def test_pyproject_settings_and_unknown_key(tmp_path):
     assert "pyproject.toml" in result.stderr
 
 
+def test_a_failed_gate_names_where_its_settings_came_from(tmp_path):
+    """The reasons said `below --min-ratio 0.98` when no flag was given: a user looking for
+    where 0.98 came from was sent to the command line, not to pyproject.toml or the
+    environment."""
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.lexkeep.audit]\nmin_ratio = 0.98\nfail_on = ['missing']\nformat = 'json'\n",
+        encoding="utf-8",
+    )
+    result = _run(["audit", str(SAMPLE_TRACES)], tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert json.loads(result.stdout)["gate"]["reasons"] == [
+        "ratio 0.500 (3/6 kept) is below min_ratio = 0.98 in pyproject.toml",
+        "2 missing identifier(s) and fail_on = missing in pyproject.toml",
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", "audit", str(SAMPLE_TRACES)],
+        cwd=tmp_path,
+        env={**env, "LEXKEEP_MIN_RATIO": "0.9"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(result.stdout)["gate"]["reasons"][0].endswith("below LEXKEEP_MIN_RATIO=0.9")
+    result = _run(
+        ["audit", str(SAMPLE_TRACES), "--min-ratio", "0.9", "--fail-on", "altered"], tmp_path
+    )
+    assert json.loads(result.stdout)["gate"]["reasons"] == [
+        "ratio 0.500 (3/6 kept) is below --min-ratio 0.9",
+        "1 altered identifier(s) and --fail-on altered",
+    ]
+
+
 def test_lexkeep_toml_beside_pyproject_wins_with_one_warning_line(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         "[project]\nname = 'x'\n[tool.lexkeep.audit]\nmin_ratio = 0.5\n", encoding="utf-8"
