@@ -38,6 +38,18 @@ EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports a command killed by SIGINT
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+def named_store(value: str | None) -> str | None:
+    """--db as given, refused when empty: `--db "$UNSET"` would otherwise use the default store
+    (or, for audit, no store) without a word."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter(
+            "is empty: name the store file (e.g. --db lexkeep.duckdb), or leave --db out to use"
+            " $LEXKEEP_DB or ./lexkeep.duckdb."
+        )
+    return value
+
+
 DbOption = Annotated[
     str | None,
     typer.Option(
@@ -45,6 +57,7 @@ DbOption = Annotated[
         help="DuckDB store file [default: $LEXKEEP_DB or ./lexkeep.duckdb].",
         show_default=False,
         metavar="FILE",
+        callback=named_store,
     ),
 ]
 

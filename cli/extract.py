@@ -8,7 +8,13 @@ from typing import Annotated
 import orjson
 import typer
 
-from lexkeep.cli.common import progress, stderr_console, stdin_text, stdout_console
+from lexkeep.cli.common import (
+    named_store,
+    progress,
+    stderr_console,
+    stdin_text,
+    stdout_console,
+)
 from lexkeep.core.controls import visible, visible_json
 from lexkeep.core.errors import InputError
 
@@ -40,6 +46,7 @@ def register(app: typer.Typer) -> None:
                 help="Re-extract every user message of this store instead of scanning TEXT.",
                 show_default=False,
                 metavar="FILE",
+                callback=named_store,
             ),
         ] = None,
         rules: Annotated[

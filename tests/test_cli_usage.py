@@ -70,6 +70,32 @@ def test_stats_and_show_on_a_mistyped_store_are_errors_and_create_nothing(cli, t
         assert not missing.exists()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("audit",),
+        ("audit", str(SAMPLE_TRACES)),
+        ("ingest", str(SAMPLE_TRACES)),
+        ("stats",),
+        ("show", "c1"),
+        ("extract",),
+        ("compact",),
+        ("compactions",),
+        ("context", "c1", "--budget-bytes", "100"),
+    ],
+)
+def test_an_empty_db_is_refused_not_taken_for_the_default_store(
+    cli, tmp_path: Path, monkeypatch, args
+):
+    """`--db "$UNSET"` ingested into ./lexkeep.duckdb, or was taken for a folder, without a
+    word about the empty value."""
+    monkeypatch.chdir(tmp_path)
+    result = cli(*args, "--db", "")
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--db': is empty" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_stats_and_show_read_a_store_that_ingest_filled(cli, tmp_path: Path):
     db = tmp_path / "t.duckdb"
     assert cli("ingest", SAMPLE_TRACES, "--db", db).exit_code == 0
