@@ -25,11 +25,13 @@ import platform
 import re
 import threading
 import unicodedata
+import warnings
 from typing import Any
 
 import orjson
 import regex
 
+from lexkeep.core.errors import SettingsWarning
 from lexkeep.core.rules import PLAIN_TEXT, RuleSet, cache_dir
 
 try:  # optional accelerator: results are identical without it, only slower
@@ -56,8 +58,32 @@ REACH = 24  # characters; identifiers.WINDOW, the trigger windows' reach
 
 
 def available() -> bool:
-    """True when Hyperscan is importable and LEXKEEP_PREFILTER is not 'off'."""
-    return _hs is not None and os.environ.get("LEXKEEP_PREFILTER", "").lower() != "off"
+    """True when Hyperscan is importable and LEXKEEP_PREFILTER is not 'off' (or 0, false,
+    no). Another value than those and on, 1, true, yes is named in a warning and left on."""
+    setting = os.environ.get("LEXKEEP_PREFILTER", "").strip().lower()
+    if setting in _OFF:
+        return False
+    if setting not in _ON and setting not in _WARNED and _started_by_user():
+        _WARNED.add(setting)  # once, by the process the user started
+        warnings.warn(
+            f"LEXKEEP_PREFILTER={setting!r} is neither off nor on (off, 0, false, no turn the"
+            " prefilter off); it stays on",
+            SettingsWarning,
+            stacklevel=2,
+        )
+    return _hs is not None
+
+
+_OFF = frozenset({"off", "0", "false", "no"})
+_ON = frozenset({"", "on", "1", "true", "yes"})
+_WARNED: set[str] = set()
+
+
+def _started_by_user() -> bool:
+    """False in a worker process (its parent warns)."""
+    from multiprocessing import parent_process
+
+    return parent_process() is None
 
 
 class Selector:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
+import warnings
 from pathlib import Path
 
 import orjson
@@ -19,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lexkeep.core import identifiers, prefilter
+from lexkeep.core.errors import SettingsWarning
 from lexkeep.core.identifiers import _check_match, _plan, _resolve, extract, extract_many
 from lexkeep.core.model import Extraction, Identifier
 from lexkeep.core.rules import RuleSet, build_rules, default_rules, load_rules
@@ -489,3 +491,21 @@ def test_user_kinds_are_found_the_same_on_every_path(text: str) -> None:
 def test_user_kinds_in_long_texts_are_found_the_same_on_every_path(text: str) -> None:
     paths = every_path(text, user_rules())
     assert all(found == paths["reference"] for found in paths.values()), paths
+
+
+@pytest.mark.parametrize("value", ["off", "OFF", "0", "false", "no"])
+def test_the_prefilter_turns_off_with_any_usual_false_value(monkeypatch, value) -> None:
+    """Only 'off' did: LEXKEEP_PREFILTER=0 or false left it on without a word."""
+    monkeypatch.setenv("LEXKEEP_PREFILTER", value)
+    assert prefilter.available() is False
+
+
+def test_an_unknown_prefilter_value_is_named_once_and_left_on(monkeypatch) -> None:
+    monkeypatch.setenv("LEXKEEP_PREFILTER", "of")
+    monkeypatch.setattr(prefilter, "_WARNED", set())
+    with pytest.warns(SettingsWarning, match="LEXKEEP_PREFILTER='of' is neither off nor on"):
+        on = prefilter.available()
+    assert on is (prefilter._hs is not None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prefilter.available()  # said once is enough
