@@ -423,24 +423,36 @@ def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]
     """`report` with a note when JSON documents were still being written (read with
     --skip-invalid): only their values complete so far were audited; and one when JSONL files
     end in a line still being written: only their complete lines were."""
-    notes = list(report.notes)
-    cut = [c for c in counts if c.truncated_document and c.status != "empty"]
-    if cut:
+    documents = [c.path for c in counts if c.truncated_document and c.status != "empty"]
+    lines = [
+        (c.path, c.truncated_line) for c in counts if c.truncated_last_line and c.status != "empty"
+    ]
+    notes = _still_being_written_notes(documents, lines)
+    if not notes:
+        return report
+    return dataclasses.replace(report, notes=(*report.notes, *notes))
+
+
+def _still_being_written_notes(
+    documents: Sequence[str], lines: Sequence[tuple[str, int | None]]
+) -> list[str]:
+    """The notes on the JSON `documents` and on the files ending in `lines` (file, the line's
+    number when known) still being written when they were read, in that order."""
+    notes = []
+    if documents:
         notes.append(
-            f"{len(cut)} JSON document(s) were still being written (first: {cut[0].path});"
-            " only their values complete so far are in this audit"
+            f"{len(documents)} JSON document(s) were still being written"
+            f" (first: {documents[0]}); only their values complete so far are in this audit"
         )
-    cut = [c for c in counts if c.truncated_last_line and c.status != "empty"]
-    if cut:
+    if lines:
         # FILE:LINE of that line, so it can be opened (the line is known once the file is read).
-        first = cut[0].path + (f":{cut[0].truncated_line}" if cut[0].truncated_line else "")
+        path, line = lines[0]
+        first = path + (f":{line}" if line else "")
         notes.append(
-            f"{len(cut)} file(s) end in a line still being written (first: {first});"
+            f"{len(lines)} file(s) end in a line still being written (first: {first});"
             " only their complete lines are in this audit"
         )
-    if len(notes) == len(report.notes):
-        return report
-    return dataclasses.replace(report, notes=tuple(notes))
+    return notes
 
 
 def _with_unknown_records(report: AuditReport, counts: Sequence[FileCounts]) -> AuditReport:
@@ -471,7 +483,7 @@ def _unknown_records_note(total: int, files: int, path: str, line: int | None, f
 
 # Each input's latest ingest_runs row (its count covers the whole file read so far; every
 # standard input is an input of its own), in the order the inputs were first ingested.
-_STORED_UNKNOWN_SQL = """
+_LATEST_RUNS_SQL = """
 SELECT path, format, {columns}
 FROM ingest_runs
 QUALIFY path = '-' OR row_number() OVER (PARTITION BY path ORDER BY id DESC) = 1
@@ -490,7 +502,7 @@ def _stored_unknown_records(store: Store, shown: Mapping[str, str]) -> list[str]
         if {"unknown_types", "first_unknown_type_line"} <= have
         else "NULL, NULL"
     )
-    rows = store.con.execute(_STORED_UNKNOWN_SQL.format(columns=columns)).fetchall()
+    rows = store.con.execute(_LATEST_RUNS_SQL.format(columns=columns)).fetchall()
     notes = []
     found = [row for row in rows if row[2]]
     if found:
@@ -505,6 +517,21 @@ def _stored_unknown_records(store: Store, shown: Mapping[str, str]) -> list[str]
             " lexkeep kept that count; ingest them into a new store to count them"
         )
     return notes
+
+
+def _stored_still_being_written(store: Store, shown: Mapping[str, str]) -> list[str]:
+    """The notes `audit FILE` gives on files still being written (_with_incomplete_documents),
+    from each file's latest ingest (migration 005): a file ingested again once whole has none.
+    Rows written before ingest kept this (or a store not migrated since) say nothing of it."""
+    have = {name for name, _ in store.columns("ingest_runs")}
+    if not {"truncated_line", "truncated_document"} <= have:
+        return []
+    rows = store.con.execute(
+        _LATEST_RUNS_SQL.format(columns="truncated_line, truncated_document")
+    ).fetchall()
+    documents = [shown[path] for path, _, _, cut in rows if cut]
+    lines = [(shown[path], line) for path, _, line, _ in rows if line is not None]
+    return _still_being_written_notes(documents, lines)
 
 
 def _no_traces(paths: Sequence[str], files: int, empty: int = 0, writing: int = 0) -> InputError:
@@ -637,8 +664,13 @@ def _audit_store(
         # the others (tool results, other messages) it never reads.
         conflicts = left_out(store, read=True)
         unread_conflicts = left_out(store, read=False)
-        # An audit of files says this from its own reading of them (_with_unknown_records).
-        unknown = None if of_files else _stored_unknown_records(store, shown)
+        # An audit of files says these from its own reading of them (_with_incomplete_documents,
+        # _with_unknown_records).
+        stored_notes = (
+            []
+            if of_files
+            else _stored_still_being_written(store, shown) + _stored_unknown_records(store, shown)
+        )
     finally:
         con.execute("DROP TABLE IF EXISTS lexkeep_audit_ids")
     report = build_report(
@@ -657,8 +689,8 @@ def _audit_store(
         left_out_unread=unread_conflicts,
         of_files=of_files,
     )
-    if unknown:
-        report = dataclasses.replace(report, notes=(*report.notes, *unknown))
+    if stored_notes:
+        report = dataclasses.replace(report, notes=(*report.notes, *stored_notes))
     return report
 
 

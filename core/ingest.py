@@ -710,6 +710,10 @@ _INGEST_RUN_COLUMNS = (
     # first one's line (migration 005): NULL when not known.
     ("unknown_types", "BIGINT"),
     ("first_unknown_type_line", "BIGINT"),
+    # The last line still being written when the file was read (NULL: none), and whether a
+    # JSON document was cut before its end (migration 005): what `audit --db` notes of it.
+    ("truncated_line", "BIGINT"),
+    ("truncated_document", "BOOLEAN"),
 )
 # Times span every record stored (least / greatest skip NULLs): a later file or an append may
 # hold an earlier time than the store had, e.g. a resumed session's copied lines.
@@ -2147,6 +2151,8 @@ def _ingest_one(
             state.boundaries,
             sum(state.skipped.values()),
             *_unknown_types(state, prev if skip_lines else None),
+            state.truncated_line if state.truncated else None,
+            state.truncated_document,
         ),
     )
     if prev is not None and path != "-":
@@ -2208,7 +2214,9 @@ def _holds_nothing_now(batch: _Batch, key: str, prev: tuple[Any, ...] | None) ->
         return
     batch.reread.append((key, 0))
     if prev[0]:
-        batch.record_ingest(key, (_EMPTY_SHA256, 0, 0, prev[3], 0, 0, 0, 0, 0, 0, None))
+        batch.record_ingest(
+            key, (_EMPTY_SHA256, 0, 0, prev[3], 0, 0, 0, 0, 0, 0, None, None, False)
+        )
 
 
 def _fast_stage(
@@ -2256,8 +2264,8 @@ def _fast_write(
     (run_id,) = batch.con.execute(
         "INSERT INTO ingest_runs (path, sha256, bytes_consumed, lines_consumed, format,"
         " conversations, messages, tool_calls, boundaries, skipped, unknown_types,"
-        " first_unknown_type_line)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        " first_unknown_type_line, truncated_line, truncated_document)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, false) RETURNING id",
         [
             key,
             got.sha256,
@@ -2271,6 +2279,8 @@ def _fast_write(
             sum(got.skipped.values()),
             got.skipped.get("unknown_type", 0),  # a file never ingested before: read whole
             got.unknown_type_line,
+            # (truncated_line NULL, truncated_document false: only a file of whole JSON lines
+            # is staged, fastload._Scan)
         ],
     ).fetchone()
     if got.left_out:

@@ -234,7 +234,10 @@ class AnthropicReader:
             if types & ANTHROPIC_BLOCKS or (isinstance(msgs, list) and _answer(value)):
                 score += 6
             elif isinstance(msgs, list) and "system" in value and "model" in value:
-                score += 2
+                # A top-level system prompt: never in an OpenAI chat request (its system
+                # prompt is a message), so it outweighs text-only messages there (3), not an
+                # OpenAI tool call (5).
+                score += 4
         return score
 
     def read(

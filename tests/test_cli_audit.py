@@ -1496,15 +1496,28 @@ def test_audit_of_a_store_names_records_of_an_unknown_type_as_audit_of_files_doe
     assert _unknown_notes(ok(cli("audit", "--db", clean, "--format", "json"), 1).stdout) == []
 
 
+def _as_schema_4(db: Path) -> None:
+    """Make the store what lexkeep wrote before migration 005: its columns and row go."""
+    with Store.open(db) as store:
+        for column in _MIGRATION_5_COLUMNS:
+            store.con.execute(f"ALTER TABLE ingest_runs DROP COLUMN {column}")
+        store.con.execute("DELETE FROM schema_migrations WHERE version = 5")
+
+
+_MIGRATION_5_COLUMNS = (
+    "unknown_types",
+    "first_unknown_type_line",
+    "truncated_line",
+    "truncated_document",
+)
+
+
 def test_audit_of_a_store_from_before_the_count_says_it_is_not_known(cli, tmp_path):
     """A store written before ingest kept the count of unknown records (schema 4) opens as
     before, and its audit says plainly that whether its files held any is not known."""
     db = tmp_path / "old.duckdb"
     ok(cli("ingest", INVOICE, "--db", db), 0)
-    with Store.open(db) as store:  # back to schema 4: the columns and the migration go
-        store.con.execute("ALTER TABLE ingest_runs DROP COLUMN unknown_types")
-        store.con.execute("ALTER TABLE ingest_runs DROP COLUMN first_unknown_type_line")
-        store.con.execute("DELETE FROM schema_migrations WHERE version = 5")
+    _as_schema_4(db)
     notes = _unknown_notes(ok(cli("audit", "--db", db, "--format", "json"), 1).stdout)
     assert len(notes) == 1
     assert notes[0].startswith("whether 1 file(s) held records of a type")
@@ -1540,3 +1553,65 @@ def test_warnings_and_the_wrote_line_show_control_characters_escaped(tmp_path):
     ), result.stderr
     assert lines[-1].startswith("Wrote report\\u202e.json: "), result.stderr
     assert json.loads((folder / "report\u202e.json").read_text(encoding="utf-8"))["gate"]
+
+
+def _writing_notes(stdout: str) -> list[str]:
+    return [n for n in json.loads(stdout)["notes"] if "still being written" in n]
+
+
+def test_audit_of_a_store_names_files_ending_in_a_line_still_being_written(cli, tmp_path):
+    """`audit --db` says what `audit FILE` says of files whose last line was still being
+    written when they were ingested (it said nothing, as if they were whole); a file
+    completed and ingested again has no note."""
+    full = INVOICE.read_bytes()
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    whole = tmp_path / "whole.jsonl"
+    first.write_bytes(full[: full.rindex(b'"text"')])  # inside the last record
+    second.write_bytes(full[: full.rindex(b'"conversation_id"')])
+    whole.write_bytes(full)
+    db = tmp_path / "store.duckdb"
+    ok(cli("ingest", first, whole, second, "--db", db), 0)
+    of_files = _writing_notes(ok(cli("audit", first, whole, second, "--format", "json"), 1).stdout)
+    last = first.read_bytes().count(b"\n") + 1
+    assert of_files == [
+        f"2 file(s) end in a line still being written (first: {first}:{last}); only their"
+        " complete lines are in this audit"
+    ]
+    assert _writing_notes(ok(cli("audit", "--db", db, "--format", "json"), 1).stdout) == of_files
+    # Ingested again while still cut: its latest row still names the line.
+    ok(cli("ingest", first, "--db", db), 0)
+    assert _writing_notes(ok(cli("audit", "--db", db, "--format", "json"), 1).stdout) == of_files
+    # The first file is completed: only the second is still named.
+    first.write_bytes(full)
+    ok(cli("ingest", first, "--db", db), 0)
+    last = second.read_bytes().count(b"\n") + 1
+    assert _writing_notes(ok(cli("audit", "--db", db, "--format", "json"), 1).stdout) == [
+        f"1 file(s) end in a line still being written (first: {second}:{last}); only their"
+        " complete lines are in this audit"
+    ]
+    second.write_bytes(full)
+    ok(cli("ingest", second, "--db", db), 0)
+    assert _writing_notes(ok(cli("audit", "--db", db, "--format", "json"), 1).stdout) == []
+
+
+def test_audit_of_a_store_names_json_documents_still_being_written(cli, tmp_path):
+    """A results file ingested with --skip-invalid while its writer was busy: `audit --db`
+    says, as `audit FILE --skip-invalid` does, that only its values complete so far are in
+    the audit; once it is ingested whole, nothing."""
+    full = (REPO / "tests" / "fixtures" / "openai" / "results.json").read_bytes()
+    live = tmp_path / "results.json"
+    live.write_bytes(full[: full.index(b'"task_id": 4')])
+    db = tmp_path / "store.duckdb"
+    ok(cli("ingest", live, "--db", db, "--skip-invalid"), 0)
+    result = cli("audit", live, "--skip-invalid", "--format", "json", "--exit-zero")
+    of_files = _writing_notes(ok(result, 0).stdout)
+    assert of_files == [
+        f"1 JSON document(s) were still being written (first: {live}); only their values"
+        " complete so far are in this audit"
+    ]
+    result = cli("audit", "--db", db, "--format", "json", "--exit-zero")
+    assert _writing_notes(ok(result, 0).stdout) == of_files
+    live.write_bytes(full)
+    ok(cli("ingest", live, "--db", db, "--skip-invalid"), 0)
+    result = cli("audit", "--db", db, "--format", "json", "--exit-zero")
+    assert _writing_notes(ok(result, 0).stdout) == []

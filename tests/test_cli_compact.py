@@ -484,7 +484,13 @@ def _as_schema_1(db_file) -> None:
         for table in ("compaction_attempts", "compaction_gate", "compactions"):
             store.con.execute(f"DROP TABLE {table}")
         store.con.execute("DROP TABLE request_log_state")  # migration 004
-        for column in ("unknown_types", "first_unknown_type_line"):  # migration 005
+        # migration 005
+        for column in (
+            "unknown_types",
+            "first_unknown_type_line",
+            "truncated_line",
+            "truncated_document",
+        ):
             store.con.execute(f"ALTER TABLE ingest_runs DROP COLUMN {column}")
         store.con.execute("DELETE FROM schema_migrations WHERE version >= 2")
 

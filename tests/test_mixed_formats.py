@@ -203,13 +203,12 @@ def test_request_log_lines_in_another_format_s_file_are_refused(
 
 
 def test_an_anthropic_log_read_as_openai_chat_is_not_refused(cli, db_file, tmp_path):
-    """An Anthropic request log whose first requests hold only text is detected as OpenAI
-    chat, which reads `messages` records of both: a later request with a `tool_use` block is
-    not another format's line there."""
+    """An Anthropic request log whose first requests hold only text (and no system prompt)
+    is detected as OpenAI chat, which reads `messages` records of both: a later request with
+    a `tool_use` block is not another format's line there."""
     text_only = {
         "id": "s1",
         "model": "claude-sonnet-4-5",
-        "system": "You help.",
         "messages": [{"role": "user", "content": "Refund ORD-77812"}],
     }
     with_tool = {
@@ -228,3 +227,4 @@ def test_an_anthropic_log_read_as_openai_chat_is_not_refused(cli, db_file, tmp_p
     log.write_bytes(b"".join(_line(text_only) for _ in range(25)) + _line(with_tool))
     result = cli("ingest", log, "--db", db_file)
     assert result.exit_code == 0, result.stderr
+    assert f"{log}: ingested (openai)" in result.stderr, result.stderr

@@ -341,15 +341,16 @@ def _shown(path: Path, fmt: Format) -> list[tuple]:
 
 
 def test_anthropic_tool_blocks_are_read_in_a_log_detected_as_openai_chat(tmp_path, cli):
-    """Twenty text-only requests at the head of an Anthropic log make it OpenAI chat to the
+    """Twenty text-only requests at the head of an Anthropic log made it OpenAI chat to the
     sniffers; the OpenAI reader kept only the text of each message's blocks, so the later
     requests' tool calls, tool results and compaction block were dropped without a word and
     the audit found nothing to audit. Read as OpenAI, the log now gives what the Anthropic
-    reader gives, system prompts included."""
+    reader gives, system prompts included (and their top-level `system` makes it detected
+    as Anthropic)."""
     path = _agent_after_text_only_requests(tmp_path / "proxy.jsonl")
     ingested = cli("ingest", path, "--db", tmp_path / "s.duckdb")
     assert ingested.exit_code == 0, ingested.stderr
-    assert "ingested (openai) 21 conversations" in ingested.stderr
+    assert "ingested (anthropic) 21 conversations" in ingested.stderr
     assert "2 tool calls, 1 boundar" in ingested.stderr
 
     read_as_openai = _shown(path, Format.OPENAI)
@@ -362,3 +363,43 @@ def test_anthropic_tool_blocks_are_read_in_a_log_detected_as_openai_chat(tmp_pat
     assert audited.exit_code == 0, audited.stderr
     found = {f["value"]: f["verdict"] for f in json.loads(audited.stdout)["findings"]}
     assert found["ORD-77812"] == "kept"
+
+
+def _streamed_text_requests(path: Path) -> Path:
+    """A proxy's log of Messages API requests holding only text: a top-level `system`
+    prompt, string contents, streamed (no response logged), as a chat client sends them."""
+    base = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "stream": True,
+        "system": [{"type": "text", "text": "You handle refunds for the shop."}],
+    }
+    user = {"role": "user", "content": "Refund order ORD-77812 to the card ending 4242."}
+    said = {"role": "assistant", "content": "Which card should receive it?"}
+    again = {"role": "user", "content": "Visa, ending 4242."}
+    lines = [
+        {**base, "metadata": {"user_id": "u-18"}, "messages": messages}
+        for messages in ([user], [user, said, again])
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_a_text_only_request_log_with_a_system_prompt_is_detected_as_anthropic(tmp_path, cli):
+    """Requests with a top-level `system` (which OpenAI chat requests never have) and only
+    text were detected as OpenAI chat and shown `(openai)`: string contents weighed more than
+    the system prompt. A system message in `messages` (OpenAI's way) still reads as OpenAI."""
+    path = _streamed_text_requests(tmp_path / "proxy.jsonl")
+    head = [json.loads(line) for line in path.read_text().splitlines()]
+    assert READER.sniff(head) > OPENAI.sniff(head)
+    ingested = cli("ingest", path, "--db", tmp_path / "s.duckdb")
+    assert ingested.exit_code == 0, ingested.stderr
+    assert "ingested (anthropic) 1 conversation, 4 messages" in ingested.stderr, ingested.stderr
+    openai = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "You handle refunds for the shop."},
+            {"role": "user", "content": "Refund order ORD-77812."},
+        ],
+    }
+    assert OPENAI.sniff([openai]) > READER.sniff([openai])

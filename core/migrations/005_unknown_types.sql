@@ -6,3 +6,10 @@
 -- on from such a row), so whether the file held any is not known.
 ALTER TABLE ingest_runs ADD COLUMN unknown_types BIGINT;
 ALTER TABLE ingest_runs ADD COLUMN first_unknown_type_line BIGINT;
+-- Likewise what `lexkeep audit FILE` notes of a file still being written: the line of its
+-- last line, cut (still being written) when this row's ingest read the file, NULL when it
+-- ended in a complete line; and whether it was a JSON document cut before its end (read with
+-- --skip-invalid). Of this read alone: a file read again when whole gets a row without them.
+-- truncated_document NULL: the row was written before ingest kept them (not known).
+ALTER TABLE ingest_runs ADD COLUMN truncated_line BIGINT;
+ALTER TABLE ingest_runs ADD COLUMN truncated_document BOOLEAN;
