@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lexkeep.cli.main import app
-from lexkeep.core.store import Store
+from lexkeep.core.store import Store, migrations
 
 # A shell without job control starts a background command with SIGINT ignored, and every
 # process the tests start inherits that: the Ctrl-C tests' commands then never see their
@@ -109,6 +109,32 @@ def ingest_rows(store: Store) -> dict[str, list[tuple]]:
         order = ", ".join(f'"{c}"' for c in keep)
         out[table] = store.con.execute(f"SELECT {order} FROM {table} ORDER BY {order}").fetchall()
     return out
+
+
+# What takes a store back to before each migration from 004 on (tests of older stores).
+_UNDO_MIGRATION = {
+    5: [
+        f"ALTER TABLE ingest_runs DROP COLUMN {column}"
+        for column in (
+            "unknown_types",
+            "first_unknown_type_line",
+            "truncated_line",
+            "truncated_document",
+        )
+    ],
+    4: ["DROP TABLE request_log_state"],
+}
+
+
+def undo_migrations_after(store: Store, version: int) -> None:
+    """Make `store` what lexkeep wrote at schema `version` as far as migrations 004 and later
+    go (a test undoes earlier ones itself), and forget every migration after `version`."""
+    assert max(v for v, _, _ in migrations()) == max(_UNDO_MIGRATION), "undo the new migration"
+    for later in sorted(_UNDO_MIGRATION, reverse=True):
+        if later > version:
+            for sql in _UNDO_MIGRATION[later]:
+                store.con.execute(sql)
+    store.con.execute("DELETE FROM schema_migrations WHERE version > ?", [version])
 
 
 def position_holes(store: Store) -> list[tuple]:

@@ -14,7 +14,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SAMPLE_TRACES, repeated_call_file, repeated_result_file, shared_data
+from conftest import (
+    REPO,
+    SAMPLE_TRACES,
+    repeated_call_file,
+    repeated_result_file,
+    shared_data,
+    undo_migrations_after,
+)
 
 from lexkeep.core.controls import first_control
 from lexkeep.core.ingest import ingest_paths
@@ -1499,17 +1506,7 @@ def test_audit_of_a_store_names_records_of_an_unknown_type_as_audit_of_files_doe
 def _as_schema_4(db: Path) -> None:
     """Make the store what lexkeep wrote before migration 005: its columns and row go."""
     with Store.open(db) as store:
-        for column in _MIGRATION_5_COLUMNS:
-            store.con.execute(f"ALTER TABLE ingest_runs DROP COLUMN {column}")
-        store.con.execute("DELETE FROM schema_migrations WHERE version = 5")
-
-
-_MIGRATION_5_COLUMNS = (
-    "unknown_types",
-    "first_unknown_type_line",
-    "truncated_line",
-    "truncated_document",
-)
+        undo_migrations_after(store, 4)
 
 
 def test_audit_of_a_store_from_before_the_count_says_it_is_not_known(cli, tmp_path):

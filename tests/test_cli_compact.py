@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import undo_migrations_after
 from test_compaction_support import build
 
 from lexkeep.core.store import Store
@@ -483,16 +484,7 @@ def _as_schema_1(db_file) -> None:
     with Store.open(db_file) as store:
         for table in ("compaction_attempts", "compaction_gate", "compactions"):
             store.con.execute(f"DROP TABLE {table}")
-        store.con.execute("DROP TABLE request_log_state")  # migration 004
-        # migration 005
-        for column in (
-            "unknown_types",
-            "first_unknown_type_line",
-            "truncated_line",
-            "truncated_document",
-        ):
-            store.con.execute(f"ALTER TABLE ingest_runs DROP COLUMN {column}")
-        store.con.execute("DELETE FROM schema_migrations WHERE version >= 2")
+        undo_migrations_after(store, 1)
 
 
 def test_compact_dry_run_leaves_an_old_store_unmigrated_and_says_so(cli, db_file):

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 
 import pytest
+from conftest import undo_migrations_after
 from test_compaction_support import Builder, build
 
 from lexkeep.compaction import jobs
@@ -230,16 +231,7 @@ def _as_schema_2(db_file, *changes: str) -> None:
         store.con.execute(
             "CREATE INDEX compactions_range ON compactions (conversation_id, from_pair)"
         )
-        store.con.execute("DROP TABLE request_log_state")  # migration 004
-        # migration 005
-        for column in (
-            "unknown_types",
-            "first_unknown_type_line",
-            "truncated_line",
-            "truncated_document",
-        ):
-            store.con.execute(f"ALTER TABLE ingest_runs DROP COLUMN {column}")
-        store.con.execute("DELETE FROM schema_migrations WHERE version >= 3")
+        undo_migrations_after(store, 2)
 
 
 def test_a_store_from_before_source_states_is_read_and_judged_by_the_digest(db_file):
