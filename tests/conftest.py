@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -109,6 +110,27 @@ def ingest_rows(store: Store) -> dict[str, list[tuple]]:
         order = ", ".join(f'"{c}"' for c in keep)
         out[table] = store.con.execute(f"SELECT {order} FROM {table} ORDER BY {order}").fetchall()
     return out
+
+
+def run_writing_at_most(limit: int, *args: str | Path) -> subprocess.CompletedProcess:
+    """`lexkeep ARGS` in a process that may not write a file past `limit` bytes: a write past
+    it fails with EFBIG (File too large), as on a full disk it fails with ENOSPC (POSIX)."""
+    import resource
+
+    def limit_writes() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write, do not kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a cached module cut short would break later runs
+    return subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", *map(str, args)],
+        preexec_fn=limit_writes,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 # What takes a store back to before each migration from 004 on (tests of older stores).

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import on_terminal
+from conftest import on_terminal, run_writing_at_most
 
 from lexkeep.core.controls import first_control
 
@@ -466,26 +463,6 @@ def test_the_progress_bar_reaches_its_total_over_files_that_are_no_trace(tmp_pat
     assert sum(told) == input_size([str(folder)])
 
 
-def _ingest_with_file_size_limit(limit: int, db: Path, *paths: Path) -> subprocess.CompletedProcess:
-    """`lexkeep ingest` in a process that may not write a file past `limit` bytes: the write
-    fails with EFBIG (File too large), as a full disk fails it with ENOSPC."""
-
-    def limit_writes() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write, do not kill the process
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a cached module cut short would break later runs
-    return subprocess.run(
-        [sys.executable, "-m", "lexkeep.cli.main", "ingest", *map(str, paths), "--db", str(db)],
-        preexec_fn=limit_writes,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
 def test_a_write_that_runs_out_of_room_is_a_clear_error_and_keeps_the_store(
     cli, db_file: Path, tmp_path: Path
@@ -502,7 +479,7 @@ def test_a_write_that_runs_out_of_room_is_a_clear_error_and_keeps_the_store(
                 record = {"type": "message", "id": f"big{c}/{m}", "conversation_id": f"big{c}"}
                 out.write(json.dumps({**record, "role": role, "text": text}) + "\n")
     assert big.stat().st_size > 4 << 20
-    result = _ingest_with_file_size_limit(2 << 20, db_file, big)
+    result = run_writing_at_most(2 << 20, "ingest", "--db", db_file, big)
     assert result.returncode == 2, result.stderr
     assert "internal error" not in result.stderr
     assert "Error: cannot write " in result.stderr and "File too large" in result.stderr
@@ -517,7 +494,7 @@ def test_a_new_store_that_cannot_be_created_is_not_left_half_made(
 ) -> None:
     """A first ingest on a full disk left a store file cut short, which every later command,
     the same ingest run again after freeing space included, refused as unreadable."""
-    result = _ingest_with_file_size_limit(4096, db_file, SAMPLE_TRACES)
+    result = run_writing_at_most(4096, "ingest", "--db", db_file, SAMPLE_TRACES)
     assert result.returncode == 2, result.stderr
     assert f'Could not write file "{db_file}": File too large' in result.stderr
     assert "Hint: free space" in result.stderr

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_TRACES, on_terminal
+from conftest import SAMPLE_TRACES, on_terminal, run_writing_at_most
 
 from lexkeep.core.store import Store
 
@@ -403,26 +401,6 @@ def test_audit_output_to_a_fifo_is_written_into_it_not_replaced(cli, tmp_path: P
     assert json.loads(got[0])["schema_version"] == 1
 
 
-def _run_writing_at_most(limit: int, *args: str | Path) -> subprocess.CompletedProcess:
-    """`lexkeep ARGS` in a process that may not write a file past `limit` bytes: a write past
-    it fails with EFBIG (File too large), as on a full disk it fails with ENOSPC."""
-
-    def limit_writes() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write, do not kill
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a cached module cut short would break later runs
-    return subprocess.run(
-        [sys.executable, "-m", "lexkeep.cli.main", *map(str, args)],
-        preexec_fn=limit_writes,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
 def test_a_report_file_that_runs_out_of_room_is_named_and_the_old_one_stays(tmp_path: Path):
     """-o on a full disk said `cannot write a temporary file` and told to move --db or
@@ -430,7 +408,7 @@ def test_a_report_file_that_runs_out_of_room_is_named_and_the_old_one_stays(tmp_
     target = tmp_path / "audit.json"
     target.write_text("the report of yesterday\n")
     # The JSON report of the sample traces takes 8 KB; what the audit stages, less.
-    result = _run_writing_at_most(6000, "audit", SAMPLE_TRACES, "-f", "json", "-o", target)
+    result = run_writing_at_most(6000, "audit", SAMPLE_TRACES, "-f", "json", "-o", target)
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines() == [
         f"Error: cannot write {target}: File too large",
