@@ -570,27 +570,22 @@ def test_an_error_whose_stderr_reader_is_gone_still_exits_2(tmp_path: Path, args
     assert run.returncode == 2
 
 
-@pytest.mark.parametrize(
-    "args",
-    [("extract", "-"), ("audit", "-"), ("ingest", "-", "--db", "t.duckdb")],
-    ids=lambda args: args[0],
-)
-def test_a_dash_read_from_a_terminal_says_it_waits_for_typed_input(tmp_path: Path, args):
-    """`lexkeep extract -` typed at a terminal sat silent (or under a progress bar at 0
-    bytes) until Ctrl-D: it now says it reads what is typed, and how to end it."""
+def _typed_at_a_terminal(args: tuple[str, ...], cwd: Path, typed: bytes) -> tuple[int, str]:
+    """Run `lexkeep ARGS` with a terminal as standard input, type `typed` into it; its exit
+    code and standard error (it must end within a minute: not wait for more input)."""
     import pty
 
     leader, follower = pty.openpty()
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "lexkeep.cli.main", *args],
-            cwd=tmp_path,
+            cwd=cwd,
             stdin=follower,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
-        os.write(leader, b"\x04")  # Ctrl-D at once: nothing typed
+        os.write(leader, typed)
         try:
             _, err = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
@@ -599,6 +594,18 @@ def test_a_dash_read_from_a_terminal_says_it_waits_for_typed_input(tmp_path: Pat
     finally:
         os.close(follower)
         os.close(leader)
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("extract", "-"), ("audit", "-"), ("ingest", "-", "--db", "t.duckdb")],
+    ids=lambda args: args[0],
+)
+def test_a_dash_read_from_a_terminal_says_it_waits_for_typed_input(tmp_path: Path, args):
+    """`lexkeep extract -` typed at a terminal sat silent (or under a progress bar at 0
+    bytes) until Ctrl-D: it now says it reads what is typed, and how to end it."""
+    _, err = _typed_at_a_terminal(args, tmp_path, b"\x04")  # Ctrl-D at once: nothing typed
     assert err.splitlines()[0] == (
         "Reading standard input from the terminal: type or paste, then Ctrl-D on a line of"
         " its own (to read a file, name it instead of -)"
@@ -608,29 +615,11 @@ def test_a_dash_read_from_a_terminal_says_it_waits_for_typed_input(tmp_path: Pat
 def test_a_trace_typed_at_a_terminal_is_read_after_one_ctrl_d(cli, tmp_path: Path):
     """Ctrl-D at a terminal ends one read, not the input: `lexkeep ingest -` read the first
     bytes, then waited for a second Ctrl-D before it went on."""
-    import pty
-
     line = (SAMPLE_TRACES / "invoice_altered.jsonl").read_bytes().splitlines()[1]
-    leader, follower = pty.openpty()
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "lexkeep.cli.main", "ingest", "-", "--db", "t.duckdb"],
-            cwd=tmp_path,
-            stdin=follower,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        os.write(leader, line + b"\n\x04")
-        try:
-            _, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()  # still waiting for more input
-            raise
-    finally:
-        os.close(follower)
-        os.close(leader)
-    assert proc.returncode == 0, err
+    code, err = _typed_at_a_terminal(
+        ("ingest", "-", "--db", "t.duckdb"), tmp_path, line + b"\n\x04"
+    )
+    assert code == 0, err
     stats = json.loads(cli("stats", "--db", tmp_path / "t.duckdb", "-f", "json").stdout)
     assert stats["totals"]["messages"] == 1
 
