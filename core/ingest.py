@@ -817,7 +817,7 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
                 trace = name.endswith(TRACE_SUFFIXES) or ROTATED.match(child.name) is not None
                 if hidden or not trace:
                     continue
-                if child.is_file():
+                if _is_file(child):
                     found.append((str(child), True))
                 elif _broken_link(child):
                     _warn_broken_link(str(child))
@@ -836,6 +836,7 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
         if not matches:
             raise InputError("no such file, folder or matching glob", path=given)
         for match in matches:
+            _is_file(Path(match))  # a match that cannot be looked at is named here
             if Path(match).is_dir():
                 found.extend(_expand([match]))
             elif _broken_link(Path(match)):
@@ -847,6 +848,17 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
 
 
 _READABLE = "make it (and the folders above it) readable, or leave it out of the paths given"
+
+
+def _is_file(path: Path) -> bool:
+    """Whether `path`, found by a folder walk or a glob, is a file; an InputError naming it
+    when it cannot be looked at (in a folder that may be listed but not searched)."""
+    try:
+        return path.is_file()
+    except OSError as exc:
+        raise InputError(
+            f"cannot read: {exc.strerror or exc}", path=str(path), hint=_READABLE
+        ) from exc
 
 
 def _walk(folder: Path, given: str) -> list[Path]:
