@@ -1104,7 +1104,7 @@ class _Batch:
             return
         rows = self.con.execute(
             "SELECT path, bytes_consumed, lines_consumed, sha256, format, unknown_types,"
-            " first_unknown_type_line FROM ingest_runs"
+            " first_unknown_type_line, truncated_line FROM ingest_runs"
             " WHERE path IN (SELECT unnest(?))"
             " QUALIFY row_number() OVER (PARTITION BY path ORDER BY id DESC) = 1",
             [keys],
@@ -1124,7 +1124,7 @@ class _Batch:
         """Stage one file's ingest_runs row (see finish); its index, for its error rows."""
         self.ingest_runs.append((key, *row))
         # A second copy is unchanged (or goes on from this read).
-        self.previous[key] = (row[1], row[2], row[0], row[3], row[9], row[10])
+        self.previous[key] = (row[1], row[2], row[0], row[3], row[9], row[10], row[11])
         return len(self.ingest_runs) - 1
 
     def conversation(self, fmt: Format, conv: str, src: Source, record: Any) -> None:
@@ -2054,6 +2054,14 @@ def _ingest_one(
                 on_progress(prev[0])
             if continued is not None and _continues(prev[3]):
                 continued.pending.append((path, prev[3], key))  # read if a later file needs it
+            if prev[6] is not None:
+                # It ended in a line still being written, which its writer has cut since: it
+                # now ends with the last line read, and the note on that line goes.
+                batch.record_ingest(
+                    key,
+                    (prev[2], prev[0], prev[1], prev[3], 0, 0, 0, 0, 0, prev[4], prev[5], None,
+                     False),
+                )  # fmt: skip
             return FileCounts(path=path, format=prev[3], status="unchanged"), 0
         if same:
             skip_lines, status = prev[1], "appended"
