@@ -258,7 +258,7 @@ def refuse_output_over_inputs(output: str | None, paths: Sequence[str], db: str 
     Only a regular file that exists can be one of them; a missing file, `-` or a device
     (/dev/null) costs nothing here.
     """
-    if output is None or output == "-" or not Path(output).is_file():
+    if output is None or output == "-" or not os.path.isfile(output):  # unreachable: -o says
         return
     hint = "pass -o a file name of its own, e.g. -o audit-report.json"
     if not paths:
@@ -300,9 +300,17 @@ def output_stream(path: str | None) -> Iterator[Any]:
         yield sys.stdout
         return
     target = Path(path)
-    if target.is_dir():
+    try:
+        is_folder, is_other = target.is_dir(), target.exists() and not target.is_file()
+    except OSError as exc:  # a folder above it that may not be searched
+        raise LexkeepError(
+            f"cannot write {path}: {exc.strerror}",
+            hint="make the folders above it searchable and its own folder writable, or pass -o"
+            " another path",
+        ) from exc
+    if is_folder:
         raise LexkeepError(f"cannot write {path}: it is a folder", hint="-o takes a file name")
-    if target.exists() and not target.is_file():
+    if is_other:
         # A device (/dev/null, /dev/stdout) or a named pipe is written into: replacing it by
         # a regular file would leave the reader of the pipe waiting, and /dev/null gone.
         try:

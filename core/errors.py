@@ -141,6 +141,7 @@ _NO_ROOM = {
 _NOT_WRITABLE = {
     errno.EROFS: "Read-only file system",
     errno.EACCES: "Permission denied",
+    errno.EPERM: "Operation not permitted",
 }
 # DuckDB reports the same failures as text: `Could not write file "PATH": No space left on
 # device`, `Cannot open file "PATH.wal": Permission denied` (inside a commit or checkpoint).
@@ -152,13 +153,22 @@ _DUCKDB_FILE_ERROR = re.compile(
 )
 
 
-def storage_error(exc: BaseException) -> StoreError | None:
-    """A write that failed for want of room or permission (a full disk, a quota, a file size
-    limit, a read-only folder), as an error naming the file and what to do; None for any other
-    exception. DuckDB rolls back the transaction that failed, and lexkeep writes each file's
-    ingest and each batch of compactions in one, so what was stored before stays stored."""
+def storage_error(exc: BaseException, operation: str | None = None) -> StoreError | None:
+    """A read or write that failed for want of room or permission (a full disk, a quota, a
+    file size limit, a read-only folder, a file or folder that may not be read), as an error
+    naming the file and what to do; None for any other exception. DuckDB rolls back the
+    transaction that failed, and lexkeep writes each file's ingest and each batch of
+    compactions in one, so what was stored before stays stored.
+
+    `operation` is what was being done, "read" or "write": a permission refused to a read
+    says so and asks for the file to be made readable. Without it, DuckDB's message names
+    the operation, and an OSError is taken for a write (a store, a report, a temporary file):
+    callers that read say "read".
+    """
+    if operation not in (None, "read", "write"):
+        raise ValueError(f"operation must be 'read' or 'write', not {operation!r}")
     reason: str | None = None
-    verb, where = "write", None
+    verb, where = operation or "write", None
     if isinstance(exc, OSError) and not isinstance(exc, LexkeepError):
         reason = _NO_ROOM.get(exc.errno or 0)
         if reason is None and exc.filename is not None:
@@ -167,7 +177,7 @@ def storage_error(exc: BaseException) -> StoreError | None:
     elif type(exc).__module__.split(".")[0] in ("duckdb", "_duckdb"):
         found = _DUCKDB_FILE_ERROR.search(str(exc))
         if found is not None:
-            verb, where, reason = found.group(1), found.group(2), found.group(3)
+            verb, where, reason = operation or found.group(1), found.group(2), found.group(3)
     if reason is None:
         return None
     target = where if where is not None else "a temporary file"
@@ -177,6 +187,8 @@ def storage_error(exc: BaseException) -> StoreError | None:
             " --db or $TMPDIR at another disk, then run the command again: the write that"
             " failed stored nothing, and what was stored before it stays"
         )
+    elif verb == "read":
+        hint = f"make {target} and the folders above it readable"
     else:
         hint = (
             "a store is written together with FILE.wal beside it: make its folder writable, or"

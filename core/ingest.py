@@ -817,7 +817,7 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
                 trace = name.endswith(TRACE_SUFFIXES) or ROTATED.match(child.name) is not None
                 if hidden or not trace:
                     continue
-                if child.is_file():
+                if _is_file(child):
                     found.append((str(child), True))
                 elif _broken_link(child):
                     _warn_broken_link(str(child))
@@ -836,6 +836,7 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
         if not matches:
             raise InputError("no such file, folder or matching glob", path=given)
         for match in matches:
+            _is_file(Path(match))  # a match that cannot be looked at is named here
             if Path(match).is_dir():
                 found.extend(_expand([match]))
             elif _broken_link(Path(match)):
@@ -847,6 +848,17 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
 
 
 _READABLE = "make it (and the folders above it) readable, or leave it out of the paths given"
+
+
+def _is_file(path: Path) -> bool:
+    """Whether `path`, found by a folder walk or a glob, is a file; an InputError naming it
+    when it cannot be looked at (in a folder that may be listed but not searched)."""
+    try:
+        return path.is_file()
+    except OSError as exc:
+        raise InputError(
+            f"cannot read: {exc.strerror or exc}", path=str(path), hint=_READABLE
+        ) from exc
 
 
 def _walk(folder: Path, given: str) -> list[Path]:
@@ -1092,7 +1104,7 @@ class _Batch:
             return
         rows = self.con.execute(
             "SELECT path, bytes_consumed, lines_consumed, sha256, format, unknown_types,"
-            " first_unknown_type_line FROM ingest_runs"
+            " first_unknown_type_line, truncated_line FROM ingest_runs"
             " WHERE path IN (SELECT unnest(?))"
             " QUALIFY row_number() OVER (PARTITION BY path ORDER BY id DESC) = 1",
             [keys],
@@ -1112,7 +1124,7 @@ class _Batch:
         """Stage one file's ingest_runs row (see finish); its index, for its error rows."""
         self.ingest_runs.append((key, *row))
         # A second copy is unchanged (or goes on from this read).
-        self.previous[key] = (row[1], row[2], row[0], row[3], row[9], row[10])
+        self.previous[key] = (row[1], row[2], row[0], row[3], row[9], row[10], row[11])
         return len(self.ingest_runs) - 1
 
     def conversation(self, fmt: Format, conv: str, src: Source, record: Any) -> None:
@@ -2042,6 +2054,14 @@ def _ingest_one(
                 on_progress(prev[0])
             if continued is not None and _continues(prev[3]):
                 continued.pending.append((path, prev[3], key))  # read if a later file needs it
+            if prev[6] is not None:
+                # It ended in a line still being written, which its writer has cut since: it
+                # now ends with the last line read, and the note on that line goes.
+                batch.record_ingest(
+                    key,
+                    (prev[2], prev[0], prev[1], prev[3], 0, 0, 0, 0, 0, prev[4], prev[5], None,
+                     False),
+                )  # fmt: skip
             return FileCounts(path=path, format=prev[3], status="unchanged"), 0
         if same:
             skip_lines, status = prev[1], "appended"

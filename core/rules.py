@@ -12,12 +12,16 @@ RuleError naming it; nothing half-checked is ever used.
 from __future__ import annotations
 
 import functools
+import getpass
 import hashlib
 import os
 import re
+import stat
 import sys
+import tempfile
 import time
 import tomllib
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -28,7 +32,7 @@ import orjson
 import regex
 
 from lexkeep.core.config import load_section, read_toml
-from lexkeep.core.errors import RuleError
+from lexkeep.core.errors import RuleError, SettingsWarning
 
 # Time budgets are CPU time of the scanning thread; the `regex` engine's own timeout is wall
 # clock, so it is armed at this multiple of the budget as a safety net that load never trips.
@@ -851,13 +855,58 @@ def _gate_speed_test(kind: Kind, budget: float, fail: Any) -> None:
 
 
 def cache_dir() -> Path | None:
-    """lexkeep's cache folder: $LEXKEEP_CACHE_DIR, else ~/.cache/lexkeep; None when set to ''."""
+    """lexkeep's cache folder: $LEXKEEP_CACHE_DIR, else $XDG_CACHE_HOME/lexkeep or
+    ~/.cache/lexkeep; None when set to '' (no cache).
+
+    When that folder cannot be written (a read-only home, a read-only mount), a folder of the
+    user's own under the system temporary folder is used instead; when neither can be, one
+    `Warning:` line says so (every command then re-runs the rules' load-time checks) and the
+    answer is None.
+    """
     root = os.environ.get("LEXKEEP_CACHE_DIR")
     if root == "":
         return None
     if root:
-        return Path(root)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lexkeep"
+        configured = Path(root)
+    else:
+        configured = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lexkeep"
+    return _usable_cache_dir(configured, tempfile.gettempdir())
+
+
+@functools.lru_cache(maxsize=8)
+def _usable_cache_dir(configured: Path, temp_root: str) -> Path | None:
+    """`configured` when it can be written, else the user's own folder under `temp_root`,
+    else None (said once per process and setting by a SettingsWarning)."""
+    if _writable(configured):
+        return configured
+    owner = os.getuid() if hasattr(os, "getuid") else getpass.getuser()
+    fallback = Path(temp_root) / f"lexkeep-{owner}"
+    if _writable(fallback, private=True):
+        return fallback
+    warnings.warn(
+        f"no cache folder can be written ({configured}, nor {fallback}): every command"
+        " re-runs the rules' load-time checks (a few seconds); set LEXKEEP_CACHE_DIR to a"
+        " writable folder",
+        SettingsWarning,
+        stacklevel=2,
+    )
+    return None
+
+
+def _writable(folder: Path, *, private: bool = False) -> bool:
+    """Whether `folder` exists (made when missing) and can be written. A `private` folder (in
+    a temporary folder that others can write) is made only readable by its user, and is
+    refused unless it is a real folder (not a symbolic link) of this user: another user's
+    markers could otherwise skip the checks of a slow pattern."""
+    try:
+        folder.mkdir(mode=0o700 if private else 0o777, parents=True, exist_ok=True)
+        if private and hasattr(os, "getuid"):
+            info = folder.lstat()
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+                return False
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK | os.X_OK)
 
 
 def _redos_marker(source: str, timeout: float, folder: str = "redos-ok") -> Path | None:

@@ -183,12 +183,19 @@ class Store:
                 raise
             return store
         target = str(path)
-        if read_only and not Path(target).exists():
+        try:
+            missing, is_folder = not Path(target).exists(), Path(target).is_dir()
+        except OSError as exc:  # a folder above it that may not be searched
+            refused = storage_error(exc, "read" if read_only else "write")
+            if refused is None:
+                raise
+            raise StoreError(refused.message, hint=_unwritable_hint(target, read_only)) from exc
+        if read_only and missing:
             raise StoreError(
                 f"no lexkeep store at {target}",
                 hint="ingest some traces first: lexkeep ingest TRACES... --db " + target,
             )
-        if Path(target).is_dir():
+        if is_folder:
             raise StoreError(
                 f"{target} is a folder, not a store file",
                 hint=f"--db names the store file, e.g. --db {Path(target) / DEFAULT_DB};"

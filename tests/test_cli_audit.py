@@ -1612,3 +1612,28 @@ def test_audit_of_a_store_names_json_documents_still_being_written(cli, tmp_path
     ok(cli("ingest", live, "--db", db, "--skip-invalid"), 0)
     result = cli("audit", "--db", db, "--format", "json", "--exit-zero")
     assert _writing_notes(ok(result, 0).stdout) == []
+
+
+def test_a_file_cut_back_to_its_last_complete_line_loses_its_note(cli, tmp_path):
+    """A file ingested while its last line was being written, then cut back by its writer
+    to the lines before (a writer that rolls back a line it could not finish), was
+    "unchanged" on the next ingest and kept its note that a line was still being written."""
+    full = INVOICE.read_bytes()
+    complete = full[: full.rindex(b"\n", 0, len(full) - 1) + 1]  # all lines but the last
+    live, db = tmp_path / "live.jsonl", tmp_path / "store.duckdb"
+    live.write_bytes(full[: full.rindex(b'"text"')])  # inside the last record
+    ok(cli("ingest", live, "--db", db), 0)
+    assert len(_writing_notes(ok(cli("audit", "--db", db, "--format", "json"), 1).stdout)) == 1
+    live.write_bytes(complete)
+    again = ok(cli("ingest", live, "--db", db), 0)
+    assert f"{live}: unchanged" in again.stdout + again.stderr
+    audit = json.loads(ok(cli("audit", "--db", db, "--format", "json"), 1).stdout)
+    assert _writing_notes(json.dumps(audit)) == []
+    of_file = json.loads(ok(cli("audit", live, "--format", "json"), 1).stdout)
+    assert audit["totals"] == of_file["totals"]  # the same lines are in both audits
+    # Nothing more to say: the next ingest records nothing new.
+    with Store.open(db, read_only=True) as store:
+        runs = store.con.execute("SELECT count(*) FROM ingest_runs").fetchone()[0]
+    ok(cli("ingest", live, "--db", db), 0)
+    with Store.open(db, read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM ingest_runs").fetchone()[0] == runs

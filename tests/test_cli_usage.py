@@ -698,3 +698,59 @@ def test_a_closed_standard_output_or_error_does_not_decide_the_exit(
     if args[0] == "ingest":
         with Store.open(tmp_path / "t.duckdb", read_only=True) as store:
             assert store.con.execute("SELECT count(*) FROM messages").fetchone() == (25,)
+
+
+def _bound_by_permissions() -> list[str]:
+    """The command prefix that makes a process obey file permissions: none for a user; for
+    root, `setpriv` without the capabilities that pass over them (skipped without it)."""
+    if sys.platform == "win32":
+        pytest.skip("needs POSIX permissions")
+    if os.geteuid() != 0:
+        return []
+    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    if shutil.which("setpriv") is None or subprocess.run([*prefix, "true"]).returncode != 0:
+        pytest.skip("root, and setpriv cannot drop the capabilities that pass over permissions")
+    return prefix
+
+
+def test_what_sits_in_a_folder_that_may_not_be_searched_is_read_not_written(tmp_path: Path):
+    """A store or trace in a folder that may be listed but not searched (mode 600) said
+    `cannot write FILE` and told to make the store's folder writable, though the command
+    only read it; `-o` into it gave the store's hint."""
+    prefix = _bound_by_permissions()
+    shut = tmp_path / "shut"
+    shut.mkdir()
+    store, trace = shut / "t.duckdb", shut / "story.jsonl"
+    shutil.copy(SAMPLE_TRACES / "invoice_altered.jsonl", trace)
+    lexkeep = [*prefix, sys.executable, "-m", "lexkeep.cli.main"]
+
+    def run(*args: object) -> list[str]:
+        done = subprocess.run(
+            [*lexkeep, *map(str, args)], cwd=tmp_path, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        return done.stderr.splitlines()
+
+    ingested = subprocess.run([*lexkeep, "ingest", trace, "--db", store], capture_output=True)
+    assert ingested.returncode == 0, ingested.stderr
+    shut.chmod(0o600)
+    try:
+        for command in ("stats", "audit", "compactions"):
+            assert run(command, "--db", store) == [
+                f"Error: cannot read {store}: Permission denied",
+                f"Hint: make {store} and the folders above it readable",
+            ]
+        for given, named in ((shut, trace), (shut / "*.jsonl", shut / "*.jsonl")):
+            assert run("audit", given) == [
+                f"Error: {named}: cannot read: Permission denied",
+                "Hint: make it (and the folders above it) readable, or leave it out of the paths"
+                " given",
+            ]
+        assert run("audit", SAMPLE_TRACES / "invoice_altered.jsonl", "-o", shut / "r.txt") == [
+            f"Error: cannot write {shut / 'r.txt'}: Permission denied",
+            "Hint: make the folders above it searchable and its own folder writable, or pass -o"
+            " another path",
+        ]
+    finally:
+        shut.chmod(0o755)

@@ -6,18 +6,22 @@ import json
 import os
 import re
 import subprocess
+import sys
 import sysconfig
+import tempfile
 import unicodedata
+import warnings
 from pathlib import Path
 
 import pytest
 import regex
 
-from lexkeep.core.errors import ConfigError, RuleError
+from lexkeep.core.errors import ConfigError, RuleError, SettingsWarning
 from lexkeep.core.identifiers import extract
 from lexkeep.core.rules import (
     STDLIB_RE_SOUND,
     build_rules,
+    cache_dir,
     default_rules,
     load_rules,
     plain_source,
@@ -259,6 +263,7 @@ def test_digest_is_stable_and_tracks_changes() -> None:
 
 
 def test_redos_pass_is_cached_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    default_rules()  # the built-in kinds, checked once per process: only the new kind is counted
     monkeypatch.setenv("LEXKEEP_CACHE_DIR", str(tmp_path / "cache"))
     body = {
         "kinds": [
@@ -274,6 +279,115 @@ def test_redos_pass_is_cached_on_disk(tmp_path: Path, monkeypatch: pytest.Monkey
     }
     build_rules(body, origin="inline")
     assert len(list((tmp_path / "cache" / "redos-ok").iterdir())) == 1
+
+
+CACHED_KIND = {
+    "kinds": [
+        {
+            "id": "fallback_kind",
+            "tier": "B",
+            "priority": 50,
+            "keywords": ["zf-"],
+            "regex": "ZF-[0-9]{7}",
+            "tests": {"positive": ["ZF-1234567"], "negative": ["ZF-1"]},
+        }
+    ]
+}
+
+
+def _unwritable(tmp_path: Path, name: str) -> Path:
+    """A folder that cannot be made, even by root: its parent is a regular file."""
+    blocker = tmp_path / f"{name}-is-a-file"
+    blocker.write_text("not a folder\n")
+    return blocker / name
+
+
+def test_an_unwritable_cache_folder_falls_back_to_one_under_the_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A read-only home or mount: the checks that passed are remembered in the user's own
+    # folder under the temporary folder, not re-run by every command.
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("LEXKEEP_CACHE_DIR", str(_unwritable(tmp_path, "cache")))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to say: a cache is kept
+        build_rules(CACHED_KIND, origin="inline")
+    (own,) = temp.iterdir()
+    assert own.name == f"lexkeep-{os.getuid()}"
+    assert own.stat().st_mode & 0o777 == 0o700
+    assert len(list((own / "redos-ok").iterdir())) >= 1
+
+
+def test_a_temporary_folder_of_another_owner_or_a_link_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Someone else could have made it (or a link to their folder) to plant passed checks.
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (temp / f"lexkeep-{os.getuid()}").symlink_to(elsewhere)
+    monkeypatch.setenv("LEXKEEP_CACHE_DIR", str(_unwritable(tmp_path, "cache")))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with pytest.warns(SettingsWarning, match="no cache folder can be written"):
+        assert cache_dir() is None
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_no_writable_cache_folder_is_said_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configured = _unwritable(tmp_path, "cache")
+    monkeypatch.setenv("LEXKEEP_CACHE_DIR", str(configured))
+    monkeypatch.setattr(tempfile, "tempdir", str(_unwritable(tmp_path, "tmp")))
+    with pytest.warns(SettingsWarning) as record:
+        assert cache_dir() is None
+        assert cache_dir() is None
+        build_rules(CACHED_KIND, origin="inline")  # still loads: its checks just run again
+    messages = [str(w.message) for w in record if issubclass(w.category, SettingsWarning)]
+    assert len(messages) == 1, messages
+    assert str(configured) in messages[0]
+    assert "LEXKEEP_CACHE_DIR" in messages[0]
+
+
+def test_the_cli_says_once_when_no_cache_can_be_written(tmp_path: Path) -> None:
+    # A real process whose temporary folder cannot be written either (Python's own setting:
+    # $TMPDIR falls back to /tmp when it cannot be used).
+    program = (
+        f"import sys, tempfile; tempfile.tempdir = {str(_unwritable(tmp_path, 'tmp'))!r};"
+        " sys.argv = ['lexkeep', 'extract', '--format', 'json', 'order #W2378156'];"
+        " from lexkeep.cli.main import main; main()"
+    )
+    env = {**os.environ, "LEXKEEP_CACHE_DIR": str(_unwritable(tmp_path, "cache"))}
+    run = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["identifiers"][0]["value"] == "#W2378156"
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith("Warning: no cache folder can be written (")
+
+
+def test_the_cli_keeps_its_cache_under_tmpdir_when_the_cache_folder_is_read_only(
+    tmp_path: Path,
+) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {
+        **os.environ,
+        "LEXKEEP_CACHE_DIR": str(_unwritable(tmp_path, "cache")),
+        "TMPDIR": str(temp),
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", "extract", "--format", "json", "#W2378156"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+    assert len(list((temp / f"lexkeep-{os.getuid()}" / "redos-ok").iterdir())) > 1
 
 
 @pytest.mark.parametrize(
