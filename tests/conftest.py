@@ -133,6 +133,44 @@ def run_writing_at_most(limit: int, *args: str | Path) -> subprocess.CompletedPr
     )
 
 
+def permission_bound() -> list[str]:
+    """The command prefix that makes a process obey file permissions: none for a user; for
+    root, `setpriv` without the capabilities that pass over them (skipped without it)."""
+    import shutil
+
+    if sys.platform == "win32":
+        pytest.skip("needs POSIX permissions")
+    if os.geteuid() != 0:
+        return []
+    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    if shutil.which("setpriv") is None or subprocess.run([*prefix, "true"]).returncode != 0:
+        pytest.skip("root, and setpriv cannot drop the capabilities that pass over permissions")
+    return prefix
+
+
+class BoundResult:
+    """What a permission-bound `lexkeep` run gave, read like the `cli` fixture's result."""
+
+    def __init__(self, done: subprocess.CompletedProcess) -> None:
+        self.exit_code, self.stdout, self.stderr = done.returncode, done.stdout, done.stderr
+
+
+def bound_cli(cwd: Path):
+    """Like the `cli` fixture, but each call runs `lexkeep` in a process that obeys file
+    permissions (`permission_bound`), in `cwd`, without LEXKEEP_* settings."""
+    prefix = permission_bound()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+
+    def invoke(*args: object) -> BoundResult:
+        done = subprocess.run(
+            [*prefix, sys.executable, "-m", "lexkeep.cli.main", *map(str, args)],
+            cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        return BoundResult(done)
+
+    return invoke
+
+
 # What takes a store back to before each migration from 004 on (tests of older stores).
 _UNDO_MIGRATION = {
     5: [

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import on_terminal, run_writing_at_most
+from conftest import bound_cli, on_terminal, run_writing_at_most
 
 from lexkeep.core.controls import first_control
 
@@ -720,10 +719,8 @@ def test_show_a_prefix_of_a_session_and_its_sub_agents_names_the_session(cli, db
     assert "7acd37a8-main, 7acd37a8-main/agent-1" in result.stderr
 
 
-@pytest.mark.skipif(
-    sys.platform == "win32" or os.geteuid() == 0, reason="needs POSIX permissions, not root"
-)
-def test_a_store_that_cannot_be_written_says_what_to_make_writable(cli, tmp_path: Path) -> None:
+def test_a_store_that_cannot_be_written_says_what_to_make_writable(tmp_path: Path) -> None:
+    cli = bound_cli(tmp_path)
     folder = tmp_path / "shared"
     folder.mkdir()
     store = folder / "traces.duckdb"

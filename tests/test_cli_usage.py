@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_TRACES, on_terminal, run_writing_at_most
+from conftest import SAMPLE_TRACES, bound_cli, on_terminal, permission_bound, run_writing_at_most
 
 from lexkeep.core.store import Store
 
@@ -495,12 +495,10 @@ def test_reports_are_utf8_whatever_the_locale_says(cli, tmp_path: Path):
     assert failed.stderr.decode("utf-8").startswith(f"Error: {tmp_path / 'nö.jsonl'}: no such")
 
 
-@pytest.mark.skipif(
-    sys.platform == "win32" or os.geteuid() == 0, reason="needs POSIX permissions, not root"
-)
-def test_a_trace_that_may_not_be_read_is_named_as_such(cli, tmp_path: Path):
+def test_a_trace_that_may_not_be_read_is_named_as_such(tmp_path: Path):
     """An audit of one unreadable lexkeep file said `cannot write FILE` and told to make the
     store's folder writable."""
+    cli = bound_cli(tmp_path)
     trace = tmp_path / "story.jsonl"
     trace.write_bytes((SAMPLE_TRACES / "invoice_altered.jsonl").read_bytes())
     trace.chmod(0)
@@ -513,13 +511,11 @@ def test_a_trace_that_may_not_be_read_is_named_as_such(cli, tmp_path: Path):
         ]
 
 
-@pytest.mark.skipif(
-    sys.platform == "win32" or os.geteuid() == 0, reason="needs POSIX permissions, not root"
-)
-def test_a_folder_that_may_not_be_read_is_never_passed_over_in_silence(cli, tmp_path: Path):
+def test_a_folder_that_may_not_be_read_is_never_passed_over_in_silence(tmp_path: Path):
     """A subfolder the audit could not read was skipped without a word, so the gate passed
     on traces it never read; naming the folder itself said `no trace files`, and a glob into
     it `cannot write`."""
+    cli = bound_cli(tmp_path)
     traces = tmp_path / "traces"
     (traces / "open").mkdir(parents=True)
     (traces / "locked").mkdir()
@@ -700,24 +696,11 @@ def test_a_closed_standard_output_or_error_does_not_decide_the_exit(
             assert store.con.execute("SELECT count(*) FROM messages").fetchone() == (25,)
 
 
-def _bound_by_permissions() -> list[str]:
-    """The command prefix that makes a process obey file permissions: none for a user; for
-    root, `setpriv` without the capabilities that pass over them (skipped without it)."""
-    if sys.platform == "win32":
-        pytest.skip("needs POSIX permissions")
-    if os.geteuid() != 0:
-        return []
-    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
-    if shutil.which("setpriv") is None or subprocess.run([*prefix, "true"]).returncode != 0:
-        pytest.skip("root, and setpriv cannot drop the capabilities that pass over permissions")
-    return prefix
-
-
 def test_what_sits_in_a_folder_that_may_not_be_searched_is_read_not_written(tmp_path: Path):
     """A store or trace in a folder that may be listed but not searched (mode 600) said
     `cannot write FILE` and told to make the store's folder writable, though the command
     only read it; `-o` into it gave the store's hint."""
-    prefix = _bound_by_permissions()
+    prefix = permission_bound()
     shut = tmp_path / "shut"
     shut.mkdir()
     store, trace = shut / "t.duckdb", shut / "story.jsonl"
