@@ -413,7 +413,7 @@ class LineCheck:
         """Stop the worker, if it still runs."""
         if self._worker is not None:
             if self._worker.is_alive():
-                self._worker.terminate()
+                self._worker.kill()  # it ignores SIGTERM (`ignore_interrupts`)
             self._worker.join()
             self._worker = None
         if self._answer is not None:

@@ -9,12 +9,13 @@ import typer
 
 from lexkeep.cli.common import (
     EXIT_FINDINGS,
-    EXIT_INTERRUPTED,
     EXIT_OK,
     DbOption,
     counted,
     db_path,
     drop_stdout,
+    interrupted_by,
+    interrupted_exit,
     progress,
     stdout_console,
 )
@@ -144,7 +145,8 @@ def register(app: typer.Typer) -> None:
                     on_progress=lambda out: tick(1, f"compacting {out.conversation_id}"),
                 )
         except CompactionInterrupted as stop:
-            # Ctrl-C: what finished before it is in the store; say what, then exit 130.
+            # Ctrl-C or SIGTERM: what finished before it is in the store; say what, then exit
+            # 130 (143 after SIGTERM).
             report, interrupted = stop.report, True
         except (CompactionStopped, CompactionStoreHeld) as stop:
             # The summariser went away mid-run, or another process kept the store past a
@@ -200,8 +202,7 @@ def register(app: typer.Typer) -> None:
             raise stopped  # `Error:` and `Hint:` on stderr, exit 2
         if interrupted:
             sys.stdout.flush()
-            sys.stderr.write("Interrupted.\n")
-            raise typer.Exit(EXIT_INTERRUPTED)
+            raise interrupted_exit()
         if report.planned == 0:  # "planned 0" alone reads like a run that did not work
             sys.stderr.write(
                 "Nothing to compact: a 10-pair segment is summarised once at least 20 newer"
@@ -350,8 +351,8 @@ def _print_report(report, *, interrupted: bool = False, stopped: str | None = No
             )
     if interrupted:
         lines.append(
-            "interrupted: these counts are what finished before Ctrl-C; a call in progress"
-            " was abandoned and its claim given back (no attempt was counted), and a later"
+            f"interrupted: these counts are what finished before {interrupted_by()}; a call in"
+            " progress was abandoned and its claim given back (no attempt was counted), and a later"
             " run takes up the rest"
         )
     if stopped:

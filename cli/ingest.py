@@ -11,10 +11,11 @@ import orjson
 import typer
 
 from lexkeep.cli.common import (
-    EXIT_INTERRUPTED,
     DbOption,
     counted,
     db_path,
+    interrupted_by,
+    interrupted_exit,
     note_terminal_stdin,
     progress,
     stdout_console,
@@ -390,8 +391,9 @@ def register(app: typer.Typer) -> None:
                     on_phase=lambda text: advance(0, description=text),
                 )
             except BaseException as exc:
-                # Ctrl-C (Python's, or DuckDB's answer to it inside a query): the files listed
-                # so far are committed; say what they added before exiting 130.
+                # Ctrl-C or SIGTERM (Python's, or DuckDB's answer to it inside a query): the
+                # files listed so far are committed; say what they added before exiting 130
+                # (143 after SIGTERM).
                 if not (isinstance(exc, KeyboardInterrupt) or is_query_interrupt(exc)):
                     raise
                 interrupted = True
@@ -406,11 +408,10 @@ def register(app: typer.Typer) -> None:
         _print_line(_totals_line(counts, stored))
         if interrupted:
             _print_line(
-                "interrupted: the files above were stored before Ctrl-C; the ones being read"
-                " then were not (ingest them again to add them)"
+                f"interrupted: the files above were stored before {interrupted_by()}; the ones"
+                " being read then were not (ingest them again to add them)"
             )
-            sys.stderr.write("Interrupted.\n")
-            raise typer.Exit(EXIT_INTERRUPTED)
+            raise interrupted_exit()
         try:
             require_traces(paths, counts)
         except LexkeepError:

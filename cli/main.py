@@ -9,7 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
-from lexkeep.cli.common import handle_errors
+from lexkeep.cli.common import (
+    EXIT_TERMINATED,
+    handle_errors,
+    interrupted_by,
+    interrupted_exit,
+    stop_on_sigterm,
+)
 from lexkeep.core import __version__
 from lexkeep.core.collector import single_shot
 
@@ -129,6 +135,7 @@ def _closed_outputs_to_null() -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    stop_on_sigterm()  # a CI job cancelled or `timeout`: stop as on Ctrl-C, exit 143
     _closed_outputs_to_null()
     _utf8_output()
     # Everything made so far (imports) and by the command lives until exit. Frozen, it is
@@ -138,6 +145,14 @@ def main() -> None:
     single_shot()  # and so is what each command's heavy phases leave alive
     try:
         app()
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM while Typer sets the command up, before its own handling is in
+        # place: the same line and exit status as during the command.
+        raise SystemExit(interrupted_exit().exit_code) from None
+    except SystemExit as end:
+        if end.code == 1 and interrupted_by() == "SIGTERM":  # Click's "Aborted!" on it
+            raise SystemExit(EXIT_TERMINATED) from None
+        raise
     finally:
         gc.freeze()
 

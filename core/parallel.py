@@ -49,8 +49,12 @@ def env_count(name: str, default: int) -> int:
 def ignore_interrupts() -> None:
     """Worker initializer: Ctrl-C reaches every process of the terminal's group, and a worker
     interrupted mid-call would print its own traceback under the command's one-line message;
-    the parent stops its workers itself."""
+    the parent stops its workers itself. SIGTERM too (`timeout` and systemd send it to the
+    whole group): a worker it killed while handing a result back left a half-written message
+    that the stopping command waited on for ever. A parent that is gone ends them
+    (`exit_with_parent`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 # How often a worker looks whether the process that forked it is still there.

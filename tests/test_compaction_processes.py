@@ -628,3 +628,74 @@ def test_ctrl_c_while_another_process_holds_the_store_still_gives_the_claims_bac
     with Store.open(db, read_only=True) as store:
         assert store.con.execute("SELECT count(*) FROM compactions").fetchone() == (0,)
         assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone() == (0,)
+
+
+# As SECOND_HANGS, and each call's file holds the pid of the program making it.
+SECOND_HANGS_NAMED = """\
+import os, sys, time
+calls = sys.argv[1]
+sys.stdin.read()
+os.makedirs(calls, exist_ok=True)
+n = len(os.listdir(calls))
+with open(os.path.join(calls, f".{n}"), "w") as fh:
+    fh.write(str(os.getpid()))
+os.rename(os.path.join(calls, f".{n}"), os.path.join(calls, str(n)))
+if n == 0:
+    print("summary of the first segment")
+    sys.exit(0)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM and process groups are POSIX")
+@pytest.mark.parametrize(("workers", "group"), [(1, False), (2, False), (1, True)])
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_exits_143(tmp_path, workers, group):
+    """A CI job cancelled, `timeout`, `docker stop` or `kill PID`: SIGTERM to lexkeep alone,
+    or (`timeout`, systemd) to its whole group. The hung call's claim is given back without
+    an attempt, its program is stopped, and the counts of what finished come first."""
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 40})  # two segments: the first completes, the second hangs
+    script = tmp_path / "second_hangs.py"
+    script.write_text(SECOND_HANGS_NAMED, encoding="utf-8")
+    calls = tmp_path / "calls"
+    spec = f'command:"{sys.executable} {script} {calls}"'
+    args = ["--db", str(db), "--summarizer", spec, "--timeout", "60", "--workers", str(workers)]
+    worker = lexkeep("compact", *args, start_new_session=True)
+    hung = 0
+    try:
+        deadline = time.monotonic() + 60
+        while not (calls / "1").exists():
+            assert time.monotonic() < deadline, "the second summary did not start"
+            assert worker.poll() is None, worker.communicate()
+            time.sleep(0.05)
+        hung = int((calls / "1").read_text(encoding="utf-8"))
+        wait_for_completed(db, 60)
+        if group:
+            os.killpg(worker.pid, signal.SIGTERM)
+        else:
+            worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.communicate()
+    assert worker.returncode == 143, err  # 128 + SIGTERM, as a shell reports it
+    assert err.endswith("Interrupted.\n"), err
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert gone(hung, 5), "the hung summariser outlived the stopped run"
+    with Store.open(db, read_only=True) as store:
+        rows = store.con.execute(
+            "SELECT status, attempts, lease_owner FROM compactions ORDER BY from_pair"
+        ).fetchall()
+        attempts = store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone()[0]
+    # the hung call's claim was given back: no job, no attempt left of it
+    assert [r[0] for r in rows] == ["completed"], rows
+    assert attempts == 1
+    lines = out.splitlines()
+    assert lines[0] == "1 conversation: planned 2, claimed 1, completed 1, failed 0, skipped 0"
+    assert lines[-1] == (
+        "interrupted: these counts are what finished before SIGTERM; a call in progress"
+        " was abandoned and its claim given back (no attempt was counted), and a later"
+        " run takes up the rest"
+    ), out

@@ -7,10 +7,12 @@ to the signal inside a query reads as the same interruption.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,192 @@ def test_ctrl_c_during_an_ingest_prints_the_totals_of_what_was_stored(tmp_path: 
     ), rest
     with Store.open(str(db), read_only=True) as store:
         assert store.con.execute("SELECT count(*) FROM messages").fetchone()[0] == 7
+
+
+def _lexkeep(args: list[str], **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "lexkeep.cli.main", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        **kwargs,
+    )
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="SIGTERM is POSIX")
+def test_sigterm_during_an_ingest_prints_the_totals_and_exits_143(tmp_path: Path) -> None:
+    # `docker stop`, `kill PID`, a CI job cancelled: SIGTERM to lexkeep alone, where the
+    # ingest has stored one file and waits on standard input.
+    trace = REPO / "tests" / "fixtures" / "lexkeep" / "invoice.jsonl"
+    db = tmp_path / "s.duckdb"
+    proc = _lexkeep(["ingest", str(trace), "-", "--db", str(db)])
+    assert proc.stderr is not None and proc.stdin is not None
+    try:
+        first = proc.stderr.readline()
+        assert first.startswith(f"{trace}: ingested (lexkeep) 1 conversation,".encode()), first
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 143
+    finally:
+        proc.stdin.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert rest == (
+        "1 file: 1 ingested, 0 unchanged, 0 not traces; 7 messages, 3 tool calls\n"
+        "interrupted: the files above were stored before SIGTERM; the ones being read then"
+        " were not (ingest them again to add them)\n"
+        "Interrupted.\n"
+    ), rest
+    with Store.open(str(db), read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM messages").fetchone()[0] == 7
+
+
+def _children(pid: int) -> set[int]:
+    """The processes `pid` forked that still run (Linux /proc)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found.update(int(c) for c in (task / "children").read_text().split())
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_sigterm_to_the_group_during_a_folder_ingest(tmp_path: Path) -> None:
+    """`timeout` and systemd signal the whole group: the reading workers too. They leave the
+    stop to the command, which ends them, stores whole groups only and exits 143."""
+    dump = tmp_path / "dump"
+    made = subprocess.run(
+        [sys.executable, str(GENERATE), "--format", "claude", "--size", "48MB", "--out", str(dump)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr
+    db = tmp_path / "s.duckdb"
+    env = {**os.environ, "LEXKEEP_READ_WORKERS": "2"}
+    proc = _lexkeep(["ingest", str(dump / "projects"), "--db", str(db)], env=env)
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            workers |= _children(proc.pid)
+            time.sleep(0.02)
+        assert proc.poll() is None, "the ingest ended before its workers were seen"
+        assert len(workers) >= 2, workers
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 143, err[-2000:]
+    assert err.endswith(b"Interrupted.\n"), err[-2000:]
+    assert b"Traceback" not in err and b"internal error" not in err, err[-2000:]
+    deadline = time.monotonic() + 10
+    while any(_running(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [w for w in workers if _running(w)]
+    for w in left:  # not to leave them to the next test
+        os.kill(w, signal.SIGKILL)
+    assert not left, f"workers still running after the ingest stopped: {left}"
+    with Store.open(str(db), read_only=True) as store:
+        runs = store.con.execute("SELECT count(*), sum(messages) FROM ingest_runs").fetchone()
+        rows = store.con.execute("SELECT count(*) FROM messages").fetchone()[0]
+    assert rows == (runs[1] or 0)  # whole groups only: every file's rows or none
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="SIGTERM is POSIX")
+def test_sigterm_during_an_audit_exits_143(tmp_path: Path) -> None:
+    # The audit waits on standard input (a pipe kept open) when SIGTERM comes.
+    proc = _lexkeep(["audit", "-", "--format", "json"])
+    assert proc.stdin is not None
+    try:
+        time.sleep(1.5)  # the command is up and reading
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143
+        out, err = proc.stdout.read(), proc.stderr.read()
+    finally:
+        proc.stdin.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert err.endswith(b"Interrupted.\n") and b"Traceback" not in err, err
+    assert out == b""
+
+
+# SIGTERM taken up where Python drops exceptions ("Exception ignored in ..."): a finaliser, a
+# garbage collector callback, a fork hook. Raised there, the stop was lost. And one taken up
+# during an import is raised once the import is done: a compiled module being set up (DuckDB's)
+# aborts the process on it.
+DROPPED = """\
+import gc, os, signal, sys, time, weakref
+from lexkeep.cli.common import Terminated, stop_on_sigterm
+
+stop_on_sigterm()
+sent = []
+
+
+def send_once(*_):
+    if not sent:
+        sent.append(1)
+        signal.raise_signal(signal.SIGTERM)
+
+
+class Thing:
+    pass
+
+
+try:
+    if sys.argv[1] == "finaliser":
+        thing = Thing()
+        weakref.finalize(thing, send_once)
+        del thing
+    elif sys.argv[1] == "gc-callback":
+        gc.callbacks.append(send_once)
+        gc.collect()
+    elif sys.argv[1] == "fork-hook":
+        os.register_at_fork(after_in_parent=send_once)
+        child = os.fork()
+        if child == 0:
+            os._exit(0)
+        os.waitpid(child, 0)
+    else:
+        sys.path.insert(0, sys.argv[2])
+        try:
+            import sends_while_imported
+        finally:
+            print("imported", "sends_while_imported" in sys.modules)
+    for _ in range(500):  # the command goes on with its work
+        time.sleep(0.01)
+except Terminated:
+    print("stopped")
+    sys.exit(0)
+print("went on")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("where", ["finaliser", "gc-callback", "fork-hook", "import"])
+def test_sigterm_where_python_drops_exceptions_or_during_an_import_still_stops(
+    where: str, tmp_path: Path
+) -> None:
+    (tmp_path / "sends_while_imported.py").write_text(
+        "import signal\nsignal.raise_signal(signal.SIGTERM)\nfor _ in range(1000):\n    pass\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", DROPPED, where, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    expected = ("imported True\n" if where == "import" else "") + "stopped\n"
+    assert (done.returncode, done.stdout) == (0, expected), done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr
