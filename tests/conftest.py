@@ -171,6 +171,25 @@ def bound_cli(cwd: Path):
     return invoke
 
 
+def children_of(pid: int) -> set[int]:
+    """The processes `pid` forked that still run (Linux /proc)."""
+    import contextlib
+
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found.update(int(c) for c in (task / "children").read_text().split())
+    return found
+
+
+def still_running(pid: int) -> bool:
+    """Whether process `pid` runs (not gone, not a zombie; Linux /proc)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
 # What takes a store back to before each migration from 004 on (tests of older stores).
 _UNDO_MIGRATION = {
     5: [

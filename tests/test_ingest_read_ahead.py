@@ -9,7 +9,6 @@ the same.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import INGEST_TABLES, ingest_rows, shared_data
+from conftest import INGEST_TABLES, children_of, ingest_rows, shared_data, still_running
 
 from lexkeep.audit.engine import audit_store
 from lexkeep.audit.settings import AuditSettings
@@ -424,22 +423,6 @@ def test_lean_store_without_keys_on_real_claude_sessions(
     assert bool(lookups) == collide
 
 
-def _children(pid: int) -> set[int]:
-    """The processes `pid` forked that still run (Linux /proc)."""
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):
-            found.update(int(c) for c in (task / "children").read_text().split())
-    return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
 def test_workers_end_when_the_ingest_is_killed(tmp_path, how):
@@ -464,16 +447,16 @@ def test_workers_end_when_the_ingest_is_killed(tmp_path, how):
     workers: set[int] = set()
     deadline = time.monotonic() + 60
     while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        workers |= _children(proc.pid)
+        workers |= children_of(proc.pid)
         time.sleep(0.02)
     if proc.poll() is not None:
         pytest.skip("the ingest ended before its workers were seen")
     proc.send_signal(how)
     proc.wait(timeout=30)
     deadline = time.monotonic() + 10
-    while any(_running(w) for w in workers) and time.monotonic() < deadline:
+    while any(still_running(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = [w for w in workers if _running(w)]
+    left = [w for w in workers if still_running(w)]
     for w in left:  # not to leave them to the next test
         os.kill(w, signal.SIGKILL)
     assert not left, f"workers still running after the ingest was killed: {left}"

@@ -7,7 +7,6 @@ to the signal inside a query reads as the same interruption.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import children_of, still_running
 
 from lexkeep.core.store import Store
 
@@ -64,93 +64,57 @@ def test_ctrl_c_during_a_folder_ingest(tmp_path: Path) -> None:
     assert runs[0] > 0 and rows == runs[1]  # whole groups only: every file's rows or none
 
 
-@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
-def test_ctrl_c_during_an_ingest_prints_the_totals_of_what_was_stored(tmp_path: Path) -> None:
-    # The file is stored first; then the ingest waits on standard input (a pipe kept open)
-    # until Ctrl-C comes.
-    trace = REPO / "tests" / "fixtures" / "lexkeep" / "invoice.jsonl"
-    db = tmp_path / "s.duckdb"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lexkeep.cli.main", "ingest", str(trace), "-", "--db", str(db)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    assert proc.stderr is not None and proc.stdin is not None
-    try:
-        first = proc.stderr.readline()
-        assert first.startswith(f"{trace}: ingested (lexkeep) 1 conversation,".encode()), first
-        os.killpg(proc.pid, signal.SIGINT)
-        rest = proc.stderr.read().decode()
-        assert proc.wait(timeout=60) == 130
-    finally:
-        proc.stdin.close()
-        if proc.poll() is None:
-            proc.kill()
-    assert rest == (
-        "1 file: 1 ingested, 0 unchanged, 0 not traces; 7 messages, 3 tool calls\n"
-        "interrupted: the files above were stored before Ctrl-C; the ones being read then"
-        " were not (ingest them again to add them)\n"
-        "Interrupted.\n"
-    ), rest
-    with Store.open(str(db), read_only=True) as store:
-        assert store.con.execute("SELECT count(*) FROM messages").fetchone()[0] == 7
-
-
 def _lexkeep(args: list[str], **kwargs) -> subprocess.Popen:
+    """`lexkeep ARGS` in a session of its own, standard input and error piped (and standard
+    output, unless `stdout` says otherwise)."""
+    kwargs.setdefault("stdout", subprocess.PIPE)
     return subprocess.Popen(
         [sys.executable, "-m", "lexkeep.cli.main", *args],
         stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
         **kwargs,
     )
 
 
-@pytest.mark.skipif(not hasattr(os, "killpg"), reason="SIGTERM is POSIX")
-def test_sigterm_during_an_ingest_prints_the_totals_and_exits_143(tmp_path: Path) -> None:
-    # `docker stop`, `kill PID`, a CI job cancelled: SIGTERM to lexkeep alone, where the
-    # ingest has stored one file and waits on standard input.
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+@pytest.mark.parametrize(
+    ("stop", "code", "word"),
+    [
+        # Ctrl-C: the terminal signals the whole group.
+        (lambda proc: os.killpg(proc.pid, signal.SIGINT), 130, "Ctrl-C"),
+        # `docker stop`, `kill PID`, a CI job cancelled: SIGTERM to lexkeep alone.
+        (lambda proc: proc.send_signal(signal.SIGTERM), 143, "SIGTERM"),
+    ],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_a_stopped_ingest_prints_the_totals_of_what_was_stored(
+    tmp_path: Path, stop, code: int, word: str
+) -> None:
+    # The file is stored first; then the ingest waits on standard input (a pipe kept open)
+    # until it is stopped.
     trace = REPO / "tests" / "fixtures" / "lexkeep" / "invoice.jsonl"
     db = tmp_path / "s.duckdb"
-    proc = _lexkeep(["ingest", str(trace), "-", "--db", str(db)])
+    proc = _lexkeep(["ingest", str(trace), "-", "--db", str(db)], stdout=subprocess.DEVNULL)
     assert proc.stderr is not None and proc.stdin is not None
     try:
         first = proc.stderr.readline()
         assert first.startswith(f"{trace}: ingested (lexkeep) 1 conversation,".encode()), first
-        proc.send_signal(signal.SIGTERM)
+        stop(proc)
         rest = proc.stderr.read().decode()
-        assert proc.wait(timeout=60) == 143
+        assert proc.wait(timeout=60) == code
     finally:
         proc.stdin.close()
         if proc.poll() is None:
             proc.kill()
     assert rest == (
         "1 file: 1 ingested, 0 unchanged, 0 not traces; 7 messages, 3 tool calls\n"
-        "interrupted: the files above were stored before SIGTERM; the ones being read then"
+        f"interrupted: the files above were stored before {word}; the ones being read then"
         " were not (ingest them again to add them)\n"
         "Interrupted.\n"
     ), rest
     with Store.open(str(db), read_only=True) as store:
         assert store.con.execute("SELECT count(*) FROM messages").fetchone()[0] == 7
-
-
-def _children(pid: int) -> set[int]:
-    """The processes `pid` forked that still run (Linux /proc)."""
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):
-            found.update(int(c) for c in (task / "children").read_text().split())
-    return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
@@ -172,7 +136,7 @@ def test_sigterm_to_the_group_during_a_folder_ingest(tmp_path: Path) -> None:
     try:
         deadline = time.monotonic() + 60
         while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
-            workers |= _children(proc.pid)
+            workers |= children_of(proc.pid)
             time.sleep(0.02)
         assert proc.poll() is None, "the ingest ended before its workers were seen"
         assert len(workers) >= 2, workers
@@ -186,9 +150,9 @@ def test_sigterm_to_the_group_during_a_folder_ingest(tmp_path: Path) -> None:
     assert err.endswith(b"Interrupted.\n"), err[-2000:]
     assert b"Traceback" not in err and b"internal error" not in err, err[-2000:]
     deadline = time.monotonic() + 10
-    while any(_running(w) for w in workers) and time.monotonic() < deadline:
+    while any(still_running(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = [w for w in workers if _running(w)]
+    left = [w for w in workers if still_running(w)]
     for w in left:  # not to leave them to the next test
         os.kill(w, signal.SIGKILL)
     assert not left, f"workers still running after the ingest stopped: {left}"
