@@ -539,25 +539,31 @@ def test_a_rotated_request_log_before_a_bad_file_is_kept_whole(cli, tmp_path):
     assert _stored(tmp_path / "split.duckdb") == _stored(tmp_path / "whole.duckdb")
 
 
-def test_a_responses_chain_continues_in_the_next_file_of_the_same_ingest(tmp_path):
-    """`previous_response_id` naming a response logged in an earlier file of the folder: the
-    same conversation, as within one file."""
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    first = {
+# Two Responses API calls, the second naming the first's response (`previous_response_id`).
+_RESPONSES_CHAIN = (
+    {
         "model": "gpt-4.1",
         "input": "Refund order ORD-77812.",
         "response": {
             "id": "resp_1",
             "output": [{"type": "message", "role": "assistant", "content": "Which card?"}],
         },
-    }
-    second = {
+    },
+    {
         "model": "gpt-4.1",
         "previous_response_id": "resp_1",
         "input": "The Visa, and email dana.kim@example.com.",
         "response": {"id": "resp_2", "output": []},
-    }
+    },
+)
+
+
+def test_a_responses_chain_continues_in_the_next_file_of_the_same_ingest(tmp_path):
+    """`previous_response_id` naming a response logged in an earlier file of the folder: the
+    same conversation, as within one file."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    first, second = _RESPONSES_CHAIN
     _write(logs / "2025-01-09.jsonl", [first])
     _write(logs / "2025-01-10.jsonl", [second])
     records = [r for p in sorted(logs.iterdir()) for r in read_records(p)]
@@ -735,20 +741,7 @@ def test_an_anthropic_log_split_over_two_ingests_is_one_timeline(cli, tmp_path):
 def test_a_responses_chain_continues_in_a_file_of_a_later_ingest(cli, tmp_path):
     """`previous_response_id` naming a response a file of an earlier ingest logged: the same
     conversation, as when both files are ingested together."""
-    first = {
-        "model": "gpt-4.1",
-        "input": "Refund order ORD-77812.",
-        "response": {
-            "id": "resp_1",
-            "output": [{"type": "message", "role": "assistant", "content": "Which card?"}],
-        },
-    }
-    second = {
-        "model": "gpt-4.1",
-        "previous_response_id": "resp_1",
-        "input": "The Visa, and email dana.kim@example.com.",
-        "response": {"id": "resp_2", "output": []},
-    }
+    first, second = _RESPONSES_CHAIN
     day1 = _write(tmp_path / "2025-01-09.jsonl", [first])
     day2 = _write(tmp_path / "2025-01-10.jsonl", [second])
     db = tmp_path / "store.duckdb"
