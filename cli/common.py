@@ -420,10 +420,13 @@ def output_stream(path: str | None) -> Iterator[Any]:
     try:
         fh = tmp.open("w", encoding="utf-8", newline="")
     except OSError as exc:  # a missing folder or no permission is the user's to fix, not a crash
-        raise LexkeepError(
-            f"cannot write {path}: {exc.strerror}",
-            hint="create the folder first, or pass -o a writable path",
-        ) from exc
+        folder = target.parent
+        hint = (
+            f"make the folder {folder} writable, or pass -o another path"
+            if folder.is_dir()
+            else "create the folder first, or pass -o a writable path"
+        )
+        raise LexkeepError(f"cannot write {path}: {exc.strerror}", hint=hint) from exc
     try:
         with fh:
             yield fh

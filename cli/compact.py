@@ -1,7 +1,6 @@
 """`lexkeep` commands for the compact area: `compact` and `compactions`."""
 
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import orjson
@@ -117,12 +116,14 @@ def register(app: typer.Typer) -> None:
         )
         from lexkeep.compaction.summarizers import SummarizerOptions
         from lexkeep.core.errors import ConfigError, StoreError
+        from lexkeep.core.store import store_exists
 
         if fmt not in ("text", "json"):
             raise ConfigError(f"unknown --format {fmt!r}", hint="use text or json")
         options = SummarizerOptions(base_url=base_url, model=model, timeout=timeout)
         path = db_path(db)
-        if not Path(path).exists():  # never create an empty store just to report nothing
+        # Never create an empty store just to report nothing.
+        if not store_exists(path, read_only=False):
             raise StoreError(
                 f"no lexkeep store at {path}",
                 hint=f"ingest some traces first: lexkeep ingest TRACES... --db {path}",

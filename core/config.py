@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lexkeep.core.errors import ConfigError, SettingsWarning
+from lexkeep.core.paths import unsearchable_folder
 
 # The tables lexkeep reads from a settings file, one per `load_section` caller (audit/settings.py
 # reads "audit", core/rules.py "identifiers"). Any other name there is a typo to report: a
@@ -35,10 +36,23 @@ def find_settings_file(start: Path | None = None) -> Path | None:
         except OSError:  # the current folder was removed: there is nothing above it to find
             return None
     here = start.resolve()
-    for folder in (here, *here.parents):
+    folders = (here, *here.parents)
+    blocked = unsearchable_folder(here / "lexkeep.toml")
+    if blocked is not None:
+        # The current folder lies in a folder that may not be searched (another user's home):
+        # nothing in it can be read, so the look-up goes on above it, and says so.
+        warnings.warn(
+            f"{blocked} may not be searched: lexkeep.toml or pyproject.toml in it or below it"
+            " is not looked for (Permission denied)",
+            SettingsWarning,
+            stacklevel=2,
+        )
+        folders = tuple(Path(blocked).parents)
+    for folder in folders:
         own = folder / "lexkeep.toml"
         pyproject = folder / "pyproject.toml"
-        if own.is_file():
+        own_found = own.is_file()
+        if own_found:
             if pyproject.is_file() and _has_lexkeep_table(pyproject):
                 warnings.warn(
                     f"{pyproject}: [tool.lexkeep] is ignored: {own.name} beside it takes "

@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import re
 
+from lexkeep.core.paths import search_hint, unsearchable_folder
+
 
 class LexkeepError(Exception):
     """An error a user can act on: message, optional location (path, line, column) and hint."""
@@ -153,27 +155,33 @@ _DUCKDB_FILE_ERROR = re.compile(
 )
 
 
+OPERATIONS = ("read", "open", "create", "write")
+
+
 def storage_error(exc: BaseException, operation: str | None = None) -> StoreError | None:
     """A read or write that failed for want of room or permission (a full disk, a quota, a
-    file size limit, a read-only folder, a file or folder that may not be read), as an error
-    naming the file and what to do; None for any other exception. DuckDB rolls back the
-    transaction that failed, and lexkeep writes each file's ingest and each batch of
+    file size limit, a read-only folder, a file or folder that may not be read or searched),
+    as an error naming the file and what to do; None for any other exception. DuckDB rolls
+    back the transaction that failed, and lexkeep writes each file's ingest and each batch of
     compactions in one, so what was stored before stays stored.
 
-    `operation` is what was being done, "read" or "write": a permission refused to a read
-    says so and asks for the file to be made readable. Without it, DuckDB's message names
-    the operation, and an OSError is taken for a write (a store, a report, a temporary file):
-    callers that read say "read".
+    `operation` is what was being done: "read", "open", "create" or "write". Without it,
+    DuckDB's message names the operation; for an OSError, a full disk, a quota, a size limit
+    or a read-only file system can only have refused a write, and a refused permission says
+    `cannot access`, since the call that failed may have been a look-up or a read as well as
+    a write. A refusal inside a folder that may not be searched names that folder.
     """
-    if operation not in (None, "read", "write"):
-        raise ValueError(f"operation must be 'read' or 'write', not {operation!r}")
+    if operation not in (None, *OPERATIONS):
+        raise ValueError(f"operation must be one of {OPERATIONS} or None, not {operation!r}")
     reason: str | None = None
-    verb, where = operation or "write", None
+    verb, where = operation, None
     if isinstance(exc, OSError) and not isinstance(exc, LexkeepError):
         reason = _NO_ROOM.get(exc.errno or 0)
         if reason is None and exc.filename is not None:
             reason = _NOT_WRITABLE.get(exc.errno or 0)
         where = None if exc.filename is None else str(exc.filename)
+        if verb is None:
+            verb = "access" if exc.errno in (errno.EACCES, errno.EPERM) else "write"
     elif type(exc).__module__.split(".")[0] in ("duckdb", "_duckdb"):
         found = _DUCKDB_FILE_ERROR.search(str(exc))
         if found is not None:
@@ -181,14 +189,24 @@ def storage_error(exc: BaseException, operation: str | None = None) -> StoreErro
     if reason is None:
         return None
     target = where if where is not None else "a temporary file"
+    blocked = None
+    if where is not None and reason not in _NO_ROOM.values() and reason != "Read-only file system":
+        blocked = unsearchable_folder(where)
     if reason in _NO_ROOM.values():
         hint = (
             "free space (or raise the quota or file size limit) where it is written, or point"
             " --db or $TMPDIR at another disk, then run the command again: the write that"
             " failed stored nothing, and what was stored before it stays"
         )
+    elif blocked is not None:
+        hint = search_hint(blocked)
     elif verb == "read":
         hint = f"make {target} and the folders above it readable"
+    elif verb == "access":
+        hint = (
+            f"check the permissions of {target} and of the folders above it: a file must be"
+            " readable (writable, for what lexkeep writes), and each folder above it searchable"
+        )
     else:
         hint = (
             "a store is written together with FILE.wal beside it: make its folder writable, or"

@@ -78,3 +78,31 @@ class ShownPaths(dict[str, str]):
     def __missing__(self, path: str) -> str:
         shown = self[path] = sys.intern(shown_path(path, self.cwd))
         return shown
+
+
+def unsearchable_folder(path: str | os.PathLike[str]) -> str | None:
+    """The outermost folder above `path` that exists but may not be searched (no `x`
+    permission for this process), absolute; None when every folder above it may be.
+
+    Nothing in such a folder can be opened, looked at or created, whatever its own
+    permissions: a file in a folder of mode 600 is refused though the folder is writable.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    chain = [folder]
+    while True:
+        parent = os.path.dirname(chain[-1])
+        if parent == chain[-1]:
+            break
+        chain.append(parent)
+    for candidate in reversed(chain):  # from the root down: the first refusal is the cause
+        if not os.access(candidate, os.X_OK):
+            return candidate if os.path.isdir(candidate) else None
+    return None
+
+
+def search_hint(folder: str) -> str:
+    """What to do about `folder`, which may not be searched (`unsearchable_folder`)."""
+    return (
+        f"make the folder {folder} searchable (its x permission): nothing in it can be reached"
+        " without it"
+    )

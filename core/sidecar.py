@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
-from pathlib import Path
 
 import duckdb
 
@@ -25,7 +24,7 @@ from lexkeep.core.identifiers import SELECT_AFTER, extract_many, prepare
 from lexkeep.core.model import Extraction, MessageKind
 from lexkeep.core.parallel import cpu_count, env_count, exit_with_parent, ignore_interrupts
 from lexkeep.core.rules import RuleSet, default_rules, load_rules
-from lexkeep.core.store import Store, bulk_insert
+from lexkeep.core.store import Store, bulk_insert, store_exists
 
 IDENTIFIER_COLUMNS = (
     ("conversation_id", "VARCHAR"),
@@ -115,7 +114,7 @@ def reindex_path(
     """
     from lexkeep.core.inspect import incomplete_scans
 
-    if not Path(path).exists():
+    if not store_exists(path, read_only=False):
         raise StoreError(
             f"no lexkeep store at {path}",
             hint="ingest some traces first: lexkeep ingest TRACES... --db " + path,

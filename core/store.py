@@ -26,7 +26,13 @@ except ImportError:  # not POSIX: spill folders are not marked with a locked own
 
 from lexkeep.core.errors import ConfigError, StoreError, StoreLockedError, storage_error
 from lexkeep.core.jsonnumbers import compact_text
-from lexkeep.core.paths import ShownPaths, current_folder, stored_path
+from lexkeep.core.paths import (
+    ShownPaths,
+    current_folder,
+    search_hint,
+    stored_path,
+    unsearchable_folder,
+)
 from lexkeep.core.readers import LEADING
 
 DEFAULT_DB = "lexkeep.duckdb"
@@ -183,13 +189,8 @@ class Store:
                 raise
             return store
         target = str(path)
-        try:
-            missing, is_folder = not Path(target).exists(), Path(target).is_dir()
-        except OSError as exc:  # a folder above it that may not be searched
-            refused = storage_error(exc, "read" if read_only else "write")
-            if refused is None:
-                raise
-            raise StoreError(refused.message, hint=_unwritable_hint(target, read_only)) from exc
+        missing = not store_exists(target, read_only=read_only)
+        is_folder = not missing and Path(target).is_dir()
         if read_only and missing:
             raise StoreError(
                 f"no lexkeep store at {target}",
@@ -557,8 +558,29 @@ def _remove_new_store(target: str) -> None:
             os.remove(path)
 
 
+def store_exists(target: str, *, read_only: bool) -> bool:
+    """Whether something exists at the store path `target` (a file or a folder); a StoreError
+    saying `cannot open` and what to do when it cannot be looked at (a folder above it that
+    may not be searched). `read_only`: the store is only to be read (`cannot read`)."""
+    try:
+        return Path(target).exists()
+    except OSError as exc:
+        refused = storage_error(exc, "read" if read_only else "open")
+        if refused is None:
+            raise
+        raise StoreError(refused.message, hint=_unwritable_hint(target, read_only)) from exc
+
+
 def _unwritable_hint(target: str, read_only: bool) -> str:
     """What to do when the store `target` cannot be opened for want of permission."""
+    blocked = unsearchable_folder(target)
+    if blocked is not None:
+        if read_only:
+            return search_hint(blocked)
+        return (
+            f"{search_hint(blocked)}; a store is written with {Path(target).name}.wal beside"
+            f" it, so {os.path.dirname(os.path.abspath(target))} must be writable too"
+        )
     if os.path.exists(target) and not os.access(target, os.R_OK):
         return (
             f"make {target} readable (and writable, for ingest, compact and extract --db), or"

@@ -722,7 +722,8 @@ def test_what_sits_in_a_folder_that_may_not_be_searched_is_read_not_written(tmp_
         for command in ("stats", "audit", "compactions"):
             assert run(command, "--db", store) == [
                 f"Error: cannot read {store}: Permission denied",
-                f"Hint: make {store} and the folders above it readable",
+                f"Hint: make the folder {shut} searchable (its x permission): nothing in it can"
+                " be reached without it",
             ]
         for given, named in ((shut, trace), (shut / "*.jsonl", shut / "*.jsonl")):
             assert run("audit", given) == [
@@ -737,3 +738,84 @@ def test_what_sits_in_a_folder_that_may_not_be_searched_is_read_not_written(tmp_
         ]
     finally:
         shut.chmod(0o755)
+
+
+def test_a_store_in_a_folder_that_may_not_be_searched_asks_for_search_permission(
+    tmp_path: Path,
+) -> None:
+    """`ingest --db` into a folder that may be read and written but not searched (mode 600)
+    said `cannot write` and asked for the folder to be made writable, which it was; compact
+    and extract --db said `cannot write` with the hint of another failure."""
+    cli = bound_cli(tmp_path)
+    shut = tmp_path / "shut"
+    shut.mkdir()
+    store = shut / "t.duckdb"
+    assert cli("ingest", SAMPLE_TRACES, "--db", store).exit_code == 0
+    (tmp_path / "deep" / "inner").mkdir(parents=True)
+    shut.chmod(0o600)
+    (tmp_path / "deep").chmod(0o600)
+    try:
+        cases = (
+            (("ingest", SAMPLE_TRACES, "--db", store), store, shut),
+            (("ingest", SAMPLE_TRACES, "--db", shut / "new.duckdb"), shut / "new.duckdb", shut),
+            (("compact", "--db", store), store, shut),
+            (("extract", "--db", store), store, shut),
+            (("ingest", SAMPLE_TRACES, "--db", tmp_path / "deep" / "inner" / "n.duckdb"),
+             tmp_path / "deep" / "inner" / "n.duckdb", tmp_path / "deep"),
+        )  # fmt: skip
+        for args, db, blocked in cases:
+            result = cli(*args)
+            assert result.exit_code == 2, result.stderr
+            assert result.stderr.splitlines()[-2:] == [
+                f"Error: cannot open {db}: Permission denied",
+                f"Hint: make the folder {blocked} searchable (its x permission): nothing in it"
+                " can be reached without it; a store is written with"
+                f" {db.name}.wal beside it, so {db.parent} must be writable too",
+            ], args
+    finally:
+        shut.chmod(0o755)
+        (tmp_path / "deep").chmod(0o755)
+
+
+def test_settings_above_a_folder_that_may_not_be_searched_do_not_stop_a_command(
+    tmp_path: Path,
+) -> None:
+    """Run from a folder whose parent may not be searched (another user's home), every
+    command failed with `cannot write .../lexkeep.toml` while looking for settings."""
+    prefix = permission_bound()
+    home = tmp_path / "home"
+    work = home / "work"
+    work.mkdir(parents=True)
+    shutil.copy(SAMPLE_TRACES / "invoice_altered.jsonl", work / "t.jsonl")
+    (tmp_path / "lexkeep.toml").write_text("[audit]\nmin_ratio = 0.0\n")
+    home.chmod(0o600)
+    try:
+        done = subprocess.run(
+            [*prefix, sys.executable, "-m", "lexkeep.cli.main", "audit", "t.jsonl"],
+            cwd=work, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        home.chmod(0o755)
+    assert done.stderr.splitlines()[0] == (
+        f"Warning: {home} may not be searched: lexkeep.toml or pyproject.toml in it or below"
+        " it is not looked for (Permission denied)"
+    )
+    # The settings above it are found and applied: min_ratio 0 lets the audit pass.
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_report_into_a_folder_that_may_not_be_written_says_so(tmp_path: Path) -> None:
+    """`-o` into a folder that exists but may not be written told to create the folder."""
+    cli = bound_cli(tmp_path)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        result = cli("audit", SAMPLE_TRACES / "invoice_altered.jsonl", "-o", locked / "r.txt")
+    finally:
+        locked.chmod(0o755)
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"Error: cannot write {locked / 'r.txt'}: Permission denied",
+        f"Hint: make the folder {locked} writable, or pass -o another path",
+    ]
