@@ -17,6 +17,7 @@ them); Python decodes and confirms only the rest, so the store is never loaded w
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 import re
@@ -69,6 +70,7 @@ from lexkeep.core.nearmiss import (
     is_kept,
     skeleton,
     textual_date,
+    typed_day,
     with_grouped,
 )
 from lexkeep.core.store import Store, default_db_path
@@ -135,14 +137,22 @@ _SURE_CALL = (
 _AUDIT_IDS_SQL = (
     """
 CREATE OR REPLACE TEMP TABLE lexkeep_audit_ids AS
-WITH ids AS (
+WITH times AS (
+    -- A user message without a time of its own was typed no earlier than its conversation's
+    -- first recorded one (a date typed without a year is read near it: core.nearmiss).
+    SELECT conversation_id, min(time) AS first_time FROM messages
+    WHERE kind = 'user_text' AND time IS NOT NULL GROUP BY 1
+),
+ids AS (
     SELECT i.conversation_id, i.message_id, i.kind, i.value, i.span_start,
            m.position AS mpos, m.source_file AS m_file, m.source_line AS m_line,
-           coalesce(s.complete, true) AS complete
+           coalesce(s.complete, true) AS complete,
+           coalesce(m.time, t.first_time) AS m_time
     FROM identifiers i
     JOIN messages m
       ON m.id = i.message_id AND m.conversation_id = i.conversation_id AND m.kind = 'user_text'
     LEFT JOIN identifier_scans s ON s.message_id = i.message_id
+    LEFT JOIN times t ON t.conversation_id = i.conversation_id
     -- A value typed twice in one message is one identifier, audited once (its first span).
     QUALIFY row_number() OVER (PARTITION BY i.message_id, i.value ORDER BY i.span_start) = 1
 )
@@ -887,7 +897,7 @@ def _audit_rows(store: Store, lo: int, hi: int) -> list[_Row]:
     return store.con.execute(
         """
         SELECT rid, conversation_id, message_id, kind, value, complete, m_file, m_line,
-               boundary_id, bkind, b_file, b_line
+               boundary_id, bkind, b_file, b_line, m_time
         FROM lexkeep_audit_ids WHERE rid >= ? AND rid < ? ORDER BY rid
         """,
         [lo, hi],
@@ -942,12 +952,14 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
     """
     probe_rids: list[int] = []
     probes: list[str] = []
-    expected: dict[str, _Expected] = {}  # per distinct value: its forms, pieces and probes
+    # Per distinct value and the time it was typed (which only a date typed without a year
+    # reads): its forms, pieces and probes.
+    expected: dict[tuple[str, str | None], _Expected] = {}
     for rid in rids:
-        value = batch.row(rid)[4]
-        want = expected.get(value)
+        row = batch.row(rid)
+        want = expected.get((row[4], row[12]))
         if want is None:
-            want = expected[value] = _Expected.of(value)
+            want = expected[row[4], row[12]] = _Expected.of(row[4], typed_day(row[12]))
         for probe in _skeleton_probes(want.skeleton):  # near_probes(value)
             probe_rids.append(rid)
             probes.append(probe)
@@ -973,7 +985,8 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
         for rid in call_rids:
             if rid in settled:
                 continue
-            miss = fast_best_near_miss(expected[batch.row(rid)[4]], tokens, runs)
+            row = batch.row(rid)
+            miss = fast_best_near_miss(expected[row[4], row[12]], tokens, runs)
             if miss is None:
                 continue
             key = (_RANK[miss.difference], miss.distance)
@@ -1073,9 +1086,12 @@ class _Expected:
     pieces: tuple[tuple[str, int], ...]  # see _may_be_within
     sizes: frozenset[int]  # see _skeleton_sizes
     date: tuple[int | None, int, int] | None = None  # core.nearmiss.textual_date
+    when: datetime.date | None = None  # the day it was typed (core.nearmiss.typed_day)
 
     @classmethod
-    def of(cls, value: str) -> _Expected:
+    def of(cls, value: str, when: datetime.date | None = None) -> _Expected:
+        """`value`'s forms; `when`, the day it was typed, matters only for a date typed
+        without a year."""
         folded, skel = _value_forms(value)
         pieces: tuple[tuple[str, int], ...] = ()
         if len(skel) >= 6:
@@ -1083,7 +1099,8 @@ class _Expected:
             size = len(skel) // count
             pieces = tuple((skel[i * size : (i + 1) * size], i * size) for i in range(count))
         date = textual_date(value) if _DIGIT_IN.search(value) else None
-        return cls(value, folded, skel, pieces, _skeleton_sizes(len(skel)), date)
+        when = when if date is not None and date[0] is None else None
+        return cls(value, folded, skel, pieces, _skeleton_sizes(len(skel)), date, when)
 
 
 _DIGIT_IN = re.compile("[0-9]")
@@ -1166,7 +1183,7 @@ def fast_best_near_miss(
     for token, t_fold, got in tokens:
         # A date typed in words may come back as an ISO date (core.nearmiss.classify checks
         # that right after a case change, which cannot hold for a token of digits).
-        miss = None if date is None else date_near_miss(date, token)
+        miss = None if date is None else date_near_miss(date, token, expected.when)
         if miss is None:
             if want_len and not (low <= len(token) <= high):
                 continue
@@ -1295,7 +1312,7 @@ def _findings(
     altered_value = Verdict.ALTERED.value
     missing_value = Verdict.MISSING.value
     unverified_value = Verdict.UNVERIFIED.value
-    for rid, cid, mid, kind, value, complete, m_file, m_line, bid, bkind, b_file, b_line in rows:
+    for rid, cid, mid, kind, value, complete, m_file, m_line, bid, bkind, b_file, b_line, _ in rows:
         evidence = None
         c = kept.get(rid)
         if c is not None:

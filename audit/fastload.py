@@ -90,6 +90,7 @@ _STAGE_COLUMNS = f"""type, {_OK} AS ok,
        CASE type WHEN 'message' THEN coalesce(kind ->> '$', {DEFAULT_KIND_SQL})
                  WHEN 'compaction' THEN coalesce(kind ->> '$', 'local') END AS x_kind,
        coalesce(status ->> '$', 'completed') AS x_status,
+       CASE WHEN type = 'message' THEN time ->> '$' END AS x_time,
        CASE WHEN type = 'message' AND coalesce(kind ->> '$', {DEFAULT_KIND_SQL}) = 'user_text'
             THEN text ->> '$' END AS x_text,
        CASE WHEN arguments IS NULL THEN ''
@@ -115,12 +116,13 @@ FROM lexkeep_fast_lines
 WHERE type IN ('message', 'tool_call', 'tool_result', 'compaction')
 """
 
-# run_id, time and message_id are left NULL: the audit never reads them.
+# run_id, message_id and the time of calls and boundaries are left NULL: the audit never reads
+# them (a user message's time dates a date typed without a year: core.nearmiss.typed_day).
 _INSERTS = (
     """
     INSERT INTO messages (id, conversation_id, run_id, position, role, kind, status, text,
                           time, source_file, source_line)
-    SELECT l.x_id, t.conv, NULL, t.position, l.x_role, l.x_kind, l.x_status, '', NULL,
+    SELECT l.x_id, t.conv, NULL, t.position, l.x_role, l.x_kind, l.x_status, '', l.x_time,
            $file, l.line
     FROM lexkeep_fast_lines l JOIN lexkeep_fast_timeline t USING (line)
     WHERE l.type = 'message' AND l.x_kind = 'user_text'

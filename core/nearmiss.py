@@ -4,13 +4,16 @@ The verbatim check never uses normalised forms: a value is *kept* in a text only
 exact characters occur with no letter or digit directly before or after them. Only when that
 fails do we compute side forms (`fold`, `skeleton`) to explain what changed: the case, the
 separators, a truncation or extension, or a small edit; and for a date the user wrote in
-words (`March 5, 2025`), the same calendar date written as an ISO date (`2025-03-05`).
+words (`March 5, 2025`), the same calendar date written as an ISO date (`2025-03-05`). A date
+typed without a year (`April 3`) means the one before or the one after the moment it was typed
+(`typed_day`), or any year when that moment is unknown.
 """
 
 from __future__ import annotations
 
 import bisect
 import calendar
+import datetime
 import functools
 import itertools
 import re
@@ -198,9 +201,55 @@ def textual_date(value: str) -> tuple[int | None, int, int] | None:
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name}
 
 
-def date_near_miss(date: tuple[int | None, int, int], token: str) -> NearMiss | None:
-    """A DATE near miss when `token` is `date` written as an ISO date or timestamp (any year
-    when `date` has none), else None."""
+# The date a recorded time falls on: an ISO timestamp's date (2026-03-30T10:00:00Z), or the UTC
+# date of a Unix time in seconds or milliseconds.
+_TIME_DATE = re.compile(r"\s*([0-9]{4})-([0-9]{2})-([0-9]{2})")
+_UNIX_TIME = re.compile(r"\s*([0-9]{9,10}|[0-9]{12,13})(?:\.[0-9]+)?\s*")
+
+
+@functools.lru_cache(maxsize=4096)
+def typed_day(time: str | None) -> datetime.date | None:
+    """The day a message was typed on, from its recorded `time`; None when it has none, or one
+    that is neither an ISO date or timestamp nor a Unix time."""
+    if time is None:
+        return None
+    found = _TIME_DATE.match(time)
+    try:
+        if found is not None:
+            return datetime.date(int(found[1]), int(found[2]), int(found[3]))
+        found = _UNIX_TIME.fullmatch(time)
+        if found is not None:
+            seconds = int(found[1]) / (1000 if len(found[1]) > 10 else 1)
+            return datetime.datetime.fromtimestamp(seconds, datetime.UTC).date()
+    except (ValueError, OverflowError, OSError):
+        return None
+    return None
+
+
+def _near_years(month: int, day: int, when: datetime.date) -> tuple[int, ...]:
+    """The years of the last (month, day) on or before `when` and of the first on or after
+    it: the dates `April 3`, typed on `when`, can mean (February 29 looks up to 8 years)."""
+    years = []
+    for step in (-1, 1):
+        for n in range(9):
+            year = when.year + step * n
+            if day <= calendar.monthrange(year, month)[1]:
+                candidate = datetime.date(year, month, day)
+                if (candidate <= when) if step < 0 else (candidate >= when):
+                    years.append(year)
+                    break
+    return tuple(years)
+
+
+def date_near_miss(
+    date: tuple[int | None, int, int], token: str, when: datetime.date | None = None
+) -> NearMiss | None:
+    """A DATE near miss when `token` is `date` written as an ISO date or timestamp, else None.
+
+    A date typed without a year matches the ISO date of its last occurrence on or before
+    `when` (the day it was typed, `typed_day`) or of its first on or after it; any year when
+    `when` is None (nothing says when it was typed).
+    """
     match = _ISO_DATE.fullmatch(token)
     if match is None:
         return None
@@ -209,17 +258,22 @@ def date_near_miss(date: tuple[int | None, int, int], token: str) -> NearMiss | 
         return None
     if year is not None and int(match[1]) != year:
         return None
+    if year is None and when is not None and int(match[1]) not in _near_years(month, day, when):
+        return None
     return NearMiss(token, Difference.DATE, 0)
 
 
-def classify(expected: str, found: str) -> NearMiss | None:
-    """How `found` differs from `expected`, or None when it is not a near miss (or is equal)."""
+def classify(expected: str, found: str, when: datetime.date | None = None) -> NearMiss | None:
+    """How `found` differs from `expected`, or None when it is not a near miss (or is equal).
+
+    `when`: the day `expected` was typed, for a date typed without a year (`date_near_miss`).
+    """
     if expected == found:
         return None
     if fold(expected) == fold(found):
         return NearMiss(found, Difference.CASE, 0)
     date = textual_date(expected)
-    if date is not None and (miss := date_near_miss(date, found)) is not None:
+    if date is not None and (miss := date_near_miss(date, found, when)) is not None:
         return miss
     want, got = skeleton(expected), skeleton(found)
     if not want or not got:
@@ -380,8 +434,13 @@ def candidates(text: str) -> list[str]:
     return out
 
 
-def best_near_miss(expected: str, texts: list[str] | tuple[str, ...]) -> NearMiss | None:
-    """The closest near miss of `expected` among the tokens of `texts` (case < separator < ...)."""
+def best_near_miss(
+    expected: str, texts: list[str] | tuple[str, ...], when: datetime.date | None = None
+) -> NearMiss | None:
+    """The closest near miss of `expected` among the tokens of `texts` (case < separator < ...).
+
+    `when`: the day `expected` was typed, for a date typed without a year (`date_near_miss`).
+    """
     best: NearMiss | None = None
     want = skeleton(expected)
     want_len = len(want)
@@ -391,9 +450,9 @@ def best_near_miss(expected: str, texts: list[str] | tuple[str, ...]) -> NearMis
             # Cheap length filter before any folding: near misses are within 0.6x-1.7x
             # (a date near miss is an ISO date or timestamp, whatever the value's length).
             if want_len and not (0.5 * want_len <= len(token) <= 2.5 * want_len + 4):
-                miss = None if date is None else date_near_miss(date, token)
+                miss = None if date is None else date_near_miss(date, token, when)
             else:
-                miss = classify(expected, token)
+                miss = classify(expected, token, when)
             if miss is None:
                 continue
             if best is None or (_RANK[miss.difference], miss.distance) < (

@@ -1637,3 +1637,51 @@ def test_a_file_cut_back_to_its_last_complete_line_loses_its_note(cli, tmp_path)
     ok(cli("ingest", live, "--db", db), 0)
     with Store.open(db, read_only=True) as store:
         assert store.con.execute("SELECT count(*) FROM ingest_runs").fetchone()[0] == runs
+
+
+def _dated_trace(path: Path, cases: list[tuple[str | None, str, str]]) -> Path:
+    """One conversation per case (message time or None, date typed, date sent after a
+    boundary), in lexkeep JSONL."""
+    rows: list[dict] = []
+    for n, (time, typed, sent) in enumerate(cases):
+        cid = f"c{n}"
+        stamp = {} if time is None else {"time": time}
+        rows += [
+            {"type": "message", "id": f"{cid}/m1", "conversation_id": cid, "role": "user",
+             "text": f"Please move the booking to {typed}.", **stamp},
+            {"type": "compaction", "id": f"{cid}/b1", "conversation_id": cid, "summary": "s"},
+            {"type": "tool_call", "id": f"{cid}/k1", "conversation_id": cid, "name": "rebook",
+             "arguments": json.dumps({"date": sent})},
+        ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_date_typed_without_a_year_is_read_near_the_time_it_was_typed(cli, tmp_path):
+    """`April 3` typed in 2026 and sent as `2019-04-03` was `altered (date)`, as if it were
+    the same date: a year-less date now matches only its occurrence before or after the
+    message's time (any year only when the conversation records no time)."""
+    cases = [
+        ("2026-03-30T10:00:00Z", "April 3", "2019-04-03", "missing"),  # another year
+        ("2026-03-30T10:00:00Z", "April 3", "2026-04-03", "altered"),
+        ("2026-04-10T10:00:00Z", "April 3", "2027-04-03", "altered"),  # the next April 3
+        ("2026-04-10T10:00:00Z", "April 3", "2025-04-03", "missing"),  # not the last one
+        ("2026-12-28T23:00:00Z", "January 3", "2027-01-03", "altered"),  # over New Year
+        ("2027-01-02T08:00:00Z", "28 December", "2026-12-28", "altered"),
+        ("2027-01-02T08:00:00Z", "28 December", "2024-12-28", "missing"),
+        (None, "April 3", "2019-04-03", "altered"),  # no time recorded: any year
+        ("2026-03-30T10:00:00Z", "April 3, 2019", "2019-04-03", "altered"),  # a year typed
+    ]
+    trace = _dated_trace(tmp_path / "dates.jsonl", [c[:3] for c in cases])
+    db = tmp_path / "dates.duckdb"
+    assert cli("ingest", trace, "--db", db).exit_code == 0
+    for args in ((trace,), ("--db", db)):  # the fast path of one file, and a store
+        result = cli("audit", *args, "-f", "json", "--exit-zero")
+        assert result.exit_code == 0, result.stderr
+        found = {f["conversation_id"]: f for f in json.loads(result.stdout)["findings"]}
+        for n, (_, typed, sent, verdict) in enumerate(cases):
+            finding = found[f"c{n}"]
+            assert (finding["value"], finding["verdict"]) == (typed, verdict), (args, sent)
+            if verdict == "altered":
+                assert finding["evidence"]["found"] == sent
+                assert finding["evidence"]["difference"] == "date"

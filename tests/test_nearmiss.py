@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +18,7 @@ from lexkeep.core.nearmiss import (
     fold,
     grouped_runs,
     is_kept,
+    typed_day,
 )
 
 
@@ -292,3 +295,43 @@ def test_a_textual_date_written_as_an_iso_date_is_a_date_near_miss(
 def test_other_dates_and_non_dates_are_no_date_near_miss(expected: str, text: str) -> None:
     miss = best_near_miss(expected, [text])
     assert miss is None or miss.difference != Difference.DATE
+
+
+@pytest.mark.parametrize(
+    ("typed", "when", "sent", "same"),
+    [
+        ("April 3", "2026-03-30", "2026-04-03", True),
+        ("April 3", "2026-03-30", "2019-04-03", False),  # years away from when it was typed
+        ("April 3", "2026-04-10", "2027-04-03", True),  # the next one
+        ("April 3", "2026-04-10", "2025-04-03", False),  # the last one was 2026-04-03
+        ("Jan 3", "2026-12-28", "2027-01-03", True),  # over New Year, either way
+        ("Dec 28", "2027-01-02", "2026-12-28", True),
+        ("Feb 29", "2026-05-01", "2024-02-29", True),  # the last February 29
+        ("Feb 29", "2026-05-01", "2028-02-29", True),  # and the next
+        ("Feb 29", "2026-05-01", "2020-02-29", False),
+        ("April 3", None, "2019-04-03", True),  # no time: any year
+    ],
+)
+def test_a_date_typed_without_a_year_means_the_one_before_or_after_it_was_typed(
+    typed: str, when: str | None, sent: str, same: bool
+) -> None:
+    day = None if when is None else datetime.date.fromisoformat(when)
+    miss = best_near_miss(typed, [f"date={sent}"], day)
+    assert (miss == NearMiss(sent, Difference.DATE, 0)) is same
+    assert (classify(typed, sent, day) == NearMiss(sent, Difference.DATE, 0)) is same
+
+
+@pytest.mark.parametrize(
+    ("time", "day"),
+    [
+        ("2026-03-30T10:00:00Z", datetime.date(2026, 3, 30)),
+        ("2026-03-30 23:59:59+05:00", datetime.date(2026, 3, 30)),  # its own date
+        ("1774864800", datetime.date(2026, 3, 30)),  # Unix seconds
+        ("1774864800123", datetime.date(2026, 3, 30)),  # and milliseconds
+        ("yesterday", None),
+        ("2026-13-01T00:00:00Z", None),  # no such month
+        (None, None),
+    ],
+)
+def test_the_day_a_message_was_typed_is_read_from_its_time(time: str | None, day) -> None:
+    assert typed_day(time) == day
