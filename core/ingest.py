@@ -15,6 +15,7 @@ import re
 import stat
 import sys
 import warnings
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext, suppress
@@ -146,6 +147,28 @@ def open_input(path: str | Path) -> BinaryIO:
 
 GZIP_MAGIC = b"\x1f\x8b"
 
+
+def unreadable(exc: OSError | EOFError | zlib.error, path: str) -> InputError:
+    """A read of the trace `path` that failed, as an InputError naming it: a gzip file cut
+    short (EOFError) or damaged (a CRC or a length that does not match, data zlib refuses,
+    bytes after the compressed data that are not gzip) says so and what to do."""
+    if isinstance(exc, EOFError):
+        return InputError(
+            "the gzip file ends before its end-of-stream marker: it is cut short (a copy or a"
+            " compression that did not finish, or one still being written)",
+            path=path,
+            hint="restore the whole file, or let its writer finish (gzip -t FILE checks one);"
+            " nothing of it was stored",
+        )
+    if isinstance(exc, zlib.error | gzip.BadGzipFile):
+        return InputError(
+            f"the gzip file is damaged ({exc})",
+            path=path,
+            hint="restore the file from a good copy (gzip -t FILE checks one); nothing of it"
+            " was stored",
+        )
+    return InputError(f"cannot read: {exc}", path=path)
+
 # Byte-order marks of the encodings Windows tools write instead of UTF-8 (PowerShell's `>`).
 _WIDE_BOMS = (
     (b"\xff\xfe\x00\x00", "UTF-32"),
@@ -165,7 +188,10 @@ def _wide_encoding(path: str | None) -> str | None:
     except InputError:
         return None
     with stream:
-        head = stream.read(4)
+        try:
+            head = stream.read(4)
+        except (OSError, EOFError, zlib.error):
+            return None  # a damaged gzip file: reading it says so
     return next((name for bom, name in _WIDE_BOMS if head.startswith(bom)), None)
 
 
@@ -221,8 +247,8 @@ class JsonSource:
                 yield from self._lines(body, len(BOM))
             else:
                 yield from self._lines(body)
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise InputError(f"cannot read: {exc}", path=self.display) from exc
+        except (OSError, EOFError, zlib.error) as exc:
+            raise unreadable(exc, self.display) from exc
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
@@ -966,6 +992,8 @@ def _same_prefix(path: str, nbytes: int, sha256: str) -> tuple[bool, bool]:
             digest.update(block)
             left -= len(block)
         more = bool(stream.read(1))
+    except (OSError, EOFError, zlib.error) as exc:  # a gzip file cut short or damaged since
+        raise unreadable(exc, path) from exc
     finally:
         stream.close()
     return digest.hexdigest() == sha256, more

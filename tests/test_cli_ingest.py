@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -752,3 +753,50 @@ def test_a_store_that_cannot_be_written_says_what_to_make_writable(tmp_path: Pat
             )
     finally:
         folder.chmod(0o755)
+
+
+# A gzip header, then a deflate block of a type that does not exist: zlib refuses it.
+_DAMAGED_GZIP = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff\x07" + bytes(16)
+_CUT = (
+    "the gzip file ends before its end-of-stream marker: it is cut short (a copy or a"
+    " compression that did not finish, or one still being written)"
+)
+_CUT_HINT = (
+    "Hint: restore the whole file, or let its writer finish (gzip -t FILE checks one);"
+    " nothing of it was stored"
+)
+_DAMAGED_HINT = (
+    "Hint: restore the file from a good copy (gzip -t FILE checks one); nothing of it was stored"
+)
+
+
+def test_a_gzip_file_cut_short_or_damaged_is_named_never_a_crash(cli, db_file, tmp_path):
+    """A damaged gzip file (`invalid block type`) was an internal error; one cut short said
+    only `Compressed file ended before the end-of-stream marker was reached`, and was an
+    internal error when it replaced a file ingested before."""
+    packed = gzip.compress(INVOICE.read_bytes() * 40)
+    cut, damaged = tmp_path / "cut.jsonl.gz", tmp_path / "damaged.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    damaged.write_bytes(_DAMAGED_GZIP)
+    for args in (("audit",), ("audit", "--skip-invalid"), ("ingest", "--db", db_file)):
+        result = cli(*args, cut)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.splitlines()[-2:] == [f"Error: {cut}: {_CUT}", _CUT_HINT]
+        result = cli(*args, damaged)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.splitlines()[-2:] == [
+            f"Error: {damaged}: the gzip file is damaged (Error -3 while decompressing data:"
+            " invalid block type)",
+            _DAMAGED_HINT,
+        ]
+    # A file ingested whole, then replaced by a copy cut short or damaged.
+    again = tmp_path / "again.jsonl.gz"
+    again.write_bytes(packed)
+    ok(cli("ingest", again, "--db", db_file))
+    for broken, message in ((packed[: len(packed) // 2], _CUT), (_DAMAGED_GZIP, None)):
+        again.write_bytes(broken)
+        result = cli("ingest", again, "--db", db_file)
+        assert result.exit_code == 2, result.stderr
+        assert "internal error" not in result.stderr
+        if message is not None:
+            assert result.stderr.splitlines()[-2:] == [f"Error: {again}: {message}", _CUT_HINT]
