@@ -56,7 +56,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.parallel import ReadAhead, read_workers
-from lexkeep.core.paths import ROTATED, rotated_log
+from lexkeep.core.paths import ROTATED, rotated_log, search_hint, unsearchable_folder
 from lexkeep.core.readers import BOM, LEADING, JsonLine, same_call
 from lexkeep.core.requestlog import Continued, Memory
 from lexkeep.core.rules import load_rules
@@ -168,6 +168,7 @@ def unreadable(exc: OSError | EOFError | zlib.error, path: str) -> InputError:
             " was stored",
         )
     return InputError(f"cannot read: {exc}", path=path)
+
 
 # Byte-order marks of the encodings Windows tools write instead of UTF-8 (PowerShell's `>`).
 _WIDE_BOMS = (
@@ -834,7 +835,7 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
             is_dir, exists = path.is_dir(), path.exists()
         except OSError as exc:  # a folder above it may not be searched
             raise InputError(
-                f"cannot read: {exc.strerror or exc}", path=given, hint=_READABLE
+                f"cannot read: {exc.strerror or exc}", path=given, hint=_readable_hint(given)
             ) from exc
         if is_dir:
             for child in _walk(path, given):
@@ -876,6 +877,15 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
 _READABLE = "make it (and the folders above it) readable, or leave it out of the paths given"
 
 
+def _readable_hint(path: str | Path) -> str:
+    """What to do about a trace that cannot be looked at: name the folder above it that may
+    not be searched (listed, but nothing in it reached), else ask for it to be readable."""
+    blocked = unsearchable_folder(path)
+    if blocked is None:
+        return _READABLE
+    return f"{search_hint(blocked)}; or leave it out of the paths given"
+
+
 def _is_file(path: Path) -> bool:
     """Whether `path`, found by a folder walk or a glob, is a file; an InputError naming it
     when it cannot be looked at (in a folder that may be listed but not searched)."""
@@ -883,7 +893,7 @@ def _is_file(path: Path) -> bool:
         return path.is_file()
     except OSError as exc:
         raise InputError(
-            f"cannot read: {exc.strerror or exc}", path=str(path), hint=_READABLE
+            f"cannot read: {exc.strerror or exc}", path=str(path), hint=_readable_hint(path)
         ) from exc
 
 

@@ -101,8 +101,11 @@ def unsearchable_folder(path: str | os.PathLike[str]) -> str | None:
 
 
 def search_hint(folder: str) -> str:
-    """What to do about `folder`, which may not be searched (`unsearchable_folder`)."""
-    return (
-        f"make the folder {folder} searchable (its x permission): nothing in it can be reached"
-        " without it"
+    """What to do about `folder`, which may not be searched (`unsearchable_folder`); nor
+    read, when it may not be listed either."""
+    wanted = (
+        "searchable (its x permission)"
+        if os.access(folder, os.R_OK)
+        else "readable and searchable (its r and x permissions)"
     )
+    return f"make the folder {folder} {wanted}: nothing in it can be reached without it"

@@ -530,11 +530,17 @@ def test_a_folder_that_may_not_be_read_is_never_passed_over_in_silence(tmp_path:
                 f"Warning: {traces / 'locked'}: skipped, a folder that cannot be read"
                 " (Permission denied)"
             ) in result.stderr.splitlines()
-        hint = (
-            "Hint: make it (and the folders above it) readable, or leave it out of the paths given"
+        hints = (
+            "Hint: make it (and the folders above it) readable, or leave it out of the paths given",
+            f"Hint: make the folder {traces / 'locked'} readable and searchable (its r and x"
+            " permissions): nothing in it can be reached without it; or leave it out of the"
+            " paths given",
         )
-        for given, what in ((traces / "locked", "cannot read the folder"),
-                            (traces / "locked" / "*.jsonl", "cannot read")):  # fmt: skip
+        cases = (
+            (traces / "locked", "cannot read the folder", hints[0]),
+            (traces / "locked" / "*.jsonl", "cannot read", hints[1]),
+        )
+        for given, what, hint in cases:
             result = cli("audit", given)
             assert result.exit_code == 2, result.stderr
             assert result.stderr.splitlines() == [
@@ -728,8 +734,8 @@ def test_what_sits_in_a_folder_that_may_not_be_searched_is_read_not_written(tmp_
         for given, named in ((shut, trace), (shut / "*.jsonl", shut / "*.jsonl")):
             assert run("audit", given) == [
                 f"Error: {named}: cannot read: Permission denied",
-                "Hint: make it (and the folders above it) readable, or leave it out of the paths"
-                " given",
+                f"Hint: make the folder {shut} searchable (its x permission): nothing in it can"
+                " be reached without it; or leave it out of the paths given",
             ]
         assert run("audit", SAMPLE_TRACES / "invoice_altered.jsonl", "-o", shut / "r.txt") == [
             f"Error: cannot write {shut / 'r.txt'}: Permission denied",
