@@ -431,13 +431,26 @@ def run_audit(
 
 def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]) -> AuditReport:
     """`report` with a note when JSON documents were still being written (read with
-    --skip-invalid): only their values complete so far were audited; and one when JSONL files
-    end in a line still being written: only their complete lines were."""
+    --skip-invalid): only their values complete so far were audited; one when JSONL files
+    end in a line still being written: only their complete lines were; and one when files
+    had nothing complete yet: none of them was."""
     documents = [c.path for c in counts if c.truncated_document and c.status != "empty"]
     lines = [
         (c.path, c.truncated_line) for c in counts if c.truncated_last_line and c.status != "empty"
     ]
     notes = _still_being_written_notes(documents, lines)
+    # Files of which nothing was read, not even one value or line (a document cut before its
+    # first value ends, a file whose only line is not complete): out of the audit, and said.
+    waiting = [
+        c.path
+        for c in counts
+        if c.status == "empty" and (c.truncated_document or c.truncated_last_line)
+    ]
+    if waiting:
+        notes.append(
+            f"{len(waiting)} file(s) had nothing complete yet (still being written?) and are not"
+            f" in this audit (first: {waiting[0]})"
+        )
     if not notes:
         return report
     return dataclasses.replace(report, notes=(*report.notes, *notes))

@@ -112,8 +112,12 @@ def _totals_line(counts: list["FileCounts"], stored: list[int] | None) -> str:
     (and how many of them the store held already, when `stored` says what was added)."""
     added = [c for c in counts if c.status in ("ingested", "appended")]
     read = (sum(c.messages for c in added), sum(c.tool_calls for c in added))
-    # empty files are neither ingested nor unchanged: count them so the numbers add up
-    empty = sum(c.status == "empty" for c in counts)
+    # empty files are neither ingested nor unchanged: count them so the numbers add up, apart
+    # from the files with nothing complete yet (still being written), read again later
+    waiting = sum(
+        c.status == "empty" and (c.truncated_last_line or c.truncated_document) for c in counts
+    )
+    empty = sum(c.status == "empty" for c in counts) - waiting
     # Records read that the store held already (a resumed Claude Code session copies its
     # earlier lines into the new file): kept once, so say how many were not added.
     copies = (
@@ -130,6 +134,7 @@ def _totals_line(counts: list["FileCounts"], stored: list[int] | None) -> str:
         f"{sum(c.status == 'unchanged' for c in counts)} unchanged, "
         f"{sum(c.status == 'unrecognised' for c in counts)} not traces"
         + (f", {empty} empty" if empty else "")
+        + (f", {waiting} still being written" if waiting else "")
         + f"; {counted(read[0], 'message')}, {counted(read[1], 'tool call')}"
         + (f" ({', '.join(copies)} already stored)" if copies else "")
     )

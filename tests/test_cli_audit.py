@@ -1685,3 +1685,29 @@ def test_a_date_typed_without_a_year_is_read_near_the_time_it_was_typed(cli, tmp
             if verdict == "altered":
                 assert finding["evidence"]["found"] == sent
                 assert finding["evidence"]["difference"] == "date"
+
+
+def test_files_with_nothing_complete_yet_are_noted_not_passed_over(cli, tmp_path):
+    """A folder audit with --skip-invalid left out a JSON document cut before its first value
+    and a JSONL file whose only line is not complete without a word (a note named only the
+    files of which something was read), and `ingest -q` counted them as `empty`."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "story.jsonl").write_bytes(INVOICE.read_bytes())
+    run = [{"task_id": 0, "traj": [{"role": "user", "content": "order #W2378156 please"}]}]
+    (traces / "results.json").write_text(json.dumps(run, indent=1)[:40])
+    (traces / "session.jsonl").write_text('{"type": "message", "id": "m1", "conv')
+    (traces / "blank.jsonl").write_text("")
+    result = cli("audit", traces, "--skip-invalid", "-f", "json", "--exit-zero")
+    assert result.exit_code == 0, result.stderr
+    notes = json.loads(result.stdout)["notes"]
+    assert (
+        "2 file(s) had nothing complete yet (still being written?) and are not in this audit"
+        f" (first: {traces / 'results.json'})"
+    ) in notes, notes
+    result = cli("ingest", traces, "--skip-invalid", "-q", "--db", tmp_path / "t.duckdb")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "4 files: 1 ingested, 0 unchanged, 0 not traces, 1 empty, 2 still being written;"
+        " 6 messages, 3 tool calls"
+    )
