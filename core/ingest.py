@@ -384,7 +384,14 @@ def _decode_skip(
                 fatal=True,
                 col=col,
             )
-        reason, detail = "invalid_utf8", "invalid UTF-8"
+        if raw.lstrip(b" \t").startswith(BOM):
+            reason = "invalid_json"
+            detail = (
+                "a byte-order mark (U+FEFF) starts the line, which only the start of a file"
+                " may hold: files joined together?"
+            )
+        else:
+            reason, detail = "invalid_utf8", "invalid UTF-8"
     else:
         reason, detail = "invalid_json", f"invalid JSON ({message})"
     err_line = line + (exc.lineno - 1 if multiline and getattr(exc, "lineno", 0) else 0)

@@ -800,3 +800,18 @@ def test_a_gzip_file_cut_short_or_damaged_is_named_never_a_crash(cli, db_file, t
         assert "internal error" not in result.stderr
         if message is not None:
             assert result.stderr.splitlines()[-2:] == [f"Error: {again}: {message}", _CUT_HINT]
+
+
+def test_a_byte_order_mark_inside_a_file_is_named_not_called_invalid_utf8(cli, db_file, tmp_path):
+    """Two files joined (`cat a.jsonl b.jsonl`), the second written with a byte-order mark:
+    its line was refused as `invalid UTF-8`, which a BOM is not."""
+    lines = INVOICE.read_bytes().splitlines(keepends=True)
+    joined = tmp_path / "joined.jsonl"
+    joined.write_bytes(b"".join(lines[:3]) + b"\xef\xbb\xbf" + b"".join(lines[3:]))
+    for args in (("audit", joined), ("ingest", joined, "--db", db_file)):
+        result = cli(*args)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.splitlines()[-2] == (
+            f"Error: {joined}:4:1: a byte-order mark (U+FEFF) starts the line, which only the"
+            " start of a file may hold: files joined together?"
+        )
