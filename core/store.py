@@ -642,6 +642,13 @@ def _connect(target: str, read_only: bool, wait: float | None) -> duckdb.DuckDBP
                     hint = room.hint
                     if room.message.endswith(("Permission denied", "Read-only file system")):
                         hint = _unwritable_hint(target, read_only)
+                    wal = os.path.abspath(target) + ".wal"
+                    if room.message.startswith(f"cannot open {wal}: Permission denied"):
+                        hint = (
+                            f"make {wal} readable (and writable, for ingest, compact and"
+                            " extract --db): it is the store's write-ahead log, left by a"
+                            " process that stopped before closing the store"
+                        )
                 if "Could not read enough bytes" in str(exc):
                     hint = (
                         f"{target} is cut short (a copy or a creation that did not finish):"

@@ -825,3 +825,22 @@ def test_a_report_into_a_folder_that_may_not_be_written_says_so(tmp_path: Path) 
         f"Error: cannot write {locked / 'r.txt'}: Permission denied",
         f"Hint: make the folder {locked} writable, or pass -o another path",
     ]
+
+
+def test_a_write_ahead_log_that_may_not_be_read_is_named(tmp_path: Path) -> None:
+    """A store whose `.wal` (left by a writer that stopped before closing it) may not be read
+    asked for the store itself, readable already, to be made readable."""
+    cli = bound_cli(tmp_path)
+    store = tmp_path / "t.duckdb"
+    assert cli("ingest", SAMPLE_TRACES, "--db", store).exit_code == 0
+    wal = tmp_path / "t.duckdb.wal"
+    wal.write_bytes(b"")
+    wal.chmod(0)
+    for args in (("stats",), ("ingest", SAMPLE_TRACES)):
+        result = cli(*args, "--db", store)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.splitlines()[-1] == (
+            f"Hint: make {wal} readable (and writable, for ingest, compact and extract --db):"
+            " it is the store's write-ahead log, left by a process that stopped before"
+            " closing the store"
+        ), args
