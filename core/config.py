@@ -7,6 +7,7 @@ settings file, then the built-in default. Unknown keys are errors, never silentl
 from __future__ import annotations
 
 import difflib
+import errno
 import re
 import tomllib
 import warnings
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lexkeep.core.errors import ConfigError, SettingsWarning
-from lexkeep.core.paths import unsearchable_folder
+from lexkeep.core.paths import search_hint, unsearchable_folder
 
 # The tables lexkeep reads from a settings file, one per `load_section` caller (audit/settings.py
 # reads "audit", core/rules.py "identifiers"). Any other name there is a typo to report: a
@@ -173,4 +174,10 @@ def read_toml(
             f"invalid TOML: {reason}", path=str(path), line=line, col=col, hint=hint
         ) from exc
     except OSError as exc:
-        raise error(f"cannot read {what}: {exc.strerror}", path=str(path)) from exc
+        blocked = unsearchable_folder(path) if exc.errno in (errno.EACCES, errno.EPERM) else None
+        refused = exc.errno in (errno.EACCES, errno.EPERM) and blocked is None
+        raise error(
+            f"cannot read {what}: {exc.strerror}",
+            path=str(path),
+            hint=search_hint(blocked) if blocked else f"make {path} readable" if refused else None,
+        ) from exc

@@ -844,3 +844,31 @@ def test_a_write_ahead_log_that_may_not_be_read_is_named(tmp_path: Path) -> None
             " it is the store's write-ahead log, left by a process that stopped before"
             " closing the store"
         ), args
+
+
+def test_a_rules_file_that_may_not_be_read_says_what_to_do(tmp_path: Path) -> None:
+    """`--rules FILE` that may not be read, or in a folder that may not be searched, said only
+    `cannot read rules: Permission denied`, with no hint."""
+    cli = bound_cli(tmp_path)
+    shut = tmp_path / "shut"
+    shut.mkdir()
+    locked, hidden = tmp_path / "locked.toml", shut / "rules.toml"
+    for rules in (locked, hidden):
+        rules.write_text("[identifiers]\n")
+    locked.chmod(0)
+    shut.chmod(0o600)
+    try:
+        results = [
+            cli("audit", SAMPLE_TRACES / "invoice_altered.jsonl", "--rules", rules)
+            for rules in (locked, hidden)
+        ]
+    finally:
+        shut.chmod(0o755)
+    assert [r.stderr.splitlines() for r in results] == [
+        [f"Error: {locked}: cannot read rules: Permission denied", f"Hint: make {locked} readable"],
+        [
+            f"Error: {hidden}: cannot read rules: Permission denied",
+            f"Hint: make the folder {shut} searchable (its x permission): nothing in it can be"
+            " reached without it",
+        ],
+    ]
