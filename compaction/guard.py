@@ -9,6 +9,7 @@ supplied verbatim is reported, with the nearest known value and how it differs.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from lexkeep.core.errors import InputError, NotFoundError
 from lexkeep.core.identifiers import extract
 from lexkeep.core.inspect import unknown_conversation_hint
 from lexkeep.core.jsonnumbers import Number, holds_float, loads_exact
-from lexkeep.core.nearmiss import Difference, NearMiss, classify, is_kept
+from lexkeep.core.nearmiss import Difference, NearMiss, classify, is_kept, typed_day
 from lexkeep.core.readers import BOM, bad_utf8
 from lexkeep.core.rules import RuleSet
 from lexkeep.core.store import Store
@@ -260,28 +261,44 @@ def _supplied_by_tools(texts: list[str]) -> list[str]:
     return out
 
 
+# A known value: (value, source, the day it was typed: core.nearmiss.typed_day).
+_Known = tuple[str, str, datetime.date | None]
+
+
 def _known_values(
     store: Store, conversation_id: str, tool_texts: list[str], rules: RuleSet | None
-) -> list[tuple[str, str]]:
-    """Known identifier values as (value, source): the sidecar first, then tool results."""
-    known: dict[str, str] = {}
-    for (value,) in store.con.execute(
-        "SELECT value FROM identifiers WHERE conversation_id = ? ORDER BY message_id, span_start",
+) -> list[_Known]:
+    """Known identifier values as (value, source, day typed): the sidecar first (the time of
+    the message it was first typed in, else the conversation's first user message time), then
+    tool results (that first time)."""
+    known: dict[str, tuple[str, datetime.date | None]] = {}
+    first = store.con.execute(
+        "SELECT min(time) FROM messages"
+        " WHERE conversation_id = ? AND kind = 'user_text' AND time IS NOT NULL",
+        [conversation_id],
+    ).fetchone()
+    first_day = typed_day(first[0] if first else None)
+    for value, time in store.con.execute(
+        "SELECT i.value, m.time FROM identifiers i"
+        " LEFT JOIN messages m ON m.id = i.message_id AND m.conversation_id = i.conversation_id"
+        " WHERE i.conversation_id = ? ORDER BY i.message_id, i.span_start",
         [conversation_id],
     ).fetchall():
-        known.setdefault(value, "user")
+        if value not in known:
+            known[value] = ("user", typed_day(time) or first_day)
     for text in tool_texts:
         for ident in extract(text, rules).identifiers:
-            known.setdefault(ident.value, "tool_result")
-    return list(known.items())
+            known.setdefault(ident.value, ("tool_result", first_day))
+    return [(value, source, day) for value, (source, day) in known.items()]
 
 
-def _nearest(value: str, known: list[tuple[str, str]]) -> tuple[NearMiss, str] | None:
+def _nearest(value: str, known: list[_Known]) -> tuple[NearMiss, str] | None:
     """The known value closest to the proposed `value`, with its source."""
     best: tuple[NearMiss, str] | None = None
-    for candidate, source in known:
-        # classify(expected, found): the known value is what was expected, the proposal found.
-        miss = classify(candidate, value)
+    for candidate, source, day in known:
+        # classify(expected, found): the known value is what was expected, the proposal found;
+        # a date typed without a year is read near the day it was typed.
+        miss = classify(candidate, value, day)
         if miss is None:
             continue
         if best is None or (_RANK[miss.difference], miss.distance) < (

@@ -300,3 +300,19 @@ def test_an_incomplete_scan_is_not_ok(support, tmp_path):
     # the same arguments scanned in full pass
     full = guard_arguments(support, "c1", {"note": dense})
     assert full.complete and full.passed and full.ok and full.exit_code == 0
+
+
+def test_a_date_typed_without_a_year_is_nearest_only_near_when_it_was_typed(store, tmp_path):
+    """`April 3` typed in 2026 was offered as the nearest known value of `2019-04-03`, a date
+    seven years away, as the audit called them the same date."""
+    records = [
+        {"type": "message", "id": "d-u0", "conversation_id": "d", "role": "user",
+         "time": "2026-03-30T10:00:00Z", "text": "Please move the booking to April 3."},
+    ]  # fmt: skip
+    load(store, tmp_path, records)
+    far = guard_arguments(store, "d", {"date": "2019-04-03"})
+    [finding] = far.unsupplied
+    assert finding.nearest is None
+    near = guard_arguments(store, "d", {"date": "2026-04-03"})
+    [finding] = near.unsupplied
+    assert (finding.nearest, finding.difference) == ("April 3", Difference.DATE)
