@@ -6,6 +6,7 @@ The input side (`JsonSource`, `iter_json_lines`, `read_records`) never touches t
 
 from __future__ import annotations
 
+import errno
 import glob as globmod
 import gzip
 import hashlib
@@ -862,7 +863,7 @@ def _expand(paths: Sequence[str]) -> list[tuple[str, bool]]:
             continue
         if _broken_link(path):  # named directly: the user asked for exactly this file
             raise InputError(
-                f"a broken symbolic link: its target {_link_target(path)} does not exist",
+                _what_link(path),
                 path=given,
                 hint="point the link at an existing trace file, or name the file itself",
             )
@@ -945,11 +946,31 @@ def _link_target(path: Path) -> str:
     return str(target if target.is_absolute() else path.parent / target)
 
 
+def _loops(path: Path) -> bool:
+    """Whether following the link `path` leads back to a link already followed."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
+def _what_link(path: Path) -> str:
+    """What is wrong with the broken link `path`: a loop, or a target that does not exist."""
+    if _loops(path):
+        return "a loop of symbolic links (it leads back to itself)"
+    return f"a broken symbolic link: its target {_link_target(path)} does not exist"
+
+
 def _warn_broken_link(path: str) -> None:
     """Name a broken link a folder walk or a glob found: skipped, the run goes on."""
+    what = (
+        "a loop of symbolic links (it leads back to itself)"
+        if _loops(Path(path))
+        else f"a broken symbolic link (its target {_link_target(Path(path))} does not exist)"
+    )
     warnings.warn(
-        f"{path}: skipped, a broken symbolic link (its target {_link_target(Path(path))}"
-        " does not exist)",
+        f"{path}: skipped, {what}",
         SkippedInputWarning,
         stacklevel=1,  # one place: a path listed again (audit, ingest) is named once
     )

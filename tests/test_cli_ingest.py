@@ -815,3 +815,25 @@ def test_a_byte_order_mark_inside_a_file_is_named_not_called_invalid_utf8(cli, d
             f"Error: {joined}:4:1: a byte-order mark (U+FEFF) starts the line, which only the"
             " start of a file may hold: files joined together?"
         )
+
+
+def test_a_loop_of_symbolic_links_is_named_as_a_loop(cli, db_file, tmp_path):
+    """Two links pointing at each other were `a broken symbolic link: its target ... does
+    not exist`, though the target exists: it is a link in the same loop."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "story.jsonl").write_bytes(INVOICE.read_bytes())
+    (folder / "a.jsonl").symlink_to("b.jsonl")
+    (folder / "b.jsonl").symlink_to("a.jsonl")
+    result = cli("ingest", folder, "--db", db_file)
+    assert result.exit_code == 0, result.stderr
+    for name in ("a.jsonl", "b.jsonl"):
+        assert (
+            f"Warning: {folder / name}: skipped, a loop of symbolic links (it leads back to itself)"
+        ) in result.stderr.splitlines()
+    result = cli("audit", folder / "a.jsonl")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"Error: {folder / 'a.jsonl'}: a loop of symbolic links (it leads back to itself)",
+        "Hint: point the link at an existing trace file, or name the file itself",
+    ]
