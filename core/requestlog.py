@@ -282,7 +282,7 @@ def resent_for(shared: Continued, reader: str, path: str) -> Resent:
     """The `Resent` a file's requests without ids are chained with: the one the earlier files
     of its rotated log left (logrotate's `requests.jsonl.1` before `requests.jsonl`), else a
     new one, left for the later files when the file is a rotated copy. Any other file's
-    conversations are its own (named after it, `<file name>#<n>`)."""
+    conversations are its own: no request of it goes on with another file's."""
     if path == STDIN:
         return Resent()
     log, copy = rotated_log(path)
