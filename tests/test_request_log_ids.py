@@ -178,12 +178,12 @@ def _conversations(db: Path) -> list[str]:
         return [r[0] for r in store.con.execute("SELECT id FROM conversations").fetchall()]
 
 
-@pytest.mark.parametrize("later", ["grown", "rotated"])
+@pytest.mark.parametrize("later", ["grown", "rotated", "rotated.gz"])
 def test_a_store_that_numbered_a_log_keeps_its_names(cli, tmp_path, later):
     """A store an earlier lexkeep filled holds `requests.jsonl#0`. The file read again when
-    it grew, or its copy logrotate renamed `requests.jsonl.1` beside the new
-    `requests.jsonl`, keeps that name: nothing is stored a second time and the new request
-    goes on with the conversation the store holds."""
+    it grew, or its copy logrotate renamed `requests.jsonl.1` (or compressed,
+    `requests.jsonl.1.gz`) beside the new `requests.jsonl`, keeps that name: nothing is
+    stored a second time and the new request goes on with the conversation the store holds."""
     records = _calls(*LOGS["eu"])
     logs = tmp_path / "logs"
     current = _write(logs / "requests.jsonl", records[:2])
@@ -196,7 +196,11 @@ def test_a_store_that_numbered_a_log_keeps_its_names(cli, tmp_path, later):
     if later == "grown":
         _write(current, records)
     else:
-        current.rename(logs / "requests.jsonl.1")
+        if later == "rotated":
+            current.rename(logs / "requests.jsonl.1")
+        else:
+            (logs / "requests.jsonl.1.gz").write_bytes(gzip.compress(current.read_bytes()))
+            current.unlink()
         _write(current, records[2:])
     again = cli("ingest", logs, "--db", db)
     assert again.exit_code == 0, again.stderr
