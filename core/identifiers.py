@@ -106,6 +106,17 @@ class _Budget:
         self.wall_deadline = now + left
         return left
 
+    def engine_timeout(self) -> float:
+        """The `regex` engine's wall-clock timeout for the next call: WALL_SLACK times the CPU
+        seconds truly left, read from the CPU clock.
+
+        Not `remaining()`, a lower bound that shrinks with wall time: on a loaded machine a
+        thread waits while its budget is barely spent, and a net of ten times that bound
+        tripped on the wait (a complete scan reported incomplete, depending on load).
+        """
+        spent = _cpu_clock() - self.cpu_start - (_gc_time[0] - self.gc_start)
+        return max(self.timeout - spent, 0.0) * WALL_SLACK
+
 
 _SPACE_OR_NEWLINE = re.compile("[ \n]")
 # The result for a text with nothing to scan (frozen, so one instance serves every call).
@@ -341,14 +352,14 @@ def _scan_window(
             # Even timeout=None costs a keyword parse: pass it only when it is armed.
             pattern = kind.pattern
             if armed:
-                first = pattern.search(text, start, end, timeout=remaining * WALL_SLACK)
+                first = pattern.search(text, start, end, timeout=budget.engine_timeout())
             else:
                 first = pattern.search(text, start, end)
             if first is None:
                 continue
             resume = first.end() if first.end() > first.start() else start
             if armed:
-                rest = pattern.finditer(text, resume, end, timeout=budget.remaining() * WALL_SLACK)
+                rest = pattern.finditer(text, resume, end, timeout=budget.engine_timeout())
             else:
                 rest = pattern.finditer(text, resume, end)
             matches = itertools.chain((first,), rest) if resume != start else rest
@@ -447,7 +458,7 @@ def _extract_selected(
                     space = text.rfind(" ", 0, start)
                     start = max(space, text.rfind("\n", max(space, 0), start)) + 1
                 if armed and pattern is kind.pattern:  # stdlib translations have no timeout
-                    matches = pattern.finditer(text, start, timeout=remaining * WALL_SLACK)
+                    matches = pattern.finditer(text, start, timeout=budget.engine_timeout())
                 else:
                     matches = pattern.finditer(text, start)
                 if not simple:
@@ -530,7 +541,7 @@ def _extract_segmented(
                         raise TimeoutError
                     if end - start > UNARMED_WINDOW or kind.wide:  # see _scan_window
                         matches = kind.pattern.finditer(
-                            text, start, end, timeout=remaining * WALL_SLACK
+                            text, start, end, timeout=budget.engine_timeout()
                         )
                     else:
                         matches = kind.pattern.finditer(text, start, end)

@@ -57,7 +57,7 @@ from lexkeep.core.model import (
     ToolResult,
 )
 from lexkeep.core.parallel import ReadAhead, read_workers
-from lexkeep.core.paths import ROTATED, rotated_log, search_hint, unsearchable_folder
+from lexkeep.core.paths import ROTATED, log_name, rotated_log, search_hint, unsearchable_folder
 from lexkeep.core.readers import BOM, LEADING, JsonLine, same_call
 from lexkeep.core.requestlog import Continued, Memory
 from lexkeep.core.rules import load_rules
@@ -568,17 +568,19 @@ def _reader_records(
     continued: Continued | None,
     key: str | None = None,
     again: bool = False,
+    numbered: str | None = None,
 ) -> Iterator[Record]:
     """The records of a file read as `fmt`. A request-log reader (`continues`) goes on from
     what the earlier files of the same ingest showed (`continued`, see core.requestlog): files
     left unread before (unchanged since the last ingest) are read for that state first.
     `key`: the file's ingest key (None for standard input); `again`: it was read before from
-    the same first bytes (Continued.begin_file)."""
+    the same first bytes; `numbered`: the name an earlier lexkeep numbered its conversations
+    without ids under (Continued.begin_file)."""
     reader = get_reader(fmt)
     if continued is None or not getattr(reader, "continues", False):
         return reader.read(items, path)
     _bring_up_to_date(continued)
-    continued.begin_file(key, again)
+    continued.begin_file(key, again, numbered)
     return reader.read(items, path, continued)  # type: ignore[call-arg]
 
 
@@ -597,8 +599,8 @@ def _bring_up_to_date(continued: Continued) -> None:
     longer be read leaves no state, as if it were not there.
     """
     while continued.pending:
-        path, name, key = continued.pending.pop(0)
-        continued.begin_file(key, True)
+        path, name, key, numbered = continued.pending.pop(0)
+        continued.begin_file(key, True, numbered)
         try:
             fmt, items = detect_format(JsonSource(path), name)
             for _ in get_reader(fmt).read(items, path, continued):  # type: ignore[call-arg]
@@ -749,6 +751,9 @@ _INGEST_RUN_COLUMNS = (
     # JSON document was cut before its end (migration 005): what `audit --db` notes of it.
     ("truncated_line", "BIGINT"),
     ("truncated_document", "BOOLEAN"),
+    # The name an earlier lexkeep numbered the file's conversations without ids under
+    # (migration 006); NULL: they are named after their first record.
+    ("numbered_under", "VARCHAR"),
 )
 # Times span every record stored (least / greatest skip NULLs): a later file or an append may
 # hold an earlier time than the store had, e.g. a resumed session's copied lines.
@@ -1095,8 +1100,12 @@ class _Batch:
         # The group's ingest_runs rows, written in finish(): one statement per group, not one
         # round trip per file (about 2.5 ms each, most of a small file's ingest).
         self.ingest_runs: list[tuple[Any, ...]] = []
-        # key -> (bytes, lines, sha256, format) of its latest ingest, read once per group
+        # key -> (bytes, lines, sha256, format, unknown types, first unknown type line,
+        # truncated line, numbered under) of its latest ingest, read once per group
         self.previous: dict[str, tuple[Any, ...]] = {}
+        # log name -> (bytes, sha256, numbered under) of the ingests that numbered a file of
+        # that log's conversations without ids the old way, earliest first (_numbered_copy)
+        self.numbered: dict[str, list[tuple[int, str, str]]] = {}
         self.keys: dict[str, str] = {}  # path as given -> its ingest_runs key
         # path as given -> as the store records it in source_file and ingest_errors.path
         # (absolute in a store on disk: core.paths), and back, for errors about stored rows.
@@ -1170,13 +1179,24 @@ class _Batch:
             return
         rows = self.con.execute(
             "SELECT path, bytes_consumed, lines_consumed, sha256, format, unknown_types,"
-            " first_unknown_type_line, truncated_line FROM ingest_runs"
+            " first_unknown_type_line, truncated_line, numbered_under FROM ingest_runs"
             " WHERE path IN (SELECT unnest(?))"
             " QUALIFY row_number() OVER (PARTITION BY path ORDER BY id DESC) = 1",
             [keys],
         ).fetchall()
         for path, *prev in rows:
             self.previous[path] = tuple(prev)
+        # Files an earlier lexkeep numbered the conversations without ids of, of the logs
+        # of `paths` (a log name starts the name they are numbered under): _numbered_copy.
+        self.numbered = {}
+        for nbytes, sha, name in self.con.execute(
+            "SELECT bytes_consumed, sha256, numbered_under FROM ingest_runs"
+            " WHERE numbered_under IS NOT NULL AND bytes_consumed > 0"
+            " AND list_bool_or(list_transform(?, lambda n: starts_with(numbered_under, n)))"
+            " ORDER BY id",
+            [sorted({log_name(path) for path in paths if path != "-"})],
+        ).fetchall():
+            self.numbered.setdefault(log_name(name), []).append((nbytes, sha, name))
 
     def keep_request_states(self, continued: Continued) -> None:
         """Stage what `continued` holds of the conversations met since the last call, for
@@ -1190,7 +1210,7 @@ class _Batch:
         """Stage one file's ingest_runs row (see finish); its index, for its error rows."""
         self.ingest_runs.append((key, *row))
         # A second copy is unchanged (or goes on from this read).
-        self.previous[key] = (row[1], row[2], row[0], row[3], row[9], row[10], row[11])
+        self.previous[key] = (row[1], row[2], row[0], row[3], row[9], row[10], row[11], row[13])
         return len(self.ingest_runs) - 1
 
     def conversation(self, fmt: Format, conv: str, src: Source, record: Any) -> None:
@@ -2099,6 +2119,7 @@ def _ingest_one(
     con = batch.con
     key = batch.key(path)
     prev = batch.previous.get(key)  # read for the whole group (_ingest_group)
+    numbered: str | None = None  # see Continued.numbered
     skip_lines = 0
     status = "ingested"
     if prev is not None and path != "-":
@@ -2119,23 +2140,29 @@ def _ingest_one(
             if on_progress is not None:  # the bar counts it as read, not stuck at its start
                 on_progress(prev[0])
             if continued is not None and _continues(prev[3]):
-                continued.pending.append((path, prev[3], key))  # read if a later file needs it
+                # read if a later file needs it
+                continued.pending.append((path, prev[3], key, prev[7]))
             if prev[6] is not None:
                 # It ended in a line still being written, which its writer has cut since: it
                 # now ends with the last line read, and the note on that line goes.
                 batch.record_ingest(
                     key,
                     (prev[2], prev[0], prev[1], prev[3], 0, 0, 0, 0, 0, prev[4], prev[5], None,
-                     False),
+                     False, prev[7]),
                 )  # fmt: skip
             return FileCounts(path=path, format=prev[3], status="unchanged"), 0
         if same:
             skip_lines, status = prev[1], "appended"
+            numbered = prev[7]
+    if path != "-" and not skip_lines:
+        numbered = _numbered_copy(batch, path)  # logrotate renamed a file read the old way
     if staged is not None and prev is None and path == staged.path:
         done = _fast_write(batch, staged, path, key, on_progress, told)
         if done is not None:
             return done, 0
     read = ahead.take(path) if ahead is not None and prev is None else None
+    if numbered is not None:
+        read = None  # read without the old names
     source: JsonSource | _Read
     if read is not None:
         source, fmt = read, read.fmt
@@ -2169,7 +2196,9 @@ def _ingest_one(
             _tell_whole(path, on_progress, told)
             return FileCounts(path=path, format="", status="empty", truncated_document=True), 0
         again = prev is not None and path != "-" and same
-        records = _reader_records(fmt, items, path, continued, None if path == "-" else key, again)
+        records = _reader_records(
+            fmt, items, path, continued, None if path == "-" else key, again, numbered
+        )
     if skip_lines and prev is not None and prev[3] and prev[3] != fmt.value:
         # Detected from a head of fewer lines than now (a bare chat message reads as OpenAI
         # until an Anthropic content block shows up): the file's conversations take the
@@ -2239,6 +2268,7 @@ def _ingest_one(
             *_unknown_types(state, prev if skip_lines else None),
             state.truncated_line if state.truncated else None,
             state.truncated_document,
+            numbered if _continues(fmt.value) else None,
         ),
     )
     if prev is not None and path != "-":
@@ -2271,6 +2301,47 @@ def _ingest_one(
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
+def _numbered_copy(batch: _Batch, path: str) -> str | None:
+    """The name an earlier lexkeep numbered the conversations without ids of a file `path`
+    is a copy of under (`<name>#<index>`), when the store holds such a file read the old way:
+    logrotate's `requests.jsonl.1` or `requests.jsonl.1.gz` is `requests.jsonl` renamed, so
+    it keeps that file's names and nothing of it is stored again. None when it is no copy
+    of one (its conversations are named after their first record).
+
+    A copy is a file whose first bytes are those an ingest of a file of the same log (its
+    name, `paths.log_name`) read; of several, the earliest ingest's names. One pass over the
+    file, only when the store holds a file of that log read the old way."""
+    candidates = batch.numbered.get(log_name(path))
+    if not candidates:
+        return None
+    # earliest first, so that of several with the same first bytes the earliest stays
+    wanted: dict[tuple[int, str], str] = {}
+    for nbytes, sha, name in candidates:
+        wanted.setdefault((nbytes, sha), name)
+    ends = sorted({nbytes for nbytes, _ in wanted})
+    found: list[tuple[int, str]] = []  # (earliest index among candidates, name)
+    order = {key: n for n, key in enumerate(wanted)}
+    digest = hashlib.sha256()
+    done = 0
+    try:
+        with open_input(path) as stream:
+            for end in ends:
+                while done < end:
+                    block = stream.read(min(_CHUNK, end - done))
+                    if not block:
+                        break
+                    digest.update(block)
+                    done += len(block)
+                if done < end:
+                    break
+                key = (end, digest.hexdigest())
+                if key in wanted:
+                    found.append((order[key], wanted[key]))
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return None  # read, and reported, as any file
+    return min(found)[1] if found else None
+
+
 def _unknown_types(state: _FileIngest, prev: tuple[Any, ...] | None) -> tuple[Any, Any]:
     """The ingest_runs (unknown_types, first_unknown_type_line) of a file read by `state`:
     over the whole file read so far. `prev`: the file's latest row when this read goes on
@@ -2301,7 +2372,7 @@ def _holds_nothing_now(batch: _Batch, key: str, prev: tuple[Any, ...] | None) ->
     batch.reread.append((key, 0))
     if prev[0]:
         batch.record_ingest(
-            key, (_EMPTY_SHA256, 0, 0, prev[3], 0, 0, 0, 0, 0, 0, None, None, False)
+            key, (_EMPTY_SHA256, 0, 0, prev[3], 0, 0, 0, 0, 0, 0, None, None, False, None)
         )
 
 

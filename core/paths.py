@@ -38,6 +38,17 @@ def rotated_log(path: str) -> tuple[tuple[str, str], bool]:
     return (folder, name if got is None else got["base"]), got is not None
 
 
+def log_name(path: str) -> str:
+    """The name the files of `path`'s log share (`rotated_log`), without `.gz`: `requests.jsonl`
+    for `requests.jsonl`, `requests.jsonl.1`, `requests.jsonl.2.gz`, `requests.jsonl-20250109`;
+    'stdin' for standard input."""
+    if path == STDIN:
+        return "stdin"
+    name = os.path.basename(path)
+    got = ROTATED.match(name)
+    return (name if got is None else got["base"]).removesuffix(".gz")
+
+
 def stored_path(path: str) -> str:
     """How a store on disk records the trace `path`: absolute, '-' (standard input) as is."""
     return path if path == STDIN else os.path.abspath(path)

@@ -4,8 +4,8 @@ Accepted shapes (per file, mixed freely):
 - a request log with `messages` (and optional `system`, and an optional `response` message):
   one conversation per record, id from `id`/`conversation_id`/`session_id`, else the
   conversation of an earlier record whose history (and `system`) it sends again
-  (requestlog.Resent), else `<file name>#<n>` (n = 0-based record index), as for OpenAI
-  files. Records that share an id repeat one conversation: only the messages no earlier
+  (requestlog.Resent), else `<log name>#<digest of the record>` (Resent.named), as for
+  OpenAI files. Records that share an id repeat one conversation: only the messages no earlier
   record showed are read, numbered `<conversation>/<n>` by their place in its timeline
   (`lexkeep.core.requestlog`);
 - one message per line (`{"role":..., "content":...}`, or an API response object with
@@ -15,6 +15,7 @@ Accepted shapes (per file, mixed freely):
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import Any
 
 from lexkeep.core import read_responses as responses
@@ -33,6 +34,7 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
+from lexkeep.core.paths import log_name
 from lexkeep.core.read_openai import (
     ANTHROPIC_BLOCKS,
     UNSENT_BLOCKS,
@@ -250,6 +252,7 @@ class AnthropicReader:
 
         `continued`: what earlier files of the same ingest showed, as for OpenAI logs."""
         stem = file_stem(path)
+        logname = log_name(path)  # conversations without ids: <logname>#<first record>
         index = 0
         file_conv_started = False
         file_ids = CallIds()  # messages per line: the whole file is one conversation
@@ -282,7 +285,14 @@ class AnthropicReader:
                 seed = b""
                 if key is None:  # the history the request sends again names the conversation
                     seed = fingerprint(blocks(value.get("system")))
-                    conv = resent.conversation(prints[:sent], seed, conv)
+                    # A new one is named after the record, or as an earlier lexkeep
+                    # numbered the file (Continued.numbered).
+                    new = (
+                        partial(resent.named, logname, item.value)
+                        if shared.numbered is None
+                        else f"{shared.numbered}#{index - 1}"
+                    )
+                    conv = resent.conversation(prints[:sent], seed, new)
                 yield Conversation(conv, Format.ANTHROPIC, begins.setdefault(conv, src))
                 if key is not None:  # other records may go on with it, in later files too
                     shared.meet("anthropic", conv)

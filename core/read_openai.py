@@ -16,8 +16,10 @@ Accepted shapes (per file, mixed freely):
 
 Conversation id: the record's `id`, `conversation_id` or `session_id`; otherwise, for a
 `messages` record that sends an earlier record's history again, that record's conversation
-(requestlog.Resent), else `<file name>#<n>` with n the 0-based index of the record in the file
-(stable across re-reads and appends because the whole file is read again). Message ids are
+(requestlog.Resent), else `<log name>#<digest of the record>` (Resent.named: the same on
+re-reads, appends and logrotate's renamed copies); a tau-bench run (`traj`) with no id is
+`<file name>#<n>` with n the 0-based index of the record in the file (stable across re-reads
+and appends because the whole file is read again). Message ids are
 `<conversation>/<index in its messages list>` (`<conversation>/L<line>` for bare messages per
 line). Records of one conversation (a request log) repeat it: only the messages no earlier
 record showed are read, numbered by their place in the conversation's timeline
@@ -27,6 +29,7 @@ record showed are read, numbered by their place in the conversation's timeline
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import partial
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +48,7 @@ from lexkeep.core.model import (
     ToolCall,
     ToolResult,
 )
+from lexkeep.core.paths import log_name
 from lexkeep.core.readers import JsonLine, type_of
 from lexkeep.core.requestlog import (
     Continued,
@@ -450,6 +454,7 @@ class OpenAIReader:
         they share with this one (a rotated request log, per-day files): their requests go on
         from there, and this file's are kept there for the next files."""
         stem = file_stem(path)
+        logname = log_name(path)  # conversations without ids: <logname>#<first record>
         unnamed = f"{stem}#"  # conversations named after the file: no other file goes on with them
         index = 0
         file_conv_started = False
@@ -498,7 +503,14 @@ class OpenAIReader:
                     # the conversation (requestlog.Resent); a tau-bench `traj` is one run.
                     prints = [message_print(m) for m in messages]
                     sent = len(prints) - (answer is not None)
-                    conv = resent.conversation(prints[:sent], seed, conv)
+                    # A new one is named after the record, or as an earlier lexkeep
+                    # numbered the file (Continued.numbered).
+                    new = (
+                        partial(resent.named, logname, item.value)
+                        if shared.numbered is None
+                        else f"{shared.numbered}#{index - 1}"
+                    )
+                    conv = resent.conversation(prints[:sent], seed, new)
                 title = value.get("title") if isinstance(value.get("title"), str) else None
                 if title is None and "task_id" in value:
                     title = f"task {value['task_id']} trial {value.get('trial', 0)}"

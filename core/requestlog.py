@@ -30,12 +30,15 @@ Records that name no conversation (a proxy's log of Chat Completions or Messages
 told apart by what they send again (`Resent`): a request whose list begins with the whole list
 an earlier request of the file (or of an earlier file of its rotated log, `resent_for`) sent
 (with its logged answer, or without) goes on with that request's conversation, and is aligned
-with its timeline as above.
+with its timeline as above. A conversation one begins is named after its first record (a
+digest of the record as logged, `Resent.named`), never after the file's name and
+the record's place in it: rotated copies, grown files and re-reads name it alike.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from hashlib import blake2b
@@ -58,6 +61,15 @@ def fingerprint(value: Any) -> bytes:
     if b'"cache_control"' in text:
         text = orjson.dumps(_unmarked(value), option=orjson.OPT_SORT_KEYS)
     return blake2b(text, digest_size=_DIGEST).digest()
+
+
+def record_digest(record: Any) -> str:
+    """16 hex digits of a digest of a JSON value as canonical JSON (keys sorted, no spaces)."""
+    try:
+        text = orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):  # not a value orjson wrote: no digest differs
+        text = json.dumps(record, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return blake2b(text, digest_size=8).hexdigest()
 
 
 def given(value: dict[str, Any]) -> dict[str, Any]:
@@ -192,12 +204,15 @@ class Resent:
         self.log = RequestLog()
         self._limit = limit
         self._tips: dict[bytes, str] = {}
+        self._begun: dict[str, int] = {}  # a name `_named` gave -> how many times
         # conversation -> its tips and its extra state, least recently continued first
         self._live: dict[str, tuple[list[bytes], dict[str, Any]]] = {}
 
-    def conversation(self, prints: Sequence[bytes], seed: bytes, fallback: str) -> str:
-        """The conversation a request sending `prints` (after `seed`) goes on with, else
-        `fallback` (a new one)."""
+    def conversation(
+        self, prints: Sequence[bytes], seed: bytes, new: str | Callable[[], str]
+    ) -> str:
+        """The conversation a request sending `prints` (after `seed`) goes on with, else a new
+        one: `new`, or what `new()` names it (`named`)."""
         found: str | None = None
         state = _rolled(b"", seed)
         for fp in prints:
@@ -205,12 +220,22 @@ class Resent:
             got = self._tips.get(state)
             if got is not None:
                 found = got  # a longer tip wins
-        conv = found or fallback
+        conv = found or (new() if callable(new) else new)
         held = self._live.pop(conv, None)
         self._live[conv] = ([], {}) if held is None else held
         while len(self._live) > self._limit:
             self._forget(next(iter(self._live)))
         return conv
+
+    def named(self, name: str, record: Any) -> str:
+        """The id of a conversation `record` (a logged request, as read) begins: `<name>#<16
+        hex digits>`, a digest of the record as canonical JSON (keys sorted), the same on
+        every read of it, in whichever file of its log; the k-th conversation of this Resent
+        begun by an equal record (k > 1: the first was forgotten, see LIVE) is
+        `<name>#<digest>.<k>`."""
+        conv = f"{name}#{record_digest(record)}"
+        count = self._begun[conv] = self._begun.get(conv, 0) + 1
+        return conv if count == 1 else f"{conv}.{count}"
 
     def keep(
         self,
@@ -257,7 +282,7 @@ def resent_for(shared: Continued, reader: str, path: str) -> Resent:
     """The `Resent` a file's requests without ids are chained with: the one the earlier files
     of its rotated log left (logrotate's `requests.jsonl.1` before `requests.jsonl`), else a
     new one, left for the later files when the file is a rotated copy. Any other file's
-    conversations are its own (named after it, `<file name>#<n>`)."""
+    conversations are its own: no request of it goes on with another file's."""
     if path == STDIN:
         return Resent()
     log, copy = rotated_log(path)
@@ -329,11 +354,15 @@ class Continued:
 
     def __init__(self, memory: Memory | None = None) -> None:
         self._parts: dict[str, Any] = {}
-        # (path, format name, ingest key) of files left unread since the state was last
-        # brought up to date
-        self.pending: list[tuple[str, str, str]] = []
+        # (path, format name, ingest key, numbered under) of files left unread since the
+        # state was last brought up to date
+        self.pending: list[tuple[str, str, str, str | None]] = []
         self.memory = memory
         self._file: str | None = None  # the ingest key of the file read now
+        # The name under which an earlier lexkeep numbered the file's conversations without
+        # ids (`<name>#<n>`, n the record's index) when the store holds them so; None: they
+        # are named after their first record (Resent.conversation).
+        self.numbered: str | None = None
         self._again = False  # ... which was read before: recall the state it began from
         self._met: set[tuple[str, str]] = set()  # (reader, conversation) recalled or begun
         self._touched: dict[tuple[str, str], None] = {}  # met since touched_states, in order
@@ -352,10 +381,11 @@ class Continued:
         """True while no part holds anything (no conversation to continue)."""
         return not any(len(part) for part in self._parts.values())
 
-    def begin_file(self, key: str | None, again: bool) -> None:
+    def begin_file(self, key: str | None, again: bool, numbered: str | None = None) -> None:
         """Say which file (its ingest key; None: none to remember, standard input) is read
-        next, and whether it was read before (`again`) from the same first bytes."""
-        self._file, self._again = key, again
+        next, whether it was read before (`again`) from the same first bytes, and the name an
+        earlier lexkeep numbered its conversations without ids under (`numbered`)."""
+        self._file, self._again, self.numbered = key, again, numbered
 
     def meet(self, reader: str, conversation: str) -> None:
         """Say that `reader` goes on with `conversation` (before it aligns anything of it):

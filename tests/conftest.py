@@ -202,6 +202,7 @@ _UNDO_MIGRATION = {
         )
     ],
     4: ["DROP TABLE request_log_state"],
+    6: ["ALTER TABLE ingest_runs DROP COLUMN numbered_under"],
 }
 
 

@@ -476,13 +476,14 @@ def test_reports_are_utf8_whatever_the_locale_says(cli, tmp_path: Path):
             timeout=120,
         )
 
+    out = {}
     for fmt in ("table", "json", "junit", "github", "markdown", "html"):
         result = run("audit", trace, "--format", fmt)
         assert result.returncode == 1, (fmt, result.stderr)
         assert "ünï.jsonl".encode() in result.stdout, fmt
-    markdown = run("audit", trace, "--format", "markdown").stdout.decode("utf-8")
-    assert markdown.startswith("## ❌ lexkeep audit")
-    report = json.loads(run("audit", trace, "--format", "json").stdout.decode("utf-8"))
+        out[fmt] = result.stdout.decode("utf-8")
+    assert out["markdown"].startswith("## ❌ lexkeep audit")
+    report = json.loads(out["json"])
     assert report["findings"][0]["message"]["file"] == str(trace)
     for args in (("show", "support-4471"), ("stats",), ("show", "support-4471", "-f", "json")):
         result = run(*args, "--db", db)

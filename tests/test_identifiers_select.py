@@ -23,7 +23,7 @@ from lexkeep.core import identifiers, prefilter
 from lexkeep.core.errors import SettingsWarning
 from lexkeep.core.identifiers import _check_match, _plan, _resolve, extract, extract_many
 from lexkeep.core.model import Extraction, Identifier
-from lexkeep.core.rules import RuleSet, build_rules, default_rules, load_rules
+from lexkeep.core.rules import WALL_SLACK, RuleSet, build_rules, default_rules, load_rules
 
 needs_selector = pytest.mark.skipif(
     not prefilter.available(), reason="Hyperscan is not installed on this platform"
@@ -289,6 +289,19 @@ def test_a_garbage_collection_is_not_charged_to_the_scan_budget() -> None:
     time.sleep(0.06)  # past the wall-clock deadline: the CPU clock is read
     assert budget.remaining() > 0.03
     del heap
+
+
+def test_the_engine_timeout_follows_cpu_time_left_not_wall_time_waited() -> None:
+    """On a loaded machine a scanning thread waits while its budget is barely spent. The
+    `regex` engine's wall-clock net was armed at ten times `remaining()`, a lower bound that
+    shrinks with wall time: a wait near the wall deadline tripped it, and a complete scan was
+    reported incomplete (the guard then said an argument was not checked to its end)."""
+    import time
+
+    budget = identifiers._Budget(0.05)
+    time.sleep(0.045)  # waiting, as a descheduled thread does: wall time, no CPU time
+    assert budget.remaining() > 0  # still inside the wall deadline: a bound of ~5 ms
+    assert budget.engine_timeout() > 0.04 * WALL_SLACK
 
 
 @settings(max_examples=200, deadline=None)

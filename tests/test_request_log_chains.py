@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,14 @@ def _rows(db: Path, conversation: dict[str, str]) -> dict[str, list[tuple]]:
         }
 
 
+def _named(db: Path) -> str:
+    """The one conversation of the store `db`, named after its log and first record."""
+    with Store.open(db) as store:
+        (conv,) = store.con.execute("SELECT id FROM conversations").fetchall()
+    assert re.fullmatch(r"[^#]+#[0-9a-f]{16}", conv[0]), conv
+    return conv[0]
+
+
 def _chat_calls() -> list[dict]:
     """Three Chat Completions calls of one conversation as a proxy logs them, with no
     conversation id: each request sends the previous one, its answer and one more turn."""
@@ -123,7 +132,9 @@ def test_chat_calls_without_an_id_that_send_the_history_again_are_one_conversati
     assert ingested.exit_code == 0, ingested.stderr
     assert "1 conversation, 6 messages, 1 tool call" in ingested.stderr
     assert cli("ingest", named, "--db", tmp_path / "named.duckdb").exit_code == 0
-    bare_rows = _rows(tmp_path / "bare.duckdb", {"proxy.jsonl#0": "C"})
+    conv = _named(tmp_path / "bare.duckdb")
+    assert conv.startswith("proxy.jsonl#")
+    bare_rows = _rows(tmp_path / "bare.duckdb", {conv: "C"})
     assert bare_rows == _rows(tmp_path / "named.duckdb", {"s-1": "C"})
     assert [m[1] for m in bare_rows["messages"]] == [f"C/{n}" for n in (0, 1, 2, 4, 5, 6)]
 
@@ -140,7 +151,7 @@ def test_chat_calls_without_an_id_that_send_the_history_again_are_one_conversati
         got = store.con.execute(
             "SELECT id, text FROM messages WHERE source_line = 4 ORDER BY position"
         ).fetchall()
-    assert got == [("proxy.jsonl#0/7", "Thanks"), ("proxy.jsonl#0/8", "Welcome.")]
+    assert got == [(f"{conv}/7", "Thanks"), (f"{conv}/8", "Welcome.")]
 
 
 def test_a_compacted_anthropic_log_without_ids_is_audited_as_one_conversation(cli, tmp_path):
@@ -156,12 +167,13 @@ def test_a_compacted_anthropic_log_without_ids_is_audited_as_one_conversation(cl
     findings = _findings(cli, bare)
     assert {f["value"]: f["verdict"] for f in findings} == EXPECTED
     assert len(findings) == len(EXPECTED)
-    assert {f["conversation_id"] for f in findings} == {"proxy.jsonl#0"}
 
     ingested = cli("ingest", bare, "--db", tmp_path / "bare.duckdb")
     assert ingested.exit_code == 0, ingested.stderr
+    conv = _named(tmp_path / "bare.duckdb")
+    assert {f["conversation_id"] for f in findings} == {conv}
     assert cli("ingest", COMPACTED, "--db", tmp_path / "named.duckdb").exit_code == 0
-    renamed = {"proxy.jsonl#0": "C"}
+    renamed = {conv: "C"}
     assert _rows(tmp_path / "bare.duckdb", renamed) == _rows(
         tmp_path / "named.duckdb", {"sess-7f3a": "C"}
     )
@@ -190,20 +202,24 @@ def test_a_summary_request_and_unrelated_requests_start_their_own_conversations(
     ingested = cli("ingest", log, "--db", tmp_path / "s.duckdb")
     assert ingested.exit_code == 0, ingested.stderr
     with Store.open(tmp_path / "s.duckdb") as store:
-        got = store.con.execute(
-            "SELECT id, source_line FROM messages ORDER BY conversation_id, position"
+        rows = store.con.execute(
+            "SELECT c.id, c.source_line, m.id, m.source_line FROM messages m"
+            " JOIN conversations c ON c.id = m.conversation_id ORDER BY c.source_line, m.position"
         ).fetchall()
+    # Each conversation is named after its first record: by the line it starts on here.
+    assert all(re.fullmatch(r"log\.jsonl#[0-9a-f]{16}", conv) for conv, *_ in rows)
+    got = [(mid.replace(conv, f"L{first}"), line) for conv, first, mid, line in rows]
     assert got == [
-        ("log.jsonl#0/0", 1),
-        ("log.jsonl#0/1", 1),
-        ("log.jsonl#0/2", 2),
-        ("log.jsonl#0/3", 2),
-        ("log.jsonl#3/0", 4),
-        ("log.jsonl#3/1", 4),
-        ("log.jsonl#4/0", 5),
-        ("log.jsonl#4/1", 5),
-        ("log.jsonl#4/2", 6),
-        ("log.jsonl#4/3", 6),
+        ("L1/0", 1),
+        ("L1/1", 1),
+        ("L1/2", 2),
+        ("L1/3", 2),
+        ("L4/0", 4),
+        ("L4/1", 4),
+        ("L5/0", 5),
+        ("L5/1", 5),
+        ("L5/2", 6),
+        ("L5/3", 6),
     ]
 
 
@@ -242,7 +258,7 @@ def test_the_longest_and_latest_earlier_request_names_the_conversation():
 @pytest.mark.parametrize("fmt", [Format.ANTHROPIC, Format.OPENAI])
 def test_a_log_without_ids_reads_alike_whatever_log_was_read_before_it(tmp_path, fmt):
     """Two proxies' logs of one day, each `requests.jsonl` in its own folder, read by one
-    command: their requests name no conversation, so the first request of each is
+    command: their requests name no conversation, so the first request of each was
     `requests.jsonl#0`. Whether its system prompt was read was kept for the files after it,
     so the second file's prompt was taken for read already and never stored; a log without
     ids leaves nothing for the next files, which also lets workers read it ahead."""
@@ -277,9 +293,10 @@ def test_a_log_without_ids_reads_alike_whatever_log_was_read_before_it(tmp_path,
     assert shared.empty()
     after = read(paths[1], shared)
     assert after == read(paths[1], Continued())
-    assert ("requests.jsonl#0/system", "You route tickets to OPS-2291.") in [
-        (r.id, r.text) for r in after if isinstance(r, Message)
-    ]
+    systems = [(r.id, r.text) for r in after if isinstance(r, Message) and r.role == "system"]
+    assert len(systems) == 1
+    assert re.fullmatch(r"requests\.jsonl#[0-9a-f]{16}/system", systems[0][0])
+    assert systems[0][1] == "You route tickets to OPS-2291."
 
 
 def _without_lines(rows: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
@@ -323,11 +340,15 @@ def test_a_log_without_ids_goes_on_in_the_next_file_logrotate_made(cli, tmp_path
     whole = _write(tmp_path / "proxy.jsonl", records)
     logs = _logrotated(tmp_path / "logs", records)
     assert cli("ingest", whole, "--db", tmp_path / "whole.duckdb").exit_code == 0
-    expected = _without_lines(_rows(tmp_path / "whole.duckdb", {"proxy.jsonl#0": "C"}))
+    one = _named(tmp_path / "whole.duckdb")
+    expected = _without_lines(_rows(tmp_path / "whole.duckdb", {one: "C"}))
     ingested = cli("ingest", logs, "--db", tmp_path / "split.duckdb")
     assert ingested.exit_code == 0, ingested.stderr
     assert "already stored" not in ingested.stderr
-    renamed = {"requests.jsonl.2#0": "C"}
+    # Named after the log (the name its files share) and the same first record.
+    conv = _named(tmp_path / "split.duckdb")
+    assert conv == one.replace("proxy.jsonl#", "requests.jsonl#")
+    renamed = {conv: "C"}
     assert _without_lines(_rows(tmp_path / "split.duckdb", renamed)) == expected
 
     monkeypatch.setenv("LEXKEEP_READ_WORKERS", "2")
@@ -349,4 +370,4 @@ def test_a_log_without_ids_goes_on_in_the_next_file_logrotate_made(cli, tmp_path
     if log == "anthropic":
         findings = _findings(cli, logs)
         assert {f["value"]: f["verdict"] for f in findings} == EXPECTED
-        assert {f["conversation_id"] for f in findings} == {"requests.jsonl.2#0"}
+        assert {f["conversation_id"] for f in findings} == {conv}
