@@ -648,7 +648,7 @@ def detect_format(
                 first_bad.detail or first_bad.reason,
                 path=first_bad.source.file,
                 line=first_bad.source.line,
-                hint=_hints_for(first_bad.reason),
+                hint=_hints_for(first_bad.reason, first_bad.source.file),
             )
         if first_bad is not None and not head:
             detail, hint = first_bad.detail or first_bad.reason, "the file is not valid JSON/JSONL"
@@ -770,7 +770,9 @@ class _Unchanged(Exception):
     """Raised inside a file's transaction to roll back an ingest that adds nothing."""
 
 
-def _hints_for(reason: str) -> str:
+def _hints_for(reason: str, path: str | None = None) -> str:
+    if reason == "truncated_document" and path == "-":
+        return "pipe the whole document: standard input cannot be read again for the rest of it"
     if reason == "truncated_document":
         return "wait until the writer has finished the file, then ingest it again"
     return "fix the line, or pass --skip-invalid to skip bad lines and record them"
@@ -1821,7 +1823,7 @@ class _FileIngest:
                 path=item.source.file,
                 line=item.source.line,
                 col=item.col,
-                hint=_hints_for(item.reason),
+                hint=_hints_for(item.reason, item.source.file),
             )
         elif item.fatal:
             self.errors.append((item.source.line, item.col, item.reason, item.detail))

@@ -837,3 +837,16 @@ def test_a_loop_of_symbolic_links_is_named_as_a_loop(cli, db_file, tmp_path):
         f"Error: {folder / 'a.jsonl'}: a loop of symbolic links (it leads back to itself)",
         "Hint: point the link at an existing trace file, or name the file itself",
     ]
+
+
+def test_a_json_document_cut_short_on_standard_input_asks_for_the_whole_document(cli, db_file):
+    """Piped in, a JSON document cut short was told to wait for its writer and be ingested
+    again, which standard input cannot be."""
+    run = [{"task_id": 0, "traj": [{"role": "user", "content": "order #W2378156 please"}]}]
+    cut = json.dumps(run, indent=1)[:60]
+    for args in (("audit", "-"), ("ingest", "-", "--db", db_file)):
+        result = cli(*args, input=cut)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr.splitlines()[-1] == (
+            "Hint: pipe the whole document: standard input cannot be read again for the rest of it"
+        )
