@@ -52,8 +52,7 @@ def find_settings_file(start: Path | None = None) -> Path | None:
     for folder in folders:
         own = folder / "lexkeep.toml"
         pyproject = folder / "pyproject.toml"
-        own_found = own.is_file()
-        if own_found:
+        if own.is_file():
             if pyproject.is_file() and _has_lexkeep_table(pyproject):
                 warnings.warn(
                     f"{pyproject}: [tool.lexkeep] is ignored: {own.name} beside it takes "
