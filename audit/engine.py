@@ -965,14 +965,22 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
     """
     probe_rids: list[int] = []
     probes: list[str] = []
-    # Per distinct value and the time it was typed (which only a date typed without a year
-    # reads): its forms, pieces and probes.
-    expected: dict[tuple[str, str | None], _Expected] = {}
+    expected: dict[str, _Expected] = {}  # per distinct value: its forms, pieces and probes
+    dated: dict[tuple[str, str | None], _Expected] = {}  # ... of a date typed without a year
+    wanted: dict[int, _Expected] = {}  # per rid
     for rid in rids:
         row = batch.row(rid)
-        want = expected.get((row[4], row[12]))
+        want = expected.get(row[4])
         if want is None:
-            want = expected[row[4], row[12]] = _Expected.of(row[4], typed_day(row[12]))
+            want = expected[row[4]] = _Expected.of(row[4])
+        if want.date is not None and want.date[0] is None:
+            # The time it was typed decides which year such a date means (core.nearmiss).
+            key = (row[4], row[12])
+            day = dated.get(key)
+            if day is None:
+                day = dated[key] = dataclasses.replace(want, when=typed_day(row[12]))
+            want = day
+        wanted[rid] = want
         for probe in _skeleton_probes(want.skeleton):  # near_probes(value)
             probe_rids.append(rid)
             probes.append(probe)
@@ -998,8 +1006,7 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
         for rid in call_rids:
             if rid in settled:
                 continue
-            row = batch.row(rid)
-            miss = fast_best_near_miss(expected[row[4], row[12]], tokens, runs)
+            miss = fast_best_near_miss(wanted[rid], tokens, runs)
             if miss is None:
                 continue
             key = (_RANK[miss.difference], miss.distance)
@@ -1102,9 +1109,8 @@ class _Expected:
     when: datetime.date | None = None  # the day it was typed (core.nearmiss.typed_day)
 
     @classmethod
-    def of(cls, value: str, when: datetime.date | None = None) -> _Expected:
-        """`value`'s forms; `when`, the day it was typed, matters only for a date typed
-        without a year."""
+    def of(cls, value: str) -> _Expected:
+        """`value`'s forms (`when` is set apart, for a date typed without a year only)."""
         folded, skel = _value_forms(value)
         pieces: tuple[tuple[str, int], ...] = ()
         if len(skel) >= 6:
@@ -1112,8 +1118,7 @@ class _Expected:
             size = len(skel) // count
             pieces = tuple((skel[i * size : (i + 1) * size], i * size) for i in range(count))
         date = textual_date(value) if _DIGIT_IN.search(value) else None
-        when = when if date is not None and date[0] is None else None
-        return cls(value, folded, skel, pieces, _skeleton_sizes(len(skel)), date, when)
+        return cls(value, folded, skel, pieces, _skeleton_sizes(len(skel)), date)
 
 
 _DIGIT_IN = re.compile("[0-9]")
