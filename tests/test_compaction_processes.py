@@ -699,3 +699,132 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_exits_143(tmp_path, workers, gro
         " was abandoned and its claim given back (no attempt was counted), and a later"
         " run takes up the rest"
     ), out
+
+
+# Answers every call; on its third it does to the store what the test names first: makes the
+# store's folder read-only (no write can reach it) or deletes conversation c2's row.
+SPOILS_THE_STORE = """\
+import os, sys
+sys.stdin.read()
+calls, how, db = sys.argv[1], sys.argv[2], sys.argv[3]
+n = len(os.listdir(calls))
+open(os.path.join(calls, str(n)), "w").close()
+if n == 2 and how == "read-only":
+    os.chmod(os.path.dirname(db), 0o555)
+if n == 2 and how == "row-deleted":
+    import duckdb
+    con = duckdb.connect(db)
+    con.execute("DELETE FROM conversations WHERE id = 'c2'")
+    con.close()
+print("Summary: ORD_88400.")
+"""
+
+
+def run_spoiling(tmp_path: Path, how: str, fmt: str, workers: int = 1) -> tuple[int, str, str]:
+    """`lexkeep compact` over c1 and c2 (two segments each) with SPOILS_THE_STORE; returns the
+    exit status, stdout and stderr. The store's folder is writable again afterwards."""
+    from conftest import permission_bound
+
+    prefix = permission_bound()  # root passes over a read-only folder otherwise
+    folder = tmp_path / "store"
+    folder.mkdir()
+    db = folder / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 40, "c2": 40})  # c1 0-9, c1 10-19, c2 0-9, c2 10-19
+    program = tmp_path / "summarise.py"
+    program.write_text(SPOILS_THE_STORE, encoding="utf-8")
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    spec = f'command:"{sys.executable} {program} {calls} {how} {db}"'
+    args = ["--db", db, "--summarizer", spec, "--timeout", "30", "--format", fmt]
+    try:
+        done = subprocess.run(
+            [*prefix, sys.executable, "-m", "lexkeep.cli.main", "compact", *map(str, args)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        folder.chmod(0o755)
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a read-only folder is a POSIX permission")
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_store_that_cannot_be_written_mid_run_still_reports_what_finished(tmp_path, fmt):
+    """Two summaries were stored, then the store's folder became read-only (a full disk or a
+    quota does the same): the run exited 2 with only the error, so a batch that failed near
+    its end said nothing of what it had completed, nor of the claim it had to leave held."""
+    code, out, err = run_spoiling(tmp_path, "read-only", fmt)
+    assert code == 2, out + err
+    db = tmp_path / "store" / "store.duckdb"
+    assert err.startswith(f"Error: cannot open {db}.wal: Permission denied\nHint: "), err
+    assert "Traceback" not in err and "internal error" not in err, err
+    with Store.open(db, read_only=True) as store:
+        rows = store.con.execute(
+            "SELECT conversation_id, from_pair, status, attempts, summary IS NOT NULL, "
+            "boundary_id IS NOT NULL FROM compactions ORDER BY conversation_id, from_pair"
+        ).fetchall()
+    # The two stored summaries stay, bound to their sources; the third claim could not be
+    # given back (nothing can be written): it is held until its lease expires.
+    assert rows == [
+        ("c1", 0, "completed", 1, True, True),
+        ("c1", 10, "completed", 1, True, True),
+        ("c2", 0, "running", 1, False, False),
+    ]
+    if fmt == "json":
+        doc = json.loads(out)
+        counts = ("planned", "claimed", "completed", "failed", "skipped", "remaining")
+        assert [doc[k] for k in counts] == [4, 3, 2, 0, 0, 2], doc
+        assert doc["claims_held"] == 1
+        assert doc["error"] == err.splitlines()[0].removeprefix("Error: ")
+        assert doc["interrupted"] is False and doc["unreachable"] is None
+        assert [(s["conversation_id"], s["from_pair"], s["outcome"]) for s in doc["segments"]] == [
+            ("c1", 0, "completed"),
+            ("c1", 10, "completed"),
+        ]
+    else:
+        lines = out.splitlines()
+        assert lines[0] == (
+            "2 conversations: planned 4, claimed 3, completed 2, failed 0, skipped 0"
+        ), out
+        assert lines[-1] == (
+            "stopped: an error stopped the run; these counts are what finished before it;"
+            " 2 planned segments were not summarised, and a later run takes them up; 1 of them"
+            " could not be given back and stays claimed until its lease expires (then it counts"
+            " as a failed attempt)"
+        ), out
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_error_mid_run_gives_the_claims_back_and_reports_what_finished(tmp_path, fmt, workers):
+    """Another program deleted a conversation's row while its segment was being summarised:
+    storing that summary failed, and the run exited 2 with only the error, leaving the claim
+    held until its lease expired (then counted as a failed attempt). The claim is now given
+    back, and the counts of what finished come before the error."""
+    code, out, err = run_spoiling(tmp_path, "row-deleted", fmt, workers)
+    assert code == 2, out + err
+    assert err == "Error: conversation c2 is not in the store\n", err
+    with Store.open(tmp_path / "store" / "store.duckdb", read_only=True) as store:
+        rows = store.con.execute(
+            "SELECT conversation_id, from_pair, status, attempts FROM compactions "
+            "ORDER BY conversation_id, from_pair"
+        ).fetchall()
+        [(boundaries,)] = store.con.execute("SELECT count(*) FROM boundaries").fetchall()
+    assert rows == [("c1", 0, "completed", 1), ("c1", 10, "completed", 1)]
+    assert boundaries == 2
+    if fmt == "json":
+        doc = json.loads(out)
+        counts = ("planned", "claimed", "completed", "failed", "skipped", "remaining")
+        assert [doc[k] for k in counts] == [4, 2, 2, 0, 0, 2], doc
+        assert doc["claims_held"] == 0
+        assert doc["error"] == "conversation c2 is not in the store"
+    else:
+        lines = out.splitlines()
+        assert lines[0] == (
+            "2 conversations: planned 4, claimed 2, completed 2, failed 0, skipped 0"
+        ), out
+        assert lines[-1] == (
+            "stopped: an error stopped the run; these counts are what finished before it;"
+            " 2 planned segments were not summarised (no attempt was counted), and a later run"
+            " takes them up"
+        ), out
