@@ -828,3 +828,59 @@ def test_an_error_mid_run_gives_the_claims_back_and_reports_what_finished(tmp_pa
             " 2 planned segments were not summarised (no attempt was counted), and a later run"
             " takes them up"
         ), out
+
+
+# A library caller whose store's folder turns read-only after the first summary is stored:
+# the next claim cannot be written.
+READ_ONLY_AFTER_FIRST = """\
+import json, os, sys
+from lexkeep.compaction.engine import CompactionFailed, run_compaction
+from lexkeep.compaction.summarizers import Generation, Summarizer
+
+class Waits(Summarizer):
+    name, model_id = "waits", "test/waits"  # not quick: the store is closed between steps
+
+    def summarize(self, request):
+        return Generation("Summary: ORD_88400.")
+
+db = sys.argv[1]
+
+def progress(out):
+    if out.outcome == "completed":
+        os.chmod(os.path.dirname(db), 0o555)
+
+try:
+    report = run_compaction(db, summarizer=Waits(), on_progress=progress)
+    print(json.dumps({"stopped": None, "skipped": report.skipped_reasons}))
+except CompactionFailed as stop:
+    r = stop.report
+    print(json.dumps({"stopped": str(stop), "counts": [r.claimed, r.completed, r.skipped]}))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a read-only folder is a POSIX permission")
+def test_a_claim_the_store_cannot_take_stops_the_run_instead_of_skipping_as_a_race(tmp_path):
+    """A store that could no longer be written when a segment was claimed: DuckDB's failed
+    commit was taken for a lost race, tried again 200 times, and every remaining segment was
+    then `skipped` (race: … Permission denied): the run went on to its end and exited 0."""
+    from conftest import permission_bound
+
+    prefix = permission_bound()
+    folder = tmp_path / "store"
+    folder.mkdir()
+    db = folder / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 40, "c2": 40})
+    script = tmp_path / "caller.py"
+    script.write_text(READ_ONLY_AFTER_FIRST, encoding="utf-8")
+    try:
+        done = subprocess.run(
+            [*prefix, sys.executable, str(script), str(db)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        folder.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["stopped"] == f"cannot open {db}.wal: Permission denied", doc
+    assert doc["counts"] == [1, 1, 0], doc
