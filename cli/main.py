@@ -8,8 +8,10 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from lexkeep.cli.common import (
+    EXIT_INTERRUPTED,
     EXIT_TERMINATED,
     handle_errors,
     interrupted_by,
@@ -18,6 +20,25 @@ from lexkeep.cli.common import (
 )
 from lexkeep.core import __version__
 from lexkeep.core.collector import single_shot
+
+
+class _StopsAsInterrupted(TyperGroup):
+    """The command group, whose Ctrl-C or SIGTERM while the command line is read (before a
+    command's own handling: an option's callback, `--help` written into a slow pipe) stops
+    as it does during a command: `Interrupted.`, exit 130 (143). Typer would exit 130 without
+    a word, after SIGTERM too."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise interrupted_exit() from None
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise interrupted_exit() from None
 
 
 class LexkeepTyper(typer.Typer):
@@ -47,6 +68,7 @@ def _split_example(doc: str) -> tuple[str, str | None]:
 
 app = LexkeepTyper(
     name="lexkeep",
+    cls=_StopsAsInterrupted,
     help=(
         "Audit whether identifiers typed by users survive agent-history compaction verbatim, "
         "and compact history under source-bound, immutable rules."
@@ -150,7 +172,9 @@ def main() -> None:
         # place: the same line and exit status as during the command.
         raise SystemExit(interrupted_exit().exit_code) from None
     except SystemExit as end:
-        if end.code == 1 and interrupted_by() == "SIGTERM":  # Click's "Aborted!" on it
+        # SIGTERM in what little of Typer's own code the command group does not cover: Typer
+        # exits 130 on it (Click: `Aborted!`, exit 1).
+        if end.code in (1, EXIT_INTERRUPTED) and interrupted_by() == "SIGTERM":
             raise SystemExit(EXIT_TERMINATED) from None
         raise
     finally:

@@ -7,6 +7,7 @@ to the signal inside a query reads as the same interruption.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -249,3 +250,60 @@ def test_sigterm_where_python_drops_exceptions_or_during_an_import_still_stops(
     expected = ("imported True\n" if where == "import" else "") + "stopped\n"
     assert (done.returncode, done.stdout) == (0, expected), done.stderr
     assert "Exception ignored" not in done.stderr, done.stderr
+
+
+COMMANDS = ["ingest", "stats", "show", "extract", "audit", "compact", "compactions"]
+COMMANDS += ["context", "guard"]
+
+
+def _blocked_writing(pid: int, seconds: float = 30) -> bool:
+    """Wait until process `pid` waits to write into a full pipe (Linux /proc); False when
+    the kernel never says where a process waits."""
+    deadline = time.monotonic() + seconds
+    seen = set()
+    while time.monotonic() < deadline:
+        where = Path(f"/proc/{pid}/wchan").read_text()
+        if where.endswith("pipe_write"):
+            return True
+        seen.add(where)
+        time.sleep(0.01)
+    if seen == {"0"}:  # "0" while it runs, and always where the kernel hides it
+        return False
+    pytest.fail(f"lexkeep (pid {pid}) never waited to write its help: {sorted(seen)}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize(
+    ("command", "sig", "code"),
+    [*((c, signal.SIGINT, 130) for c in COMMANDS), (None, signal.SIGINT, 130)]
+    + [("compact", signal.SIGTERM, 143), (None, signal.SIGTERM, 143)],
+)
+def test_a_stop_before_the_command_runs_is_an_interruption(command, sig, code) -> None:
+    """Ctrl-C or SIGTERM while the command line is still being read, before a command's own
+    handling (here: `--help` written into a pipe nobody reads yet) exited 130 without a word
+    (SIGTERM too), or, with an older Typer, `Aborted!` and exit 1: as during a command now,
+    `Interrupted.` and 130 (143 after SIGTERM)."""
+    import fcntl
+
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETFL, os.O_NONBLOCK)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write, b"x" * 4096)  # full: the help waits to be written
+    fcntl.fcntl(write, fcntl.F_SETFL, 0)
+    args = [command, "--help"] if command else ["--help"]
+    try:
+        proc = _lexkeep(args, stdout=write)
+        os.close(write)
+        try:
+            if not _blocked_writing(proc.pid):
+                pytest.skip("the kernel does not say where a process waits")
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    finally:
+        os.close(read)
+    assert (proc.returncode, err.decode()) == (code, "Interrupted.\n")
