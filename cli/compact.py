@@ -14,11 +14,11 @@ from lexkeep.cli.common import (
     counted,
     db_path,
     drop_stdout,
-    interrupted_by,
     interrupted_exit,
     progress,
     stdout_console,
 )
+from lexkeep.cli.signals import interrupted_by
 from lexkeep.core.controls import visible, visible_json
 
 SCHEMA_VERSION = 1
