@@ -55,7 +55,7 @@ def _resend(signum: int) -> None:
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     """Ctrl-C (SIGINT) or SIGTERM: raise KeyboardInterrupt (Terminated), or put it off while
     an import runs."""
-    global _terminated, _pending, _resent
+    global _resent
     resent, _resent = _resent, False
     if os.getpid() != _handler_pid:
         # A forked worker that has not ignored the signal yet (`parallel.ignore_interrupts`):
@@ -63,6 +63,11 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         return
     if resent and _pending != signum:  # raised already, by `raise_pending`
         return
+    _stop(signum, frame)
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    global _terminated, _pending
     if signum == signal.SIGTERM and _terminated:
         return  # a second one while the first stop is under way: let that stop finish
     if _in_an_import(frame):
@@ -79,7 +84,7 @@ def raise_pending() -> None:
     """Raise the stop a signal taken up during an import put off, now that the import is
     done (instead of waiting for it to be sent again)."""
     if _pending:
-        _on_signal(_pending, None)
+        _stop(_pending, None)
 
 
 def _on_unraisable(unraisable: "sys.UnraisableHookArgs") -> None:
