@@ -239,7 +239,14 @@ import os, sys, time
 calls = sys.argv[1]
 sys.stdin.read()
 os.makedirs(calls, exist_ok=True)
-n = len(os.listdir(calls))
+n = 0  # the first free number: two slots may start their calls at once
+os.makedirs(calls + ".taken", exist_ok=True)
+while True:
+    try:
+        os.close(os.open(os.path.join(calls + ".taken", str(n)), os.O_CREAT | os.O_EXCL))
+        break
+    except FileExistsError:
+        n += 1
 open(os.path.join(calls, str(n)), "w").close()
 if n == 0:
     print("summary of the first segment")
@@ -358,7 +365,14 @@ VANISHING_PROGRAM = """\
 import os, sys
 sys.stdin.read()
 calls = sys.argv[1]
-n = len(os.listdir(calls))
+n = 0  # the first free number: two slots may start their calls at once
+os.makedirs(calls + ".taken", exist_ok=True)
+while True:
+    try:
+        os.close(os.open(os.path.join(calls + ".taken", str(n)), os.O_CREAT | os.O_EXCL))
+        break
+    except FileExistsError:
+        n += 1
 open(os.path.join(calls, str(n)), "w").close()
 if n == {answers} - 1:
     os.remove(sys.argv[0])  # the program is gone for every later call
@@ -429,7 +443,14 @@ PLANNED_PROGRAM = """\
 import os, sys
 sys.stdin.read()
 calls, plan = sys.argv[1], sys.argv[2]
-n = len(os.listdir(calls))
+n = 0  # the first free number: two slots may start their calls at once
+os.makedirs(calls + ".taken", exist_ok=True)
+while True:
+    try:
+        os.close(os.open(os.path.join(calls + ".taken", str(n)), os.O_CREAT | os.O_EXCL))
+        break
+    except FileExistsError:
+        n += 1
 open(os.path.join(calls, str(n)), "w").close()
 mode = plan[min(n, len(plan) - 1)]
 if mode == "s":
@@ -636,7 +657,14 @@ import os, sys, time
 calls = sys.argv[1]
 sys.stdin.read()
 os.makedirs(calls, exist_ok=True)
-n = len(os.listdir(calls))
+n = 0  # the first free number: two slots may start their calls at once
+os.makedirs(calls + ".taken", exist_ok=True)
+while True:
+    try:
+        os.close(os.open(os.path.join(calls + ".taken", str(n)), os.O_CREAT | os.O_EXCL))
+        break
+    except FileExistsError:
+        n += 1
 with open(os.path.join(calls, f".{n}"), "w") as fh:
     fh.write(str(os.getpid()))
 os.rename(os.path.join(calls, f".{n}"), os.path.join(calls, str(n)))
@@ -707,7 +735,14 @@ SPOILS_THE_STORE = """\
 import os, sys
 sys.stdin.read()
 calls, how, db = sys.argv[1], sys.argv[2], sys.argv[3]
-n = len(os.listdir(calls))
+n = 0  # the first free number: two slots may start their calls at once
+os.makedirs(calls + ".taken", exist_ok=True)
+while True:
+    try:
+        os.close(os.open(os.path.join(calls + ".taken", str(n)), os.O_CREAT | os.O_EXCL))
+        break
+    except FileExistsError:
+        n += 1
 open(os.path.join(calls, str(n)), "w").close()
 if n == 2 and how == "read-only":
     os.chmod(os.path.dirname(db), 0o555)
