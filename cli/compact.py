@@ -384,11 +384,26 @@ def _print_report(report, *, interrupted: bool = False, stopped: str | None = No
                 )
             )
     if interrupted:
-        lines.append(
-            f"interrupted: these counts are what finished before {interrupted_by()}; a call in"
-            " progress was abandoned and its claim given back (no attempt was counted), and a later"
-            " run takes up the rest"
-        )
+        held = report.claims_held
+        if not held:
+            lines.append(
+                f"interrupted: these counts are what finished before {interrupted_by()}; a call"
+                " in progress was abandoned and its claim given back (no attempt was counted), and"
+                " a later run takes up the rest"
+            )
+        else:  # another process held the store past $LEXKEEP_LOCK_WAIT
+            claims = "1 claim" if held == 1 else f"{held} claims"
+            stays = (
+                "stays claimed until its lease expires (then it counts"
+                if held == 1
+                else "stay claimed until their leases expire (then each counts"
+            )
+            lines.append(
+                f"interrupted: these counts are what finished before {interrupted_by()}; a call"
+                " in progress was abandoned, and a later run takes up the rest;"
+                f" {claims} could not be given back (the store could not be written in time) and"
+                f" {stays} as a failed attempt)"
+            )
     if stopped:
         lines.append(f"stopped: {stopped}")
     sys.stdout.write("".join(line + "\n" for line in lines))

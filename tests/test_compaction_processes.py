@@ -651,6 +651,74 @@ def test_ctrl_c_while_another_process_holds_the_store_still_gives_the_claims_bac
         assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone() == (0,)
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT and process groups are POSIX")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_that_cannot_give_a_claim_back_says_so(tmp_path, workers):
+    """Ctrl-C while another process held the store longer than $LEXKEEP_LOCK_WAIT: the claim
+    stays `running` until its lease expires, but the `interrupted:` line said it had been
+    given back without counting an attempt."""
+    import duckdb
+
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 40})
+    script = tmp_path / "waits.py"
+    script.write_text(WAITS_FOR_GO, encoding="utf-8")  # never told to go: hangs
+    spec = f'command:"{sys.executable} {script} {tmp_path}"'
+    args = ["--db", str(db), "--summarizer", spec, "--timeout", "60", "--workers", str(workers)]
+    env = {**os.environ, "LEXKEEP_LOCK_WAIT": "0.5"}
+    worker = lexkeep("compact", *args, "--format", "json", start_new_session=True, env=env)
+    try:
+        wait_for(tmp_path / "started", 60)
+        holder = duckdb.connect(str(db))
+        try:
+            os.killpg(worker.pid, signal.SIGINT)
+            out, err = worker.communicate(timeout=60)  # it does not wait for the holder
+        finally:
+            holder.close()
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.communicate()
+    assert worker.returncode == 130, out + err
+    doc = json.loads(out)
+    # each slot claimed a segment, and its call hung
+    assert (doc["claimed"], doc["completed"], doc["claims_held"]) == (workers, 0, workers), doc
+    with Store.open(db, read_only=True) as store:
+        rows = store.con.execute("SELECT status FROM compactions").fetchall()
+    assert rows == [("running",)] * workers
+    # and in text
+    with Store.open(db) as store:  # as before the first run
+        store.con.execute("DELETE FROM compaction_attempts")
+        store.con.execute("DELETE FROM compactions")
+    (tmp_path / "started").unlink()
+    worker = lexkeep("compact", *args, start_new_session=True, env=env)
+    try:
+        wait_for(tmp_path / "started", 60)
+        holder = duckdb.connect(str(db))
+        try:
+            os.killpg(worker.pid, signal.SIGINT)
+            out, err = worker.communicate(timeout=60)
+        finally:
+            holder.close()
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.communicate()
+    assert worker.returncode == 130, out + err
+    held = (
+        "1 claim could not be given back (the store could not be written in time) and stays"
+        " claimed until its lease expires (then it counts as a failed attempt)"
+        if workers == 1
+        else "2 claims could not be given back (the store could not be written in time) and"
+        " stay claimed until their leases expire (then each counts as a failed attempt)"
+    )
+    assert out.splitlines()[-1] == (
+        "interrupted: these counts are what finished before Ctrl-C; a call in progress was"
+        " abandoned, and a later run takes up the rest; " + held
+    ), out
+
+
 # As SECOND_HANGS, and each call's file holds the pid of the program making it.
 SECOND_HANGS_NAMED = """\
 import os, sys, time
