@@ -987,3 +987,39 @@ def test_a_claim_the_store_cannot_take_stops_the_run_instead_of_skipping_as_a_ra
     doc = json.loads(done.stdout)
     assert doc["stopped"] == f"cannot open {db}.wal: Permission denied", doc
     assert doc["counts"] == [1, 1, 0], doc
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_full_disk_mid_run_keeps_what_was_stored_and_a_later_run_finishes(tmp_path):
+    """The store's disk filled up (here: a file size limit) after some summaries were
+    stored: the counts of those come before the error, the claim being stored is given back,
+    and a later run with room summarises the rest."""
+    from conftest import run_writing_at_most
+
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {f"c{i}": 40 for i in range(3)})  # six segments
+    program = tmp_path / "summarise.py"
+    # ~18 KB of UTF-8 per summary (under the 6,000-character limit): a few fill the WAL
+    program.write_text(
+        "import sys\nsys.stdin.read()\nprint('Summary: ORD_88400. ' + '\\u6458' * 5900)\n",
+        encoding="utf-8",
+    )
+    spec = ["--summarizer", f'command:"{sys.executable} {program}"', "--timeout", "30"]
+    done = run_writing_at_most(150_000, "compact", "--db", db, *spec, "--format", "json")
+    assert done.returncode == 2, done.stdout + done.stderr
+    first = done.stderr.splitlines()[0]
+    assert first == f"Error: cannot write {db}.wal: File too large", done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["error"] == first.removeprefix("Error: ")
+    stored = doc["completed"]
+    assert 0 < stored < doc["planned"] == 6, doc
+    assert (doc["claimed"], doc["failed"], doc["claims_held"]) == (stored, 0, 0), doc
+    with Store.open(db, read_only=True) as store:
+        rows = store.con.execute("SELECT status, attempts FROM compactions").fetchall()
+    assert rows == [("completed", 1)] * stored  # nothing left claimed, no attempt spent
+    again = lexkeep("compact", "--db", str(db), *spec, "--format", "json")
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, out + err
+    doc = json.loads(out)
+    assert (doc["completed"], doc["skipped"]) == (6 - stored, stored), doc
