@@ -340,17 +340,19 @@ def _unfinished(report) -> str:
         f"these counts are what finished before it; {left} planned"
         f" segment{'' if left == 1 else 's'} {'was' if left == 1 else 'were'} not summarised"
     )
+    later = f"a later run takes {'it' if left == 1 else 'them'} up"
     if not held:
-        return text + " (no attempt was counted), and a later run takes them up"
-    text += ", and a later run takes them up; "
+        return f"{text} (no attempt was counted), and {later}"
     if held == 1:
-        return text + (
-            "1 of them could not be given back and stays claimed until its lease expires (then"
-            " it counts as a failed attempt)"
+        which = "it" if left == 1 else "1 of them"
+        return (
+            f"{text}, and {later}; {which} could not be given back and stays claimed until its"
+            " lease expires (then it counts as a failed attempt)"
         )
-    return text + (
-        f"{held} of them could not be given back and stay claimed until their leases expire"
-        " (then each counts as a failed attempt)"
+    which = "they" if held == left else f"{held} of them"
+    return (
+        f"{text}, and {later}; {which} could not be given back and stay claimed until their"
+        " leases expire (then each counts as a failed attempt)"
     )
 
 

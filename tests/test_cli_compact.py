@@ -633,7 +633,7 @@ def test_a_crash_mid_run_prints_the_counts_before_the_internal_error(cli, db_fil
         "2 conversations: planned 2, claimed 1, completed 1, failed 0, skipped 0",
         "identifiers of the summarised answers kept verbatim: 20/20 (100.0%)",
         "stopped: an error stopped the run; these counts are what finished before it; 1 planned"
-        " segment was not summarised (no attempt was counted), and a later run takes them up",
+        " segment was not summarised (no attempt was counted), and a later run takes it up",
     ]
     with Store.open(db_file, read_only=True) as store:
         rows = store.con.execute(
