@@ -4,11 +4,9 @@ import contextlib
 import errno
 import functools
 import os
-import signal
 import stat
 import sys
 import tempfile
-import threading
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -18,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from lexkeep.cli.signals import say_interrupted
 from lexkeep.core.controls import visible
 from lexkeep.core.errors import (
     LexkeepError,
@@ -32,98 +31,17 @@ if TYPE_CHECKING:
 # Rich is imported where a console or a bar is made: `lexkeep context` and `guard` print
 # plain bytes, and importing it costs about 40 ms of every call.
 
-# Exit codes shared by every command (pip-audit / ruff convention).
+# Exit codes shared by every command (pip-audit / ruff convention); 130 and 143 for a command
+# Ctrl-C or SIGTERM stopped (`signals`).
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
-EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports a command killed by SIGINT
-EXIT_TERMINATED = 143  # SIGTERM (a CI job cancelled, `timeout`, `docker stop`), as a shell says
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM stopped the command. A KeyboardInterrupt, so it takes Ctrl-C's way out: what
-    finished is kept and said, a summariser's call in progress is given back, workers end."""
-
-
-_terminated = False  # SIGTERM arrived: the command stops as on Ctrl-C, and exits 143
-_handler_pid = 0  # the process whose SIGTERM stops it as Ctrl-C does: not its forked workers
-
-
-def _in_an_import(frame: Any) -> bool:
-    """True when `frame`, or one that called it, is an import: a compiled module being set up
-    (DuckDB's) aborts the whole process on an exception raised in the Python code it calls."""
-    while frame is not None:
-        if frame.f_code.co_filename.startswith("<frozen importlib"):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _signal_again() -> None:
-    """SIGTERM to the main thread again in a moment, from another thread (sent from a signal
-    handler, it would be handled at once, where it could not be taken up)."""
-    again = threading.Timer(
-        0.01, signal.pthread_kill, (threading.main_thread().ident, signal.SIGTERM)
-    )
-    again.daemon = True
-    again.start()
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    global _terminated
-    if os.getpid() != _handler_pid:
-        # A forked worker that has not ignored SIGTERM yet (`parallel.ignore_interrupts`):
-        # its parent stops it.
-        return
-    if _terminated:  # a second one while the first stop is under way: let that stop finish
-        return
-    if _in_an_import(frame):
-        _signal_again()
-        return
-    _terminated = True
-    raise Terminated("terminated")
-
-
-def _on_unraisable(unraisable: Any) -> None:
-    """The stop raised where Python drops exceptions ("Exception ignored in ..."): a garbage
-    collector callback, a finaliser, a fork hook. It would be lost, and the command go on
-    as if no SIGTERM had come: it comes again instead, to be raised elsewhere."""
-    global _terminated
-    if isinstance(unraisable.exc_value, Terminated):
-        _terminated = False
-        _signal_again()
-        return
-    _unraisable_before(unraisable)
-
-
-_unraisable_before = sys.unraisablehook
-
-
-def stop_on_sigterm() -> None:
-    """Make SIGTERM stop this process as Ctrl-C does (see `Terminated`) instead of killing it
-    where it stands. Forked workers ignore it (`parallel.ignore_interrupts`): their parent
-    stops them."""
-    global _handler_pid, _unraisable_before
-    _handler_pid = os.getpid()
-    with contextlib.suppress(ValueError, OSError, AttributeError):  # not the main thread
-        signal.signal(signal.SIGTERM, _on_sigterm)
-        if sys.unraisablehook is not _on_unraisable:
-            _unraisable_before = sys.unraisablehook
-            sys.unraisablehook = _on_unraisable
-
-
-def interrupted_by() -> str:
-    """What stopped the command, as its `interrupted:` line names it: Ctrl-C or SIGTERM."""
-    return "SIGTERM" if _terminated else "Ctrl-C"
 
 
 def interrupted_exit() -> typer.Exit:
     """`Interrupted.` on stderr, and the exit for a stopped command: 130 after Ctrl-C, 143
     after SIGTERM."""
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write("Interrupted.\n")
-        sys.stderr.flush()
-    return typer.Exit(EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED)
+    return typer.Exit(say_interrupted())
 
 
 F = TypeVar("F", bound=Callable[..., Any])

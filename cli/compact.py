@@ -13,11 +13,11 @@ from lexkeep.cli.common import (
     counted,
     db_path,
     drop_stdout,
-    interrupted_by,
     interrupted_exit,
     progress,
     stdout_console,
 )
+from lexkeep.cli.signals import interrupted_by
 from lexkeep.core.controls import visible, visible_json
 
 SCHEMA_VERSION = 1
@@ -102,13 +102,16 @@ def register(app: typer.Typer) -> None:
         its 10 source pairs and written once. Counts go to stdout; progress to stderr.
         Exit 0 when every claimed segment completed, 1 when an attempt failed (recorded; a
         later run retries it), 2 when the run could not start, the summariser could not be
-        reached, or it failed the same way on the run's first 3 calls (no attempt is counted; a
-        run it stopped first prints the counts of what finished before), 130 on Ctrl-C (after
-        those counts too; a call in progress is given back, no attempt counted).
+        reached, it failed the same way on the run's first 3 calls (no attempt is counted), or
+        another error stopped the run (a store that could not be written): a run stopped
+        mid-way first prints the counts of what finished before, and gives back the claims
+        in progress; 130 on Ctrl-C (after those counts too; a call in progress is given back,
+        no attempt counted).
 
         Example: lexkeep compact --db traces.duckdb --summarizer extractive --workers 4
         """
         from lexkeep.compaction.engine import (
+            CompactionFailed,
             CompactionInterrupted,
             CompactionStopped,
             CompactionStoreHeld,
@@ -131,7 +134,7 @@ def register(app: typer.Typer) -> None:
         # Given the path, the run opens the store only to read, claim and write: a model or a
         # program summarising leaves it free for `context`, `ingest` or another `compact`.
         interrupted = False
-        stopped: CompactionStopped | CompactionStoreHeld | None = None
+        stopped: CompactionStopped | CompactionStoreHeld | CompactionFailed | None = None
         try:
             with progress("compacting", None, unit="items") as tick:
                 report = run_compaction(
@@ -149,18 +152,20 @@ def register(app: typer.Typer) -> None:
             # Ctrl-C or SIGTERM: what finished before it is in the store; say what, then exit
             # 130 (143 after SIGTERM).
             report, interrupted = stop.report, True
-        except (CompactionStopped, CompactionStoreHeld) as stop:
-            # The summariser went away mid-run, or another process kept the store past a
-            # lease: what finished before is in the store, and the counts say so before the
-            # error (exit 2) does.
+        except (CompactionStopped, CompactionStoreHeld, CompactionFailed) as stop:
+            # The summariser went away mid-run, another process kept the store past a lease,
+            # or an error stopped the run (a store that could not be written): what finished
+            # before is in the store, and the counts say so before the error (exit 2) does.
             report, stopped = stop.report, stop
         try:
             if fmt == "json":
                 doc = _report_json(report)
                 doc["interrupted"] = interrupted
                 held = isinstance(stopped, CompactionStoreHeld)
-                doc["unreachable"] = None if stopped is None or held else str(stopped)
+                unreachable = isinstance(stopped, CompactionStopped)
+                doc["unreachable"] = str(stopped) if unreachable else None
                 doc["store_held"] = str(stopped) if held else None
+                doc["error"] = None if stopped is None else str(stopped)
                 sys.stdout.write(_json(doc))
             else:
                 why = None
@@ -173,6 +178,8 @@ def register(app: typer.Typer) -> None:
                         f" {'was' if left == 1 else 'were'} left for a later run (a claim whose"
                         " lease expired counts as a failed attempt)"
                     )
+                elif isinstance(stopped, CompactionFailed):
+                    why = "an error stopped the run; " + _unfinished(report)
                 elif stopped is not None:
                     why = (
                         "the summariser failed the same way on its first calls"
@@ -198,6 +205,11 @@ def register(app: typer.Typer) -> None:
                 f"Note: {visible(str(path))} is at schema {have} of {current}; a run without"
                 " --dry-run migrates it first (this dry run changed nothing)\n"
             )
+        if isinstance(stopped, CompactionFailed):
+            sys.stdout.flush()
+            # As when nothing had finished: `Error:` and `Hint:` (an internal error's own two
+            # lines for a crash) on stderr, exit 2.
+            raise stopped.cause
         if stopped is not None:
             sys.stdout.flush()
             raise stopped  # `Error:` and `Hint:` on stderr, exit 2
@@ -302,6 +314,7 @@ def _report_json(report) -> dict:
         "skipped": report.skipped,
         "skipped_reasons": dict(report.skipped_reasons),
         "remaining": report.remaining,
+        "claims_held": report.claims_held,
         "identifiers_total": report.identifiers_total,
         "identifiers_kept": report.identifiers_kept,
         "identifier_share": report.identifier_share,
@@ -319,6 +332,29 @@ def _report_json(report) -> dict:
             for s in report.segments
         ],
     }
+
+
+def _unfinished(report) -> str:
+    """What a run an error stopped left undone, for its `stopped:` line."""
+    left, held = report.remaining, report.claims_held
+    text = (
+        f"these counts are what finished before it; {left} planned"
+        f" segment{'' if left == 1 else 's'} {'was' if left == 1 else 'were'} not summarised"
+    )
+    later = f"a later run takes {'it' if left == 1 else 'them'} up"
+    if not held:
+        return f"{text} (no attempt was counted), and {later}"
+    if held == 1:
+        which = "it" if left == 1 else "1 of them"
+        return (
+            f"{text}, and {later}; {which} could not be given back and stays claimed until its"
+            " lease expires (then it counts as a failed attempt)"
+        )
+    which = "they" if held == left else f"{held} of them"
+    return (
+        f"{text}, and {later}; {which} could not be given back and stay claimed until their"
+        " leases expire (then each counts as a failed attempt)"
+    )
 
 
 def _print_report(report, *, interrupted: bool = False, stopped: str | None = None) -> None:
@@ -351,11 +387,26 @@ def _print_report(report, *, interrupted: bool = False, stopped: str | None = No
                 )
             )
     if interrupted:
-        lines.append(
-            f"interrupted: these counts are what finished before {interrupted_by()}; a call in"
-            " progress was abandoned and its claim given back (no attempt was counted), and a later"
-            " run takes up the rest"
-        )
+        held = report.claims_held
+        if not held:
+            lines.append(
+                f"interrupted: these counts are what finished before {interrupted_by()}; a call"
+                " in progress was abandoned and its claim given back (no attempt was counted), and"
+                " a later run takes up the rest"
+            )
+        else:  # another process held the store past $LEXKEEP_LOCK_WAIT
+            claims = "1 claim" if held == 1 else f"{held} claims"
+            stays = (
+                "stays claimed until its lease expires (then it counts"
+                if held == 1
+                else "stay claimed until their leases expire (then each counts"
+            )
+            lines.append(
+                f"interrupted: these counts are what finished before {interrupted_by()}; a call"
+                " in progress was abandoned, and a later run takes up the rest;"
+                f" {claims} could not be given back (the store could not be written in time) and"
+                f" {stays} as a failed attempt)"
+            )
     if stopped:
         lines.append(f"stopped: {stopped}")
     sys.stdout.write("".join(line + "\n" for line in lines))

@@ -14,12 +14,12 @@ from lexkeep.cli.common import (
     DbOption,
     counted,
     db_path,
-    interrupted_by,
     interrupted_exit,
     note_terminal_stdin,
     progress,
     stdout_console,
 )
+from lexkeep.cli.signals import interrupted_by
 from lexkeep.core.controls import visible, visible_json
 from lexkeep.core.errors import LexkeepError
 from lexkeep.core.formats import format_names

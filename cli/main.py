@@ -1,92 +1,19 @@
-"""The `lexkeep` console script: one Typer app, each command from its own module."""
+"""The `lexkeep` console script. Its module imports nothing heavy: `main()` puts the handling
+of Ctrl-C and SIGTERM in place first, then imports the commands (`lexkeep.cli.app`), so a
+signal that comes while they load stops the command as it would later."""
 
 import gc
-import inspect
 import os
 import sys
-from collections.abc import Callable
-from typing import Annotated, Any
 
-import typer
-
-from lexkeep.cli.common import (
+from lexkeep.cli.signals import (
+    EXIT_INTERRUPTED,
     EXIT_TERMINATED,
-    handle_errors,
     interrupted_by,
-    interrupted_exit,
-    stop_on_sigterm,
+    raise_pending,
+    say_interrupted,
+    stop_on_signals,
 )
-from lexkeep.core import __version__
-from lexkeep.core.collector import single_shot
-
-
-class LexkeepTyper(typer.Typer):
-    """A Typer app whose every command maps errors to the exit-code contract (2 = could not run)."""
-
-    def command(
-        self, *args: Any, **kwargs: Any
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
-            options = dict(kwargs)
-            if "help" not in options and "epilog" not in options and fn.__doc__:
-                options["help"], options["epilog"] = _split_example(inspect.cleandoc(fn.__doc__))
-            super(LexkeepTyper, self).command(*args, **options)(handle_errors(fn))
-            return fn
-
-        return decorator
-
-
-def _split_example(doc: str) -> tuple[str, str | None]:
-    """Move the docstring's trailing "Example:" paragraph to the epilog, so --help ends with it."""
-    head, sep, example = doc.rpartition("\nExample")
-    if not sep:
-        return doc, None
-    # "\b" keeps Click from re-wrapping the example lines.
-    return head.rstrip(), "\b\nExample" + example.rstrip()
-
-
-app = LexkeepTyper(
-    name="lexkeep",
-    help=(
-        "Audit whether identifiers typed by users survive agent-history compaction verbatim, "
-        "and compact history under source-bound, immutable rules."
-    ),
-    epilog="\b\nExample: lexkeep audit sample_traces/",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"lexkeep {__version__}")
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version", callback=_version, is_eager=True, help="Show the version and exit."
-        ),
-    ] = False,
-) -> None:
-    """lexkeep: identifiers must survive compaction verbatim."""
-
-
-def _register_commands() -> None:
-    # Imported here so `lexkeep --version` stays fast and each area owns its module.
-    from lexkeep.cli import audit, compact, context, extract, ingest
-
-    for module in (ingest, extract, audit, compact, context):
-        module.register(app)
-
-
-_register_commands()
 
 
 def _utf8_output() -> None:
@@ -135,26 +62,47 @@ def _closed_outputs_to_null() -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    stop_on_sigterm()  # a CI job cancelled or `timeout`: stop as on Ctrl-C, exit 143
-    _closed_outputs_to_null()
-    _utf8_output()
-    # Everything made so far (imports) and by the command lives until exit. Frozen, it is
-    # skipped by the collector during the command and by the full collection at interpreter
-    # shutdown: about 50 ms of every call, a tenth of a quick one.
-    gc.freeze()
-    single_shot()  # and so is what each command's heavy phases leave alive
+    # First: a CI job cancelled or `timeout` (SIGTERM) stops as on Ctrl-C, exit 143, and
+    # either one that comes while the imports below run waits for them to finish.
+    stop_on_signals()
+    try:
+        _closed_outputs_to_null()
+        _utf8_output()
+        from lexkeep.cli.app import app
+        from lexkeep.core.collector import single_shot
+
+        raise_pending()  # one that came during the imports
+        # Everything made so far (imports) and by the command lives until exit. Frozen, it
+        # is skipped by the collector during the command and by the full collection at
+        # interpreter shutdown: about 50 ms of every call, a tenth of a quick one.
+        gc.freeze()
+        single_shot()  # and so is what each command's heavy phases leave alive
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM before the command line is read: as during the command.
+        raise SystemExit(say_interrupted()) from None
     try:
         app()
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM while Typer sets the command up, before its own handling is in
         # place: the same line and exit status as during the command.
-        raise SystemExit(interrupted_exit().exit_code) from None
+        raise SystemExit(say_interrupted()) from None
     except SystemExit as end:
-        if end.code == 1 and interrupted_by() == "SIGTERM":  # Click's "Aborted!" on it
+        # SIGTERM in what little of Typer's own code the command group does not cover: Typer
+        # exits 130 on it (Click: `Aborted!`, exit 1).
+        if end.code in (1, EXIT_INTERRUPTED) and interrupted_by() == "SIGTERM":
             raise SystemExit(EXIT_TERMINATED) from None
         raise
     finally:
         gc.freeze()
+
+
+def __getattr__(name: str) -> object:
+    """`app`, the Typer app, loaded when asked for (`from lexkeep.cli.main import app`)."""
+    if name == "app":
+        from lexkeep.cli.app import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

@@ -43,10 +43,12 @@ from lexkeep.compaction.summarizers import (
 from lexkeep.core.errors import (
     BackendUnreachableError,
     ConfigError,
+    LexkeepError,
     RuleError,
     StoreLockedError,
     SummarizerMisconfiguredError,
     is_query_interrupt,
+    storage_error,
 )
 from lexkeep.core.inspect import require_conversations
 from lexkeep.core.model import Extraction
@@ -189,6 +191,14 @@ class CompactionReport:
         return self.planned - self.completed - self.failed - self.skipped
 
     @property
+    def claims_held(self) -> int:
+        """Claims this run made and still holds: neither completed, failed nor given back (0
+        after a run that went to its end). A run that stopped holds one when it could not write
+        to the store to give it back: it stays claimed until its lease expires, then counts as
+        a failed attempt."""
+        return self.claimed - self.completed - self.failed
+
+    @property
     def identifier_share(self) -> float | None:
         """Share of the summarised answers' identifiers found verbatim in their summaries."""
         if self.identifiers_total == 0:
@@ -237,6 +247,30 @@ class CompactionStoreHeld(StoreLockedError):
     def __init__(self, message: str, *, hint: str) -> None:
         super().__init__(message, hint=hint)
         self.report = CompactionReport()
+
+
+class CompactionFailed(LexkeepError):
+    """An error stopped a run mid-way: a store that could not be written (a full disk, a
+    read-only folder), a row another program changed, a crash; `report` holds what finished
+    before it, `cause` the error itself.
+
+    Its message and hint are the cause's (a crash: `internal error: TYPE: message`). The
+    claims of the segments in progress were given back without counting an attempt when the
+    store could still be written (`report.claims_held` counts those that could not be).
+    Errors before anything was planned (an unknown conversation, a store that cannot be
+    opened) are raised as they are.
+    """
+
+    def __init__(self, report: CompactionReport, cause: Exception) -> None:
+        known = cause if isinstance(cause, LexkeepError) else storage_error(cause)
+        if known is None:
+            super().__init__(f"internal error: {type(cause).__name__}: {cause}")
+        else:
+            super().__init__(
+                known.message, path=known.path, line=known.line, col=known.col, hint=known.hint
+            )
+        self.report = report
+        self.cause = cause
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +346,7 @@ def run_compaction(
     report = CompactionReport(dry_run=dry_run)
     # extractive fails only for reasons of the range itself (too many identifiers to fit)
     first_calls = _FirstCalls(judge=not summarizer.quick)
+    under_way = False  # past the first reading: an error then stops a run that did work
     try:
         with _use(access) as con:
             if dry_run:
@@ -322,6 +357,7 @@ def run_compaction(
             if not dry_run:
                 jobs.expire_leases(con)
         report.conversations = len(ids)
+        under_way = True
         instructions = prompt_text(jobs.PROMPT_VERSION)
         prompt_sha = _sha(instructions)
 
@@ -396,6 +432,15 @@ def run_compaction(
         report.seconds = time.perf_counter() - started
         exc.report = report
         raise
+    except Exception as exc:
+        if is_query_interrupt(exc):
+            report.seconds = time.perf_counter() - started
+            raise CompactionInterrupted(report) from exc
+        if not under_way or isinstance(exc, CompactionFailed):
+            raise
+        # What finished before is in the store: the caller says so before the error.
+        report.seconds = time.perf_counter() - started
+        raise CompactionFailed(report, exc) from exc
     except BaseException as exc:
         if not _is_interrupt(exc) or isinstance(exc, CompactionInterrupted):
             raise
@@ -514,7 +559,9 @@ def _run_tasks(
                 )
         except BaseException as exc:  # surfaced to the caller after the other slots stop
             stopping.set()  # the other slots claim nothing more either
-            if _is_interrupt(exc):  # Ctrl-C reaches a slot only when it is the only one
+            # Ctrl-C reaches a slot only when it is the only one. An unreachable backend gave
+            # its claims back already; a store held past a lease is not waited for again.
+            if not isinstance(exc, (BackendUnreachableError, CompactionStoreHeld)):
                 given_back = _give_back_claims(access, owner)
                 if given_back:  # undone as if never made: the next run's to claim
                     with lock:
@@ -755,14 +802,14 @@ def _is_interrupt(exc: BaseException) -> bool:
 
 
 def _give_back_claims(access: Store | StoreOnDemand, owner: str) -> int:
-    """Give back the claims an interrupted slot still holds, without counting an attempt (the
-    calls were abandoned, nothing was generated), so the next run takes their ranges up at
-    once with the attempts they had. Returns how many.
+    """Give back the claims a stopped slot still holds, without counting an attempt (the
+    calls were abandoned, or what they generated could not be stored), so the next run takes
+    their ranges up at once with the attempts they had. Returns how many.
 
     Found by the slot's lease owner, so a claim whose transaction committed just as Ctrl-C
     arrived is found too. Best effort: a store another process holds now is waited for only
-    $LEXKEEP_LOCK_WAIT seconds (then the leases expire as for a worker that died).
-    """
+    $LEXKEEP_LOCK_WAIT seconds, and one that cannot be written is left as it is (then the
+    leases expire as for a worker that died)."""
     given_back = 0
     if isinstance(access, StoreOnDemand):
         use = _use(access, access.lock_wait, despite_interrupt=True)

@@ -24,7 +24,7 @@ from lexkeep.compaction.binding import JobIdentity, source_digest
 from lexkeep.compaction.pairs import SOURCE_STATE_SQL, WANTED_ONLY, Pair, eligible_pairs_many
 from lexkeep.compaction.planning import is_segment
 from lexkeep.core.controls import describe, first_control
-from lexkeep.core.errors import RuleError
+from lexkeep.core.errors import RuleError, storage_error
 from lexkeep.core.inspect import require_conversations
 
 PROMPT_VERSION = "conversation-compaction@3"  # every new job
@@ -43,6 +43,13 @@ RACE_ERRORS: tuple[type[Exception], ...] = (
     duckdb.TransactionException,
     duckdb.ConstraintException,
 )
+
+
+def _lost_race(exc: BaseException) -> bool:
+    """True when `exc` means another transaction got there first. A commit that could not be
+    written (a full disk, a read-only folder) is a TransactionException too: trying again
+    cannot help, and taking it for a race would skip the segment as if another worker had it."""
+    return isinstance(exc, RACE_ERRORS) and storage_error(exc) is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +146,8 @@ def retry_on_race(fn: Callable[[], T], *, attempts: int = 50, pause: float = 0.0
     for i in range(attempts):
         try:
             return fn()
-        except RACE_ERRORS:
-            if i == attempts - 1:
+        except RACE_ERRORS as exc:
+            if i == attempts - 1 or not _lost_race(exc):
                 raise
             time.sleep(pause * (1 + i % 8))
     raise AssertionError("unreachable")
@@ -205,6 +212,8 @@ def claim_many(
                 con, idents, owner, at, lease_seconds, max_running, prompt_sha256
             )
     except RACE_ERRORS as exc:
+        if not _lost_race(exc):
+            raise
         return [Refusal("race", str(exc).splitlines()[0])] * len(idents)
 
 

@@ -603,3 +603,40 @@ def test_compact_progress_on_a_terminal_shows_a_conversation_id_as_it_is(tmp_pat
     assert proc.returncode == 0, bytes(seen).decode("utf-8", "replace")
     assert "completed 1" in proc.stdout
     assert b"MarkupError" not in seen, bytes(seen)
+
+
+def test_a_crash_mid_run_prints_the_counts_before_the_internal_error(cli, db_file, monkeypatch):
+    """A crash storing the second batch's summaries exited 2 with the internal error alone:
+    the first batch's summaries were stored, but nothing said so."""
+    from lexkeep.compaction import engine, jobs
+
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30, "c2": 30})  # one segment each
+    monkeypatch.setattr(engine, "BATCH_CONVERSATIONS", 1)  # one write per conversation
+    real, calls = jobs.complete_many, []
+
+    def complete_many(con, items, **kwargs):  # injected fault: the second write crashes
+        calls.append(items)
+        if len(calls) == 2:
+            raise RuntimeError("the write crashed")
+        return real(con, items, **kwargs)
+
+    monkeypatch.setattr(jobs, "complete_many", complete_many)
+    monkeypatch.delenv("LEXKEEP_DEBUG", raising=False)
+    result = cli("compact", "--db", str(db_file))
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr == (
+        "Error: internal error: RuntimeError: the write crashed\n"
+        "Hint: set LEXKEEP_DEBUG=1 for the traceback, and report it\n"
+    )
+    assert result.stdout.splitlines() == [
+        "2 conversations: planned 2, claimed 1, completed 1, failed 0, skipped 0",
+        "identifiers of the summarised answers kept verbatim: 20/20 (100.0%)",
+        "stopped: an error stopped the run; these counts are what finished before it; 1 planned"
+        " segment was not summarised (no attempt was counted), and a later run takes it up",
+    ]
+    with Store.open(db_file, read_only=True) as store:
+        rows = store.con.execute(
+            "SELECT conversation_id, status FROM compactions ORDER BY ALL"
+        ).fetchall()
+    assert rows == [("c1", "completed")]  # c2's claim was given back

@@ -136,11 +136,12 @@ def test_the_console_script_freezes_the_collector_before_the_command(monkeypatch
     """Objects made by the imports are frozen (the collector skips them, also at shutdown)."""
     import gc
 
+    from lexkeep.cli import app as commands
     from lexkeep.cli import main as entry
     from lexkeep.core import collector
 
     seen: list[int] = []
-    monkeypatch.setattr(entry, "app", lambda: seen.append(gc.get_freeze_count()))
+    monkeypatch.setattr(commands, "app", lambda: seen.append(gc.get_freeze_count()))
     # main() declares the process single-shot: undone after this test (tests/test_collector.py)
     monkeypatch.setattr(collector, "_freeze_survivors", False)
     gc.unfreeze()

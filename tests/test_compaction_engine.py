@@ -761,3 +761,52 @@ def test_a_misconfigured_second_attempt_leaves_the_first_attempts_as_they_were(d
             "SELECT * FROM compaction_attempts ORDER BY job_id, attempt"
         ).fetchall()
     assert attempts_after == attempts_before
+
+
+def crash_on_write(monkeypatch, after: int) -> None:
+    """Injected fault: storing outcomes crashes from the write after the first `after`."""
+    real = jobs.complete_many
+    calls = []
+
+    def complete_many(con, items, **kwargs):
+        calls.append(len(items))
+        if len(calls) > after:
+            raise RuntimeError("the write crashed")
+        return real(con, items, **kwargs)
+
+    monkeypatch.setattr(jobs, "complete_many", complete_many)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_error_mid_run_keeps_the_counts_and_gives_the_claims_back(db_file, monkeypatch, workers):
+    """An error that was neither Ctrl-C, an unreachable backend nor a held store (here a
+    crash storing a summary) left the run's report behind, and the claim of the segment it
+    was storing `running` until its lease expired, when it counted as a failed attempt."""
+    from lexkeep.compaction.engine import CompactionFailed
+
+    with Store.open(db_file) as store:
+        build(store, {f"c{i}": 30 for i in range(6)})  # six segments
+    crash_on_write(monkeypatch, 2)
+    with pytest.raises(CompactionFailed) as stop:
+        run_compaction(db_file, summarizer=Recording(), workers=workers)
+    assert str(stop.value) == "internal error: RuntimeError: the write crashed"
+    assert isinstance(stop.value.cause, RuntimeError)
+    assert stop.value.__cause__ is stop.value.cause
+    report = stop.value.report
+    assert (report.completed, report.failed, report.claims_held) == (2, 0, 0), report.segments
+    assert report.claimed == 2 and report.remaining == 4
+    with Store.open(db_file, read_only=True) as store:
+        rows = store.con.execute("SELECT status, attempts FROM compactions").fetchall()
+    assert rows == [("completed", 1), ("completed", 1)]  # no claim left running
+
+
+def test_an_error_before_anything_is_planned_is_raised_as_it_is(db_file):
+    """Only a run under way wraps its error with the counts: an unknown conversation is the
+    NotFoundError it always was."""
+    from lexkeep.compaction.engine import CompactionFailed
+
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30})
+    with pytest.raises(NotFoundError) as err:
+        run_compaction(db_file, conversation_ids=["nope"])
+    assert not isinstance(err.value, CompactionFailed)

@@ -239,7 +239,14 @@ import os, sys, time
 calls = sys.argv[1]
 sys.stdin.read()
 os.makedirs(calls, exist_ok=True)
-n = len(os.listdir(calls))
+n = 0  # the first free number: two slots may start their calls at once
+os.makedirs(calls + ".taken", exist_ok=True)
+while True:
+    try:
+        os.close(os.open(os.path.join(calls + ".taken", str(n)), os.O_CREAT | os.O_EXCL))
+        break
+    except FileExistsError:
+        n += 1
 open(os.path.join(calls, str(n)), "w").close()
 if n == 0:
     print("summary of the first segment")
@@ -358,7 +365,14 @@ VANISHING_PROGRAM = """\
 import os, sys
 sys.stdin.read()
 calls = sys.argv[1]
-n = len(os.listdir(calls))
+n = 0  # the first free number: two slots may start their calls at once
+os.makedirs(calls + ".taken", exist_ok=True)
+while True:
+    try:
+        os.close(os.open(os.path.join(calls + ".taken", str(n)), os.O_CREAT | os.O_EXCL))
+        break
+    except FileExistsError:
+        n += 1
 open(os.path.join(calls, str(n)), "w").close()
 if n == {answers} - 1:
     os.remove(sys.argv[0])  # the program is gone for every later call
@@ -429,7 +443,14 @@ PLANNED_PROGRAM = """\
 import os, sys
 sys.stdin.read()
 calls, plan = sys.argv[1], sys.argv[2]
-n = len(os.listdir(calls))
+n = 0  # the first free number: two slots may start their calls at once
+os.makedirs(calls + ".taken", exist_ok=True)
+while True:
+    try:
+        os.close(os.open(os.path.join(calls + ".taken", str(n)), os.O_CREAT | os.O_EXCL))
+        break
+    except FileExistsError:
+        n += 1
 open(os.path.join(calls, str(n)), "w").close()
 mode = plan[min(n, len(plan) - 1)]
 if mode == "s":
@@ -630,13 +651,88 @@ def test_ctrl_c_while_another_process_holds_the_store_still_gives_the_claims_bac
         assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone() == (0,)
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT and process groups are POSIX")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_that_cannot_give_a_claim_back_says_so(tmp_path, workers):
+    """Ctrl-C while another process held the store longer than $LEXKEEP_LOCK_WAIT: the claim
+    stays `running` until its lease expires, but the `interrupted:` line said it had been
+    given back without counting an attempt."""
+    import duckdb
+
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 40})
+    script = tmp_path / "waits.py"
+    script.write_text(WAITS_FOR_GO, encoding="utf-8")  # never told to go: hangs
+    spec = f'command:"{sys.executable} {script} {tmp_path}"'
+    args = ["--db", str(db), "--summarizer", spec, "--timeout", "60", "--workers", str(workers)]
+    env = {**os.environ, "LEXKEEP_LOCK_WAIT": "0.5"}
+    worker = lexkeep("compact", *args, "--format", "json", start_new_session=True, env=env)
+    try:
+        wait_for(tmp_path / "started", 60)
+        holder = duckdb.connect(str(db))
+        try:
+            os.killpg(worker.pid, signal.SIGINT)
+            out, err = worker.communicate(timeout=60)  # it does not wait for the holder
+        finally:
+            holder.close()
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.communicate()
+    assert worker.returncode == 130, out + err
+    doc = json.loads(out)
+    # each slot claimed a segment, and its call hung
+    assert (doc["claimed"], doc["completed"], doc["claims_held"]) == (workers, 0, workers), doc
+    with Store.open(db, read_only=True) as store:
+        rows = store.con.execute("SELECT status FROM compactions").fetchall()
+    assert rows == [("running",)] * workers
+    # and in text
+    with Store.open(db) as store:  # as before the first run
+        store.con.execute("DELETE FROM compaction_attempts")
+        store.con.execute("DELETE FROM compactions")
+    (tmp_path / "started").unlink()
+    worker = lexkeep("compact", *args, start_new_session=True, env=env)
+    try:
+        wait_for(tmp_path / "started", 60)
+        holder = duckdb.connect(str(db))
+        try:
+            os.killpg(worker.pid, signal.SIGINT)
+            out, err = worker.communicate(timeout=60)
+        finally:
+            holder.close()
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.communicate()
+    assert worker.returncode == 130, out + err
+    held = (
+        "1 claim could not be given back (the store could not be written in time) and stays"
+        " claimed until its lease expires (then it counts as a failed attempt)"
+        if workers == 1
+        else "2 claims could not be given back (the store could not be written in time) and"
+        " stay claimed until their leases expire (then each counts as a failed attempt)"
+    )
+    assert out.splitlines()[-1] == (
+        "interrupted: these counts are what finished before Ctrl-C; a call in progress was"
+        " abandoned, and a later run takes up the rest; " + held
+    ), out
+
+
 # As SECOND_HANGS, and each call's file holds the pid of the program making it.
 SECOND_HANGS_NAMED = """\
 import os, sys, time
 calls = sys.argv[1]
 sys.stdin.read()
 os.makedirs(calls, exist_ok=True)
-n = len(os.listdir(calls))
+n = 0  # the first free number: two slots may start their calls at once
+os.makedirs(calls + ".taken", exist_ok=True)
+while True:
+    try:
+        os.close(os.open(os.path.join(calls + ".taken", str(n)), os.O_CREAT | os.O_EXCL))
+        break
+    except FileExistsError:
+        n += 1
 with open(os.path.join(calls, f".{n}"), "w") as fh:
     fh.write(str(os.getpid()))
 os.rename(os.path.join(calls, f".{n}"), os.path.join(calls, str(n)))
@@ -699,3 +795,231 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_exits_143(tmp_path, workers, gro
         " was abandoned and its claim given back (no attempt was counted), and a later"
         " run takes up the rest"
     ), out
+
+
+# Answers every call; on its third it does to the store what the test names first: makes the
+# store's folder read-only (no write can reach it) or deletes conversation c2's row.
+SPOILS_THE_STORE = """\
+import os, sys
+sys.stdin.read()
+calls, how, db = sys.argv[1], sys.argv[2], sys.argv[3]
+n = 0  # the first free number: two slots may start their calls at once
+os.makedirs(calls + ".taken", exist_ok=True)
+while True:
+    try:
+        os.close(os.open(os.path.join(calls + ".taken", str(n)), os.O_CREAT | os.O_EXCL))
+        break
+    except FileExistsError:
+        n += 1
+open(os.path.join(calls, str(n)), "w").close()
+if n == 2 and how == "read-only":
+    os.chmod(os.path.dirname(db), 0o555)
+if n == 2 and how == "row-deleted":
+    import duckdb
+    con = duckdb.connect(db)
+    con.execute("DELETE FROM conversations WHERE id = 'c2'")
+    con.close()
+print("Summary: ORD_88400.")
+"""
+
+
+def run_spoiling(tmp_path: Path, how: str, fmt: str, workers: int = 1) -> tuple[int, str, str]:
+    """`lexkeep compact` over c1 and c2 (two segments each) with SPOILS_THE_STORE; returns the
+    exit status, stdout and stderr. The store's folder is writable again afterwards."""
+    from conftest import permission_bound
+
+    prefix = permission_bound()  # root passes over a read-only folder otherwise
+    folder = tmp_path / "store"
+    folder.mkdir()
+    db = folder / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 40, "c2": 40})  # c1 0-9, c1 10-19, c2 0-9, c2 10-19
+    program = tmp_path / "summarise.py"
+    program.write_text(SPOILS_THE_STORE, encoding="utf-8")
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    spec = f'command:"{sys.executable} {program} {calls} {how} {db}"'
+    args = ["--db", db, "--summarizer", spec, "--timeout", "30", "--format", fmt]
+    try:
+        done = subprocess.run(
+            [*prefix, sys.executable, "-m", "lexkeep.cli.main", "compact", *map(str, args)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        folder.chmod(0o755)
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a read-only folder is a POSIX permission")
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_store_that_cannot_be_written_mid_run_still_reports_what_finished(tmp_path, fmt):
+    """Two summaries were stored, then the store's folder became read-only (a full disk or a
+    quota does the same): the run exited 2 with only the error, so a batch that failed near
+    its end said nothing of what it had completed, nor of the claim it had to leave held."""
+    code, out, err = run_spoiling(tmp_path, "read-only", fmt)
+    assert code == 2, out + err
+    db = tmp_path / "store" / "store.duckdb"
+    assert err.startswith(f"Error: cannot open {db}.wal: Permission denied\nHint: "), err
+    assert "Traceback" not in err and "internal error" not in err, err
+    with Store.open(db, read_only=True) as store:
+        rows = store.con.execute(
+            "SELECT conversation_id, from_pair, status, attempts, summary IS NOT NULL, "
+            "boundary_id IS NOT NULL FROM compactions ORDER BY conversation_id, from_pair"
+        ).fetchall()
+    # The two stored summaries stay, bound to their sources; the third claim could not be
+    # given back (nothing can be written): it is held until its lease expires.
+    assert rows == [
+        ("c1", 0, "completed", 1, True, True),
+        ("c1", 10, "completed", 1, True, True),
+        ("c2", 0, "running", 1, False, False),
+    ]
+    if fmt == "json":
+        doc = json.loads(out)
+        counts = ("planned", "claimed", "completed", "failed", "skipped", "remaining")
+        assert [doc[k] for k in counts] == [4, 3, 2, 0, 0, 2], doc
+        assert doc["claims_held"] == 1
+        assert doc["error"] == err.splitlines()[0].removeprefix("Error: ")
+        assert doc["interrupted"] is False and doc["unreachable"] is None
+        assert [(s["conversation_id"], s["from_pair"], s["outcome"]) for s in doc["segments"]] == [
+            ("c1", 0, "completed"),
+            ("c1", 10, "completed"),
+        ]
+    else:
+        lines = out.splitlines()
+        assert lines[0] == (
+            "2 conversations: planned 4, claimed 3, completed 2, failed 0, skipped 0"
+        ), out
+        assert lines[-1] == (
+            "stopped: an error stopped the run; these counts are what finished before it;"
+            " 2 planned segments were not summarised, and a later run takes them up; 1 of them"
+            " could not be given back and stays claimed until its lease expires (then it counts"
+            " as a failed attempt)"
+        ), out
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_error_mid_run_gives_the_claims_back_and_reports_what_finished(tmp_path, fmt, workers):
+    """Another program deleted a conversation's row while its segment was being summarised:
+    storing that summary failed, and the run exited 2 with only the error, leaving the claim
+    held until its lease expired (then counted as a failed attempt). The claim is now given
+    back, and the counts of what finished come before the error."""
+    code, out, err = run_spoiling(tmp_path, "row-deleted", fmt, workers)
+    assert code == 2, out + err
+    assert err == "Error: conversation c2 is not in the store\n", err
+    with Store.open(tmp_path / "store" / "store.duckdb", read_only=True) as store:
+        rows = store.con.execute(
+            "SELECT conversation_id, from_pair, status, attempts FROM compactions "
+            "ORDER BY conversation_id, from_pair"
+        ).fetchall()
+        [(boundaries,)] = store.con.execute("SELECT count(*) FROM boundaries").fetchall()
+    assert rows == [("c1", 0, "completed", 1), ("c1", 10, "completed", 1)]
+    assert boundaries == 2
+    if fmt == "json":
+        doc = json.loads(out)
+        counts = ("planned", "claimed", "completed", "failed", "skipped", "remaining")
+        assert [doc[k] for k in counts] == [4, 2, 2, 0, 0, 2], doc
+        assert doc["claims_held"] == 0
+        assert doc["error"] == "conversation c2 is not in the store"
+    else:
+        lines = out.splitlines()
+        assert lines[0] == (
+            "2 conversations: planned 4, claimed 2, completed 2, failed 0, skipped 0"
+        ), out
+        assert lines[-1] == (
+            "stopped: an error stopped the run; these counts are what finished before it;"
+            " 2 planned segments were not summarised (no attempt was counted), and a later run"
+            " takes them up"
+        ), out
+
+
+# A library caller whose store's folder turns read-only after the first summary is stored:
+# the next claim cannot be written.
+READ_ONLY_AFTER_FIRST = """\
+import json, os, sys
+from lexkeep.compaction.engine import CompactionFailed, run_compaction
+from lexkeep.compaction.summarizers import Generation, Summarizer
+
+class Waits(Summarizer):
+    name, model_id = "waits", "test/waits"  # not quick: the store is closed between steps
+
+    def summarize(self, request):
+        return Generation("Summary: ORD_88400.")
+
+db = sys.argv[1]
+
+def progress(out):
+    if out.outcome == "completed":
+        os.chmod(os.path.dirname(db), 0o555)
+
+try:
+    report = run_compaction(db, summarizer=Waits(), on_progress=progress)
+    print(json.dumps({"stopped": None, "skipped": report.skipped_reasons}))
+except CompactionFailed as stop:
+    r = stop.report
+    print(json.dumps({"stopped": str(stop), "counts": [r.claimed, r.completed, r.skipped]}))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a read-only folder is a POSIX permission")
+def test_a_claim_the_store_cannot_take_stops_the_run_instead_of_skipping_as_a_race(tmp_path):
+    """A store that could no longer be written when a segment was claimed: DuckDB's failed
+    commit was taken for a lost race, tried again 200 times, and every remaining segment was
+    then `skipped` (race: … Permission denied): the run went on to its end and exited 0."""
+    from conftest import permission_bound
+
+    prefix = permission_bound()
+    folder = tmp_path / "store"
+    folder.mkdir()
+    db = folder / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 40, "c2": 40})
+    script = tmp_path / "caller.py"
+    script.write_text(READ_ONLY_AFTER_FIRST, encoding="utf-8")
+    try:
+        done = subprocess.run(
+            [*prefix, sys.executable, str(script), str(db)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        folder.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["stopped"] == f"cannot open {db}.wal: Permission denied", doc
+    assert doc["counts"] == [1, 1, 0], doc
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_full_disk_mid_run_keeps_what_was_stored_and_a_later_run_finishes(tmp_path):
+    """The store's disk filled up (here: a file size limit) after some summaries were
+    stored: the counts of those come before the error, the claim being stored is given back,
+    and a later run with room summarises the rest."""
+    from conftest import run_writing_at_most
+
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {f"c{i}": 40 for i in range(3)})  # six segments
+    program = tmp_path / "summarise.py"
+    # ~18 KB of UTF-8 per summary (under the 6,000-character limit): a few fill the WAL
+    program.write_text(
+        "import sys\nsys.stdin.read()\nprint('Summary: ORD_88400. ' + '\\u6458' * 5900)\n",
+        encoding="utf-8",
+    )
+    spec = ["--summarizer", f'command:"{sys.executable} {program}"', "--timeout", "30"]
+    done = run_writing_at_most(150_000, "compact", "--db", db, *spec, "--format", "json")
+    assert done.returncode == 2, done.stdout + done.stderr
+    first = done.stderr.splitlines()[0]
+    assert first == f"Error: cannot write {db}.wal: File too large", done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["error"] == first.removeprefix("Error: ")
+    stored = doc["completed"]
+    assert 0 < stored < doc["planned"] == 6, doc
+    assert (doc["claimed"], doc["failed"], doc["claims_held"]) == (stored, 0, 0), doc
+    with Store.open(db, read_only=True) as store:
+        rows = store.con.execute("SELECT status, attempts FROM compactions").fetchall()
+    assert rows == [("completed", 1)] * stored  # nothing left claimed, no attempt spent
+    again = lexkeep("compact", "--db", str(db), *spec, "--format", "json")
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, out + err
+    doc = json.loads(out)
+    assert (doc["completed"], doc["skipped"]) == (6 - stored, stored), doc

@@ -7,6 +7,7 @@ to the signal inside a query reads as the same interruption.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -187,16 +188,17 @@ def test_sigterm_during_an_audit_exits_143(tmp_path: Path) -> None:
 # aborts the process on it.
 DROPPED = """\
 import gc, os, signal, sys, time, weakref
-from lexkeep.cli.common import Terminated, stop_on_sigterm
+from lexkeep.cli.signals import stop_on_signals
 
-stop_on_sigterm()
+stop_on_signals()
 sent = []
+SIGNAL = getattr(signal, sys.argv[3])
 
 
 def send_once(*_):
     if not sent:
         sent.append(1)
-        signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(SIGNAL)
 
 
 class Thing:
@@ -225,8 +227,8 @@ try:
             print("imported", "sends_while_imported" in sys.modules)
     for _ in range(500):  # the command goes on with its work
         time.sleep(0.01)
-except Terminated:
-    print("stopped")
+except KeyboardInterrupt as stop:  # Terminated after SIGTERM
+    print("stopped", type(stop).__name__)
     sys.exit(0)
 print("went on")
 """
@@ -234,18 +236,133 @@ print("went on")
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 @pytest.mark.parametrize("where", ["finaliser", "gc-callback", "fork-hook", "import"])
-def test_sigterm_where_python_drops_exceptions_or_during_an_import_still_stops(
-    where: str, tmp_path: Path
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_stop_where_python_drops_exceptions_or_during_an_import_still_stops(
+    where: str, sig: str, tmp_path: Path
 ) -> None:
+    """Ctrl-C as SIGTERM: taken up in a finaliser, a collector callback or a fork hook it
+    was lost ("Exception ignored in ...") and the command went on; in an import it broke the
+    import off (DuckDB's: an ImportError, or a crash)."""
     (tmp_path / "sends_while_imported.py").write_text(
-        "import signal\nsignal.raise_signal(signal.SIGTERM)\nfor _ in range(1000):\n    pass\n"
+        f"import signal\nsignal.raise_signal(signal.{sig})\nfor _ in range(1000):\n    pass\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", DROPPED, where, str(tmp_path)],
+        [sys.executable, "-c", DROPPED, where, str(tmp_path), sig],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    expected = ("imported True\n" if where == "import" else "") + "stopped\n"
+    stop = "Terminated" if sig == "SIGTERM" else "KeyboardInterrupt"
+    expected = ("imported True\n" if where == "import" else "") + f"stopped {stop}\n"
     assert (done.returncode, done.stdout) == (0, expected), done.stderr
     assert "Exception ignored" not in done.stderr, done.stderr
+
+
+COMMANDS = ["ingest", "stats", "show", "extract", "audit", "compact", "compactions"]
+COMMANDS += ["context", "guard"]
+
+
+def _blocked_writing(pid: int, seconds: float = 30) -> bool:
+    """Wait until process `pid` waits to write into a full pipe (Linux /proc); False when
+    the kernel never says where a process waits."""
+    deadline = time.monotonic() + seconds
+    seen = set()
+    while time.monotonic() < deadline:
+        where = Path(f"/proc/{pid}/wchan").read_text()
+        if where.endswith("pipe_write"):
+            return True
+        seen.add(where)
+        time.sleep(0.01)
+    if seen == {"0"}:  # "0" while it runs, and always where the kernel hides it
+        return False
+    pytest.fail(f"lexkeep (pid {pid}) never waited to write its help: {sorted(seen)}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize(
+    ("command", "sig", "code"),
+    [*((c, signal.SIGINT, 130) for c in COMMANDS), (None, signal.SIGINT, 130)]
+    + [("compact", signal.SIGTERM, 143), (None, signal.SIGTERM, 143)],
+)
+def test_a_stop_before_the_command_runs_is_an_interruption(command, sig, code) -> None:
+    """Ctrl-C or SIGTERM while the command line is still being read, before a command's own
+    handling (here: `--help` written into a pipe nobody reads yet) exited 130 without a word
+    (SIGTERM too), or, with an older Typer, `Aborted!` and exit 1: as during a command now,
+    `Interrupted.` and 130 (143 after SIGTERM)."""
+    import fcntl
+
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETFL, os.O_NONBLOCK)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write, b"x" * 4096)  # full: the help waits to be written
+    fcntl.fcntl(write, fcntl.F_SETFL, 0)
+    args = [command, "--help"] if command else ["--help"]
+    try:
+        proc = _lexkeep(args, stdout=write)
+        os.close(write)
+        try:
+            if not _blocked_writing(proc.pid):
+                pytest.skip("the kernel does not say where a process waits")
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    finally:
+        os.close(read)
+    assert (proc.returncode, err.decode()) == (code, "Interrupted.\n")
+
+
+# Stands in for Typer while lexkeep starts: its import waits until the test has sent its
+# signal (and writes to the named pipe `go`), then hands over to the real Typer.
+TYPER_LATE = """\
+import os, sys
+here = os.path.dirname(__file__)
+with open(os.path.join(here, "go"), encoding="utf-8") as go:
+    go.read()
+sys.path.remove(here)
+del sys.modules["typer"]
+import typer
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a named pipe")
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stop_while_lexkeep_starts_is_an_interruption(tmp_path: Path, sig, code) -> None:
+    """SIGTERM in the first tenth of a second, while lexkeep imported what it runs on, killed
+    it where it stood (-15), before its handler was in place; Ctrl-C there broke the import
+    off with a traceback (in DuckDB's, a crash). Both now wait for the import to finish, then
+    stop the command as anywhere else: `Interrupted.`, 130 or 143."""
+    import errno
+
+    folder = tmp_path / "late"
+    folder.mkdir()
+    (folder / "typer.py").write_text(TYPER_LATE, encoding="utf-8")
+    os.mkfifo(folder / "go")
+    env = {**os.environ, "PYTHONPATH": str(folder), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = _lexkeep(["--version"], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until lexkeep waits in the import, reading the pipe
+            try:
+                go = os.open(folder / "go", os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as exc:
+                assert exc.errno == errno.ENXIO, exc  # no reader yet
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "lexkeep never imported Typer"
+                time.sleep(0.01)
+        proc.send_signal(sig)
+        time.sleep(0.2)  # taken up, and put off while the import goes on
+        with contextlib.suppress(BrokenPipeError):  # gone already (before the fix)
+            os.write(go, b"go")
+        os.close(go)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert (proc.returncode, err.decode()) == (code, "Interrupted.\n")
+    assert out == b""

@@ -1,0 +1,100 @@
+"""The `lexkeep` Typer app: one command group, each command from its own module."""
+
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from lexkeep.cli.common import handle_errors, interrupted_exit
+from lexkeep.core import __version__
+
+
+class _StopsAsInterrupted(TyperGroup):
+    """The command group, whose Ctrl-C or SIGTERM while the command line is read (before a
+    command's own handling: an option's callback, `--help` written into a slow pipe) stops
+    as it does during a command: `Interrupted.`, exit 130 (143). Typer would exit 130 without
+    a word, after SIGTERM too."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise interrupted_exit() from None
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise interrupted_exit() from None
+
+
+class LexkeepTyper(typer.Typer):
+    """A Typer app whose every command maps errors to the exit-code contract (2 = could not run)."""
+
+    def command(
+        self, *args: Any, **kwargs: Any
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+            options = dict(kwargs)
+            if "help" not in options and "epilog" not in options and fn.__doc__:
+                options["help"], options["epilog"] = _split_example(inspect.cleandoc(fn.__doc__))
+            super(LexkeepTyper, self).command(*args, **options)(handle_errors(fn))
+            return fn
+
+        return decorator
+
+
+def _split_example(doc: str) -> tuple[str, str | None]:
+    """Move the docstring's trailing "Example:" paragraph to the epilog, so --help ends with it."""
+    head, sep, example = doc.rpartition("\nExample")
+    if not sep:
+        return doc, None
+    # "\b" keeps Click from re-wrapping the example lines.
+    return head.rstrip(), "\b\nExample" + example.rstrip()
+
+
+app = LexkeepTyper(
+    name="lexkeep",
+    cls=_StopsAsInterrupted,
+    help=(
+        "Audit whether identifiers typed by users survive agent-history compaction verbatim, "
+        "and compact history under source-bound, immutable rules."
+    ),
+    epilog="\b\nExample: lexkeep audit sample_traces/",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"lexkeep {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """lexkeep: identifiers must survive compaction verbatim."""
+
+
+def _register_commands() -> None:
+    # Imported here so `lexkeep --version` stays fast and each area owns its module.
+    from lexkeep.cli import audit, compact, context, extract, ingest
+
+    for module in (ingest, extract, audit, compact, context):
+        module.register(app)
+
+
+_register_commands()
