@@ -322,12 +322,13 @@ def _scan_window(
             if gate is not None and gate(text, start, end) is None:
                 continue
             if context_words is not None:
-                # Context words sit before the match, possibly before the window. On short
-                # windows checking each match's context is cheaper than searching for many
-                # words; a short word list (http_status) is always cheaper to search first
-                # (_runs keeps the words only where the search pays).
+                # Context words sit before the match, possibly before the window: as far
+                # as any kind's context window reaches (_context_ok reads 24 characters a
+                # word). On short windows checking each match's context is cheaper than
+                # searching for many words; a short word list (http_status) is always
+                # cheaper to search first (_filter keeps the words only where it pays).
                 if context_text is None:
-                    context_text = text[max(0, start - 120) : end].lower()
+                    context_text = text[max(0, start - plan.context_reach) : end].lower()
                 if not any(map(context_text.__contains__, context_words)):
                     continue
             remaining = budget.remaining()
@@ -578,6 +579,8 @@ class _Plan:
         # (rules.Kind.wide: user patterns, whose reach the built-ins' 24 characters may not cover).
         self.has_wide = any(kind.wide for kind in rules.kinds)
         self.gate_triggers: list[Any] = []
+        # Characters before a window that a required context word may lie in (_context_ok).
+        self.context_reach = 0
         self.gate_sources: list[str] = []
         self.identifier_kinds: list[_Entry] = []
         self.suppressor_kinds: list[_Entry] = []
@@ -595,7 +598,16 @@ class _Plan:
                 self.full_scan = True  # a kind with no prefilter must see the whole text
             keywords.update(kind.keywords)
             gate = kind.context
-            words = gate.words if gate is not None and gate.mode == "require" else None
+            # What a window must hold for a required context word to be among the words
+            # before a match: a one-word entry, or the last word of a phrase (whose words
+            # punctuation or several spaces may separate: "ad, set").
+            words = (
+                tuple(sorted(gate.single_words | gate.phrase_ends))
+                if gate is not None and gate.mode == "require"
+                else None
+            )
+            if words is not None:
+                self.context_reach = max(self.context_reach, 24 * gate.window)
             min_digits = max(kind.min_digits, 1 if kind.prefilter_digit else 0)
             entry = (
                 kind,
