@@ -108,6 +108,17 @@ class _Budget:
 
 
 _SPACE_OR_NEWLINE = re.compile("[ \n]")
+_DIGIT_BYTES = b"0123456789"
+
+
+def _count_digits(text: str) -> int:
+    """The ASCII digits in `text`: UTF-8 writes every other character in bytes of 0x80 and
+    above (lone surrogates too, with surrogatepass), so the bytes that deleting the digits
+    removes are the digits; about four times cheaper than counting each digit in the str."""
+    data = text.encode("utf-8", "surrogatepass")
+    return len(data) - len(data.translate(None, _DIGIT_BYTES))
+
+
 # The result for a text with nothing to scan (frozen, so one instance serves every call).
 _NOTHING = Extraction((), True)
 _PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~“”‘’«»…"
@@ -283,7 +294,7 @@ def _scan_window(
     """
     segment = text[start:end]
     lower = segment.lower()
-    digits = sum(map(segment.count, "0123456789"))
+    digits = _count_digits(segment)
     # One-character keywords here; longer ones (month names, currency words) only for the
     # kinds that get that far, and only when no one-character keyword already let them in.
     # Inside a window any '.' or '-' counts (a quoted 'HTTP-' holds no interior one); only
@@ -422,7 +433,7 @@ def _extract_selected(
                     continue
                 if min_digits > 1:
                     if digits < 0:
-                        digits = sum(map(text.count, "0123456789"))
+                        digits = _count_digits(text)
                     if digits < min_digits:
                         continue
                 if budget is not None:
