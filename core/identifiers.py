@@ -425,11 +425,14 @@ def _extract_selected(
     complete = True
     try:
         # Identifier kinds first; suppressors only matter where an identifier was found.
+        lowest = 0  # while suppressors run: the lowest priority of a reportable candidate
         for runs in (identifier_runs, suppressor_runs):
-            if not reportable and runs is suppressor_runs:
-                break
+            if runs is suppressor_runs:
+                if not reportable:
+                    break
+                lowest = _lowest_reported(candidates)
             for index, kind, pattern, min_length, min_digits, simple, claims, tag in runs:
-                if size < min_length:
+                if size < min_length or -tag[0] < lowest:
                     continue
                 if min_digits > 1:
                     if digits < 0:
@@ -482,6 +485,17 @@ def _extract_selected(
     if not candidates:
         return _NOTHING if complete else Extraction((), False)
     return Extraction(_resolve(text, candidates), complete)
+
+
+def _lowest_reported(candidates: list[tuple[int, int, int, int, str, bool]]) -> int:
+    """The lowest priority of a reportable candidate.
+
+    A suppressor of lower priority changes nothing: it only claims spans, and a claim takes
+    effect only against candidates it outranks, whose priority is at most its own; blocking
+    an unreported candidate only matters where that one would have blocked a reportable
+    candidate of still lower priority. So only suppressors of at least this priority run.
+    """
+    return min(-candidate[0] for candidate in candidates if candidate[5])
 
 
 def _extract_segmented(

@@ -552,3 +552,19 @@ tests.negative = ["4711"]
         # extract() on the first texts of a process, and without Hyperscan: trigger windows.
         found = extract(text, rules).identifiers
         assert [(i.kind, i.value) for i in found] == [("short_number", "4711")]
+
+
+@needs_selector
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Only kinds above every suppressor report: the suppressors below them are not run.
+        "mail ann@example.org about 123e4567-e89b-12d3-a456-426614174000, it cost $12.50",
+        # A reportable kind below a suppressor: the suppressor still claims its span.
+        "ticket PROJ-1234 costs $1,249.00 for 100MB, version 2.4.1, at 10:30am",
+        "ann@example.org paid 3.5% of INV-2025-08-44719 for 100MB, 250 ms late",
+    ],
+)
+def test_suppressors_below_every_reported_kind_change_nothing(text: str) -> None:
+    assert selected(text) == reference(text)
+    assert selected(text) == windowed(text)
