@@ -72,3 +72,15 @@ def test_engine_re_kinds_agree_with_the_regex_engine_on_plain_text(text: str) ->
             want = [m.span(kind.group) for m in kind.pattern.finditer(text)]
             got = [m.span(kind.group) for m in kind.plain_pattern.finditer(text)]
             assert got == want, kind.id
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.characters(), max_size=80)
+    | st.text(alphabet="0123456789٣௫ab\ud800 ", max_size=40)
+)
+def test_digits_are_counted_in_any_text(text: str) -> None:
+    """ASCII digits only (not other decimal digits), lone surrogates included."""
+    from lexkeep.core.identifiers import _count_digits
+
+    assert _count_digits(text) == sum(text.count(digit) for digit in "0123456789")

@@ -522,3 +522,62 @@ def test_an_unknown_prefilter_value_is_named_once_and_left_on(monkeypatch) -> No
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         prefilter.available()  # said once is enough
+
+
+# Numbers every few characters merge the trigger windows into one of several hundred
+# characters, where the windowed path searches the context words before the patterns.
+_DENSE = " ".join(f"x{i}y" for i in range(60))
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    [
+        "for ad, set 101 please",  # a phrase whose words punctuation separates
+        "for ad\n\nset 101 please",  # or a line break and more than one space
+        "card ending, in 7447.",
+    ],
+)
+def test_a_context_phrase_counts_in_long_windows_as_in_short_texts(phrase: str) -> None:
+    text = f"{_DENSE} {phrase} {_DENSE}"
+    alone = [i.value for i in extract(phrase).identifiers if i.kind == "short_number"]
+    assert alone, phrase
+    assert len(windowed(text)) > 0
+    assert [i.value for i in windowed(text) if i.kind == "short_number"] == alone
+    assert windowed(text) == reference(text)
+
+
+def test_a_context_word_as_far_back_as_the_window_reaches_counts(tmp_path: Path) -> None:
+    """A rule file may widen a built-in's context window to 20 words (480 characters)."""
+    rules_file = tmp_path / "rules.toml"
+    rules_file.write_text(
+        """
+[[kinds]]
+id = "short_number"
+context = { words = ["voucher"], window = 20, mode = "require" }
+tests.positive = [{ text = "voucher a b c d e f g h i j k l m n o p q 4711", value = "4711" }]
+tests.negative = ["4711"]
+""",
+        encoding="utf-8",
+    )
+    rules = load_rules(rules_file)
+    words = " ".join(["abcdefghijklmnopqrst"] * 18)  # 18 words, 378 characters
+    for text in (f"voucher {words} 4711", f"{_DENSE} voucher {words} 4711 {_DENSE}"):
+        # extract() on the first texts of a process, and without Hyperscan: trigger windows.
+        found = extract(text, rules).identifiers
+        assert [(i.kind, i.value) for i in found] == [("short_number", "4711")]
+
+
+@needs_selector
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Only kinds above every suppressor report: the suppressors below them are not run.
+        "mail ann@example.org about 123e4567-e89b-12d3-a456-426614174000, it cost $12.50",
+        # A reportable kind below a suppressor: the suppressor still claims its span.
+        "ticket PROJ-1234 costs $1,249.00 for 100MB, version 2.4.1, at 10:30am",
+        "ann@example.org paid 3.5% of INV-2025-08-44719 for 100MB, 250 ms late",
+    ],
+)
+def test_suppressors_below_every_reported_kind_change_nothing(text: str) -> None:
+    assert selected(text) == reference(text)
+    assert selected(text) == windowed(text)
