@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from types import FrameType
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports a command killed by SIGINT
@@ -21,6 +22,7 @@ _terminated = False  # SIGTERM arrived: the command stops as on Ctrl-C, and exit
 _handler_pid = 0  # the process these signals stop as Ctrl-C does: not its forked workers
 _pending = 0  # a signal taken up during an import, to be raised once the import is done
 _resent = False  # the next one is that signal sent again (`_resend`), not a new one
+_resending = False  # a thread sends the pending signal again (`_resend`)
 
 
 def _in_an_import(frame: FrameType | None) -> bool:
@@ -34,22 +36,41 @@ def _in_an_import(frame: FrameType | None) -> bool:
     return False
 
 
+def _in_own_handling(frame: FrameType | None) -> bool:
+    """True when `frame`, or one that called it, is this module putting a stop off."""
+    while frame is not None:
+        if frame.f_code in _OWN_HANDLING:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _defer(signum: int) -> None:
-    """Raise the stop for `signum` later: it is sent to the main thread again in a moment,
+    """Raise the stop for `signum` later: it is sent to the main thread again every moment,
     from another thread (sent from a signal handler, it would be handled at once, where it
-    could not be taken up), unless `raise_pending` raised it first."""
-    global _pending
+    could not be taken up), until it is raised (or `raise_pending` raised it first)."""
+    global _pending, _resending
     _pending = signum
-    again = threading.Timer(0.01, _resend, (signum,))
-    again.daemon = True
+    if _resending:
+        return  # the thread sending it again is still at work (an import that takes long)
+    _resending = True
+    again = threading.Thread(target=_resend, daemon=True)
     again.start()
 
 
-def _resend(signum: int) -> None:
-    global _resent
-    if _pending == signum:  # not raised meanwhile
-        _resent = True
-        signal.pthread_kill(threading.main_thread().ident or 0, signum)
+def _resend() -> None:
+    global _resent, _resending
+    while True:
+        while _pending:
+            time.sleep(0.01)
+            signum = _pending
+            if signum:  # not raised meanwhile
+                _resent = True
+                signal.pthread_kill(threading.main_thread().ident or 0, signum)
+        _resending = False
+        if not _pending:
+            return
+        _resending = True  # put off again after the loop saw none pending
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -71,6 +92,12 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     if signum == signal.SIGTERM and _terminated:
         return  # a second one while the first stop is under way: let that stop finish
     if _in_an_import(frame):
+        _defer(signum)
+        return
+    if _in_own_handling(frame):
+        # Sent again while this module still puts the stop off (a loaded machine can run the
+        # sending thread before `_defer` returns): raised there, in the hook for exceptions
+        # Python drops, it would be dropped too. It stays pending and is sent again.
         _defer(signum)
         return
     _pending = 0
@@ -103,6 +130,7 @@ def _on_unraisable(unraisable: "sys.UnraisableHookArgs") -> None:
 
 
 _unraisable_before = sys.unraisablehook
+_OWN_HANDLING = {_defer.__code__, _on_unraisable.__code__}
 
 
 def stop_on_signals() -> None:

@@ -258,6 +258,40 @@ def test_a_stop_where_python_drops_exceptions_or_during_an_import_still_stops(
     assert "Exception ignored" not in done.stderr, done.stderr
 
 
+# The main thread held up right after it started the thread that sends the stop again, as a
+# loaded machine does: the stop came back while it was still being put off.
+HELD_UP = (
+    """\
+import threading, time as held
+started = threading.Thread.start
+
+
+def start_then_wait(self):
+    started(self)
+    held.sleep(0.1)
+
+
+threading.Thread.start = start_then_wait
+"""
+    + DROPPED
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("where", ["finaliser", "gc-callback", "fork-hook"])
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_stop_sent_again_while_it_is_put_off_still_stops(where: str, sig: str) -> None:
+    """On a loaded machine the stop put off from where Python drops exceptions was sent again
+    before the hook putting it off had returned; raised in the hook it was dropped as well
+    ("Exception ignored in sys.unraisablehook") and the command went on."""
+    done = subprocess.run(
+        [sys.executable, "-c", HELD_UP, where, "", sig], capture_output=True, text=True, timeout=60
+    )
+    stop = "Terminated" if sig == "SIGTERM" else "KeyboardInterrupt"
+    assert (done.returncode, done.stdout) == (0, f"stopped {stop}\n"), done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr
+
+
 COMMANDS = ["ingest", "stats", "show", "extract", "audit", "compact", "compactions"]
 COMMANDS += ["context", "guard"]
 
