@@ -233,13 +233,10 @@ def test_ctrl_c_during_command_summaries_stops_the_summarisers_whole_groups(tmp_
     assert "claimed 0, completed 0, failed 0" in out, out
 
 
-# Summarises the first segment at once, then hangs on the second until the run is interrupted.
-SECOND_HANGS = """\
-import os, sys, time
-calls = sys.argv[1]
-sys.stdin.read()
-os.makedirs(calls, exist_ok=True)
-n = 0  # the first free number: two slots may start their calls at once
+# A summariser program's call number `n`, the first not taken (needs `os` and `calls`): two
+# slots may start their calls at once, so each takes its number atomically.
+TAKE_A_NUMBER = """\
+n = 0
 os.makedirs(calls + ".taken", exist_ok=True)
 while True:
     try:
@@ -247,12 +244,26 @@ while True:
         break
     except FileExistsError:
         n += 1
+"""
+
+
+# Summarises the first segment at once, then hangs on the second until the run is interrupted.
+SECOND_HANGS = (
+    """\
+import os, sys, time
+calls = sys.argv[1]
+sys.stdin.read()
+os.makedirs(calls, exist_ok=True)
+"""
+    + TAKE_A_NUMBER
+    + """\
 open(os.path.join(calls, str(n)), "w").close()
 if n == 0:
     print("summary of the first segment")
     sys.exit(0)
 time.sleep(120)
 """
+)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT and process groups are POSIX")
@@ -361,23 +372,20 @@ def serve_then_vanish(answers: int) -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-VANISHING_PROGRAM = """\
+VANISHING_PROGRAM = (
+    """\
 import os, sys
 sys.stdin.read()
 calls = sys.argv[1]
-n = 0  # the first free number: two slots may start their calls at once
-os.makedirs(calls + ".taken", exist_ok=True)
-while True:
-    try:
-        os.close(os.open(os.path.join(calls + ".taken", str(n)), os.O_CREAT | os.O_EXCL))
-        break
-    except FileExistsError:
-        n += 1
+"""
+    + TAKE_A_NUMBER
+    + """\
 open(os.path.join(calls, str(n)), "w").close()
 if n == {answers} - 1:
     os.remove(sys.argv[0])  # the program is gone for every later call
 print("Summary: ORD_88400.")
 """
+)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="an executable script needs a shebang")
@@ -439,18 +447,14 @@ def test_an_unreachable_summariser_mid_run_still_reports_what_finished(tmp_path,
 
 # Fails or succeeds by a plan, one letter per call (the last letter repeats): s = a summary,
 # f = the same failure every time (a wrong model name), d = a failure of its own.
-PLANNED_PROGRAM = """\
+PLANNED_PROGRAM = (
+    """\
 import os, sys
 sys.stdin.read()
 calls, plan = sys.argv[1], sys.argv[2]
-n = 0  # the first free number: two slots may start their calls at once
-os.makedirs(calls + ".taken", exist_ok=True)
-while True:
-    try:
-        os.close(os.open(os.path.join(calls + ".taken", str(n)), os.O_CREAT | os.O_EXCL))
-        break
-    except FileExistsError:
-        n += 1
+"""
+    + TAKE_A_NUMBER
+    + """\
 open(os.path.join(calls, str(n)), "w").close()
 mode = plan[min(n, len(plan) - 1)]
 if mode == "s":
@@ -462,6 +466,7 @@ if mode == "f":
 sys.stderr.write(f"Error: call {n} went wrong\\n")
 sys.exit(1)
 """
+)
 
 
 def run_planned(tmp_path: Path, plan: str, workers: int = 1) -> tuple[int, str, str, Path]:
@@ -720,19 +725,15 @@ def test_ctrl_c_that_cannot_give_a_claim_back_says_so(tmp_path, workers):
 
 
 # As SECOND_HANGS, and each call's file holds the pid of the program making it.
-SECOND_HANGS_NAMED = """\
+SECOND_HANGS_NAMED = (
+    """\
 import os, sys, time
 calls = sys.argv[1]
 sys.stdin.read()
 os.makedirs(calls, exist_ok=True)
-n = 0  # the first free number: two slots may start their calls at once
-os.makedirs(calls + ".taken", exist_ok=True)
-while True:
-    try:
-        os.close(os.open(os.path.join(calls + ".taken", str(n)), os.O_CREAT | os.O_EXCL))
-        break
-    except FileExistsError:
-        n += 1
+"""
+    + TAKE_A_NUMBER
+    + """\
 with open(os.path.join(calls, f".{n}"), "w") as fh:
     fh.write(str(os.getpid()))
 os.rename(os.path.join(calls, f".{n}"), os.path.join(calls, str(n)))
@@ -741,6 +742,7 @@ if n == 0:
     sys.exit(0)
 time.sleep(120)
 """
+)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM and process groups are POSIX")
@@ -799,18 +801,14 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_exits_143(tmp_path, workers, gro
 
 # Answers every call; on its third it does to the store what the test names first: makes the
 # store's folder read-only (no write can reach it) or deletes conversation c2's row.
-SPOILS_THE_STORE = """\
+SPOILS_THE_STORE = (
+    """\
 import os, sys
 sys.stdin.read()
 calls, how, db = sys.argv[1], sys.argv[2], sys.argv[3]
-n = 0  # the first free number: two slots may start their calls at once
-os.makedirs(calls + ".taken", exist_ok=True)
-while True:
-    try:
-        os.close(os.open(os.path.join(calls + ".taken", str(n)), os.O_CREAT | os.O_EXCL))
-        break
-    except FileExistsError:
-        n += 1
+"""
+    + TAKE_A_NUMBER
+    + """\
 open(os.path.join(calls, str(n)), "w").close()
 if n == 2 and how == "read-only":
     os.chmod(os.path.dirname(db), 0o555)
@@ -821,6 +819,7 @@ if n == 2 and how == "row-deleted":
     con.close()
 print("Summary: ORD_88400.")
 """
+)
 
 
 def run_spoiling(tmp_path: Path, how: str, fmt: str, workers: int = 1) -> tuple[int, str, str]:
