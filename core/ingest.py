@@ -61,6 +61,7 @@ from lexkeep.core.requestlog import Continued, Memory
 from lexkeep.core.rules import load_rules
 from lexkeep.core.sidecar import Known, index_pending
 from lexkeep.core.store import (
+    READ_AGAIN_TABLE,
     Store,
     close_position_holes,
     drop_keys,
@@ -1031,6 +1032,11 @@ class _Batch:
         self.reread: list[tuple[str, int]] = []
         # Conversations of files read again from their start (restore_file_order in finish).
         self.reread_convs: set[str] = set()
+        # Those files, as source_file names them: which records each read gave is kept in
+        # READ_AGAIN_TABLE (from its first row on: `read_again`), since only those are its
+        # lines (a file logrotate gave an old file's name to holds none of the old lines).
+        self.rereading: set[str] = set()
+        self.read_again = False
         # The group's ingest_runs rows, written in finish(): one statement per group, not one
         # round trip per file (about 2.5 ms each, most of a small file's ingest).
         self.ingest_runs: list[tuple[Any, ...]] = []
@@ -1275,6 +1281,8 @@ class _Batch:
             if time is not None:
                 _widen(convs[conv], time)
         self.buffer = []
+        if self.rereading:
+            self._note_read_again(messages, calls, results, boundaries)
         store = self.store
         seen = self.seen
         # Rows left out as already stored, whose id may be another conversation's (see
@@ -1329,6 +1337,43 @@ class _Batch:
             else:
                 _check_calls(self, table, rows)
 
+    def _note_read_again(
+        self,
+        messages: list[tuple[Any, ...]],
+        calls: list[tuple[Any, ...]],
+        results: list[tuple[Any, ...]],
+        boundaries: list[tuple[Any, ...]],
+    ) -> None:
+        """Keep in READ_AGAIN_TABLE the key of each row of a file read again from its start
+        (`rereading`), stored already or not: restore_file_order puts only those in line order."""
+        rereading = self.rereading
+        tables, convs, keys, files = [], [], [], []
+        # (table, rows, index of the conversation, of the key, of the file)
+        for table, rows, c, k, f in (
+            ("messages", messages, 1, 0, 9),
+            ("tool_calls", calls, 0, 1, 9),
+            ("tool_results", results, 0, 1, 5),
+            ("boundaries", boundaries, 1, 0, 8),
+        ):
+            for row in rows:
+                if row[f] in rereading:
+                    tables.append(table)
+                    convs.append(row[c])
+                    keys.append(row[k])
+                    files.append(row[f])
+        if not tables:
+            return
+        if not self.read_again:
+            self.con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {READ_AGAIN_TABLE}"
+                " (tbl VARCHAR, c VARCHAR, k VARCHAR, f VARCHAR)"
+            )
+            self.read_again = True
+        self.con.execute(
+            f"INSERT INTO {READ_AGAIN_TABLE} SELECT unnest(?), unnest(?), unnest(?), unnest(?)",
+            [tables, convs, keys, files],
+        )
+
     def finish(self) -> None:
         """Write everything staged: timeline rows, runs, conversations, ingest errors."""
         self.flush()
@@ -1349,10 +1394,14 @@ class _Batch:
             given = {conv: self.max_pos[conv] for conv in self.touched}
             bases = {conv: self.base[conv] for conv in self.touched}
             self.max_pos.update(close_position_holes(self.con, bases, given))
-        if self.reread_convs:
+        if self.reread_convs and self.read_again:
             # Lines read again: a fixed one takes its place among the stored ones.
-            restore_file_order(self.con, self.reread_convs & self.touched)
-            self.reread_convs.clear()
+            restore_file_order(self.con, self.reread_convs & self.touched, READ_AGAIN_TABLE)
+        if self.read_again:
+            self.con.execute(f"DROP TABLE {READ_AGAIN_TABLE}")
+            self.read_again = False
+        self.reread_convs.clear()
+        self.rereading.clear()
         if self.appended_runs and not self.lean:
             self._place_appended_runs()
         conv_rows = []
@@ -2141,6 +2190,8 @@ def _ingest_one(
             "UPDATE conversations SET format = ? WHERE source_file = ? AND format = ?",
             [fmt.value, batch.names[path], prev[3]],
         )
+    if prev is not None and path != "-" and not skip_lines:
+        batch.rereading.add(batch.names[path])  # read again from its start (see finish)
     state = _FileIngest(batch, path, fmt, skip_lines, skip_invalid)
     reported = told
     add = state.add
