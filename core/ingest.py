@@ -1078,6 +1078,32 @@ class _Batch:
         self.request_states: dict[tuple[str, str, str], tuple[str, list[str]]] = {}
         # Ids of the run records of grown files (see _place_appended_runs).
         self.appended_runs: set[str] = set()
+        # conversation -> (run id, turn) of its latest derived turn, from the batch's files read
+        # so far or the store, for a file whose first messages of it answer that turn (None:
+        # it has none). See latest_turn.
+        self.latest_turns: dict[str, tuple[str, list[Any]] | None] = {}
+
+    def latest_turn(self, conv: str) -> tuple[str, list[Any]] | None:
+        """The run id and turn ([conv, answered, position, file, line]) of the latest turn of
+        `conv` a real user message opened, in an earlier file of this batch or in the store:
+        the messages a file gives before its first user message of `conv` are that turn's, as
+        in one file (a request log rotated after a user turn goes on with its answer)."""
+        if conv in self.latest_turns:
+            return self.latest_turns[conv]
+        got = None
+        if not self.lean:
+            row = self.con.execute(
+                "SELECT r.id, r.status, r.position, r.source_file, r.source_line FROM runs r"
+                " JOIN (SELECT id || '/run' AS run FROM messages WHERE conversation_id = $c"
+                "   AND kind = 'user_text' ORDER BY position DESC LIMIT 1) u ON r.id = u.run"
+                " WHERE r.conversation_id = $c",
+                {"c": conv},
+            ).fetchone()
+            if row is not None:
+                run_id, status, position, file, line = row
+                got = (run_id, [conv, status == RunStatus.COMPLETED.value, position, file, line])
+        self.latest_turns[conv] = got
+        return got
 
     def conflict(
         self, path: str, record: str, line: int, held_path: str, held_line: int, count: int = 1
@@ -1710,6 +1736,7 @@ class _FileIngest:
         self.turns: dict[str, list[Any]] = {}  # run id -> [conv, answered, position, file, line]
         self.open_turn: dict[str, str] = {}  # conversation -> run id of its current turn
         self.last_turn: str | None = None
+        self.carried: set[str] = set()  # conversations whose latest turn was looked up
 
     def read_anything(self) -> bool:
         """True when the file gave at least one conversation, message, call or boundary."""
@@ -1738,7 +1765,7 @@ class _FileIngest:
             return
         conv = record.conversation_id  # type: ignore[union-attr]
         if rtype is Message:
-            run_id, turn = self._turn(record)  # type: ignore[arg-type]
+            run_id, turn = self._turn(record, new)  # type: ignore[arg-type]
             if not new:
                 if record.end_line > self.skip_lines:  # type: ignore[union-attr]
                     batch.revised.append(record)  # type: ignore[arg-type]
@@ -1818,7 +1845,7 @@ class _FileIngest:
         if first[0] != conv:
             raise ReusedIdError("run", run_id, first, path=src.file, line=src.line)
 
-    def _turn(self, msg: Message) -> tuple[str | None, list[Any] | None]:
+    def _turn(self, msg: Message, new: bool) -> tuple[str | None, list[Any] | None]:
         conv = msg.conversation_id
         run_id = msg.run_id
         if run_id is None and conv not in self.convs_with_runs:
@@ -1830,6 +1857,20 @@ class _FileIngest:
                 self.last_turn = run_id
             else:
                 run_id = self.open_turn.get(conv)
+                if (
+                    run_id is None
+                    and new
+                    and msg.role == Role.ASSISTANT
+                    and conv not in self.carried
+                ):
+                    # An answer before any user message of `conv` in this file: to the turn
+                    # an earlier file left open (looked up once per file and conversation).
+                    self.carried.add(conv)
+                    latest = self.batch.latest_turn(conv)
+                    if latest is not None:
+                        run_id, turn = latest
+                        self.turns[run_id] = turn
+                        self.open_turn[conv] = self.last_turn = run_id
         elif run_id is not None and run_id not in self.turns:
             named = self.batch.named_runs.get(run_id)
             if named is not None and named[0] != conv:
@@ -1863,6 +1904,8 @@ class _FileIngest:
             else:
                 status = RunStatus.FAILED
             batch.runs[run_id] = (turn, status.value)
+        for conv, run_id in self.open_turn.items():
+            batch.latest_turns[conv] = (run_id, self.turns[run_id])
         if self.skip_lines:
             batch.appended_runs.update(self.explicit_runs)
         for run in self.explicit_runs.values():

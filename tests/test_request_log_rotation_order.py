@@ -85,19 +85,20 @@ def _findings(cli, db: Path) -> dict[str, tuple]:
     return out
 
 
-_PLACE = ("source_file", "source_line", "run_id")
+_PLACE = ("source_file", "source_line")
 
 
 def _shown(cli, db: Path) -> list[dict]:
-    """The entries `lexkeep show` prints, in its order, without the file and line each was
-    read from (the old file's are stored under the name it had when first read) and without
-    the run (a turn a file ends in is not carried into the next file)."""
+    """The entries `lexkeep show` prints, in its order, and the runs, without the file and
+    line each was read from (the old file's are stored under the name it had when first
+    read)."""
     with Store.open(db) as store:
         (conv,) = store.con.execute("SELECT id FROM conversations").fetchone()
     shown = cli("show", conv, "--db", db, "--format", "json")
     assert shown.exit_code == 0, shown.stderr
-    entries = json.loads(shown.stdout.replace(conv, "C"))["entries"]
-    return [{k: v for k, v in e.items() if k not in _PLACE} for e in entries]
+    got = json.loads(shown.stdout.replace(conv, "C"))
+    entries = [{k: v for k, v in e.items() if k not in _PLACE} for e in got["entries"]]
+    return [got["runs"], *entries]
 
 
 def _ingest(cli, db: Path, *targets: Path) -> str:
