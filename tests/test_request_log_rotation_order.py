@@ -164,3 +164,33 @@ def _check_rotation(cli, tmp_path: Path, case: str, ids: bool) -> None:
         with Store.open(db) as store:
             (conv,) = store.con.execute("SELECT id FROM conversations").fetchone()
         assert re.fullmatch(r"requests\.jsonl#[0-9a-f]{16}", conv)
+
+
+def test_an_answer_in_the_next_file_completes_the_turn_it_answers(cli, tmp_path):
+    """The user's turn ends the old file with a tool call, its answer begins the new one: the
+    answer had no run and the turn stayed `running`, the status of a turn still waiting."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    user = {"role": "user", "content": "Refund ORD-77812"}
+    called = {"role": "assistant", "content": None, "tool_calls": [call]}
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "ok"}
+    done = {"role": "assistant", "content": "Done."}
+    requests = [
+        {"session_id": "s", "messages": [user], "response": {"choices": [{"message": called}]}},
+        {
+            "session_id": "s",
+            "messages": [user, called, result],
+            "response": {"choices": [{"message": done}]},
+        },
+    ]
+    logs = tmp_path / "logs"
+    _write(logs / "requests.jsonl.1", requests[:1])
+    _write(logs / "requests.jsonl", requests[1:])
+    db = tmp_path / "s.duckdb"
+    _ingest(cli, db, logs)
+    with Store.open(db) as store:
+        runs = store.con.execute("SELECT id, status FROM runs").fetchall()
+        messages = store.con.execute(
+            "SELECT text, run_id FROM messages ORDER BY position"
+        ).fetchall()
+    assert runs == [("s/0/run", "completed")]
+    assert messages == [("Refund ORD-77812", "s/0/run"), ("", "s/0/run"), ("Done.", "s/0/run")]
