@@ -693,6 +693,15 @@ TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson")
 # A run row another conversation holds is left as it is: a message naming that run has no
 # valid run link (docs/compaction.md), and a run record reusing its id is refused
 # (_check_ids).
+# The prefix of a key that stands for a turn the store holds (_Batch.carried).
+_CARRIED = "\x00carried:"
+
+
+def carried_key(conv: str) -> str:
+    """The key that stands for the turn of `conv` the store holds (_Batch.carried)."""
+    return _CARRIED + conv
+
+
 _RUN_UPSERT = (
     "(id) DO UPDATE SET status = excluded.status"
     " WHERE runs.conversation_id = excluded.conversation_id"
@@ -1078,32 +1087,36 @@ class _Batch:
         self.request_states: dict[tuple[str, str, str], tuple[str, list[str]]] = {}
         # Ids of the run records of grown files (see _place_appended_runs).
         self.appended_runs: set[str] = set()
-        # conversation -> (run id, turn) of its latest derived turn, from the batch's files read
-        # so far or the store, for a file whose first messages of it answer that turn (None:
-        # it has none). See latest_turn.
-        self.latest_turns: dict[str, tuple[str, list[Any]] | None] = {}
+        # conversation -> (run id, turn) of the turn a file of this batch left open, for a
+        # later file whose first messages of it answer that turn (see _FileIngest._turn).
+        self.open_turns: dict[str, tuple[str, list[Any]]] = {}
+        # The same from the store: a turn the batch's files do not know stands for it under
+        # carried_key(conv) until flush and finish look the store's turn up (resolve_carried):
+        # key -> the run id it stands for (None: the store holds none).
+        self.carried: dict[str, str | None] = {}
+        self.answered: set[str] = set()  # ... of those, the runs the store holds completed
 
-    def latest_turn(self, conv: str) -> tuple[str, list[Any]] | None:
-        """The run id and turn ([conv, answered, position, file, line]) of the latest turn of
-        `conv` a real user message opened, in an earlier file of this batch or in the store:
-        the messages a file gives before its first user message of `conv` are that turn's, as
-        in one file (a request log rotated after a user turn goes on with its answer)."""
-        if conv in self.latest_turns:
-            return self.latest_turns[conv]
-        got = None
-        if not self.lean:
-            row = self.con.execute(
-                "SELECT r.id, r.status, r.position, r.source_file, r.source_line FROM runs r"
-                " JOIN (SELECT id || '/run' AS run FROM messages WHERE conversation_id = $c"
-                "   AND kind = 'user_text' ORDER BY position DESC LIMIT 1) u ON r.id = u.run"
-                " WHERE r.conversation_id = $c",
-                {"c": conv},
-            ).fetchone()
-            if row is not None:
-                run_id, status, position, file, line = row
-                got = (run_id, [conv, status == RunStatus.COMPLETED.value, position, file, line])
-        self.latest_turns[conv] = got
-        return got
+    def resolve_carried(self) -> None:
+        """Look up, in one query, the run each carried key not looked up yet stands for: the
+        latest turn a real user message of its conversation opened in the store. Rows written
+        before hold no user message of it after that turn (the key stands for the turn a file
+        goes on with before its first user message)."""
+        todo = {key[len(_CARRIED) :]: key for key, run in self.carried.items() if run is None}
+        if not todo:
+            return
+        rows = self.con.execute(
+            "SELECT u.c, u.run, r.status FROM (SELECT conversation_id AS c,"
+            " arg_max(id, position) || '/run' AS run FROM messages"
+            " WHERE conversation_id IN (SELECT unnest(?)) AND kind = 'user_text' GROUP BY ALL) u"
+            " JOIN runs r ON r.id = u.run AND r.conversation_id = u.c",
+            [list(todo)],
+        ).fetchall()
+        for conv, run, status in rows:
+            self.carried[todo.pop(conv)] = run
+            if status == RunStatus.COMPLETED.value:
+                self.answered.add(run)
+        for key in todo.values():
+            self.carried[key] = ""  # none: the messages stay without a run
 
     def conflict(
         self, path: str, record: str, line: int, held_path: str, held_line: int, count: int = 1
@@ -1210,6 +1223,9 @@ class _Batch:
         """Give buffered records positions and bulk-write them (one write per table)."""
         if not self.buffer:
             return
+        carried = self.carried
+        if carried:
+            self.resolve_carried()
         self._load_positions({_conversation_of(item) for item in self.buffer})
         max_pos = self.max_pos
         convs = self.convs
@@ -1253,6 +1269,8 @@ class _Batch:
             if rtype is Message:
                 if turn is not None and turn[2] is None:
                     turn[2] = pos
+                if carried and run_id in carried:
+                    run_id = carried[run_id] or None
                 if not lean or rec.kind == MessageKind.USER_TEXT:
                     messages.append(
                         (
@@ -1406,6 +1424,12 @@ class _Batch:
         self._revise()
         rows = []
         for run_id, (turn, status) in () if self.lean else self.runs.items():
+            if run_id in self.carried:  # a turn the store holds, which this batch went on with
+                run_id = self.carried[run_id]
+                if not run_id:
+                    continue
+                if run_id in self.answered:
+                    status = RunStatus.COMPLETED.value
             conv, _, pos, file, line = turn
             if pos is None:
                 pos = self.max_pos.get(conv, -1) + 1
@@ -1736,7 +1760,7 @@ class _FileIngest:
         self.turns: dict[str, list[Any]] = {}  # run id -> [conv, answered, position, file, line]
         self.open_turn: dict[str, str] = {}  # conversation -> run id of its current turn
         self.last_turn: str | None = None
-        self.carried: set[str] = set()  # conversations whose latest turn was looked up
+        self.carried: set[str] = set()  # conversations whose earlier turn was looked for
 
     def read_anything(self) -> bool:
         """True when the file gave at least one conversation, message, call or boundary."""
@@ -1864,12 +1888,18 @@ class _FileIngest:
                     and conv not in self.carried
                 ):
                     # An answer before any user message of `conv` in this file: to the turn
-                    # an earlier file left open (looked up once per file and conversation).
+                    # an earlier file left open, of this batch or in the store.
                     self.carried.add(conv)
-                    latest = self.batch.latest_turn(conv)
-                    if latest is not None:
-                        run_id, turn = latest
+                    batch = self.batch
+                    earlier = batch.open_turns.get(conv)
+                    if earlier is not None:
+                        run_id, turn = earlier
                         self.turns[run_id] = turn
+                    elif not batch.lean:
+                        run_id = carried_key(conv)
+                        batch.carried.setdefault(run_id, None)
+                        self.turns[run_id] = [conv, False, None, msg.source.file, msg.source.line]
+                    if run_id is not None:
                         self.open_turn[conv] = self.last_turn = run_id
         elif run_id is not None and run_id not in self.turns:
             named = self.batch.named_runs.get(run_id)
@@ -1905,7 +1935,7 @@ class _FileIngest:
                 status = RunStatus.FAILED
             batch.runs[run_id] = (turn, status.value)
         for conv, run_id in self.open_turn.items():
-            batch.latest_turns[conv] = (run_id, self.turns[run_id])
+            batch.open_turns[conv] = (run_id, self.turns[run_id])
         if self.skip_lines:
             batch.appended_runs.update(self.explicit_runs)
         for run in self.explicit_runs.values():

@@ -166,9 +166,11 @@ def _check_rotation(cli, tmp_path: Path, case: str, ids: bool) -> None:
         assert re.fullmatch(r"requests\.jsonl#[0-9a-f]{16}", conv)
 
 
-def test_an_answer_in_the_next_file_completes_the_turn_it_answers(cli, tmp_path):
+@pytest.mark.parametrize("commands", [1, 2])
+def test_an_answer_in_the_next_file_completes_the_turn_it_answers(cli, tmp_path, commands):
     """The user's turn ends the old file with a tool call, its answer begins the new one: the
-    answer had no run and the turn stayed `running`, the status of a turn still waiting."""
+    answer had no run and the turn stayed `running`, the status of a turn still waiting.
+    Read by one command or by two (the store's turn goes on), it is the one file's turn."""
     call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
     user = {"role": "user", "content": "Refund ORD-77812"}
     called = {"role": "assistant", "content": None, "tool_calls": [call]}
@@ -183,9 +185,12 @@ def test_an_answer_in_the_next_file_completes_the_turn_it_answers(cli, tmp_path)
         },
     ]
     logs = tmp_path / "logs"
-    _write(logs / "requests.jsonl.1", requests[:1])
-    _write(logs / "requests.jsonl", requests[1:])
     db = tmp_path / "s.duckdb"
+    current = _write(logs / "requests.jsonl", requests[:1])
+    if commands == 2:
+        _ingest(cli, db, logs)
+    current.rename(logs / "requests.jsonl.1")
+    _write(current, requests[1:])
     _ingest(cli, db, logs)
     with Store.open(db) as store:
         runs = store.con.execute("SELECT id, status FROM runs").fetchall()
