@@ -686,13 +686,6 @@ class IncompleteDocument(InputError):
 
 # -- writing to the store -------------------------------------------------------------------
 
-# Rows staged in memory before one bulk write per table (inside the file's transaction).
-CHUNK_ROWS = 50_000
-# Files a folder walk picks up (each may also end in .gz).
-TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson")
-# A run row another conversation holds is left as it is: a message naming that run has no
-# valid run link (docs/compaction.md), and a run record reusing its id is refused
-# (_check_ids).
 # The prefix of a key that stands for a turn the store holds (_Batch.carried).
 _CARRIED = "\x00carried:"
 
@@ -702,6 +695,13 @@ def carried_key(conv: str) -> str:
     return _CARRIED + conv
 
 
+# Rows staged in memory before one bulk write per table (inside the file's transaction).
+CHUNK_ROWS = 50_000
+# Files a folder walk picks up (each may also end in .gz).
+TRACE_SUFFIXES = (".jsonl", ".json", ".ndjson")
+# A run row another conversation holds is left as it is: a message naming that run has no
+# valid run link (docs/compaction.md), and a run record reusing its id is refused
+# (_check_ids).
 _RUN_UPSERT = (
     "(id) DO UPDATE SET status = excluded.status"
     " WHERE runs.conversation_id = excluded.conversation_id"
@@ -1092,7 +1092,7 @@ class _Batch:
         self.open_turns: dict[str, tuple[str, list[Any]]] = {}
         # The same from the store: a turn the batch's files do not know stands for it under
         # carried_key(conv) until flush and finish look the store's turn up (resolve_carried):
-        # key -> the run id it stands for (None: the store holds none).
+        # key -> the run id it stands for (None: not looked up yet; "": the store holds none).
         self.carried: dict[str, str | None] = {}
         self.answered: set[str] = set()  # ... of those, the runs the store holds completed
 
