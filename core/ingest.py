@@ -1761,6 +1761,9 @@ class _FileIngest:
         self.open_turn: dict[str, str] = {}  # conversation -> run id of its current turn
         self.last_turn: str | None = None
         self.carried: set[str] = set()  # conversations whose earlier turn was looked for
+        # A request log goes on with the turns its earlier files left open (see _turn); other
+        # formats derive runs per file, as the fast path (core/fastload.py) does.
+        self.carries = _continues(fmt.value)
 
     def read_anything(self) -> bool:
         """True when the file gave at least one conversation, message, call or boundary."""
@@ -1884,6 +1887,7 @@ class _FileIngest:
                 if (
                     run_id is None
                     and new
+                    and self.carries
                     and msg.role == Role.ASSISTANT
                     and conv not in self.carried
                 ):
@@ -1934,8 +1938,9 @@ class _FileIngest:
             else:
                 status = RunStatus.FAILED
             batch.runs[run_id] = (turn, status.value)
-        for conv, run_id in self.open_turn.items():
-            batch.open_turns[conv] = (run_id, self.turns[run_id])
+        if self.carries:
+            for conv, run_id in self.open_turn.items():
+                batch.open_turns[conv] = (run_id, self.turns[run_id])
         if self.skip_lines:
             batch.appended_runs.update(self.explicit_runs)
         for run in self.explicit_runs.values():
