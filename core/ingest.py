@@ -63,6 +63,7 @@ from lexkeep.core.requestlog import Continued, Memory
 from lexkeep.core.rules import load_rules
 from lexkeep.core.sidecar import Known, index_pending
 from lexkeep.core.store import (
+    READ_AGAIN_TABLE,
     Store,
     close_position_holes,
     drop_keys,
@@ -720,6 +721,15 @@ class IncompleteDocument(InputError):
 
 # -- writing to the store -------------------------------------------------------------------
 
+# The prefix of a key that stands for a turn the store holds (_Batch.carried).
+_CARRIED = "\x00carried:"
+
+
+def carried_key(conv: str) -> str:
+    """The key that stands for the turn of `conv` the store holds (_Batch.carried)."""
+    return _CARRIED + conv
+
+
 # Rows staged in memory before one bulk write per table (inside the file's transaction).
 CHUNK_ROWS = 50_000
 # Files a folder walk picks up (each may also end in .gz).
@@ -1099,6 +1109,11 @@ class _Batch:
         self.reread: list[tuple[str, int]] = []
         # Conversations of files read again from their start (restore_file_order in finish).
         self.reread_convs: set[str] = set()
+        # Those files, as source_file names them: which records each read gave is kept in
+        # READ_AGAIN_TABLE (from its first row on: `read_again`), since only those are its
+        # lines (a file logrotate gave an old file's name to holds none of the old lines).
+        self.rereading: set[str] = set()
+        self.read_again = False
         # The group's ingest_runs rows, written in finish(): one statement per group, not one
         # round trip per file (about 2.5 ms each, most of a small file's ingest).
         self.ingest_runs: list[tuple[Any, ...]] = []
@@ -1140,6 +1155,36 @@ class _Batch:
         self.request_states: dict[tuple[str, str, str], tuple[str, list[str]]] = {}
         # Ids of the run records of grown files (see _place_appended_runs).
         self.appended_runs: set[str] = set()
+        # conversation -> (run id, turn) of the turn a file of this batch left open, for a
+        # later file whose first messages of it answer that turn (see _FileIngest._turn).
+        self.open_turns: dict[str, tuple[str, list[Any]]] = {}
+        # The same from the store: a turn the batch's files do not know stands for it under
+        # carried_key(conv) until flush and finish look the store's turn up (resolve_carried):
+        # key -> the run id it stands for (None: not looked up yet; "": the store holds none).
+        self.carried: dict[str, str | None] = {}
+        self.answered: set[str] = set()  # ... of those, the runs the store holds completed
+
+    def resolve_carried(self) -> None:
+        """Look up, in one query, the run each carried key not looked up yet stands for: the
+        latest turn a real user message of its conversation opened in the store. Rows written
+        before hold no user message of it after that turn (the key stands for the turn a file
+        goes on with before its first user message)."""
+        todo = {key[len(_CARRIED) :]: key for key, run in self.carried.items() if run is None}
+        if not todo:
+            return
+        rows = self.con.execute(
+            "SELECT u.c, u.run, r.status FROM (SELECT conversation_id AS c,"
+            " arg_max(id, position) || '/run' AS run FROM messages"
+            " WHERE conversation_id IN (SELECT unnest(?)) AND kind = 'user_text' GROUP BY ALL) u"
+            " JOIN runs r ON r.id = u.run AND r.conversation_id = u.c",
+            [list(todo)],
+        ).fetchall()
+        for conv, run, status in rows:
+            self.carried[todo.pop(conv)] = run
+            if status == RunStatus.COMPLETED.value:
+                self.answered.add(run)
+        for key in todo.values():
+            self.carried[key] = ""  # none: the messages stay without a run
 
     def conflict(
         self, path: str, record: str, line: int, held_path: str, held_line: int, count: int = 1
@@ -1246,6 +1291,9 @@ class _Batch:
         """Give buffered records positions and bulk-write them (one write per table)."""
         if not self.buffer:
             return
+        carried = self.carried
+        if carried:
+            self.resolve_carried()
         self._load_positions({_conversation_of(item) for item in self.buffer})
         max_pos = self.max_pos
         convs = self.convs
@@ -1289,6 +1337,8 @@ class _Batch:
             if rtype is Message:
                 if turn is not None and turn[2] is None:
                     turn[2] = pos
+                if carried and run_id in carried:
+                    run_id = carried[run_id] or None
                 if not lean or rec.kind == MessageKind.USER_TEXT:
                     messages.append(
                         (
@@ -1343,6 +1393,8 @@ class _Batch:
             if time is not None:
                 _widen(convs[conv], time)
         self.buffer = []
+        if self.rereading:
+            self._note_read_again(messages, calls, results, boundaries)
         store = self.store
         seen = self.seen
         # Rows left out as already stored, whose id may be another conversation's (see
@@ -1397,12 +1449,55 @@ class _Batch:
             else:
                 _check_calls(self, table, rows)
 
+    def _note_read_again(
+        self,
+        messages: list[tuple[Any, ...]],
+        calls: list[tuple[Any, ...]],
+        results: list[tuple[Any, ...]],
+        boundaries: list[tuple[Any, ...]],
+    ) -> None:
+        """Keep in READ_AGAIN_TABLE the key of each row of a file read again from its start
+        (`rereading`), stored already or not: restore_file_order puts only those in line order."""
+        rereading = self.rereading
+        tables, convs, keys, files = [], [], [], []
+        # (table, rows, index of the conversation, of the key, of the file)
+        for table, rows, c, k, f in (
+            ("messages", messages, 1, 0, 9),
+            ("tool_calls", calls, 0, 1, 9),
+            ("tool_results", results, 0, 1, 5),
+            ("boundaries", boundaries, 1, 0, 8),
+        ):
+            for row in rows:
+                if row[f] in rereading:
+                    tables.append(table)
+                    convs.append(row[c])
+                    keys.append(row[k])
+                    files.append(row[f])
+        if not tables:
+            return
+        if not self.read_again:
+            self.con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {READ_AGAIN_TABLE}"
+                " (tbl VARCHAR, c VARCHAR, k VARCHAR, f VARCHAR)"
+            )
+            self.read_again = True
+        self.con.execute(
+            f"INSERT INTO {READ_AGAIN_TABLE} SELECT unnest(?), unnest(?), unnest(?), unnest(?)",
+            [tables, convs, keys, files],
+        )
+
     def finish(self) -> None:
         """Write everything staged: timeline rows, runs, conversations, ingest errors."""
         self.flush()
         self._revise()
         rows = []
         for run_id, (turn, status) in () if self.lean else self.runs.items():
+            if run_id in self.carried:  # a turn the store holds, which this batch went on with
+                run_id = self.carried[run_id]
+                if not run_id:
+                    continue
+                if run_id in self.answered:
+                    status = RunStatus.COMPLETED.value
             conv, _, pos, file, line = turn
             if pos is None:
                 pos = self.max_pos.get(conv, -1) + 1
@@ -1417,10 +1512,14 @@ class _Batch:
             given = {conv: self.max_pos[conv] for conv in self.touched}
             bases = {conv: self.base[conv] for conv in self.touched}
             self.max_pos.update(close_position_holes(self.con, bases, given))
-        if self.reread_convs:
+        if self.reread_convs and self.read_again:
             # Lines read again: a fixed one takes its place among the stored ones.
-            restore_file_order(self.con, self.reread_convs & self.touched)
-            self.reread_convs.clear()
+            restore_file_order(self.con, self.reread_convs & self.touched, READ_AGAIN_TABLE)
+        if self.read_again:
+            self.con.execute(f"DROP TABLE {READ_AGAIN_TABLE}")
+            self.read_again = False
+        self.reread_convs.clear()
+        self.rereading.clear()
         if self.appended_runs and not self.lean:
             self._place_appended_runs()
         conv_rows = []
@@ -1729,6 +1828,10 @@ class _FileIngest:
         self.turns: dict[str, list[Any]] = {}  # run id -> [conv, answered, position, file, line]
         self.open_turn: dict[str, str] = {}  # conversation -> run id of its current turn
         self.last_turn: str | None = None
+        self.carried: set[str] = set()  # conversations whose earlier turn was looked for
+        # A request log goes on with the turns its earlier files left open (see _turn); other
+        # formats derive runs per file, as the fast path (core/fastload.py) does.
+        self.carries = _continues(fmt.value)
 
     def read_anything(self) -> bool:
         """True when the file gave at least one conversation, message, call or boundary."""
@@ -1757,7 +1860,7 @@ class _FileIngest:
             return
         conv = record.conversation_id  # type: ignore[union-attr]
         if rtype is Message:
-            run_id, turn = self._turn(record)  # type: ignore[arg-type]
+            run_id, turn = self._turn(record, new)  # type: ignore[arg-type]
             if not new:
                 if record.end_line > self.skip_lines:  # type: ignore[union-attr]
                     batch.revised.append(record)  # type: ignore[arg-type]
@@ -1837,7 +1940,7 @@ class _FileIngest:
         if first[0] != conv:
             raise ReusedIdError("run", run_id, first, path=src.file, line=src.line)
 
-    def _turn(self, msg: Message) -> tuple[str | None, list[Any] | None]:
+    def _turn(self, msg: Message, new: bool) -> tuple[str | None, list[Any] | None]:
         conv = msg.conversation_id
         run_id = msg.run_id
         if run_id is None and conv not in self.convs_with_runs:
@@ -1849,6 +1952,27 @@ class _FileIngest:
                 self.last_turn = run_id
             else:
                 run_id = self.open_turn.get(conv)
+                if (
+                    run_id is None
+                    and new
+                    and self.carries
+                    and msg.role == Role.ASSISTANT
+                    and conv not in self.carried
+                ):
+                    # An answer before any user message of `conv` in this file: to the turn
+                    # an earlier file left open, of this batch or in the store.
+                    self.carried.add(conv)
+                    batch = self.batch
+                    earlier = batch.open_turns.get(conv)
+                    if earlier is not None:
+                        run_id, turn = earlier
+                        self.turns[run_id] = turn
+                    elif not batch.lean:
+                        run_id = carried_key(conv)
+                        batch.carried.setdefault(run_id, None)
+                        self.turns[run_id] = [conv, False, None, msg.source.file, msg.source.line]
+                    if run_id is not None:
+                        self.open_turn[conv] = self.last_turn = run_id
         elif run_id is not None and run_id not in self.turns:
             named = self.batch.named_runs.get(run_id)
             if named is not None and named[0] != conv:
@@ -1882,6 +2006,9 @@ class _FileIngest:
             else:
                 status = RunStatus.FAILED
             batch.runs[run_id] = (turn, status.value)
+        if self.carries:
+            for conv, run_id in self.open_turn.items():
+                batch.open_turns[conv] = (run_id, self.turns[run_id])
         if self.skip_lines:
             batch.appended_runs.update(self.explicit_runs)
         for run in self.explicit_runs.values():
@@ -2209,6 +2336,8 @@ def _ingest_one(
             "UPDATE conversations SET format = ? WHERE source_file = ? AND format = ?",
             [fmt.value, batch.names[path], prev[3]],
         )
+    if prev is not None and path != "-" and not skip_lines:
+        batch.rereading.add(batch.names[path])  # read again from its start (see finish)
     state = _FileIngest(batch, path, fmt, skip_lines, skip_invalid)
     reported = told
     add = state.add

@@ -455,7 +455,6 @@ class OpenAIReader:
         from there, and this file's are kept there for the next files."""
         stem = file_stem(path)
         logname = log_name(path)  # conversations without ids: <logname>#<first record>
-        unnamed = f"{stem}#"  # conversations named after the file: no other file goes on with them
         index = 0
         file_conv_started = False
         file_ids = CallIds()  # bare messages: the whole file is one conversation
@@ -474,6 +473,20 @@ class OpenAIReader:
         resent = resent_for(shared, "openai", path)
         # Where each conversation starts: a later request naming it again keeps that place.
         begins: dict[str, Source] = {}
+        # Responses conversations nothing names (no conversation, no response id): no other
+        # record or file goes on with them.
+        unnamed: set[str] = set()
+
+        def named(record: Any, n: int) -> str:
+            """A Responses conversation no id names, begun by `record`, the file's n-th: named
+            after it, or as an earlier lexkeep numbered the file (Continued.numbered)."""
+            if shared.numbered is None:
+                conv = resent.named(logname, record)
+            else:
+                conv = f"{shared.numbered}#{n}"
+            unnamed.add(conv)
+            return conv
+
         last_line, on_line = 0, 0
         for item in lines:
             if isinstance(item, Skipped):
@@ -538,10 +551,11 @@ class OpenAIReader:
                 prev = responses.previous_response_id(value)
                 if prev is not None and not chains.knows(prev):
                     shared.find("openai", prev)  # logged in a file an earlier ingest read
-                conv = chains.conversation(value, f"{stem}#{index}")
-                if not conv.startswith(unnamed):  # later files may go on with it
+                conv = chains.conversation(value, partial(named, item.value, index))
+                if conv not in unnamed:  # later files may go on with it
                     shared.meet("openai", conv)
                 index += 1
+                stream.ended = True  # a stream after it is another response
                 if conv not in started:
                     started.add(conv)
                     yield Conversation(conv, Format.OPENAI, src)
@@ -553,17 +567,17 @@ class OpenAIReader:
                 stream.whole = responses.request_scope(value, conv, item.line) == conv
             elif responses.is_stream_event(value):
                 response = value.get("response")
-                fallback = f"{stem}#{index}"
+                fallback = partial(named, item.value, index)
                 if isinstance(response, dict):
                     prev = responses.previous_response_id(response)
                     if prev is not None and not chains.knows(prev):
                         shared.find("openai", prev)
-                    conv = stream.begin(response, chains, fallback)
+                    conv = stream.begin(response, chains, fallback, responses.ends_stream(value))
                 elif stream.conv is None:  # items of a stream whose start the log does not hold
                     conv = stream.begin({}, chains, fallback)
                 else:
                     conv = stream.conv
-                if not conv.startswith(unnamed):
+                if conv not in unnamed:
                     shared.meet("openai", conv)
                 index += 1
                 found = stream.items(value)

@@ -335,7 +335,7 @@ class Chains:
     A request log belongs to its `conversation_id`, `session_id` or `conversation` when it names
     one; else to the conversation of the earlier request log in the file whose response its
     `previous_response_id` names; else it starts a conversation named by its response id, or
-    by `fallback` (`<file name>#<n>`) when it has none.
+    by `fallback` (named after the record, see docs/formats.md) when it has none.
     """
 
     def __init__(self) -> None:
@@ -365,11 +365,17 @@ class Chains:
         self._of[rid] = conversation
         self._by_conversation.setdefault(conversation, []).append(rid)
 
-    def conversation(self, value: dict[str, Any], fallback: str, waiting: str | None = None) -> str:
+    def conversation(
+        self,
+        value: dict[str, Any],
+        fallback: str | Callable[[], str],
+        waiting: str | None = None,
+    ) -> str:
         """The conversation id of request log `value` (and remember its response's).
 
-        `waiting`: the conversation of the request a streamed response answers, taken before
-        the response's own id."""
+        `fallback`: the id of a conversation nothing names, or what makes it (called only
+        then). `waiting`: the conversation of the request a streamed response answers, taken
+        before the response's own id."""
         rid = response_id(value)
         prev = previous_response_id(value)
         conv = (
@@ -377,7 +383,7 @@ class Chains:
             or (self._of.get(prev) if prev is not None else None)
             or waiting
             or rid
-            or fallback
+            or (fallback if isinstance(fallback, str) else fallback())
         )
         if rid is not None and rid not in self._of:
             self._remember(rid, conv)
@@ -551,6 +557,11 @@ def is_stream_event(value: Any) -> bool:
     return any(k in value for k in ("sequence_number", "item_id", "output_index", "delta"))
 
 
+def ends_stream(value: dict[str, Any]) -> bool:
+    """A stream event that ends its response (`response.completed`, `.incomplete`, `.failed`)."""
+    return type_of(value) in _STREAM_ENDS
+
+
 class Stream:
     """The streamed response one file's events are building, and the request it answers.
 
@@ -565,7 +576,7 @@ class Stream:
     log, so that the next request sending them back is aligned past them.
     """
 
-    __slots__ = ("aligned", "conv", "rid", "seen", "waiting", "whole")
+    __slots__ = ("aligned", "conv", "ended", "rid", "seen", "waiting", "whole")
 
     def __init__(self) -> None:
         self.conv: str | None = None
@@ -574,14 +585,28 @@ class Stream:
         self.waiting: str | None = None
         self.whole = False  # the waiting request sent the whole history
         self.aligned = False  # the current response's items go on its timeline
+        self.ended = False  # the current response's final event was read
 
-    def begin(self, response: dict[str, Any], chains: Chains, fallback: str) -> str:
-        """The conversation of the streamed `response` (a new one resets what was read)."""
+    def begin(
+        self,
+        response: dict[str, Any],
+        chains: Chains,
+        fallback: str | Callable[[], str],
+        ends: bool = False,
+    ) -> str:
+        """The conversation of the streamed `response` (a new one resets what was read);
+        `ends`: the event is the response's final one.
+
+        A response is new when its id is another, or, for a response without an id, when the
+        current one has ended: `response.created`, `response.in_progress` and the final
+        `response.completed` of one stream are one response."""
         rid = response_id(response)
-        if self.conv is None or rid is None or rid != self.rid:
+        if self.conv is None or rid != self.rid or (rid is None and self.ended):
             self.conv = chains.conversation(response, fallback, self.waiting)
             self.aligned = self.waiting is not None and self.whole
-            self.rid, self.seen, self.waiting = rid, set(), None
+            self.rid, self.seen, self.waiting, self.ended = rid, set(), None, False
+        if ends:
+            self.ended = True
         return self.conv
 
     def items(self, value: dict[str, Any]) -> list[tuple[int, Any]]:

@@ -873,7 +873,15 @@ def close_position_holes(
     return new_max
 
 
-def restore_file_order(con: duckdb.DuckDBPyConnection, convs: Iterable[str]) -> None:
+# What a read of files from their start gave (restore_file_order): per timeline table, the
+# conversation, the record's key (messages and boundaries: id; tool calls and results: call_id)
+# and the file it was read from, as source_file names it.
+READ_AGAIN_TABLE = "lexkeep_read_again"
+
+
+def restore_file_order(
+    con: duckdb.DuckDBPyConnection, convs: Iterable[str], read: str | None = None
+) -> None:
     """Put the records of each conversation in `convs` back in their files' line order, on
     the positions they hold (so max_position stays).
 
@@ -887,15 +895,35 @@ def restore_file_order(con: duckdb.DuckDBPyConnection, convs: Iterable[str]) -> 
     `lexkeep compact` boundary, a file that grew after another was read) keeps the order
     between its files, and one read from a single file ends in that file's line order.
     Runs at a moved record move with it.
+
+    `read` names a table like READ_AGAIN_TABLE (table, c, k, f): the records the files were
+    read into, those stored already included. Only they are put in their file's line order;
+    every other record keeps its place. A record stored from an earlier file of the same name
+    is no line of the file read now: logrotate renamed `requests.jsonl` and a new file took
+    its name, whose first line follows the old file's last on the conversation's timeline.
+    Without `read`, every record of the conversations counts.
     """
     convs = list(convs)
     if not convs:
         return
-    union = " UNION ALL ".join(
-        f"SELECT conversation_id AS c, position, source_file, source_line FROM {table}"
-        f" WHERE conversation_id IN (SELECT unnest($convs))"
-        for table in TIMELINE_TABLES
-    )
+    keys = dict(messages="id", boundaries="id", tool_calls="call_id", tool_results="call_id")
+    if read is None:
+        union = " UNION ALL ".join(
+            f"SELECT conversation_id AS c, position, source_file, source_line FROM {table}"
+            f" WHERE conversation_id IN (SELECT unnest($convs))"
+            for table in TIMELINE_TABLES
+        )
+    else:
+        # A record not read now stands alone (a file name of its own, no line before it).
+        union = " UNION ALL ".join(
+            f"SELECT t.conversation_id AS c, t.position,"
+            f" CASE WHEN r.k IS NULL THEN chr(0) || t.position ELSE t.source_file END"
+            f" AS source_file, t.source_line FROM {table} t"
+            f" LEFT JOIN (SELECT DISTINCT c, k, f FROM {read} WHERE tbl = '{table}') r"
+            f" ON r.c = t.conversation_id AND r.k = t.{keys[table]} AND r.f = t.source_file"
+            f" WHERE t.conversation_id IN (SELECT unnest($convs))"
+            for table in TIMELINE_TABLES
+        )
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE lexkeep_reorder AS

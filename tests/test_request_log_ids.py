@@ -242,3 +242,155 @@ def test_a_record_names_its_conversation_whatever_its_keys_order_and_once():
     assert resent.conversation(fp[1:2], b"", "B") == "B"
     again = resent.conversation(fp[:1], b"", partial(resent.named, "requests.jsonl", record))
     assert again == f"{first}.2"
+
+
+def _responses_calls(order: str, answer: str) -> list[dict]:
+    """Two Responses API calls as a proxy logs them, with no conversation and no response id:
+    the second sends the first's input and output again, and the user's answer."""
+    u0 = {"type": "message", "role": "user", "content": f"Refund order {order}, please."}
+    call = {
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": "lookup_order",
+        "arguments": json.dumps({"order_id": order}),
+    }
+    result = {"type": "function_call_output", "call_id": "call_1", "output": "delivered"}
+    u1 = {"type": "message", "role": "user", "content": answer}
+    said = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Refunded."}],
+    }
+    return [
+        {"model": "gpt-5", "input": [u0], "output": [call]},
+        {"model": "gpt-5", "input": [u0, call, result, u1], "output": [said]},
+    ]
+
+
+def _streamed(order: str) -> list[dict]:
+    """A request sent with `"stream": true` and its response's events, none with an id."""
+    u0 = {"type": "message", "role": "user", "content": f"Where is order {order}?"}
+    call = {
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": "track_order",
+        "arguments": json.dumps({"order_id": order}),
+    }
+    started = {"object": "response", "status": "in_progress", "output": []}
+    return [
+        {"model": "gpt-5", "input": [u0], "stream": True},
+        {"type": "response.created", "response": started},
+        {"type": "response.output_item.done", "output_index": 0, "item": call},
+        {"type": "response.completed", "response": {**started, "status": "completed",
+                                                    "output": [call]}},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("log", ["requests", "stream"])
+def test_responses_logs_without_ids_of_one_name_in_two_folders_are_two_logs(cli, tmp_path, log):
+    """Responses request logs, and streamed responses, with no conversation and no response id
+    were named `<file>#<n>` too: two folders' `requests.jsonl` named different conversations
+    alike and one ingest left the second folder's out. Each is now its own."""
+    orders = {"eu": "ORD-77812", "us": "ORD-55190"}
+    alone = {}
+    for folder, order in orders.items():
+        records = _responses_calls(order, "Yes.") if log == "requests" else _streamed(order)
+        _write(tmp_path / folder / "requests.jsonl", records)
+        db = tmp_path / f"{folder}.duckdb"
+        done = cli("ingest", tmp_path / folder, "--db", db)
+        assert done.exit_code == 0, done.stderr
+        alone.update(_contents(db))
+    assert all(re.fullmatch(r"requests\.jsonl#[0-9a-f]{16}", conv) for conv in alone)
+    both = cli("ingest", tmp_path / "eu", tmp_path / "us", "--db", tmp_path / "both.duckdb")
+    assert both.exit_code == 0, both.stderr
+    assert "left out" not in both.stderr
+    assert _contents(tmp_path / "both.duckdb") == alone
+    got = "".join(str(rows) for rows in alone.values())
+    assert all(order in got for order in orders.values())
+
+
+@pytest.mark.parametrize("log", ["requests", "stream"])
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_responses_log_logrotate_renamed_is_not_stored_again(cli, tmp_path, log, compress):
+    """A Responses log without ids rotated by logrotate: its copy `requests.jsonl.1` (or
+    `.1.gz`) was read as new conversations (`requests.jsonl.1#0`), everything stored twice.
+    It now adds nothing: its conversations keep the names they had."""
+    records = _responses_calls("ORD-77812", "Yes.") if log == "requests" else _streamed("ORD-1")
+    logs = tmp_path / "logs"
+    current = _write(logs / "requests.jsonl", records)
+    db = tmp_path / "s.duckdb"
+    first = cli("ingest", logs, "--db", db)
+    assert first.exit_code == 0, first.stderr
+    before = _contents(db)
+    if compress:
+        (logs / "requests.jsonl.1.gz").write_bytes(gzip.compress(current.read_bytes()))
+        current.unlink()
+    else:
+        current.rename(logs / "requests.jsonl.1")
+    again = cli("ingest", logs, "--db", db)
+    assert again.exit_code == 0, again.stderr
+    assert "left out" not in again.stderr
+    assert _contents(db) == before
+
+
+@pytest.mark.parametrize("later", ["grown", "rotated"])
+def test_a_store_that_numbered_a_responses_log_keeps_its_names(cli, tmp_path, later):
+    """A store an earlier lexkeep filled holds a Responses log's conversations without ids as
+    `requests.jsonl#0`, `requests.jsonl#1`: read again (it grew) or renamed by logrotate,
+    the file keeps those names and nothing is stored a second time."""
+    records = _responses_calls("ORD-77812", "Yes.")
+    logs = tmp_path / "logs"
+    current = _write(logs / "requests.jsonl", records)
+    db = tmp_path / "s.duckdb"
+    first = cli("ingest", logs, "--db", db)
+    assert first.exit_code == 0, first.stderr
+    named = sorted(_conversations(db), key=lambda conv: _contents(db)[conv][0][2])
+    assert len(named) == 2
+    # the first record's conversation holds "Refund order", the second's more
+    by_size = sorted(named, key=lambda conv: len(_contents(db)[conv]))
+    old = {by_size[0]: "requests.jsonl#0", by_size[1]: "requests.jsonl#1"}
+    _numbered_the_old_way(db, old)
+    expected = _contents(db)
+    assert sorted(expected) == ["requests.jsonl#0", "requests.jsonl#1"]
+
+    more = _responses_calls("ORD-55190", "No.")[:1]
+    if later == "grown":
+        _write(current, records + more)
+    else:
+        current.rename(logs / "requests.jsonl.1")
+        _write(current, more)
+    again = cli("ingest", logs, "--db", db)
+    assert again.exit_code == 0, again.stderr
+    assert "left out" not in again.stderr
+    got = _contents(db)
+    new = set(got) - set(expected)
+    assert {conv: got[conv] for conv in expected} == expected
+    (added,) = new  # the new request's conversation, and no copy of the old ones
+    assert "ORD-55190" in str(got[added])
+    if later == "grown":
+        assert added == "requests.jsonl#2"  # the file goes on numbering, as it did
+    else:
+        assert re.fullmatch(r"requests\.jsonl#[0-9a-f]{16}", added)
+
+
+def test_a_stream_without_ids_is_one_conversation_read_once(tmp_path):
+    """A streamed response without an id: its final `response.completed` event began a
+    conversation of its own (`stream.jsonl#3`), the call read a second time there. It is the
+    conversation of the request it answers, each item read once."""
+    from lexkeep.core.ingest import read_records
+    from lexkeep.core.model import ToolCall
+
+    records = _streamed("ORD-77812")
+    path = _write(tmp_path / "stream.jsonl", records + _streamed("ORD-55190"))
+    calls = [r for r in read_records(path) if isinstance(r, ToolCall)]
+    assert [(c.arguments_raw, c.source.line) for c in calls] == [
+        ('{"order_id": "ORD-77812"}', 3),
+        ('{"order_id": "ORD-55190"}', 7),
+    ]
+    first, second = (c.conversation_id for c in calls)
+    assert first != second
+    assert re.fullmatch(r"stream\.jsonl#[0-9a-f]{16}", first)
+    # only the events: the stream's first event names it
+    events = _write(tmp_path / "events.jsonl", records[1:])
+    calls = [r for r in read_records(events) if isinstance(r, ToolCall)]
+    assert len(calls) == 1 and re.fullmatch(r"events\.jsonl#[0-9a-f]{16}", calls[0].conversation_id)

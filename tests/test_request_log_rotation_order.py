@@ -1,0 +1,201 @@
+"""A request log logrotate rotated between two ingests: the timeline is what its requests say.
+
+`requests.jsonl` ingested, then renamed `requests.jsonl.1` by logrotate while the client went
+on in a new `requests.jsonl`: the store held the old file's records under the name the new file
+now has, and the new file, whose first bytes changed, was read again from its start as a file
+whose lines had been fixed. Its records were put in line order among the old file's records of
+the same conversation: the new file's line 1 went before the old file's line 2, so a call made
+after a compaction stood before it and the user's later turns before their earlier ones
+(`lexkeep show`), and the audit judged the wrong tool calls. The new file's records now follow
+the old file's, as one ingest of the whole log places them, whatever order the files are
+ingested in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+
+from lexkeep.core.store import Store
+
+# Seven requests of one conversation (`sess-7f3a`) with two compactions, the first in the
+# response of the third request.
+COMPACTED = FIXTURES / "request_logs" / "anthropic_compaction.jsonl"
+
+# What the agent's tool calls after each compaction kept of what the user typed (one ingest of
+# the whole log, tests/test_request_logs.py).
+EXPECTED = {
+    "ORD-77812": "kept",
+    "cus_NffrFeUfNV2Hib": "missing",
+    "dana.kim@example.com": "missing",
+    "INV-2025-08-44719": "altered",
+    "WH-4471-B": "kept",
+    "OPS-2291": "missing",
+}
+
+CUT = 4  # the rotation: the first four requests in the old file, the others in the new one
+
+
+def _records(ids: bool) -> list[dict]:
+    records = [json.loads(line) for line in COMPACTED.read_text().splitlines()]
+    if not ids:
+        for record in records:
+            del record["conversation_id"]
+    return records
+
+
+def _write(path: Path, records: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def _timeline(db: Path) -> list[tuple]:
+    """Every record of the store's one conversation in timeline order: (table, id, text),
+    the conversation's id written `C`, positions 0, 1, 2... without a gap."""
+    with Store.open(db) as store:
+        con = store.con
+        (conv,), *more = con.execute("SELECT id FROM conversations").fetchall()
+        assert not more
+        rows = con.execute(
+            "SELECT position, 'message', id, text FROM messages"
+            " UNION ALL SELECT position, 'call', call_id, arguments_raw FROM tool_calls"
+            " UNION ALL SELECT position, 'result', call_id, text FROM tool_results"
+            " UNION ALL SELECT position, 'boundary', id, summary_text FROM boundaries"
+            " ORDER BY position"
+        ).fetchall()
+    assert [r[0] for r in rows] == list(range(len(rows)))
+    return [(kind, key.replace(conv, "C"), text) for _, kind, key, text in rows]
+
+
+def _findings(cli, db: Path) -> dict[str, tuple]:
+    """Each identifier's verdict, the boundary it was audited at and its evidence call (ids,
+    the conversation's written `C`)."""
+    audited = cli("audit", "--db", db, "--format", "json", "--exit-zero")
+    assert audited.exit_code == 0, audited.stderr
+    out = {}
+    for f in json.loads(audited.stdout)["findings"]:
+        conv = f["conversation_id"]
+        evidence = f["evidence"] and f["evidence"]["call_id"]
+        out[f["value"]] = (f["verdict"], f["boundary"]["id"].replace(conv, "C"), evidence)
+    return out
+
+
+_PLACE = ("source_file", "source_line")
+
+
+def _shown(cli, db: Path) -> list[dict]:
+    """The entries `lexkeep show` prints, in its order, and the runs, without the file and
+    line each was read from (the old file's are stored under the name it had when first
+    read)."""
+    with Store.open(db) as store:
+        (conv,) = store.con.execute("SELECT id FROM conversations").fetchone()
+    shown = cli("show", conv, "--db", db, "--format", "json")
+    assert shown.exit_code == 0, shown.stderr
+    got = json.loads(shown.stdout.replace(conv, "C"))
+    entries = [{k: v for k, v in e.items() if k not in _PLACE} for e in got["entries"]]
+    return [got["runs"], *entries]
+
+
+def _ingest(cli, db: Path, *targets: Path) -> str:
+    done = cli("ingest", *targets, "--db", db)
+    assert done.exit_code == 0, done.stderr
+    assert "left out" not in done.stderr
+    return done.stderr
+
+
+# How the two files reach the store: "one command" reads both files of a store that held
+# nothing; the others ingested `requests.jsonl` before logrotate renamed it, then read the
+# rotated log by one command ("folder") or by one command per file, the renamed file first
+# or last ("renamed first", "renamed last").
+CASES = ["one command", "folder", "renamed first", "renamed last"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_log_with_ids_keeps_its_timeline_across_logrotate(cli, tmp_path, case):
+    _check_rotation(cli, tmp_path, case, ids=True)
+
+
+@pytest.mark.parametrize("case", ["one command", "folder"])
+def test_a_log_without_ids_keeps_its_timeline_across_logrotate(cli, tmp_path, case):
+    """Without ids the new file's requests go on with the old file's conversation only when
+    one command reads both (docs/formats.md, *Requests without ids*)."""
+    _check_rotation(cli, tmp_path, case, ids=False)
+
+
+def _check_rotation(cli, tmp_path: Path, case: str, ids: bool) -> None:
+    records = _records(ids)
+    whole = tmp_path / "whole.duckdb"
+    _ingest(cli, whole, _write(tmp_path / "one" / "requests.jsonl", records))
+    expected = _timeline(whole)
+
+    logs = tmp_path / "logs"
+    current, renamed = logs / "requests.jsonl", logs / "requests.jsonl.1"
+    db = tmp_path / "s.duckdb"
+    _write(current, records[:CUT])
+    if case == "one command":
+        current.rename(renamed)
+        _write(current, records[CUT:])
+        _ingest(cli, db, logs)
+    else:
+        _ingest(cli, db, logs)
+        current.rename(renamed)
+        _write(current, records[CUT:])
+        if case == "folder":
+            _ingest(cli, db, logs)
+        elif case == "renamed first":
+            _ingest(cli, db, renamed)
+            _ingest(cli, db, current)
+        else:
+            _ingest(cli, db, current)
+            assert _timeline(db) == expected
+            _ingest(cli, db, renamed)
+    got = _timeline(db)
+    assert got == expected
+    assert _shown(cli, db) == _shown(cli, whole)
+    findings = _findings(cli, db)
+    assert findings == _findings(cli, whole)
+    assert {value: found[0] for value, found in findings.items()} == EXPECTED
+    if not ids:
+        with Store.open(db) as store:
+            (conv,) = store.con.execute("SELECT id FROM conversations").fetchone()
+        assert re.fullmatch(r"requests\.jsonl#[0-9a-f]{16}", conv)
+
+
+@pytest.mark.parametrize("commands", [1, 2])
+def test_an_answer_in_the_next_file_completes_the_turn_it_answers(cli, tmp_path, commands):
+    """The user's turn ends the old file with a tool call, its answer begins the new one: the
+    answer had no run and the turn stayed `running`, the status of a turn still waiting.
+    Read by one command or by two (the store's turn goes on), it is the one file's turn."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    user = {"role": "user", "content": "Refund ORD-77812"}
+    called = {"role": "assistant", "content": None, "tool_calls": [call]}
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "ok"}
+    done = {"role": "assistant", "content": "Done."}
+    requests = [
+        {"session_id": "s", "messages": [user], "response": {"choices": [{"message": called}]}},
+        {
+            "session_id": "s",
+            "messages": [user, called, result],
+            "response": {"choices": [{"message": done}]},
+        },
+    ]
+    logs = tmp_path / "logs"
+    db = tmp_path / "s.duckdb"
+    current = _write(logs / "requests.jsonl", requests[:1])
+    if commands == 2:
+        _ingest(cli, db, logs)
+    current.rename(logs / "requests.jsonl.1")
+    _write(current, requests[1:])
+    _ingest(cli, db, logs)
+    with Store.open(db) as store:
+        runs = store.con.execute("SELECT id, status FROM runs").fetchall()
+        messages = store.con.execute(
+            "SELECT text, run_id FROM messages ORDER BY position"
+        ).fetchall()
+    assert runs == [("s/0/run", "completed")]
+    assert messages == [("Refund ORD-77812", "s/0/run"), ("", "s/0/run"), ("Done.", "s/0/run")]
