@@ -48,6 +48,10 @@ def summary_line(c: "FileCounts") -> str:
             f"{c.path}: nothing to read yet: its first line is not complete"
             " (file still being written?), left for a later ingest"
         )
+    if c.status == "empty" and c.nul_tail is not None:
+        return (
+            f"{c.path}: nothing to read: it holds only {c.nul_tail[0]} NUL bytes, as a crash leaves"
+        )
     if c.status == "empty" and c.truncated_document:
         return (
             f"{c.path}: nothing to read yet: the JSON document is still being written (not one"
@@ -79,6 +83,10 @@ def summary_line(c: "FileCounts") -> str:
         line += "; truncated last line (file still being written?) left for a later ingest"
         if c.truncated_line is not None:
             line += f" ({c.path}:{c.truncated_line})"
+    if c.nul_tail is not None:
+        from lexkeep.core.ingest import nul_tail_note  # not needed for --help
+
+        line += "; " + nul_tail_note(*c.nul_tail, c.path)
     if c.truncated_document:
         line += (
             "; the JSON document is still being written (it ends before it is complete):"

@@ -79,6 +79,15 @@ _CHUNK = 1 << 20
 TRUNCATED_LAST_LINE = "truncated last line (file still being written?)"
 
 
+def nul_tail_note(nul_bytes: int, after_line: int, path: str) -> str:
+    """What is said of a file that ends in `nul_bytes` NUL bytes after line `after_line` (what a
+    machine crash leaves on some file systems): those bytes are not read."""
+    return (
+        f"ends in {nul_bytes} NUL bytes after line {after_line} ({path}:{after_line + 1}),"
+        " as a crash leaves: not read"
+    )
+
+
 class _Prefixed(io.RawIOBase):
     """A raw stream that replays `head` before the rest of `rest` (peeking without seek)."""
 
@@ -226,6 +235,9 @@ class JsonSource:
         self.digest = hashlib.sha256()
         self.truncated_last_line = False
         self.truncated_object = False  # ... and that line starts a JSON object
+        # (NUL bytes, the line after which they start) when the file ends in NUL bytes only
+        # (a machine crash): they are not read, nor counted as consumed.
+        self.nul_tail: tuple[int, int] | None = None
         self.document = False  # True when read as a JSON document rather than JSONL
 
     @property
@@ -266,6 +278,19 @@ class JsonSource:
         for raw in body:
             number += 1
             if raw[-1:] != b"\n":
+                if not raw.strip(b"\0"):
+                    # Only NUL bytes, what a crash leaves where the file was to grow: no line
+                    # of it is being written. Not read, not consumed: a writer that goes on
+                    # over them (a resumed session) has its lines read by a later ingest.
+                    self.nul_tail = (len(raw), number - 1)
+                    self.lines_consumed = number - 1
+                    self.bytes_consumed = consumed
+                    yield Skipped(
+                        Source(display, number),
+                        "nul_tail",
+                        nul_tail_note(len(raw), number - 1, display),
+                    )
+                    return
                 # The last line has no newline: a writer may still be busy with it. Use it
                 # when it is complete JSON; otherwise leave it for a later ingest.
                 try:
@@ -632,6 +657,10 @@ def detect_format(
         # Only a first line still being written (a session file just started): nothing to
         # read yet, as for an empty file; a later ingest reads the line once it is whole.
         raise EmptyInput("nothing complete to read yet (file still being written?)", path=display)
+    nul_tail = getattr(source, "nul_tail", None)
+    if not head and nul_tail is not None and nul_tail[1] == 0:
+        # Nothing but NUL bytes (a file a crash left before its first line was on disk).
+        raise EmptyInput(f"nothing to read: it holds only {nul_tail[0]} NUL bytes", path=display)
     fmt = detect(head)
     if fmt is None:
         first_bad = next((i for i in head_items if isinstance(i, Skipped) and i.fatal), None)
@@ -1721,6 +1750,7 @@ class _FileIngest:
         self.truncated = False
         self.truncated_document = False
         self.truncated_line: int | None = None  # the incomplete last line left unread
+        self.nul_tail: tuple[int, int] | None = None  # see JsonSource.nul_tail
         self.messages = self.tool_calls = self.boundaries = 0
         self.convs: set[str] = set()  # conversations this file adds to
         # Runs: explicit Run records (last status wins) and derived turns.
@@ -1796,6 +1826,10 @@ class _FileIngest:
             batch.flush()
 
     def _skipped(self, item: Skipped) -> None:
+        if item.reason == "nul_tail":
+            # Not a bad line nor one being written: said in the summary, nothing recorded.
+            self.nul_tail = (int(item.detail.split(" ", 3)[2]), item.source.line - 1)
+            return
         if item.source.line <= self.skip_lines and item.reason != "truncated_last_line":
             return
         if item.reason == "truncated_last_line" and self.display != "-":
@@ -2080,7 +2114,7 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
             if (
                 type(record) is Skipped
                 and not record.fatal
-                and record.reason != "truncated_last_line"  # see _FileIngest._skipped
+                and record.reason not in ("truncated_last_line", "nul_tail")  # see _skipped
             ):
                 reason = record.reason
                 counted[reason] = counted.get(reason, 0) + 1
@@ -2181,6 +2215,7 @@ def _ingest_one(
                 format="",
                 status="empty",
                 truncated_last_line=source.truncated_last_line,
+                nul_tail=source.nul_tail,
             )
             return counts, 0
         except UnrecognisedFormat:
@@ -2294,6 +2329,7 @@ def _ingest_one(
         truncated_last_line=state.truncated,
         truncated_document=state.truncated_document,
         truncated_line=state.truncated_line,
+        nul_tail=state.nul_tail,
         unknown_type_line=state.unknown_type_line,
         invalid_line=min((line for line, *_ in state.errors), default=None),
     )

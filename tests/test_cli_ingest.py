@@ -850,3 +850,47 @@ def test_a_json_document_cut_short_on_standard_input_asks_for_the_whole_document
         assert result.stderr.splitlines()[-1] == (
             "Hint: pipe the whole document: standard input cannot be read again for the rest of it"
         )
+
+
+def test_a_file_ending_in_nul_bytes_after_a_crash_reads_its_lines_and_says_so(
+    cli, db_file, tmp_path
+):
+    """A crash leaves NUL bytes at the end of a file on some file systems: every ingest said
+    a last line was still being written, forever. The complete lines are read, the NUL bytes
+    are named as what they are, and a writer that goes on over them has its lines read."""
+    trace = SAMPLE_TRACES / "claude_lost_path.jsonl"
+    lines = trace.read_bytes().splitlines(keepends=True)
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"".join(lines[:10]) + b"\0" * 100)
+    note = f"ends in 100 NUL bytes after line 10 ({crashed}:11), as a crash leaves: not read"
+    for flags in ((), ("--skip-invalid",), ()):
+        result = ok(cli("ingest", crashed, "--db", db_file, *flags))
+        assert note in result.stderr
+        assert "still being written" not in result.stderr
+        assert "truncated" not in result.stderr
+    cut = tmp_path / "cut.jsonl"  # the same lines without the NUL bytes, in a store of their own
+    cut.write_bytes(b"".join(lines[:10]))
+    ok(cli("ingest", cut, "--db", tmp_path / "cut.duckdb"))
+
+    def totals(db):
+        return json.loads(ok(cli("stats", "--db", db, "--format", "json")).stdout)["totals"]
+
+    assert totals(db_file) == totals(tmp_path / "cut.duckdb")  # nothing stored twice
+    assert json.loads(ok(cli("stats", "--db", db_file, "-f", "json")).stdout)["ingest_errors"] == 0
+    # The session resumed: its writer went on over the NUL bytes.
+    crashed.write_bytes(b"".join(lines))
+    resumed = ok(cli("ingest", crashed, "--db", db_file))
+    assert resumed.stderr.startswith(f"{crashed}: appended (claude)")
+    assert "NUL" not in resumed.stderr
+    ok(cli("ingest", trace, "--db", tmp_path / "whole.duckdb"))
+    assert totals(db_file) == totals(tmp_path / "whole.duckdb")
+
+
+def test_a_file_of_nul_bytes_only_is_empty_not_unrecognised(cli, db_file, tmp_path):
+    """A file a crash left before its first line reached the disk holds only NUL bytes."""
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"\0" * 50)
+    result = ok(cli("ingest", crashed, "--db", db_file))
+    assert f"{crashed}: nothing to read: it holds only 50 NUL bytes, as a crash leaves" in (
+        result.stderr
+    )
