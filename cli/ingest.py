@@ -43,6 +43,11 @@ def summary_line(c: "FileCounts") -> str:
     """One stderr line per file: format and counts, skipped lines by reason."""
     if c.status == "unchanged":
         return f"{c.path}: unchanged ({c.format}), nothing added"
+    if c.status == "empty" and c.truncated_last_line and (c.truncated_line or 1) > 1:
+        return (
+            f"{c.path}: nothing to read yet: line {c.truncated_line} is not complete and the lines"
+            " before it hold no record (file still being written?), left for a later ingest"
+        )
     if c.status == "empty" and c.truncated_last_line:
         return (
             f"{c.path}: nothing to read yet: its first line is not complete"

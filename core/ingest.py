@@ -32,7 +32,7 @@ import orjson
 from lexkeep.core.collector import paused
 from lexkeep.core.errors import InputError, ReusedIdError, SkippedInputWarning
 from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, write
-from lexkeep.core.formats import detect, get_reader, other_claims
+from lexkeep.core.formats import detect, get_reader, header_only, other_claims
 from lexkeep.core.identifiers import extract_many, prepare
 from lexkeep.core.inspect import ID_CONFLICT, conflict_detail
 from lexkeep.core.jsonnumbers import parsed_json
@@ -662,6 +662,11 @@ def detect_format(
         # Nothing but NUL bytes (a file a crash left before its first line was on disk).
         raise EmptyInput(f"nothing to read: it holds only {nul_tail[0]} NUL bytes", path=display)
     fmt = detect(head)
+    truncated = getattr(source, "truncated_object", False) and display != "-"
+    if fmt is None and truncated and header_only(head):
+        # A header line whose first record is still being written (a Codex rollout just
+        # begun): nothing to read yet, as for a first line still being written.
+        raise EmptyInput("nothing complete to read yet (file still being written?)", path=display)
     if fmt is None:
         first_bad = next((i for i in head_items if isinstance(i, Skipped) and i.fatal), None)
         path = getattr(source, "path", None)
@@ -2215,6 +2220,7 @@ def _ingest_one(
                 format="",
                 status="empty",
                 truncated_last_line=source.truncated_last_line,
+                truncated_line=source.lines_consumed + 1 if source.truncated_last_line else None,
                 nul_tail=source.nul_tail,
             )
             return counts, 0

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import bound_cli, on_terminal, run_writing_at_most
+from conftest import bound_cli, on_terminal, run_writing_at_most, shared_data
 
 from lexkeep.core.controls import first_control
 
@@ -894,3 +894,27 @@ def test_a_file_of_nul_bytes_only_is_empty_not_unrecognised(cli, db_file, tmp_pa
     assert f"{crashed}: nothing to read: it holds only 50 NUL bytes, as a crash leaves" in (
         result.stderr
     )
+
+
+def test_an_old_style_codex_rollout_cut_after_its_header_has_nothing_to_read_yet(
+    cli, db_file, tmp_path
+):
+    """A bare-era Codex rollout whose writer has put down its header line and is busy with the
+    next was "not a recognised trace format" (exit 2); other formats say nothing is complete
+    yet, and a later ingest reads the file once its lines are."""
+    folder = shared_data() / "claude-code-log" / "test" / "test_data" / "codex" / "sessions"
+    rollout = next(folder.glob("rollout-44444444-*.jsonl"))
+    data = rollout.read_bytes()
+    header = data.index(b"\n") + 1
+    live = tmp_path / "rollout-live.jsonl"
+    live.write_bytes(data[: header + 20])
+    result = ok(cli("ingest", live, "--db", db_file))
+    assert result.stderr.startswith(
+        f"{live}: nothing to read yet: line 2 is not complete and the lines before it hold no"
+        " record (file still being written?), left for a later ingest"
+    ), result.stderr
+    audit = cli("audit", live)
+    assert "none with a complete line yet (still being written?)" in audit.stderr
+    live.write_bytes(data)
+    done = ok(cli("ingest", live, "--db", db_file))
+    assert done.stderr.startswith(f"{live}: ingested (codex)"), done.stderr
