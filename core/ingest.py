@@ -987,6 +987,22 @@ def _link_target(path: Path) -> str:
     return str(target if target.is_absolute() else path.parent / target)
 
 
+def _missing_target(path: Path) -> str:
+    """The target of the broken link `path` that does not exist: "X", or, when the target is
+    itself a link (a chain of them), "X is a link to Y" / "X leads through links to Y", Y being
+    the missing end of the chain."""
+    first = _link_target(path)
+    chain = [first]
+    while len(chain) <= 40 and os.path.islink(chain[-1]):  # 40: the kernel's own limit
+        chain.append(_link_target(Path(chain[-1])))
+    if len(chain) == 1:
+        return first
+    end = chain[-1]
+    if len(chain) == 2:
+        return f"{first} is a link to {end}, which"
+    return f"{first} leads through links to {end}, which"
+
+
 def _loops(path: Path) -> bool:
     """Whether following the link `path` leads back to a link already followed."""
     try:
@@ -1000,7 +1016,7 @@ def _what_link(path: Path) -> str:
     """What is wrong with the broken link `path`: a loop, or a target that does not exist."""
     if _loops(path):
         return "a loop of symbolic links (it leads back to itself)"
-    return f"a broken symbolic link: its target {_link_target(path)} does not exist"
+    return f"a broken symbolic link: its target {_missing_target(path)} does not exist"
 
 
 def _warn_broken_link(path: str) -> None:
@@ -1008,7 +1024,7 @@ def _warn_broken_link(path: str) -> None:
     what = (
         "a loop of symbolic links (it leads back to itself)"
         if _loops(Path(path))
-        else f"a broken symbolic link (its target {_link_target(Path(path))} does not exist)"
+        else f"a broken symbolic link (its target {_missing_target(Path(path))} does not exist)"
     )
     warnings.warn(
         f"{path}: skipped, {what}",

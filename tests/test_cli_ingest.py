@@ -918,3 +918,36 @@ def test_an_old_style_codex_rollout_cut_after_its_header_has_nothing_to_read_yet
     live.write_bytes(data)
     done = ok(cli("ingest", live, "--db", db_file))
     assert done.stderr.startswith(f"{live}: ingested (codex)"), done.stderr
+
+
+def test_a_broken_chain_of_links_names_its_missing_end(cli, db_file, tmp_path):
+    """a -> b -> (missing) said "its target b does not exist" although b is there, as a link:
+    the message names the end of the chain that is missing."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "invoice.jsonl").write_bytes(INVOICE.read_bytes())
+    missing = tmp_path / "moved-away.jsonl"
+    middle = tmp_path / "middle.jsonl"
+    middle.symlink_to(missing)
+    link = folder / "gone.jsonl"
+    link.symlink_to(middle)
+    named = cli("ingest", link, "--db", db_file)
+    assert named.exit_code == 2
+    assert named.stderr.startswith(
+        f"Error: {link}: a broken symbolic link: its target {middle} is a link to {missing},"
+        " which does not exist"
+    ), named.stderr
+    walked = ok(cli("ingest", folder, "--db", db_file))
+    assert (
+        f"Warning: {link}: skipped, a broken symbolic link (its target {middle} is a link to"
+        f" {missing}, which does not exist)"
+    ) in walked.stderr
+    # Longer chains name the missing end too
+    first = tmp_path / "first.jsonl"
+    first.symlink_to(middle)
+    link.unlink()
+    link.symlink_to(first)
+    longer = cli("ingest", link, "--db", db_file)
+    assert (
+        f"its target {first} leads through links to {missing}, which does not exist"
+    ) in longer.stderr
