@@ -1771,7 +1771,6 @@ class _FileIngest:
         self.truncated = False
         self.truncated_document = False
         self.truncated_line: int | None = None  # the incomplete last line left unread
-        self.nul_tail: tuple[int, int] | None = None  # see JsonSource.nul_tail
         self.messages = self.tool_calls = self.boundaries = 0
         self.convs: set[str] = set()  # conversations this file adds to
         # Runs: explicit Run records (last status wins) and derived turns.
@@ -1848,8 +1847,8 @@ class _FileIngest:
 
     def _skipped(self, item: Skipped) -> None:
         if item.reason == "nul_tail":
-            # Not a bad line nor one being written: said in the summary, nothing recorded.
-            self.nul_tail = (int(item.detail.split(" ", 3)[2]), item.source.line - 1)
+            # Not a bad line nor one being written: the summary says it (JsonSource.nul_tail),
+            # nothing is recorded.
             return
         if item.source.line <= self.skip_lines and item.reason != "truncated_last_line":
             return
@@ -1991,6 +1990,7 @@ class _Read:
         "sha256",
         "bytes_consumed",
         "lines_consumed",
+        "nul_tail",
     )
 
     def __init__(
@@ -2010,6 +2010,7 @@ class _Read:
         self.sha256 = source.sha256
         self.bytes_consumed = source.bytes_consumed
         self.lines_consumed = source.lines_consumed
+        self.nul_tail = source.nul_tail
 
 
 class _Filler:
@@ -2351,7 +2352,7 @@ def _ingest_one(
         truncated_last_line=state.truncated,
         truncated_document=state.truncated_document,
         truncated_line=state.truncated_line,
-        nul_tail=state.nul_tail,
+        nul_tail=source.nul_tail,
         unknown_type_line=state.unknown_type_line,
         invalid_line=min((line for line, *_ in state.errors), default=None),
     )
