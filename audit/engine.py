@@ -439,6 +439,14 @@ def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]
         (c.path, c.truncated_line) for c in counts if c.truncated_last_line and c.status != "empty"
     ]
     notes = _still_being_written_notes(documents, lines)
+    crashed = [c for c in counts if c.nul_tail is not None and c.status != "empty"]
+    if crashed:
+        path, (nuls, after) = crashed[0].path, crashed[0].nul_tail
+        notes.append(
+            f"{len(crashed)} file(s) end in NUL bytes, as a crash leaves (first: {path}:"
+            f"{after + 1}, {nuls} NUL bytes after line {after}); those bytes are not read, only"
+            " the complete lines before them are in this audit"
+        )
     # Files of which nothing was read, not even one value or line (a document cut before its
     # first value ends, a file whose only line is not complete): out of the audit, and said.
     waiting = [

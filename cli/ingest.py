@@ -43,10 +43,19 @@ def summary_line(c: "FileCounts") -> str:
     """One stderr line per file: format and counts, skipped lines by reason."""
     if c.status == "unchanged":
         return f"{c.path}: unchanged ({c.format}), nothing added"
+    if c.status == "empty" and c.truncated_last_line and (c.truncated_line or 1) > 1:
+        return (
+            f"{c.path}: nothing to read yet: line {c.truncated_line} is not complete and the lines"
+            " before it hold no record (file still being written?), left for a later ingest"
+        )
     if c.status == "empty" and c.truncated_last_line:
         return (
             f"{c.path}: nothing to read yet: its first line is not complete"
             " (file still being written?), left for a later ingest"
+        )
+    if c.status == "empty" and c.nul_tail is not None:
+        return (
+            f"{c.path}: nothing to read: it holds only {c.nul_tail[0]} NUL bytes, as a crash leaves"
         )
     if c.status == "empty" and c.truncated_document:
         return (
@@ -79,6 +88,10 @@ def summary_line(c: "FileCounts") -> str:
         line += "; truncated last line (file still being written?) left for a later ingest"
         if c.truncated_line is not None:
             line += f" ({c.path}:{c.truncated_line})"
+    if c.nul_tail is not None:
+        from lexkeep.core.ingest import nul_tail_note  # not needed for --help
+
+        line += "; " + nul_tail_note(*c.nul_tail, c.path)
     if c.truncated_document:
         line += (
             "; the JSON document is still being written (it ends before it is complete):"

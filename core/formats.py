@@ -82,6 +82,19 @@ def detect(head: list[Any]) -> Format | None:
     return best[1] if best else None
 
 
+def header_only(head: list[Any]) -> bool:
+    """True when a reader's optional `header_only(head)` says `head` is its file's header line
+    alone, before which no format can be told: the file is read once its next line is whole."""
+    for reader in all_readers():
+        check = getattr(reader, "header_only", None)
+        try:
+            if check is not None and check(head):
+                return True
+        except Exception:  # as in detect: one reader never stops the others
+            continue
+    return False
+
+
 def other_claims(fmt: Format) -> list[tuple[Format, Callable[[Any], bool]]]:
     """(format, claims) of every other format whose reader can tell one of its lines alone.
 

@@ -32,7 +32,7 @@ import orjson
 from lexkeep.core.collector import paused
 from lexkeep.core.errors import InputError, ReusedIdError, SkippedInputWarning
 from lexkeep.core.fastload import Staged, drop_staging, is_plain_file, stage, write
-from lexkeep.core.formats import detect, get_reader, other_claims
+from lexkeep.core.formats import detect, get_reader, header_only, other_claims
 from lexkeep.core.identifiers import extract_many, prepare
 from lexkeep.core.inspect import ID_CONFLICT, conflict_detail
 from lexkeep.core.jsonnumbers import parsed_json
@@ -78,6 +78,15 @@ HEAD_ITEMS = 1000
 _CHUNK = 1 << 20
 
 TRUNCATED_LAST_LINE = "truncated last line (file still being written?)"
+
+
+def nul_tail_note(nul_bytes: int, after_line: int, path: str) -> str:
+    """What is said of a file that ends in `nul_bytes` NUL bytes after line `after_line` (what a
+    machine crash leaves on some file systems): those bytes are not read."""
+    return (
+        f"ends in {nul_bytes} NUL bytes after line {after_line} ({path}:{after_line + 1}),"
+        " as a crash leaves: not read"
+    )
 
 
 class _Prefixed(io.RawIOBase):
@@ -227,6 +236,9 @@ class JsonSource:
         self.digest = hashlib.sha256()
         self.truncated_last_line = False
         self.truncated_object = False  # ... and that line starts a JSON object
+        # (NUL bytes, the line after which they start) when the file ends in NUL bytes only
+        # (a machine crash): they are not read, nor counted as consumed.
+        self.nul_tail: tuple[int, int] | None = None
         self.document = False  # True when read as a JSON document rather than JSONL
 
     @property
@@ -267,6 +279,19 @@ class JsonSource:
         for raw in body:
             number += 1
             if raw[-1:] != b"\n":
+                if not raw.strip(b"\0"):
+                    # Only NUL bytes, what a crash leaves where the file was to grow: no line
+                    # of it is being written. Not read, not consumed: a writer that goes on
+                    # over them (a resumed session) has its lines read by a later ingest.
+                    self.nul_tail = (len(raw), number - 1)
+                    self.lines_consumed = number - 1
+                    self.bytes_consumed = consumed
+                    yield Skipped(
+                        Source(display, number),
+                        "nul_tail",
+                        nul_tail_note(len(raw), number - 1, display),
+                    )
+                    return
                 # The last line has no newline: a writer may still be busy with it. Use it
                 # when it is complete JSON; otherwise leave it for a later ingest.
                 try:
@@ -633,7 +658,16 @@ def detect_format(
         # Only a first line still being written (a session file just started): nothing to
         # read yet, as for an empty file; a later ingest reads the line once it is whole.
         raise EmptyInput("nothing complete to read yet (file still being written?)", path=display)
+    nul_tail = getattr(source, "nul_tail", None)
+    if not head and nul_tail is not None and nul_tail[1] == 0:
+        # Nothing but NUL bytes (a file a crash left before its first line was on disk).
+        raise EmptyInput(f"nothing to read: it holds only {nul_tail[0]} NUL bytes", path=display)
     fmt = detect(head)
+    truncated = getattr(source, "truncated_object", False) and display != "-"
+    if fmt is None and truncated and header_only(head):
+        # A header line whose first record is still being written (a Codex rollout just
+        # begun): nothing to read yet, as for a first line still being written.
+        raise EmptyInput("nothing complete to read yet (file still being written?)", path=display)
     if fmt is None:
         first_bad = next((i for i in head_items if isinstance(i, Skipped) and i.fatal), None)
         path = getattr(source, "path", None)
@@ -963,6 +997,22 @@ def _link_target(path: Path) -> str:
     return str(target if target.is_absolute() else path.parent / target)
 
 
+def _missing_target(path: Path) -> str:
+    """The target of the broken link `path` that does not exist: "X", or, when the target is
+    itself a link (a chain of them), "X is a link to Y" / "X leads through links to Y", Y being
+    the missing end of the chain."""
+    first = _link_target(path)
+    chain = [first]
+    while len(chain) <= 40 and os.path.islink(chain[-1]):  # 40: the kernel's own limit
+        chain.append(_link_target(Path(chain[-1])))
+    if len(chain) == 1:
+        return first
+    end = chain[-1]
+    if len(chain) == 2:
+        return f"{first} is a link to {end}, which"
+    return f"{first} leads through links to {end}, which"
+
+
 def _loops(path: Path) -> bool:
     """Whether following the link `path` leads back to a link already followed."""
     try:
@@ -976,7 +1026,7 @@ def _what_link(path: Path) -> str:
     """What is wrong with the broken link `path`: a loop, or a target that does not exist."""
     if _loops(path):
         return "a loop of symbolic links (it leads back to itself)"
-    return f"a broken symbolic link: its target {_link_target(path)} does not exist"
+    return f"a broken symbolic link: its target {_missing_target(path)} does not exist"
 
 
 def _warn_broken_link(path: str) -> None:
@@ -984,7 +1034,7 @@ def _warn_broken_link(path: str) -> None:
     what = (
         "a loop of symbolic links (it leads back to itself)"
         if _loops(Path(path))
-        else f"a broken symbolic link (its target {_link_target(Path(path))} does not exist)"
+        else f"a broken symbolic link (its target {_missing_target(Path(path))} does not exist)"
     )
     warnings.warn(
         f"{path}: skipped, {what}",
@@ -1899,6 +1949,10 @@ class _FileIngest:
             batch.flush()
 
     def _skipped(self, item: Skipped) -> None:
+        if item.reason == "nul_tail":
+            # Not a bad line nor one being written: the summary says it (JsonSource.nul_tail),
+            # nothing is recorded.
+            return
         if item.source.line <= self.skip_lines and item.reason != "truncated_last_line":
             return
         if item.reason == "truncated_last_line" and self.display != "-":
@@ -2063,6 +2117,7 @@ class _Read:
         "sha256",
         "bytes_consumed",
         "lines_consumed",
+        "nul_tail",
     )
 
     def __init__(
@@ -2082,6 +2137,7 @@ class _Read:
         self.sha256 = source.sha256
         self.bytes_consumed = source.bytes_consumed
         self.lines_consumed = source.lines_consumed
+        self.nul_tail = source.nul_tail
 
 
 class _Filler:
@@ -2207,7 +2263,7 @@ def _read_whole(path: str, format: Format | str | None, lean: bool) -> _Read | N
             if (
                 type(record) is Skipped
                 and not record.fatal
-                and record.reason != "truncated_last_line"  # see _FileIngest._skipped
+                and record.reason not in ("truncated_last_line", "nul_tail")  # see _skipped
             ):
                 reason = record.reason
                 counted[reason] = counted.get(reason, 0) + 1
@@ -2308,6 +2364,8 @@ def _ingest_one(
                 format="",
                 status="empty",
                 truncated_last_line=source.truncated_last_line,
+                truncated_line=source.lines_consumed + 1 if source.truncated_last_line else None,
+                nul_tail=source.nul_tail,
             )
             return counts, 0
         except UnrecognisedFormat:
@@ -2423,6 +2481,7 @@ def _ingest_one(
         truncated_last_line=state.truncated,
         truncated_document=state.truncated_document,
         truncated_line=state.truncated_line,
+        nul_tail=source.nul_tail,
         unknown_type_line=state.unknown_type_line,
         invalid_line=min((line for line, *_ in state.errors), default=None),
     )

@@ -240,6 +240,9 @@ class FileCounts:
     # skip_invalid: its complete values are stored, the rest is read by a later ingest.
     truncated_document: bool = False
     truncated_line: int | None = None  # that last line's number, when the file was read
+    # (NUL bytes, the line after which they start) for a file ending in NUL bytes, as a machine
+    # crash leaves: those bytes are not read.
+    nul_tail: tuple[int, int] | None = None
     # Of `messages`, `tool_calls` and `boundaries` (records read), how many were written:
     # fewer when the store held some already. None when not counted (a lean audit store).
     messages_added: int | None = None

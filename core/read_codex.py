@@ -229,6 +229,14 @@ class CodexReader:
             return 7
         return 0
 
+    def header_only(self, head: list[Any]) -> bool:
+        """True when `head` is a bare-era rollout's header line alone: `sniff` needs a record
+        after it, which a file just begun may not hold complete yet."""
+        if len(head) != 1 or not isinstance(head[0], dict):
+            return False
+        first = head[0]
+        return "type" not in first and "id" in first and "timestamp" in first
+
     def claims(self, value: Any) -> bool:
         """True when the one value `value` is, by itself, a Codex line (a wrapped-era envelope
         with a payload object), whatever file it is found in."""

@@ -1711,3 +1711,26 @@ def test_files_with_nothing_complete_yet_are_noted_not_passed_over(cli, tmp_path
         "4 files: 1 ingested, 0 unchanged, 0 not traces, 1 empty, 2 still being written;"
         " 6 messages, 3 tool calls"
     )
+
+
+@pytest.mark.parametrize("skip_invalid", [(), ("--skip-invalid",)])
+@pytest.mark.parametrize("trace", [INVOICE, CLAUDE], ids=["lexkeep-fast-path", "claude"])
+def test_audit_of_a_file_ending_in_nul_bytes_notes_a_crash_not_a_line_being_written(
+    cli, tmp_path, trace, skip_invalid
+):
+    """The audit noted the NUL bytes a crash leaves at the end of a file as a line still being
+    written. The lexkeep sample takes the DuckDB fast path when whole; the Claude one does not."""
+    lines = trace.read_bytes().splitlines(keepends=True)
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"".join(lines) + b"\0" * 64)
+    expected = json.loads(ok(cli("audit", trace, "-f", "json"), 1).stdout)["totals"]
+    result = ok(cli("audit", crashed, *skip_invalid), 1)
+    note = (
+        f"Note: 1 file(s) end in NUL bytes, as a crash leaves (first: {crashed}:{len(lines) + 1},"
+        f" 64 NUL bytes after line {len(lines)}); those bytes are not read"
+    )
+    assert note in result.stdout, result.stdout
+    assert "still being written" not in result.stdout
+    got = json.loads(ok(cli("audit", crashed, "-f", "json", *skip_invalid), 1).stdout)
+    assert got["totals"] == expected
+    assert any(note[len("Note: ") :] in n for n in got["notes"]), got["notes"]

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import bound_cli, on_terminal, run_writing_at_most
+from conftest import bound_cli, on_terminal, run_writing_at_most, shared_data
 
 from lexkeep.core.controls import first_control
 
@@ -850,3 +850,104 @@ def test_a_json_document_cut_short_on_standard_input_asks_for_the_whole_document
         assert result.stderr.splitlines()[-1] == (
             "Hint: pipe the whole document: standard input cannot be read again for the rest of it"
         )
+
+
+def test_a_file_ending_in_nul_bytes_after_a_crash_reads_its_lines_and_says_so(
+    cli, db_file, tmp_path
+):
+    """A crash leaves NUL bytes at the end of a file on some file systems: every ingest said
+    a last line was still being written, forever. The complete lines are read, the NUL bytes
+    are named as what they are, and a writer that goes on over them has its lines read."""
+    trace = SAMPLE_TRACES / "claude_lost_path.jsonl"
+    lines = trace.read_bytes().splitlines(keepends=True)
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"".join(lines[:10]) + b"\0" * 100)
+    note = f"ends in 100 NUL bytes after line 10 ({crashed}:11), as a crash leaves: not read"
+    for flags in ((), ("--skip-invalid",), ()):
+        result = ok(cli("ingest", crashed, "--db", db_file, *flags))
+        assert note in result.stderr
+        assert "still being written" not in result.stderr
+        assert "truncated" not in result.stderr
+    cut = tmp_path / "cut.jsonl"  # the same lines without the NUL bytes, in a store of their own
+    cut.write_bytes(b"".join(lines[:10]))
+    ok(cli("ingest", cut, "--db", tmp_path / "cut.duckdb"))
+
+    def totals(db):
+        return json.loads(ok(cli("stats", "--db", db, "--format", "json")).stdout)["totals"]
+
+    assert totals(db_file) == totals(tmp_path / "cut.duckdb")  # nothing stored twice
+    assert json.loads(ok(cli("stats", "--db", db_file, "-f", "json")).stdout)["ingest_errors"] == 0
+    # The session resumed: its writer went on over the NUL bytes.
+    crashed.write_bytes(b"".join(lines))
+    resumed = ok(cli("ingest", crashed, "--db", db_file))
+    assert resumed.stderr.startswith(f"{crashed}: appended (claude)")
+    assert "NUL" not in resumed.stderr
+    ok(cli("ingest", trace, "--db", tmp_path / "whole.duckdb"))
+    assert totals(db_file) == totals(tmp_path / "whole.duckdb")
+
+
+def test_a_file_of_nul_bytes_only_is_empty_not_unrecognised(cli, db_file, tmp_path):
+    """A file a crash left before its first line reached the disk holds only NUL bytes."""
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"\0" * 50)
+    result = ok(cli("ingest", crashed, "--db", db_file))
+    assert f"{crashed}: nothing to read: it holds only 50 NUL bytes, as a crash leaves" in (
+        result.stderr
+    )
+
+
+def test_an_old_style_codex_rollout_cut_after_its_header_has_nothing_to_read_yet(
+    cli, db_file, tmp_path
+):
+    """A bare-era Codex rollout whose writer has put down its header line and is busy with the
+    next was "not a recognised trace format" (exit 2); other formats say nothing is complete
+    yet, and a later ingest reads the file once its lines are."""
+    folder = shared_data() / "claude-code-log" / "test" / "test_data" / "codex" / "sessions"
+    rollout = next(folder.glob("rollout-44444444-*.jsonl"))
+    data = rollout.read_bytes()
+    header = data.index(b"\n") + 1
+    live = tmp_path / "rollout-live.jsonl"
+    live.write_bytes(data[: header + 20])
+    result = ok(cli("ingest", live, "--db", db_file))
+    assert result.stderr.startswith(
+        f"{live}: nothing to read yet: line 2 is not complete and the lines before it hold no"
+        " record (file still being written?), left for a later ingest"
+    ), result.stderr
+    audit = cli("audit", live)
+    assert "none with a complete line yet (still being written?)" in audit.stderr
+    live.write_bytes(data)
+    done = ok(cli("ingest", live, "--db", db_file))
+    assert done.stderr.startswith(f"{live}: ingested (codex)"), done.stderr
+
+
+def test_a_broken_chain_of_links_names_its_missing_end(cli, db_file, tmp_path):
+    """a -> b -> (missing) said "its target b does not exist" although b is there, as a link:
+    the message names the end of the chain that is missing."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "invoice.jsonl").write_bytes(INVOICE.read_bytes())
+    missing = tmp_path / "moved-away.jsonl"
+    middle = tmp_path / "middle.jsonl"
+    middle.symlink_to(missing)
+    link = folder / "gone.jsonl"
+    link.symlink_to(middle)
+    named = cli("ingest", link, "--db", db_file)
+    assert named.exit_code == 2
+    assert named.stderr.startswith(
+        f"Error: {link}: a broken symbolic link: its target {middle} is a link to {missing},"
+        " which does not exist"
+    ), named.stderr
+    walked = ok(cli("ingest", folder, "--db", db_file))
+    assert (
+        f"Warning: {link}: skipped, a broken symbolic link (its target {middle} is a link to"
+        f" {missing}, which does not exist)"
+    ) in walked.stderr
+    # Longer chains name the missing end too
+    first = tmp_path / "first.jsonl"
+    first.symlink_to(middle)
+    link.unlink()
+    link.symlink_to(first)
+    longer = cli("ingest", link, "--db", db_file)
+    assert (
+        f"its target {first} leads through links to {missing}, which does not exist"
+    ) in longer.stderr

@@ -460,3 +460,21 @@ def test_workers_end_when_the_ingest_is_killed(tmp_path, how):
     for w in left:  # not to leave them to the next test
         os.kill(w, signal.SIGKILL)
     assert not left, f"workers still running after the ingest was killed: {left}"
+
+
+def test_a_file_ending_in_nul_bytes_reads_the_same_read_ahead(tmp_path, counted_takes):
+    """The NUL bytes a crash leaves at the end of a file are said of it, read by a worker or not
+    (a worker counted what it skipped, and would have counted them as a skipped line)."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "invoice.jsonl").write_bytes(INVOICE.read_bytes())
+    claude = REPO / "sample_traces" / "claude_lost_path.jsonl"
+    lines = claude.read_bytes().splitlines(keepends=True)
+    (folder / "crashed.jsonl").write_bytes(b"".join(lines) + b"\0" * 100)
+    ahead, here, counts_ahead, counts_here = _ingest_both(tmp_path / "stores", [str(folder)])
+    assert counts_ahead == counts_here
+    for table in INGEST_TABLES:
+        assert ahead[table] == here[table], table
+    crashed = next(c for c in counts_ahead if c.path.endswith("crashed.jsonl"))
+    assert crashed.nul_tail == (100, len(lines)) and crashed.skipped == {}
+    assert sum(counted_takes) == 2  # both files read by a worker
