@@ -49,6 +49,7 @@ from lexkeep.core.errors import (
     SummarizerMisconfiguredError,
     is_query_interrupt,
     storage_error,
+    unnamed_write_error,
 )
 from lexkeep.core.inspect import require_conversations
 from lexkeep.core.model import Extraction
@@ -262,7 +263,13 @@ class CompactionFailed(LexkeepError):
     """
 
     def __init__(self, report: CompactionReport, cause: Exception) -> None:
-        known = cause if isinstance(cause, LexkeepError) else storage_error(cause)
+        # As the command line tells the cause (cli.common.handle_errors), so that its JSON
+        # `"error"` and its `Error:` line are one text.
+        known = (
+            cause
+            if isinstance(cause, LexkeepError)
+            else unnamed_write_error(cause) or storage_error(cause)
+        )
         if known is None:
             super().__init__(f"internal error: {type(cause).__name__}: {cause}")
         else:

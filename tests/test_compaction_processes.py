@@ -1135,3 +1135,55 @@ def test_a_summariser_whose_calls_a_failed_run_stopped_works_in_the_next_run(tmp
     (calls / "fixed").touch()  # the program is fixed; the same summariser runs it again
     report = run_compaction(db, summarizer=summarizer, workers=2)
     assert (report.completed, report.failed) == (2, 0), report.segments
+
+
+# A library caller whose progress callback writes to a full device: the write fails with an
+# OSError that names no file (ENOSPC), as a write to standard output or to an anonymous
+# temporary file on a full disk does. It prints the run's error and the text the command line
+# gives the same error.
+UNNAMED_WRITE_FAILS = """\
+import json, os, sys
+from lexkeep.cli.common import unnamed_write_error
+from lexkeep.compaction.engine import CompactionFailed, run_compaction
+
+full = os.open("/dev/full", os.O_WRONLY)
+
+def progress(out):
+    os.write(full, b"compacted one segment\\\\n")
+
+try:
+    run_compaction(sys.argv[1], on_progress=progress)
+    print(json.dumps(None))
+except CompactionFailed as stop:
+    said = unnamed_write_error(stop.cause)
+    print(json.dumps([[str(stop), stop.hint], [str(said), said.hint], stop.report.completed]))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("stdout", ["pipe", "file"])
+def test_an_unnamed_write_error_reads_the_same_in_json_and_on_stderr(tmp_path, stdout):
+    """A write that failed for want of room and named no file stopped a run: stderr said
+    `cannot write a temporary file in /tmp: …` (or `standard output or a temporary file`,
+    when standard output is a file) with its hint, while the JSON `"error"` said `cannot write
+    a temporary file: …` with another hint: the same error, told two ways."""
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 30})
+    script = tmp_path / "caller.py"
+    script.write_text(UNNAMED_WRITE_FAILS, encoding="utf-8")
+    out_file = tmp_path / "out.json"
+    with open(out_file, "w", encoding="utf-8") as fh:
+        done = subprocess.run(
+            [sys.executable, str(script), str(db)],
+            stdout=fh if stdout == "file" else subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out_file.read_text() if stdout == "file" else done.stdout)
+    assert doc is not None, "the write to /dev/full did not fail"
+    run_error, cli_error, completed = doc
+    assert run_error == cli_error
+    where = "standard output or a temporary file" if stdout == "file" else "a temporary file"
+    assert run_error[0].startswith(f"cannot write {where} in "), run_error
+    assert completed == 1  # stored and counted before the callback failed
