@@ -49,6 +49,7 @@ from lexkeep.core.errors import (
     SummarizerMisconfiguredError,
     is_query_interrupt,
     storage_error,
+    unnamed_write_error,
 )
 from lexkeep.core.inspect import require_conversations
 from lexkeep.core.model import Extraction
@@ -262,7 +263,13 @@ class CompactionFailed(LexkeepError):
     """
 
     def __init__(self, report: CompactionReport, cause: Exception) -> None:
-        known = cause if isinstance(cause, LexkeepError) else storage_error(cause)
+        # As the command line tells the cause (cli.common.handle_errors), so that its JSON
+        # `"error"` and its `Error:` line are one text.
+        known = (
+            cause
+            if isinstance(cause, LexkeepError)
+            else unnamed_write_error(cause) or storage_error(cause)
+        )
         if known is None:
             super().__init__(f"internal error: {type(cause).__name__}: {cause}")
         else:
@@ -558,17 +565,36 @@ def _run_tasks(
                     first_calls,
                 )
         except BaseException as exc:  # surfaced to the caller after the other slots stop
+            with lock:
+                errors.append(exc)  # first: a slot stopped because of it fails after it
             stopping.set()  # the other slots claim nothing more either
-            # Ctrl-C reaches a slot only when it is the only one. An unreachable backend gave
-            # its claims back already; a store held past a lease is not waited for again.
+            if workers > 1:
+                # The run has failed: the other slots' calls are stopped as Ctrl-C stops them
+                # (their claims given back, no attempt counted) instead of being waited for,
+                # up to --timeout each. Ctrl-C reaches a slot only when it is the only one.
+                stop_calls()
+            # An unreachable backend gave its claims back already; a store held past a lease
+            # is not waited for again.
             if not isinstance(exc, (BackendUnreachableError, CompactionStoreHeld)):
                 given_back = _give_back_claims(access, owner)
                 if given_back:  # undone as if never made: the next run's to claim
                     with lock:
                         report.claimed -= given_back
-            errors.append(exc)
         finally:
             finished.set()
+
+    cancelled = False
+
+    def stop_calls() -> None:
+        """Stop the calls in progress and every wait for the store (the run is stopping)."""
+        nonlocal cancelled
+        if isinstance(access, StoreOnDemand):
+            access.interrupt()  # a slot waiting for the file stops waiting
+        cancel = getattr(summarizer, "cancel", None)
+        if cancel is not None:
+            with lock:
+                cancelled = True
+            cancel()
 
     if workers == 1:
         worker(threading.Event())  # one slot: no thread needed
@@ -590,14 +616,16 @@ def _run_tasks(
             # session of its own) would outlive the run. So: stop claiming, cancel the calls
             # in progress, wait for every slot (on events, not join()), then leave.
             stopping.set()
-            if isinstance(access, StoreOnDemand):
-                access.interrupt()  # a slot waiting for the file stops waiting
-            cancel = getattr(summarizer, "cancel", None)
-            if cancel is not None:
-                cancel()
+            stop_calls()
             for done in finished:
                 done.wait()
             raise
+        finally:
+            # Every slot has stopped: a later run may use the same summariser again.
+            if cancelled and all(done.is_set() for done in finished):
+                resume = getattr(summarizer, "resume", None)
+                if resume is not None:
+                    resume()
     if errors:
         raise errors[0]
 

@@ -191,6 +191,10 @@ class Summarizer(ABC):
         Called from another thread than the calls'; by default it does nothing.
         """
 
+    def resume(self) -> None:  # noqa: B027 (optional: a backend without calls to stop)
+        """Accept calls again after `cancel()`: the run that cancelled them has ended, and a
+        later one uses the same summariser. By default it does nothing."""
+
 
 @dataclass(frozen=True, slots=True)
 class SummarizerOptions:
@@ -441,6 +445,11 @@ class CommandSummarizer(Summarizer):
         for proc in running:
             if proc.returncode is None:  # not finished meanwhile
                 _kill_group(proc)
+
+    def resume(self) -> None:
+        """Run programs again after `cancel()` (the run that cancelled them has ended)."""
+        with self._lock:
+            self._cancelled = False
 
 
 _CANCELLED = Generation("", "cancelled", error="the run was interrupted")

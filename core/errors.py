@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import errno
+import os
 import re
+import stat
+import sys
+import tempfile
 
 from lexkeep.core.paths import search_hint, unsearchable_folder
 
@@ -213,3 +217,38 @@ def storage_error(exc: BaseException, operation: str | None = None) -> StoreErro
             " copy the store to a folder that is (audit --db, stats and show open it read-only)"
         )
     return StoreError(f"cannot {verb} {target}: {reason}", hint=hint)
+
+
+def unnamed_write_error(exc: BaseException) -> LexkeepError | None:
+    """A write that failed for want of room and names no file, as an error naming where it
+    can have gone; None for any other exception.
+
+    The OSError of a write to standard output (`lexkeep stats > stats.json` on a full disk)
+    names no file, nor does one of the anonymous temporary files a big audit spills to, so
+    when standard output is a file both are named (-o names its own file: output_stream).
+    """
+    if not isinstance(exc, OSError) or exc.filename is not None or exc.errno not in _NO_ROOM:
+        return None
+    temp = tempfile.gettempdir()
+    if _stdout_is_a_file():
+        return LexkeepError(
+            f"cannot write standard output or a temporary file in {temp}: {exc.strerror}",
+            hint="free space (or raise the quota or file size limit) where standard output goes"
+            f" and in {temp}, or send standard output to another disk (and point $TMPDIR at"
+            " one), then run the command again: what was stored before stays",
+        )
+    return LexkeepError(
+        f"cannot write a temporary file in {temp}: {exc.strerror}",
+        hint=f"free space (or raise the quota or file size limit) in {temp}, or point $TMPDIR at"
+        " another disk, then run the command again: what was stored before stays",
+    )
+
+
+def _stdout_is_a_file() -> bool:
+    """True when standard output goes to a file or a device (not a terminal or a pipe)."""
+    try:
+        fd = sys.stdout.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, OSError, ValueError):
+        return False
+    return stat.S_ISREG(mode) or (stat.S_ISCHR(mode) and not os.isatty(fd))

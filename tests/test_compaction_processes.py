@@ -1022,3 +1022,168 @@ def test_a_full_disk_mid_run_keeps_what_was_stored_and_a_later_run_finishes(tmp_
     assert again.returncode == 0, out + err
     doc = json.loads(out)
     assert (doc["completed"], doc["skipped"]) == (6 - stored, stored), doc
+
+
+# Call 0 hangs (its pid in calls/pid); every later call waits until call 0 has started, notes
+# the time, then fails the run the way the test names: exit 127 (the program it runs is not
+# found), the same error every time (a wrong model name), or a summary it cannot store (the
+# conversations' rows are deleted meanwhile). Once calls/fixed exists, every call answers.
+ONE_HANGS_ANOTHER_STOPS_THE_RUN = (
+    """\
+import os, sys, time
+sys.stdin.read()
+calls, how, db = sys.argv[1], sys.argv[2], sys.argv[3]
+if os.path.exists(os.path.join(calls, "fixed")):
+    print("Summary: ORD_88400.")
+    sys.exit(0)
+"""
+    + TAKE_A_NUMBER
+    + """\
+if n == 0:
+    with open(os.path.join(calls, "pid.tmp"), "w") as fh:
+        fh.write(str(os.getpid()))
+    os.replace(os.path.join(calls, "pid.tmp"), os.path.join(calls, "pid"))
+    time.sleep(60)
+    print("Summary: ORD_88400.")
+    sys.exit(0)
+deadline = time.monotonic() + 30
+while not os.path.exists(os.path.join(calls, "pid")) and time.monotonic() < deadline:
+    time.sleep(0.02)
+with open(os.path.join(calls, "failed"), "w") as fh:
+    fh.write(repr(time.time()))
+if how == "unreachable":
+    sys.stderr.write("sh: 1: llmx: not found\\n")
+    sys.exit(127)
+if how == "misconfigured":
+    sys.stderr.write("Error: Unknown model: gpt-typo\\n")
+    sys.exit(1)
+import duckdb
+con = duckdb.connect(db)
+con.execute("DELETE FROM conversations")
+con.close()
+print("Summary: ORD_88400.")
+"""
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="process groups are POSIX")
+@pytest.mark.parametrize("how", ["unreachable", "misconfigured", "storage"])
+def test_an_error_in_one_slot_stops_the_calls_of_the_others_at_once(tmp_path, how):
+    """With --workers 2, one slot's call hung (a slow model) when the other slot's error
+    stopped the run: the run still waited for the hung call, up to --timeout (here 120 s),
+    before it printed anything. The other calls are now stopped as Ctrl-C stops them, their
+    claims given back with no attempt counted, and the run ends within seconds."""
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        # unreachable and storage: two segments, one per slot; misconfigured: four, so that
+        # the second slot makes the three failing calls that stop the run
+        build(store, {"c1": 60} if how == "misconfigured" else {"c1": 30, "c2": 30})
+    planned = 4 if how == "misconfigured" else 2
+    program = tmp_path / "summarise.py"
+    program.write_text(ONE_HANGS_ANOTHER_STOPS_THE_RUN, encoding="utf-8")
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    spec = f'command:"{sys.executable} {program} {calls} {how} {db}"'
+    args = ["--db", str(db), "--summarizer", spec, "--timeout", "120", "--workers", "2"]
+    worker = lexkeep("compact", *args, "--format", "json")
+    try:
+        out, err = worker.communicate(timeout=100)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    ended = time.time()
+    assert worker.returncode == 2, out + err
+    failed_at = float((calls / "failed").read_text())
+    assert ended - failed_at < 20, f"the run ended {ended - failed_at:.1f} s after the error"
+    assert gone(int((calls / "pid").read_text()), 10), "the hung call's program still runs"
+    expected = {
+        "unreachable": "Error: cannot run ",
+        "misconfigured": "Error: the summariser failed the same way on its first 3 calls",
+        "storage": "Error: conversation c",
+    }[how]
+    assert err.startswith(expected), err
+    doc = json.loads(out)
+    counts = ("planned", "claimed", "completed", "failed", "remaining", "claims_held")
+    # the hung call's claim was given back: not claimed, not failed, left for a later run
+    assert [doc[k] for k in counts] == [planned, 0, 0, 0, planned, 0], doc
+    assert doc["error"] == err.splitlines()[0].removeprefix("Error: ")
+    with Store.open(db, read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM compactions").fetchone() == (0,)
+        assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone() == (0,)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="process groups are POSIX")
+def test_a_summariser_whose_calls_a_failed_run_stopped_works_in_the_next_run(tmp_path):
+    """A library caller keeps one `command:` summariser across runs. The calls a stopped run
+    cancelled must not make every call of the next run fail as cancelled (an attempt each)."""
+    from lexkeep.compaction.engine import CompactionStopped, run_compaction
+    from lexkeep.compaction.summarizers import CommandSummarizer
+
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 30, "c2": 30})
+    program = tmp_path / "summarise.py"
+    program.write_text(ONE_HANGS_ANOTHER_STOPS_THE_RUN, encoding="utf-8")
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    summarizer = CommandSummarizer(f"{sys.executable} {program} {calls} unreachable {db}", 120)
+    with pytest.raises(CompactionStopped) as stop:
+        run_compaction(db, summarizer=summarizer, workers=2)
+    assert (stop.value.report.claimed, stop.value.report.remaining) == (0, 2)
+    assert gone(int((calls / "pid").read_text()), 10)
+    (calls / "fixed").touch()  # the program is fixed; the same summariser runs it again
+    report = run_compaction(db, summarizer=summarizer, workers=2)
+    assert (report.completed, report.failed) == (2, 0), report.segments
+
+
+# A library caller whose progress callback writes to a full device: the write fails with an
+# OSError that names no file (ENOSPC), as a write to standard output or to an anonymous
+# temporary file on a full disk does. It prints the run's error and the text the command line
+# gives the same error.
+UNNAMED_WRITE_FAILS = """\
+import json, os, sys
+from lexkeep.cli.common import unnamed_write_error
+from lexkeep.compaction.engine import CompactionFailed, run_compaction
+
+full = os.open("/dev/full", os.O_WRONLY)
+
+def progress(out):
+    os.write(full, b"compacted one segment\\\\n")
+
+try:
+    run_compaction(sys.argv[1], on_progress=progress)
+    print(json.dumps(None))
+except CompactionFailed as stop:
+    said = unnamed_write_error(stop.cause)
+    print(json.dumps([[str(stop), stop.hint], [str(said), said.hint], stop.report.completed]))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("stdout", ["pipe", "file"])
+def test_an_unnamed_write_error_reads_the_same_in_json_and_on_stderr(tmp_path, stdout):
+    """A write that failed for want of room and named no file stopped a run: stderr said
+    `cannot write a temporary file in /tmp: …` (or `standard output or a temporary file`,
+    when standard output is a file) with its hint, while the JSON `"error"` said `cannot write
+    a temporary file: …` with another hint: the same error, told two ways."""
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 30})
+    script = tmp_path / "caller.py"
+    script.write_text(UNNAMED_WRITE_FAILS, encoding="utf-8")
+    out_file = tmp_path / "out.json"
+    with open(out_file, "w", encoding="utf-8") as fh:
+        done = subprocess.run(
+            [sys.executable, str(script), str(db)],
+            stdout=fh if stdout == "file" else subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out_file.read_text() if stdout == "file" else done.stdout)
+    assert doc is not None, "the write to /dev/full did not fail"
+    run_error, cli_error, completed = doc
+    assert run_error == cli_error
+    where = "standard output or a temporary file" if stdout == "file" else "a temporary file"
+    assert run_error[0].startswith(f"cannot write {where} in "), run_error
+    assert completed == 1  # stored and counted before the callback failed
