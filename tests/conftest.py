@@ -35,6 +35,18 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("LEXKEEP_SHARED_DATA") or REPO.parent / "shared" / "data")
 SAMPLE_TRACES = REPO / "sample_traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# Seven requests of one conversation (`sess-7f3a`, Anthropic Messages): three user turns, two
+# compactions; after each the next request starts with the response that holds the block.
+COMPACTED_LOG = FIXTURES / "request_logs" / "anthropic_compaction.jsonl"
+# What the agent's tool calls after each compaction kept of what the user typed in it.
+COMPACTED_LOG_VERDICTS = {
+    "ORD-77812": "kept",
+    "cus_NffrFeUfNV2Hib": "missing",
+    "dana.kim@example.com": "missing",
+    "INV-2025-08-44719": "altered",  # sent as INV-2025-08-4471
+    "WH-4471-B": "kept",  # typed after the first compaction, audited at the second
+    "OPS-2291": "missing",
+}
 
 
 # A test process started by pytest-xdist finds COLUMNS=80 and LINES=24 in its environment,

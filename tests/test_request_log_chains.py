@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import COMPACTED_LOG, COMPACTED_LOG_VERDICTS
 
 from lexkeep.core.formats import get_reader
 from lexkeep.core.ingest import JsonSource, detect_format
@@ -24,18 +24,9 @@ from lexkeep.core.model import Format, Message, Record
 from lexkeep.core.requestlog import Continued, fingerprint
 from lexkeep.core.store import Store
 
-COMPACTED = FIXTURES / "request_logs" / "anthropic_compaction.jsonl"
+COMPACTED = COMPACTED_LOG
 
-# What the agent's tool calls after each compaction kept of what the user typed (as with the
-# log's conversation id, tests/test_request_logs.py).
-EXPECTED = {
-    "ORD-77812": "kept",
-    "cus_NffrFeUfNV2Hib": "missing",
-    "dana.kim@example.com": "missing",
-    "INV-2025-08-44719": "altered",
-    "WH-4471-B": "kept",
-    "OPS-2291": "missing",
-}
+EXPECTED = COMPACTED_LOG_VERDICTS
 
 
 def _write(path: Path, records: list[dict]) -> Path:

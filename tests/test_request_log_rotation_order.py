@@ -18,24 +18,12 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import COMPACTED_LOG, COMPACTED_LOG_VERDICTS
 
 from lexkeep.core.store import Store
 
-# Seven requests of one conversation (`sess-7f3a`) with two compactions, the first in the
-# response of the third request.
-COMPACTED = FIXTURES / "request_logs" / "anthropic_compaction.jsonl"
-
-# What the agent's tool calls after each compaction kept of what the user typed (one ingest of
-# the whole log, tests/test_request_logs.py).
-EXPECTED = {
-    "ORD-77812": "kept",
-    "cus_NffrFeUfNV2Hib": "missing",
-    "dana.kim@example.com": "missing",
-    "INV-2025-08-44719": "altered",
-    "WH-4471-B": "kept",
-    "OPS-2291": "missing",
-}
+COMPACTED = COMPACTED_LOG  # one conversation, two compactions (conftest)
+EXPECTED = COMPACTED_LOG_VERDICTS  # one ingest of the whole log
 
 CUT = 4  # the rotation: the first four requests in the old file, the others in the new one
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, ingest_rows
+from conftest import COMPACTED_LOG, COMPACTED_LOG_VERDICTS, ingest_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,9 +21,7 @@ from lexkeep.core.model import Boundary, Format, Message, MessageKind, ToolCall,
 from lexkeep.core.requestlog import RequestLog, fingerprint
 from lexkeep.core.store import Store
 
-# Seven requests of one conversation (`sess-7f3a`): three user turns, two compactions; after
-# each compaction the next request starts with the response that holds the block.
-COMPACTED = FIXTURES / "request_logs" / "anthropic_compaction.jsonl"
+COMPACTED = COMPACTED_LOG
 
 
 def _timeline(path: Path, fmt: Format | None = None) -> list[tuple[str, str]]:
@@ -76,15 +74,7 @@ def _verdicts(cli, *args) -> dict[str, str]:
     return {f["value"]: f["verdict"] for f in json.loads(audited.stdout)["findings"]}
 
 
-# What the agent's tool calls after each compaction kept of what the user typed.
-EXPECTED = {
-    "ORD-77812": "kept",
-    "cus_NffrFeUfNV2Hib": "missing",
-    "dana.kim@example.com": "missing",
-    "INV-2025-08-44719": "altered",  # sent as INV-2025-08-4471
-    "WH-4471-B": "kept",  # typed after the first compaction, audited at the second
-    "OPS-2291": "missing",
-}
+EXPECTED = COMPACTED_LOG_VERDICTS
 
 
 def test_compacted_request_log_ingest_audit_and_reingest(cli, tmp_path):
