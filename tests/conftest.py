@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -200,6 +201,18 @@ def still_running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
     except OSError:
         return False
+
+
+def left_running(pids: list[int], seconds: float = 10) -> list[int]:
+    """Of `pids`, those still running after up to `seconds`; they are killed (not to be left
+    to the next test), so the caller only asserts there were none."""
+    deadline = time.monotonic() + seconds
+    while any(still_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in pids if still_running(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
 
 
 # What takes a store back to before each migration from 004 on (tests of older stores).

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import INGEST_TABLES, children_of, ingest_rows, shared_data, still_running
+from conftest import INGEST_TABLES, children_of, ingest_rows, left_running, shared_data
 
 from lexkeep.audit.engine import audit_store
 from lexkeep.audit.settings import AuditSettings
@@ -453,12 +453,7 @@ def test_workers_end_when_the_ingest_is_killed(tmp_path, how):
         pytest.skip("the ingest ended before its workers were seen")
     proc.send_signal(how)
     proc.wait(timeout=30)
-    deadline = time.monotonic() + 10
-    while any(still_running(w) for w in workers) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = [w for w in workers if still_running(w)]
-    for w in left:  # not to leave them to the next test
-        os.kill(w, signal.SIGKILL)
+    left = left_running(workers)
     assert not left, f"workers still running after the ingest was killed: {left}"
 
 

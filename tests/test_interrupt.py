@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import children_of, still_running
+from conftest import children_of, left_running
 
 from lexkeep.core.store import Store
 
@@ -150,12 +150,7 @@ def test_sigterm_to_the_group_during_a_folder_ingest(tmp_path: Path) -> None:
     assert proc.returncode == 143, err[-2000:]
     assert err.endswith(b"Interrupted.\n"), err[-2000:]
     assert b"Traceback" not in err and b"internal error" not in err, err[-2000:]
-    deadline = time.monotonic() + 10
-    while any(still_running(w) for w in workers) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = [w for w in workers if still_running(w)]
-    for w in left:  # not to leave them to the next test
-        os.kill(w, signal.SIGKILL)
+    left = left_running(workers)
     assert not left, f"workers still running after the ingest stopped: {left}"
     with Store.open(str(db), read_only=True) as store:
         runs = store.con.execute("SELECT count(*), sum(messages) FROM ingest_runs").fetchone()
