@@ -1173,6 +1173,10 @@ class _Batch:
         # log name -> (bytes, sha256, numbered under) of the ingests that numbered a file of
         # that log's conversations without ids the old way, earliest first (_numbered_copy)
         self.numbered: dict[str, list[tuple[int, str, str]]] = {}
+        # log name -> (path, bytes, sha256, lines) of every ingest that consumed bytes of a
+        # file of that log, in ingest order: the files a new one may be a renamed copy of
+        # (_renamed_from).
+        self.earlier: dict[str, list[tuple[str, int, str, int]]] = {}
         self.keys: dict[str, str] = {}  # path as given -> its ingest_runs key
         # path as given -> as the store records it in source_file and ingest_errors.path
         # (absolute in a store on disk: core.paths), and back, for errors about stored rows.
@@ -1294,6 +1298,16 @@ class _Batch:
             [sorted({log_name(path) for path in paths if path != "-"})],
         ).fetchall():
             self.numbered.setdefault(log_name(name), []).append((nbytes, sha, name))
+        # Every ingest of a file of those logs, for a new file that is one renamed.
+        names = sorted({log_name(path) for path in paths if path != "-"})
+        self.earlier = {}
+        for key, nbytes, sha, lines in self.con.execute(
+            "SELECT path, bytes_consumed, sha256, lines_consumed FROM ingest_runs"
+            " WHERE path <> '-' AND list_bool_or(list_transform(?,"
+            " lambda n: starts_with(regexp_extract(path, '[^/\\\\]*$'), n))) ORDER BY id",
+            [names],
+        ).fetchall():
+            self.earlier.setdefault(log_name(key), []).append((key, nbytes, sha, lines))
 
     def keep_request_states(self, continued: Continued) -> None:
         """Stage what `continued` holds of the conversations met since the last call, for
@@ -2341,6 +2355,12 @@ def _ingest_one(
             numbered = prev[7]
     if path != "-" and not skip_lines:
         numbered = _numbered_copy(batch, path)  # logrotate renamed a file read the old way
+    if path != "-" and not batch.lean and not skip_lines:
+        # logrotate renamed a file read before: its records name the file they are in now
+        if prev is None:
+            _renamed_from(batch, path, key)
+        elif not same:
+            _renamed_to(batch, path, key, prev)
     if staged is not None and prev is None and path == staged.path:
         done = _fast_write(batch, staged, path, key, on_progress, told)
         if done is not None:
@@ -2530,6 +2550,111 @@ def _numbered_copy(batch: _Batch, path: str) -> str | None:
     except (OSError, EOFError, gzip.BadGzipFile):
         return None  # read, and reported, as any file
     return min(found)[1] if found else None
+
+
+# Tables whose rows name the file and line they were read from.
+_SOURCED = ("conversations", "runs", "messages", "tool_calls", "tool_results", "boundaries")
+
+
+def _renamed_from(batch: _Batch, path: str, key: str) -> None:
+    """Have the records stored from a file that `path` (never ingested) is, renamed, name
+    `path`: logrotate's `requests.jsonl.1` is the `requests.jsonl` an earlier ingest read,
+    and the lines those records cite are in it now.
+
+    `path` is that file (of the same log name, `paths.log_name`) renamed when it begins with
+    the bytes the file's latest ingest read, and the file no longer does (it is no copy kept
+    beside its file); a file read in this batch is left to `_renamed_to`. The ingest errors
+    recorded for the file go: `path`'s own read records what its lines hold."""
+    reads: dict[str, tuple[int, str, int]] = {}  # other file -> its latest read
+    for other, nbytes, sha, lines in batch.earlier.get(log_name(path), ()):
+        if other != key and nbytes > 0:
+            reads[other] = (nbytes, sha, lines)
+    staged = {row[0] for row in batch.ingest_runs}
+    for other in staged:
+        reads.pop(other, None)
+    if not reads:
+        return
+    prefixes = _prefix_hashes(path, {nbytes for nbytes, _, _ in reads.values()})
+    for other, (nbytes, sha, lines) in reads.items():
+        if prefixes.get(nbytes) != sha:
+            continue
+        try:
+            same, _ = _same_prefix(other, nbytes, sha)
+        except InputError:
+            same = False  # gone (or unreadable): not beside its copy
+        if not same:
+            _move_sources(batch, other, lines, path, key)
+            batch.con.execute(
+                "DELETE FROM ingest_errors WHERE ingest_run_id IN"
+                " (SELECT id FROM ingest_runs WHERE path = ?)",
+                [other],
+            )
+
+
+def _renamed_to(batch: _Batch, path: str, key: str, prev: tuple[Any, ...]) -> None:
+    """Have the records stored from `path`, whose first bytes changed since its last ingest
+    (`prev`), name the rotated copy beside it that holds those bytes now, if any: logrotate
+    renamed `requests.jsonl` to `requests.jsonl.1` (or `.1.gz`, or a dated name) and gave its
+    name to a new file. Of several such copies, the newest (`rotation_order`)."""
+    nbytes, lines, sha = prev[0], prev[1], prev[2]
+    if not nbytes:
+        return
+    folder, name = os.path.split(path)
+    log, _ = rotated_log(path)
+    try:
+        names = sorted(os.listdir(folder or "."))
+    except OSError:
+        return
+    copies = []
+    for entry in names:
+        sibling = os.path.join(folder, entry)
+        if entry != name and rotated_log(sibling) == (log, True) and os.path.isfile(sibling):
+            copies.append((sibling, False))
+    for sibling, _ in reversed(rotation_order(copies)):
+        if _prefix_hashes(sibling, {nbytes}).get(nbytes) == sha:
+            _move_sources(batch, key, lines, sibling, batch.key(sibling))
+            return
+
+
+def _prefix_hashes(path: str, ends: set[int]) -> dict[int, str]:
+    """The sha256 of the first n bytes of `path` for each n of `ends` it holds (one pass);
+    none when it cannot be read."""
+    prefixes: dict[int, str] = {}
+    digest = hashlib.sha256()
+    done = 0
+    try:
+        with open_input(path) as stream:
+            for end in sorted(ends):
+                while done < end:
+                    block = stream.read(min(_CHUNK, end - done))
+                    if not block:
+                        break
+                    digest.update(block)
+                    done += len(block)
+                if done < end:
+                    break
+                prefixes[end] = digest.copy().hexdigest()
+    except (OSError, EOFError, zlib.error, InputError):
+        return {}
+    return prefixes
+
+
+def _move_sources(batch: _Batch, old_key: str, lines: int, path: str, key: str) -> None:
+    """Rows stored from lines 1..`lines` of the file `old_key` name `path` instead, the file
+    those lines are in now. Rows stored from an earlier content of `old_key` (rotated away
+    before, its copy never found) cite a line `old_key` no longer holds either way."""
+    new_name = batch.names[path]
+    # Rows name a file as given (symlinks kept), the key with symlinks resolved.
+    olds = {old_key}
+    if os.path.dirname(old_key) == os.path.dirname(key):
+        olds.add(os.path.join(os.path.dirname(new_name), os.path.basename(old_key)))
+    olds.discard(new_name)
+    for table in _SOURCED:
+        batch.con.execute(
+            f"UPDATE {table} SET source_file = ? WHERE source_file IN (SELECT unnest(?))"
+            " AND source_line <= ?",
+            [new_name, sorted(olds), lines],
+        )
 
 
 def _unknown_types(state: _FileIngest, prev: tuple[Any, ...] | None) -> tuple[Any, Any]:

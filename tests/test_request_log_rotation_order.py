@@ -73,6 +73,20 @@ def _findings(cli, db: Path) -> dict[str, tuple]:
     return out
 
 
+def _check_lines(db: Path) -> None:
+    """Every stored message and tool call names a file and line that hold it: the line
+    `lexkeep show` and the audit's evidence send the reader to."""
+    with Store.open(db) as store:
+        rows = store.con.execute(
+            "SELECT text, source_file, source_line FROM messages WHERE text <> ''"
+            " UNION ALL SELECT call_id, source_file, source_line FROM tool_calls"
+        ).fetchall()
+    assert rows
+    for text, file, line in rows:
+        held = Path(file).read_text().splitlines()[line - 1]
+        assert json.dumps(text.split("#")[0])[1:-1] in held, (text, file, line)
+
+
 _PLACE = ("source_file", "source_line")
 
 
@@ -144,6 +158,7 @@ def _check_rotation(cli, tmp_path: Path, case: str, ids: bool) -> None:
             _ingest(cli, db, renamed)
     got = _timeline(db)
     assert got == expected
+    _check_lines(db)
     assert _shown(cli, db) == _shown(cli, whole)
     findings = _findings(cli, db)
     assert findings == _findings(cli, whole)
@@ -187,3 +202,100 @@ def test_an_answer_in_the_next_file_completes_the_turn_it_answers(cli, tmp_path,
         ).fetchall()
     assert runs == [("s/0/run", "completed")]
     assert messages == [("Refund ORD-77812", "s/0/run"), ("", "s/0/run"), ("Done.", "s/0/run")]
+
+
+def _places(db: Path) -> list[tuple]:
+    """(table, file name, line) of every row that names where it was read, in a stable order."""
+    with Store.open(db) as store:
+        rows = store.con.execute(
+            "SELECT 'conversation', id, source_file, source_line FROM conversations"
+            " UNION ALL SELECT 'run', id, source_file, source_line FROM runs"
+            " UNION ALL SELECT 'message', id, source_file, source_line FROM messages"
+            " UNION ALL SELECT 'call', call_id, source_file, source_line FROM tool_calls"
+            " UNION ALL SELECT 'result', call_id, source_file, source_line FROM tool_results"
+            " ORDER BY ALL"
+        ).fetchall()
+    return [(kind, key, Path(file).name, line) for kind, key, file, line in rows]
+
+
+# The old file's records, by the line of `requests.jsonl` they were read from: two requests.
+_OLD = [
+    {"session_id": "s", "messages": [{"role": "user", "content": "Refund ORD-77812"}],
+     "response": {"choices": [{"message": {"role": "assistant", "content": "Which card?"}}]}},
+    {"session_id": "s", "messages": [
+        {"role": "user", "content": "Refund ORD-77812"},
+        {"role": "assistant", "content": "Which card?"},
+        {"role": "user", "content": "The card ending 4242"}],
+     "response": {"choices": [{"message": {"role": "assistant", "content": "Refunded."}}]}},
+]  # fmt: skip
+_NEW = [
+    {"session_id": "s", "messages": [
+        *_OLD[1]["messages"],
+        {"role": "assistant", "content": "Refunded."},
+        {"role": "user", "content": "Thanks"}],
+     "response": {"choices": [{"message": {"role": "assistant", "content": "Bye."}}]}},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case", ["folder", "renamed first", "renamed last", "current only", "renamed alone", "moved"]
+)
+def test_records_of_a_renamed_log_name_the_file_their_line_is_in_now(cli, tmp_path, case):
+    """logrotate renamed `requests.jsonl` to `requests.jsonl.1` after an ingest: the records
+    stored from it still named `requests.jsonl:2`, a line that file no longer holds, so
+    `lexkeep show` and the audit's evidence sent the reader to the wrong line. An ingest that
+    finds the renamed copy by its first bytes (reading the copy, or the new file beside it)
+    now has them name `requests.jsonl.1`, the file and line they are in now."""
+    logs = tmp_path / "logs"
+    db = tmp_path / "s.duckdb"
+    current = _write(logs / "requests.jsonl", _OLD)
+    _ingest(cli, db, logs)
+    before = _places(db)
+    renamed = logs / "requests.jsonl.1"
+    if case == "moved":  # moved to another folder, under its own name, no new file
+        renamed = logs / "old" / "requests.jsonl"
+        renamed.parent.mkdir()
+    current.rename(renamed)
+    if case not in ("renamed alone", "moved"):
+        _write(current, _NEW)
+    if case == "folder":
+        _ingest(cli, db, logs)
+    elif case in ("renamed last", "current only"):
+        _ingest(cli, db, current)
+        if case == "renamed last":
+            _ingest(cli, db, renamed)
+    else:
+        _ingest(cli, db, renamed)
+        if case == "renamed first":
+            _ingest(cli, db, current)
+    expected = [(kind, key, renamed.name, line) for kind, key, _, line in before]
+    if case not in ("renamed alone", "moved"):
+        expected += [
+            ("message", "s/4", "requests.jsonl", 1),
+            ("message", "s/5", "requests.jsonl", 1),
+            ("run", "s/4/run", "requests.jsonl", 1),
+        ]
+    assert sorted(_places(db)) == sorted(expected)
+    if case == "moved":
+        assert {file for _, _, file, _ in _places(db)} == {"requests.jsonl"}
+        with Store.open(db) as store:
+            files = {r[0] for r in store.con.execute("SELECT source_file FROM messages").fetchall()}
+        assert files == {str(renamed)}
+    shown = cli("show", "s", "--db", db)
+    assert shown.exit_code == 0, shown.stderr
+    assert f"user run=completed  {renamed}:2\n    The card ending 4242" in shown.stdout
+
+
+def test_a_copy_beside_its_file_leaves_the_records_naming_the_file(cli, tmp_path):
+    """A copy of a file that is still there (a backup) is no rename: the records keep naming
+    the file they were read from."""
+    logs = tmp_path / "logs"
+    db = tmp_path / "s.duckdb"
+    current = _write(logs / "requests.jsonl", _OLD)
+    _ingest(cli, db, logs)
+    before = _places(db)
+    backup = tmp_path / "backup" / "requests.jsonl.1"
+    backup.parent.mkdir()
+    backup.write_bytes(current.read_bytes())
+    _ingest(cli, db, backup)
+    assert _places(db) == before
