@@ -1217,6 +1217,9 @@ class _Batch:
         # key -> the run id it stands for (None: not looked up yet; "": the store holds none).
         self.carried: dict[str, str | None] = {}
         self.answered: set[str] = set()  # ... of those, the runs the store holds completed
+        # ... and the id of the message the file went on with (an answer, or the user's next
+        # message), which the store holds when the file is read again.
+        self.carried_by: dict[str, str] = {}
 
     def resolve_carried(self) -> None:
         """Look up, in one query, the run each carried key not looked up yet stands for: the
@@ -1226,15 +1229,25 @@ class _Batch:
         todo = {key[len(_CARRIED) :]: key for key, run in self.carried.items() if run is None}
         if not todo:
             return
+        firsts = [self.carried_by.get(key) for key in todo.values()]
         rows = self.con.execute(
-            "SELECT u.c, u.run, r.status FROM (SELECT conversation_id AS c,"
-            " arg_max(id, position) || '/run' AS run FROM messages"
-            " WHERE conversation_id IN (SELECT unnest(?)) AND kind = 'user_text' GROUP BY ALL) u"
+            "SELECT u.c, u.run, r.status, u.again FROM (SELECT m.conversation_id AS c,"
+            " arg_max(m.id, m.position) || '/run' AS run,"
+            " coalesce(bool_or(m.id = f.first), false) AS again FROM messages m"
+            " JOIN (SELECT unnest(?) AS c, unnest(?) AS first) f ON m.conversation_id = f.c"
+            " WHERE m.kind = 'user_text' GROUP BY ALL) u"
             " JOIN runs r ON r.id = u.run AND r.conversation_id = u.c",
-            [list(todo)],
+            [list(todo), firsts],
         ).fetchall()
-        for conv, run, status in rows:
-            self.carried[todo.pop(conv)] = run
+        for conv, run, status, again in rows:
+            key = todo.pop(conv)
+            if again:
+                # The file goes on from a message the store holds (read again: a rotated
+                # copy after the newer file, a file rewritten): its turns are stored already,
+                # and the store's latest may be a later file's.
+                self.carried[key] = ""
+                continue
+            self.carried[key] = run
             if status == RunStatus.COMPLETED.value:
                 self.answered.add(run)
         for key in todo.values():
@@ -1558,7 +1571,7 @@ class _Batch:
         for run_id, (turn, status) in () if self.lean else self.runs.items():
             if run_id in self.carried:  # a turn the store holds, which this batch went on with
                 run_id = self.carried[run_id]
-                if not run_id:
+                if not run_id or run_id in self.runs:  # none, or one this batch derived
                     continue
                 if run_id in self.answered:
                     status = RunStatus.COMPLETED.value
@@ -2013,34 +2026,24 @@ class _FileIngest:
         run_id = msg.run_id
         if run_id is None and conv not in self.convs_with_runs:
             # No runs in this format: each real user message opens one.
-            if msg.kind == MessageKind.USER_TEXT:
+            user = msg.kind == MessageKind.USER_TEXT
+            run_id = self.open_turn.get(conv)
+            if (
+                run_id is None
+                and new
+                and self.carries
+                and (user or msg.role == Role.ASSISTANT)
+                and conv not in self.carried
+            ):
+                # The first message of `conv` in this file: an answer goes to the turn an
+                # earlier file (of this batch, or in the store) left open; a user message
+                # begins the next turn, and that one, unanswered, failed (as in one file).
+                run_id = self._carried(conv, msg)
+            if user:
                 run_id = f"{msg.id}/run"
                 self.turns[run_id] = [conv, False, None, msg.source.file, msg.source.line]
                 self.open_turn[conv] = run_id
                 self.last_turn = run_id
-            else:
-                run_id = self.open_turn.get(conv)
-                if (
-                    run_id is None
-                    and new
-                    and self.carries
-                    and msg.role == Role.ASSISTANT
-                    and conv not in self.carried
-                ):
-                    # An answer before any user message of `conv` in this file: to the turn
-                    # an earlier file left open, of this batch or in the store.
-                    self.carried.add(conv)
-                    batch = self.batch
-                    earlier = batch.open_turns.get(conv)
-                    if earlier is not None:
-                        run_id, turn = earlier
-                        self.turns[run_id] = turn
-                    elif not batch.lean:
-                        run_id = carried_key(conv)
-                        batch.carried.setdefault(run_id, None)
-                        self.turns[run_id] = [conv, False, None, msg.source.file, msg.source.line]
-                    if run_id is not None:
-                        self.open_turn[conv] = self.last_turn = run_id
         elif run_id is not None and run_id not in self.turns:
             named = self.batch.named_runs.get(run_id)
             if named is not None and named[0] != conv:
@@ -2060,6 +2063,28 @@ class _FileIngest:
         ):
             turn[1] = True
         return run_id, turn
+
+    def _carried(self, conv: str, msg: Message) -> str | None:
+        """The run of the turn an earlier file left open in `conv` (of this batch, or a key
+        for the store's), now this file's turn of it, which `msg` goes on with; None when
+        there is none to look for."""
+        src = msg.source
+        self.carried.add(conv)
+        batch = self.batch
+        earlier = batch.open_turns.get(conv)
+        if earlier is not None:
+            run_id, turn = earlier
+            self.turns[run_id] = turn
+        elif not batch.lean:
+            run_id = carried_key(conv)
+            if run_id not in batch.carried:
+                batch.carried[run_id] = None
+                batch.carried_by[run_id] = msg.id
+            self.turns[run_id] = [conv, False, None, src.file, src.line]
+        else:
+            return None
+        self.open_turn[conv] = self.last_turn = run_id
+        return run_id
 
     def finish(self) -> None:
         """Hand this file's runs and conversations to the batch."""

@@ -299,3 +299,70 @@ def test_a_copy_beside_its_file_leaves_the_records_naming_the_file(cli, tmp_path
     backup.write_bytes(current.read_bytes())
     _ingest(cli, db, backup)
     assert _places(db) == before
+
+
+@pytest.mark.parametrize("commands", [1, 2])
+def test_a_turn_the_next_file_leaves_unanswered_fails_as_in_one_file(cli, tmp_path, commands):
+    """The user's turn ends the old file unanswered (the request got no answer), and the new
+    file's first request of the conversation sends it again with the user's next message: the
+    turn was never answered, which one file of the whole log calls `failed`, but it stayed
+    `running` (the status of a file's last turn, still waiting), read by one command or two."""
+    user = {"role": "user", "content": "Refund ORD-77812"}
+    again = {"role": "user", "content": "Hello? Refund ORD-77812"}
+    done = {"role": "assistant", "content": "Refunded."}
+    requests = [
+        {"session_id": "s", "messages": [user]},
+        {
+            "session_id": "s",
+            "messages": [user, again],
+            "response": {"choices": [{"message": done}]},
+        },
+    ]
+    whole = tmp_path / "whole.duckdb"
+    _ingest(cli, whole, _write(tmp_path / "one" / "requests.jsonl", requests))
+    logs = tmp_path / "logs"
+    db = tmp_path / "s.duckdb"
+    current = _write(logs / "requests.jsonl", requests[:1])
+    if commands == 2:
+        _ingest(cli, db, logs)
+    current.rename(logs / "requests.jsonl.1")
+    _write(current, requests[1:])
+    _ingest(cli, db, logs)
+    runs = []
+    for store_file in (whole, db):
+        with Store.open(store_file) as store:
+            runs.append(store.con.execute("SELECT id, status FROM runs ORDER BY id").fetchall())
+    assert runs[0] == [("s/0/run", "failed"), ("s/1/run", "completed")]
+    assert runs[1] == runs[0]
+
+
+def test_an_old_file_read_after_the_new_one_leaves_the_statuses_as_they_are(cli, tmp_path):
+    """The rotated copy of a log without ids ingested after the new file, each by its own
+    command: the new file's conversation is one of its own (it sends the copy's history, which
+    no file it was read with holds), and reading the copy again (its records stored already)
+    changes the status of no turn: the copy's turn still waits, the new file's is answered."""
+    user = {"role": "user", "content": "Refund ORD-77812"}
+    called = {"role": "assistant", "content": "Which card?"}
+    again = {"role": "user", "content": "The card ending 4242"}
+    done = {"role": "assistant", "content": "Refunded."}
+    logs = tmp_path / "logs"
+    db = tmp_path / "s.duckdb"
+    current = _write(logs / "requests.jsonl", [{"messages": [user, called, again]}])
+    _ingest(cli, db, current)
+    current.rename(logs / "requests.jsonl.1")
+    _write(
+        current, [{"messages": [user, called, again], "response": {"choices": [{"message": done}]}}]
+    )
+    _ingest(cli, db, current)
+    with Store.open(db) as store:
+        before = store.con.execute("SELECT id, status FROM runs ORDER BY ALL").fetchall()
+    _ingest(cli, db, logs / "requests.jsonl.1")
+    with Store.open(db) as store:
+        after = store.con.execute("SELECT id, status FROM runs ORDER BY ALL").fetchall()
+    assert sorted(status for _, status in after) == [
+        "completed",
+        "completed",
+        "completed",
+        "running",
+    ]
+    assert after == before
