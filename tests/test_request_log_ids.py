@@ -394,3 +394,29 @@ def test_a_stream_without_ids_is_one_conversation_read_once(tmp_path):
     events = _write(tmp_path / "events.jsonl", records[1:])
     calls = [r for r in read_records(events) if isinstance(r, ToolCall)]
     assert len(calls) == 1 and re.fullmatch(r"events\.jsonl#[0-9a-f]{16}", calls[0].conversation_id)
+
+
+def test_streams_without_ids_beginning_alike_in_two_folders_share_a_name_and_no_finding(
+    cli, tmp_path
+):
+    """Two streamed responses without an id and without the request they answer, in two
+    folders, whose first events are equal: they are one conversation in a store (each
+    stream's call is stored, the second as `call_1#2`), as docs/formats.md says. No finding
+    depends on it: such a stream holds only the model's output, no user message, and nothing
+    can go on with a response that has no id, so an audit has nothing of either to judge."""
+    for folder, order in (("eu", "ORD-77812"), ("us", "ORD-55190")):
+        _write(tmp_path / folder / "stream.jsonl", _streamed(order)[1:])
+    db = tmp_path / "s.duckdb"
+    done = cli("ingest", tmp_path / "eu", tmp_path / "us", "--db", db)
+    assert done.exit_code == 0, done.stderr
+    ((conv, calls),) = _contents(db).items()
+    assert re.fullmatch(r"stream\.jsonl#[0-9a-f]{16}", conv)
+    assert [(cid, args) for cid, _, args in calls] == [
+        ("call_1", '{"order_id": "ORD-77812"}'),
+        ("call_1#2", '{"order_id": "ORD-55190"}'),
+    ]
+    with Store.open(db) as store:
+        assert store.con.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+    audited = cli("audit", "--db", db, "--format", "json", "--exit-zero")
+    assert audited.exit_code == 0, audited.stderr
+    assert json.loads(audited.stdout)["findings"] == []
