@@ -1311,13 +1311,17 @@ class _Batch:
             [sorted({log_name(path) for path in paths if path != "-"})],
         ).fetchall():
             self.numbered.setdefault(log_name(name), []).append((nbytes, sha, name))
-        # Every ingest of a file of those logs, for a new file that is one renamed.
+        # Every ingest of a file of those logs, for a new file that is one renamed: the log
+        # name in SQL (paths.log_name, joined, not compared with each name of the group).
         names = sorted({log_name(path) for path in paths if path != "-"})
         self.earlier = {}
+        if self.lean:  # an audit's own store: nothing of it is shown by file later
+            return
         for key, nbytes, sha, lines in self.con.execute(
             "SELECT path, bytes_consumed, sha256, lines_consumed FROM ingest_runs"
-            " WHERE path <> '-' AND list_bool_or(list_transform(?,"
-            " lambda n: starts_with(regexp_extract(path, '[^/\\\\]*$'), n))) ORDER BY id",
+            " WHERE path <> '-' AND regexp_replace(regexp_replace(regexp_extract(path,"
+            r" '[^/\\]*$'), '^(.+\.(?:jsonl|json|ndjson))[._-][0-9](?:[0-9._-]*[0-9])?"
+            r"(?:\.gz)?$', '\1', 'i'), '\.gz$', '') IN (SELECT unnest(?)) ORDER BY id",
             [names],
         ).fetchall():
             self.earlier.setdefault(log_name(key), []).append((key, nbytes, sha, lines))
