@@ -1229,6 +1229,19 @@ class _Batch:
         todo = {key[len(_CARRIED) :]: key for key, run in self.carried.items() if run is None}
         if not todo:
             return
+        # Only a conversation the store held before this batch can hold a turn to go on
+        # with (the batch writes its conversations last): most conversations a file begins
+        # are new, and the messages are not searched for them.
+        held = {
+            conv
+            for (conv,) in self.con.execute(
+                "SELECT id FROM conversations WHERE id IN (SELECT unnest(?))", [list(todo)]
+            ).fetchall()
+        }
+        for conv in [conv for conv in todo if conv not in held]:
+            self.carried[todo.pop(conv)] = ""
+        if not todo:
+            return
         firsts = [self.carried_by.get(key) for key in todo.values()]
         rows = self.con.execute(
             "SELECT u.c, u.run, r.status, u.again FROM (SELECT m.conversation_id AS c,"
