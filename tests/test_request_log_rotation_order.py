@@ -13,6 +13,7 @@ ingested in.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -238,7 +239,16 @@ _NEW = [
 
 
 @pytest.mark.parametrize(
-    "case", ["folder", "renamed first", "renamed last", "current only", "renamed alone", "moved"]
+    "case",
+    [
+        "folder",
+        "renamed first",
+        "renamed last",
+        "current only",
+        "compressed",
+        "renamed alone",
+        "moved",
+    ],
 )
 def test_records_of_a_renamed_log_name_the_file_their_line_is_in_now(cli, tmp_path, case):
     """logrotate renamed `requests.jsonl` to `requests.jsonl.1` after an ingest: the records
@@ -255,10 +265,15 @@ def test_records_of_a_renamed_log_name_the_file_their_line_is_in_now(cli, tmp_pa
     if case == "moved":  # moved to another folder, under its own name, no new file
         renamed = logs / "old" / "requests.jsonl"
         renamed.parent.mkdir()
-    current.rename(renamed)
+    if case == "compressed":  # logrotate's compress: requests.jsonl.1.gz, the new file beside
+        renamed = logs / "requests.jsonl.1.gz"
+        renamed.write_bytes(gzip.compress(current.read_bytes()))
+        current.unlink()
+    else:
+        current.rename(renamed)
     if case not in ("renamed alone", "moved"):
         _write(current, _NEW)
-    if case == "folder":
+    if case in ("folder", "compressed"):
         _ingest(cli, db, logs)
     elif case in ("renamed last", "current only"):
         _ingest(cli, db, current)
