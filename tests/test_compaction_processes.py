@@ -1198,7 +1198,15 @@ def _delete_conversations(db: Path) -> Callable[[int], None]:
     def delete(n: int) -> None:
         import duckdb
 
-        con = duckdb.connect(str(db))
+        deadline = time.monotonic() + 10
+        while True:  # the run closes the store while its calls wait
+            try:
+                con = duckdb.connect(str(db))
+                break
+            except duckdb.IOException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         try:
             con.execute("DELETE FROM conversations")
         finally:
