@@ -729,13 +729,102 @@ class _NotConnected(OSError):
         self.cause = cause
 
 
-class _DeadlineConnection(http.client.HTTPConnection):
-    """An HTTP connection whose sending and response reading end by `deadline`."""
+class _Call:
+    """One `openai` call in flight, as `OpenAISummarizer.cancel()` stops it.
 
-    def __init__(self, host: str, *, deadline: float, **kwargs: Any) -> None:
+    `cancel()` shuts down every socket the call opened. It does so through a duplicate of
+    each socket's descriptor that the call owns until it ends: the socket the HTTP client
+    uses may be wrapped for TLS (which takes its descriptor over) or closed meanwhile, and
+    its descriptor number given to another file, but the duplicate still names the same
+    connection. Shutting a connection down wakes a thread waiting on it at once — while
+    connecting, sending, or reading — and makes every later read end, so the call ends and is
+    reported as cancelled, whatever error the HTTP client made of it.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.cancelled = False
+        self.ended = False
+        self._handles: list[socket.socket] = []
+
+    def watch(self, sock: socket.socket) -> None:
+        """Let `cancel()` reach `sock`; raises `_Cancelled` when the call was cancelled."""
+        with self.lock:
+            if self.cancelled or self.ended:
+                raise _Cancelled
+            self._handles.append(sock.dup())
+
+    def check(self) -> None:
+        """Raise `_Cancelled` when the call was cancelled."""
+        if self.cancelled:
+            raise _Cancelled
+
+    def cancel(self) -> None:
+        """Mark the call cancelled and shut its connections down (from any thread)."""
+        with self.lock:
+            self.cancelled = True
+            for handle in self._handles:
+                with contextlib.suppress(OSError):  # not connected (yet), or reset already
+                    handle.shutdown(socket.SHUT_RDWR)
+
+    def end(self) -> None:
+        """Close the duplicates: the call is over."""
+        with self.lock:
+            self.ended = True
+            handles, self._handles = self._handles, []
+        for handle in handles:
+            handle.close()
+
+
+class _Cancelled(OSError):
+    """The call was cancelled (`OpenAISummarizer.cancel()`)."""
+
+    def __init__(self) -> None:
+        super().__init__("the call was cancelled")
+
+
+def _connect_watched(
+    call: _Call,
+    address: tuple[str, int],
+    timeout: object = None,
+    source_address: tuple[str, int] | None = None,
+) -> socket.socket:
+    """`socket.create_connection`, with each socket made known to `call` before it connects,
+    so that `cancel()` can end a connection attempt that waits (a server whose queue is full,
+    a lost packet) instead of leaving it to the timeout. A `timeout` that is not a number
+    (http.client's "the default" marker) leaves the socket's default."""
+    host, port = address
+    error: OSError | None = None
+    for family, kind, proto, _, target in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            call.watch(sock)
+            if isinstance(timeout, int | float):
+                sock.settimeout(timeout)
+            if source_address:
+                sock.bind(source_address)
+            sock.connect(target)
+            call.check()  # cancelled just before connecting: shutting down did not stop it
+            return sock
+        except _Cancelled:
+            sock.close()
+            raise
+        except OSError as exc:  # the next address, as create_connection tries them
+            sock.close()
+            call.check()
+            error = exc
+    raise error if error is not None else OSError("getaddrinfo returns an empty list")
+
+
+class _DeadlineConnection(http.client.HTTPConnection):
+    """An HTTP connection whose sending and response reading end by `deadline`, and that
+    `call` can cancel."""
+
+    def __init__(self, host: str, *, deadline: float, call: _Call, **kwargs: Any) -> None:
         super().__init__(host, **kwargs)
         self.deadline = deadline
         self.response_class = functools.partial(_DeadlineResponse, deadline=deadline)  # type: ignore[assignment]
+        self._create_connection = functools.partial(_connect_watched, call)  # type: ignore[assignment]
 
     def connect(self) -> None:
         """Connect within the timeout, then leave sending only the time left.
@@ -757,23 +846,28 @@ class _DeadlineHTTPSConnection(_DeadlineConnection, http.client.HTTPSConnection)
 class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
     """urllib's `http:` handler with `_DeadlineConnection`."""
 
-    def __init__(self, deadline: float) -> None:
+    def __init__(self, deadline: float, call: _Call) -> None:
         super().__init__()
         self.deadline = deadline
+        self.call = call
 
     def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(functools.partial(_DeadlineConnection, deadline=self.deadline), req)
+        connection = functools.partial(_DeadlineConnection, deadline=self.deadline, call=self.call)
+        return self.do_open(connection, req)
 
 
 class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
     """urllib's `https:` handler with `_DeadlineHTTPSConnection` (default TLS context)."""
 
-    def __init__(self, deadline: float) -> None:
+    def __init__(self, deadline: float, call: _Call) -> None:
         super().__init__()
         self.deadline = deadline
+        self.call = call
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        connection = functools.partial(_DeadlineHTTPSConnection, deadline=self.deadline)
+        connection = functools.partial(
+            _DeadlineHTTPSConnection, deadline=self.deadline, call=self.call
+        )
         return self.do_open(connection, req)
 
 
@@ -787,17 +881,19 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def _post_within(req: urllib.request.Request, timeout: float) -> bytes:
+def _post_within(req: urllib.request.Request, timeout: float, call: _Call) -> bytes:
     """The body of the response to `req`, all of it within `timeout` seconds.
 
     Raises `TimeoutError` when the deadline passes, `_TooMuchOutput` for a body larger than
     MAX_OUTPUT_BYTES (read no further), and what `urlopen` raises otherwise
     (proxies from the environment apply; a redirect is an `HTTPError`). Not counted: the name
     lookup, and each further address tried when connecting gets the whole timeout again.
+    Once `call` is cancelled it raises whatever the closed connection makes the HTTP client
+    raise (or returns what arrived before): the caller asks `call.cancelled`.
     """
     deadline = time.monotonic() + timeout
     opener = urllib.request.build_opener(
-        _DeadlineHTTPHandler(deadline), _DeadlineHTTPSHandler(deadline), _NoRedirect()
+        _DeadlineHTTPHandler(deadline, call), _DeadlineHTTPSHandler(deadline, call), _NoRedirect()
     )
     with opener.open(req, timeout=timeout) as resp:
         body = resp.read(MAX_OUTPUT_BYTES + 1)
@@ -829,9 +925,50 @@ class OpenAISummarizer(Summarizer):
         self.api_key = api_key
         self.timeout = timeout
         self.model_id = f"openai:{model}"
+        # The calls in flight (one per worker slot), for cancel().
+        self._lock = threading.Lock()
+        self._calls: set[_Call] = set()
+        self._cancelled = False
 
     def summarize(self, request: SummaryRequest) -> Generation:
-        """One chat completion; finish_reason must be `stop` and no tool_calls."""
+        """One chat completion; finish_reason must be `stop` and no tool_calls.
+
+        A call that `cancel()` stopped returns a `cancelled` generation, whatever the server
+        had sent by then: nothing it generated is used.
+        """
+        call = _Call()
+        with self._lock:  # so that cancel() either sees this call or it never starts
+            if self._cancelled:
+                return _CANCELLED
+            self._calls.add(call)
+        try:
+            gen = self._complete(request, call)
+        except Exception:
+            if call.cancelled:  # e.g. a connection attempt cut short looks unreachable
+                return _CANCELLED
+            raise
+        finally:
+            with self._lock:
+                self._calls.discard(call)
+            call.end()
+        return _CANCELLED if call.cancelled else gen
+
+    def cancel(self) -> None:
+        """Close the connections of the calls in flight; later calls end at once as
+        cancelled, without a request, until `resume()`."""
+        with self._lock:
+            self._cancelled = True
+            calls = list(self._calls)
+        for call in calls:  # their threads see the connections end and return
+            call.cancel()
+
+    def resume(self) -> None:
+        """Make calls again after `cancel()` (the run that cancelled them has ended)."""
+        with self._lock:
+            self._cancelled = False
+
+    def _complete(self, request: SummaryRequest, call: _Call) -> Generation:
+        """The chat completion itself, its connections made known to `call`."""
         body = json.dumps(
             {
                 "model": self.model,
@@ -850,7 +987,7 @@ class OpenAISummarizer(Summarizer):
         # The deadline covers connecting, sending and reading the whole response.
         late = f"no complete answer within {self.timeout:g} s"
         try:
-            payload = json.loads(_post_within(req, self.timeout).decode("utf-8"))
+            payload = json.loads(_post_within(req, self.timeout, call).decode("utf-8"))
         except urllib.error.HTTPError as exc:
             try:  # the first 300 characters are shown: at most 4 bytes each
                 detail = exc.read(1200).decode("utf-8", "replace")[:300]

@@ -3,7 +3,8 @@
 a process holding the store makes `compact` stop with a clear message; a worker killed with
 SIGKILL mid-summary leaves a lease that expires and counts as a failed attempt, and the store is
 otherwise unchanged; Ctrl-C during a `command:` summary leaves none of the summariser's
-processes running."""
+processes running; Ctrl-C or another slot's error during a stalled `openai` call ends it at
+once and gives its claim back."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_compaction_support import build, gone
+from test_compaction_support import StallingOpenAI, build, gone
 
 from lexkeep.core.store import Store
 
@@ -1187,3 +1189,156 @@ def test_an_unnamed_write_error_reads_the_same_in_json_and_on_stderr(tmp_path, s
     where = "standard output or a temporary file" if stdout == "file" else "a temporary file"
     assert run_error[0].startswith(f"cannot write {where} in "), run_error
     assert completed == 1  # stored and counted before the callback failed
+
+
+def _delete_conversations(db: Path) -> Callable[[int], None]:
+    """A `before_answer` hook that deletes every conversation from `db` (a row another program
+    changed under the run: storing the summary then fails and stops it)."""
+
+    def delete(n: int) -> None:
+        import duckdb
+
+        deadline = time.monotonic() + 10
+        while True:  # the run closes the store while its calls wait
+            try:
+                con = duckdb.connect(str(db))
+                break
+            except duckdb.IOException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        try:
+            con.execute("DELETE FROM conversations")
+        finally:
+            con.close()
+
+    return delete
+
+
+@pytest.mark.parametrize("how", ["misconfigured", "storage"])
+@pytest.mark.parametrize("stall", ["n", "d"])  # never answers; drips its answer
+def test_an_error_in_one_slot_stops_the_others_openai_calls_at_once(tmp_path, how, stall):
+    """With --workers 2 and `--summarizer openai`, one slot's HTTP call stalled (a server that
+    took the request and never answered, or answered a byte at a time) when the other slot's
+    error stopped the run: the run waited for the stalled call up to --timeout (here 120 s)
+    before it printed anything. The call is now cancelled at once, its claim given back with
+    no attempt counted, and the run ends within seconds."""
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        # misconfigured: four segments, so that the other slot makes the three failing calls
+        # (HTTP 401) that stop the run; storage: two, the other one's summary cannot be stored
+        build(store, {"c1": 60} if how == "misconfigured" else {"c1": 30, "c2": 30})
+    planned = 4 if how == "misconfigured" else 2
+    plan = stall + ("u" if how == "misconfigured" else "a")
+    hook = _delete_conversations(db) if how == "storage" else None
+    with StallingOpenAI(plan, before_answer=hook) as server:
+        spec = ["--summarizer", "openai", "--base-url", server.url, "--model", "m"]
+        args = ["--db", str(db), *spec, "--timeout", "120", "--workers", "2"]
+        worker = lexkeep("compact", *args, "--format", "json")
+        try:
+            out, err = worker.communicate(timeout=60)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.communicate()
+        ended = time.time()
+        fatal_at = max(server.answered.values())  # the answer that stopped the run
+        assert worker.returncode == 2, out + err
+        assert ended - fatal_at < 15, f"the run ended {ended - fatal_at:.1f} s after the error"
+        assert 0 in server.hung_up, "the stalled call's connection was left open"
+        assert server.hung_up[0] - fatal_at < 10
+    expected = {
+        "misconfigured": "Error: the summariser failed the same way on its first 3 calls",
+        "storage": "Error: conversation c",
+    }[how]
+    assert err.startswith(expected), err
+    doc = json.loads(out)
+    counts = ("planned", "claimed", "completed", "failed", "remaining", "claims_held")
+    # the stalled call's claim was given back: not claimed, not failed, left for a later run
+    assert [doc[k] for k in counts] == [planned, 0, 0, 0, planned, 0], doc
+    assert doc["error"] == err.splitlines()[0].removeprefix("Error: ")
+    with Store.open(db, read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM compactions").fetchone() == (0,)
+        assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone() == (0,)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a process group is POSIX")
+@pytest.mark.parametrize(("workers", "stall"), [(2, "n"), (2, "d"), (1, "n")])
+def test_ctrl_c_during_stalled_openai_calls_ends_at_once_and_gives_the_claims_back(
+    tmp_path, workers, stall
+):
+    """Ctrl-C to `lexkeep compact --summarizer openai --workers 2` while both calls waited for
+    a server that had taken the requests and stalled: the command went on until --timeout
+    (here 120 s) before it printed its counts and `Interrupted.`. The calls are now cancelled
+    at once, their claims given back with no attempt counted, and a later run completes the
+    segments."""
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 40})  # two segments: with two slots, both calls stall at once
+    with StallingOpenAI(stall) as server:
+        spec = ["--summarizer", "openai", "--base-url", server.url, "--model", "m"]
+        args = ["--db", str(db), *spec, "--timeout", "120", "--workers", str(workers)]
+        # lexkeep leads its own group, as a shell's foreground job does
+        worker = lexkeep("compact", *args, start_new_session=True)
+        try:
+            server.wait_for(workers, 60)
+            time.sleep(0.3)  # the calls wait for their answers
+            interrupted_at = time.time()
+            os.killpg(worker.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+            out, err = worker.communicate(timeout=60)
+        finally:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.communicate()
+        ended = time.time()
+        assert worker.returncode == 130, err
+        assert err.endswith("Interrupted.\n"), err
+        assert ended - interrupted_at < 10, f"the run ended {ended - interrupted_at:.1f} s late"
+        assert sorted(server.hung_up) == list(range(workers)), server.hung_up
+        lines = out.splitlines()
+        assert lines[0] == "1 conversation: planned 2, claimed 0, completed 0, failed 0, skipped 0"
+        assert lines[-1] == (
+            "interrupted: these counts are what finished before Ctrl-C; a call in progress"
+            " was abandoned and its claim given back (no attempt was counted), and a later"
+            " run takes up the rest"
+        ), out
+        with Store.open(db, read_only=True) as store:
+            assert store.con.execute("SELECT count(*) FROM compactions").fetchone() == (0,)
+            attempts = store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone()
+            assert attempts == (0,)
+        server.plan = "a"  # the server answers now: a later run completes both segments
+        again = lexkeep("compact", *args)
+        out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, out + err
+    assert out.startswith("1 conversation: planned 2, claimed 2, completed 2, failed 0"), out
+    with Store.open(db, read_only=True) as store:
+        rows = store.con.execute("SELECT status, attempts FROM compactions").fetchall()
+    assert rows == [("completed", 1)] * 2
+
+
+def test_an_openai_summariser_whose_calls_a_stopped_run_cancelled_works_in_the_next_run(
+    tmp_path,
+):
+    """A library caller keeps one `openai` summariser across runs. A run that another slot's
+    error stopped cancels the stalled call at once (it waited for --timeout), gives its claim
+    back, and the next run with the same summariser makes its calls again."""
+    from lexkeep.compaction.engine import CompactionStopped, run_compaction
+    from lexkeep.compaction.summarizers import OpenAISummarizer
+
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 60})  # four segments: one call stalls, the other slot's three fail
+    with StallingOpenAI("nu") as server:
+        summarizer = OpenAISummarizer(server.url, "m", None, timeout=60)
+        started = time.monotonic()
+        with pytest.raises(CompactionStopped) as stop:
+            run_compaction(db, summarizer=summarizer, workers=2)
+        assert time.monotonic() - started < 15
+        assert stop.value.misconfigured
+        report = stop.value.report
+        assert (report.claimed, report.failed, report.remaining) == (0, 0, 4)
+        with Store.open(db, read_only=True) as store:
+            assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone() == (0,)
+        server.plan = "a"  # the key is fixed; the same summariser is used again
+        report = run_compaction(db, summarizer=summarizer, workers=2)
+    assert (report.completed, report.failed) == (4, 0), report.segments

@@ -1,6 +1,6 @@
 """Point 10: summarisers — the registry, `command:` with real subprocesses, `openai` against a
 real HTTP server on 127.0.0.1 (stop, length, tool_calls, HTTP 500, a stalled or dripping
-response)."""
+response, a call cancelled from another thread)."""
 
 from __future__ import annotations
 
@@ -764,3 +764,80 @@ def test_unreachable_with_several_slots_gives_every_claim_back(db_file):
     with Store.open(db_file, read_only=True) as store:
         assert store.con.execute("SELECT count(*) FROM compactions").fetchone()[0] == 0
         assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone()[0] == 0
+
+
+def _call_in_thread(summarizer: Summarizer) -> tuple[threading.Thread, list]:
+    """Start `summarizer.summarize(request())` in a thread; its Generation (or exception)
+    lands in the returned list."""
+    result: list = []
+
+    def call() -> None:
+        try:
+            result.append(summarizer.summarize(request()))
+        except BaseException as exc:  # reported to the test, not lost in the thread
+            result.append(exc)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    return thread, result
+
+
+@pytest.mark.parametrize("stall", ["n", "d"])  # never answers; drips its answer
+def test_openai_call_in_flight_is_cancelled_from_another_thread_and_resumes(stall):
+    """`cancel()` did nothing for `openai`: a call to a server that took the request and then
+    stalled ran on to its --timeout (here 60 s), so a run that Ctrl-C or another slot's error
+    stopped hung that long. The call now ends at once as `cancelled`, its connection closed;
+    calls made before `resume()` end the same way without a request, and after it they work."""
+    from test_compaction_support import StallingOpenAI
+
+    with StallingOpenAI(stall) as server:
+        summarizer = _openai(server.url, "m", timeout=60)
+        thread, result = _call_in_thread(summarizer)
+        server.wait_for(1, 10)
+        time.sleep(0.3)  # the call is waiting for the answer
+        cancelled_at = time.monotonic()
+        summarizer.cancel()
+        thread.join(10)
+        assert not thread.is_alive(), "the call did not end after cancel()"
+        assert time.monotonic() - cancelled_at < 3
+        [gen] = result
+        assert isinstance(gen, Generation), gen
+        assert (gen.finish_reason, gen.error) == ("cancelled", "the run was interrupted")
+        deadline = time.monotonic() + 5
+        while 0 not in server.hung_up and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert 0 in server.hung_up, "the stalled connection was left open"
+        # refused at once until resume(): no request is sent
+        assert summarizer.summarize(request()).finish_reason == "cancelled"
+        assert len(server.arrived) == 1
+        summarizer.resume()
+        server.plan = "a"
+        gen = summarizer.summarize(request())
+        assert check_generation(gen) is None and gen.text == "Summary: ORD_88400."
+
+
+def test_openai_call_still_connecting_is_cancelled_not_unreachable():
+    """A server whose connection queue is full lets a connection attempt wait: cancelled
+    meanwhile, the call ends at once as `cancelled`, not at --timeout as an unreachable
+    backend (which would stop the run with the wrong error)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    queued = socket.create_connection(("127.0.0.1", port), timeout=5)  # fills the queue
+    try:
+        summarizer = _openai(f"http://127.0.0.1:{port}/v1", "m", timeout=60)
+        thread, result = _call_in_thread(summarizer)
+        time.sleep(0.5)  # the connection attempt waits for the server
+        assert thread.is_alive() and not result, result
+        cancelled_at = time.monotonic()
+        summarizer.cancel()
+        thread.join(10)
+        assert not thread.is_alive(), "the call did not end after cancel()"
+        assert time.monotonic() - cancelled_at < 3
+        [gen] = result
+        assert isinstance(gen, Generation), gen
+        assert gen.finish_reason == "cancelled"
+    finally:
+        queued.close()
+        listener.close()

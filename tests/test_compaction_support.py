@@ -1,11 +1,15 @@
 """Test helper (no tests): build conversations straight into a store with Store.bulk_insert,
-and tell whether a summariser's process is gone."""
+tell whether a summariser's process is gone, and serve chat completions that stall."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import socket
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -172,3 +176,136 @@ def gone(pid: int, seconds: float) -> bool:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
+
+
+SUMMARY_BODY = json.dumps(
+    {
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Summary: ORD_88400."},
+                "finish_reason": "stop",
+            }
+        ]
+    }
+).encode()
+
+
+class StallingOpenAI:
+    """A chat-completions server on 127.0.0.1 that answers each request by a plan: one letter
+    per request in the order they arrive (the last letter repeats; `plan` may be changed
+    between requests).
+
+    `a` answers with a normal stop; `u` answers HTTP 401 (a missing key: the same failure
+    every time); `n` takes the request and never answers (the connection stays open until the
+    client closes it); `d` sends the head of an answer and then its body a byte every 0.5 s,
+    so the connection is never idle for long but the answer takes minutes. `before_answer(n)`
+    runs before request n gets an `a` or `u` answer. For each request the server records when
+    it arrived (`arrived`), when its answer was sent (`answered`) and when the client closed
+    the connection of a request it left unanswered (`hung_up`).
+    """
+
+    def __init__(self, plan: str, before_answer: Callable[[int], None] | None = None) -> None:
+        self.plan = plan
+        self.before_answer = before_answer
+        self.arrived: list[float] = []
+        self.answered: dict[int, float] = {}
+        self.hung_up: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self._connections: list[socket.socket] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        port = self._listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}/v1"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def __enter__(self) -> StallingOpenAI:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop listening and close every connection still open."""
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        with self._lock:
+            for conn in self._connections:
+                with contextlib.suppress(OSError):
+                    conn.close()
+
+    def wait_for(self, requests: int, seconds: float) -> None:
+        """Wait until `requests` requests have arrived."""
+        deadline = time.monotonic() + seconds
+        while len(self.arrived) < requests:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{len(self.arrived)} of {requests} requests arrived")
+            time.sleep(0.02)
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self._listener.accept()
+                with self._lock:
+                    self._connections.append(conn)
+                threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError), conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            while len(rest) < length:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                rest += chunk
+            with self._lock:
+                n = len(self.arrived)
+                self.arrived.append(time.time())
+                mode = self.plan[min(n, len(self.plan) - 1)]
+            if mode in "au":
+                if self.before_answer is not None:
+                    self.before_answer(n)
+                if mode == "a":
+                    status, body = b"200 OK", SUMMARY_BODY
+                else:
+                    status, body = b"401 Unauthorized", b'{"error": "no key"}'
+                conn.sendall(
+                    b"HTTP/1.1 "
+                    + status
+                    + b"\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                    + body
+                )
+                self.answered[n] = time.time()
+                return
+            try:
+                if mode == "n":
+                    while conn.recv(65536):  # never answers; ends when the client closes
+                        pass
+                else:  # "d"
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                        + f"Content-Length: {len(SUMMARY_BODY)}\r\n\r\n".encode()
+                    )
+                    conn.settimeout(0.5)
+                    for byte in SUMMARY_BODY:
+                        conn.sendall(bytes([byte]))
+                        with contextlib.suppress(TimeoutError):
+                            if not conn.recv(1):  # the client closed the connection
+                                break
+                    else:
+                        self.answered[n] = time.time()
+                        return
+            except OSError:  # reset by the client
+                pass
+            self.hung_up[n] = time.time()
