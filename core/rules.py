@@ -39,7 +39,7 @@ from lexkeep.core.errors import RuleError, SettingsWarning
 WALL_SLACK = 10.0
 
 # Bumped whenever the extraction code changes what a rule means, so stored scans re-run.
-ENGINE_VERSION = "6"
+ENGINE_VERSION = "7"
 TIERS = ("A", "B", "C", "suppressor")
 REQUIRE = ("digit", "letter", "upper", "lower", "hexletter")
 VALIDATORS = (

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from lexkeep.core.identifiers import extract
-from lexkeep.core.rules import default_rules
+from lexkeep.core.rules import RuleSet, default_rules
 
 
 def found(text: str) -> list[tuple[str, str]]:
@@ -899,3 +899,51 @@ def test_a_year_after_its_preposition_is_no_short_number(text: str) -> None:
 )
 def test_a_number_the_context_word_names_stays_a_short_number(text: str, value: str) -> None:
     assert found(text) == [("short_number", value)]
+
+
+def _only(kinds: set[str], timeout_ms: int) -> RuleSet:
+    """The built-in rules with every kind but `kinds` disabled, under a budget of timeout_ms
+    (and texts up to 2 MB)."""
+    from lexkeep.core.rules import build_rules
+
+    disabled = [kind.id for kind in default_rules().kinds if kind.id not in kinds]
+    settings = {"timeout_ms": timeout_ms, "max_chars": 2_000_000}
+    return build_rules({"disabled": disabled, "settings": settings}, origin="tight.toml")
+
+
+@pytest.mark.parametrize("selector", [False, True])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Few candidates: the suppressors still run around them, and the number no suppressor
+        # claims is reported.
+        ("we have 1000000 users now, order 7391846 shipped. " + "x1234567 " * 60_000, ["7391846"]),
+        # Candidates all through the text: the suppressors cannot cover them all in the
+        # budget, and what they did not cover is not reported.
+        ("we have 1000000 users now, " * 20_000, []),
+    ],
+    ids=["sparse", "dense"],
+)
+def test_an_incomplete_scan_reports_nothing_a_suppressor_claims(
+    text: str, expected: list[str], selector: bool
+) -> None:
+    """A scan that ran out of budget skipped the suppressors, so `1000000 users` (a quantity)
+    was reported as a digit_run: an incomplete scan never reports what a complete one would
+    have suppressed. `selector`: the compiled kind selection (long texts in segments) is in
+    use, else the trigger windows."""
+    from lexkeep.core.identifiers import _plan, forget, prepare
+
+    head = text[:50]
+    assert [i.value for i in extract(head).identifiers] == expected  # what a complete scan says
+    tight = _only({"digit_run", "quantity"}, 10)
+    forget(tight)
+    if selector:
+        prepare(tight)
+        if _plan(tight).selector() is None:
+            pytest.skip("the compiled selection needs the hyperscan package")
+    try:
+        result = extract(text, tight)
+    finally:
+        forget(tight)
+    assert result.complete is False
+    assert [i.value for i in result.identifiers] == expected
