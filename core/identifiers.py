@@ -1351,6 +1351,25 @@ def _is_range(value: str) -> bool:
     return (low % 100 == 0 and high % 100 == 0) or low < high < 2 * low
 
 
+def _luhn(digits: str) -> bool:
+    """The Luhn (mod 10) check of a payment card number holds."""
+    total = 0
+    for position, char in enumerate(reversed(digits)):
+        digit = ord(char) - 48
+        if position % 2:
+            digit = digit * 2 - 9 if digit > 4 else digit * 2
+        total += digit
+    return total % 10 == 0
+
+
+def _card_separators(value: str) -> bool:
+    """Groups joined by one separator throughout; or by ' ' and '-' mixed (4111-1111-1111
+    1111), a looser shape that is a card only when its Luhn check digit holds."""
+    if " " not in value or "-" not in value:
+        return True
+    return _luhn(value.replace(" ", "").replace("-", ""))
+
+
 # Each validator: True when the value passes (rules.VALIDATORS names them).
 _VALIDATE: dict[str, Any] = {
     "ipv6": _is_ipv6,
@@ -1365,6 +1384,7 @@ _VALIDATE: dict[str, Any] = {
     ),
     "not_number_list": lambda value: not _is_number_list(value),
     "not_range": lambda value: not _is_range(value),
+    "card_separators": _card_separators,
     # E.164: a phone number holds at most 15 digits, country code included; 8 at least here.
     "phone_digits": lambda value: 8 <= sum(map(value.count, "0123456789")) <= 15,
     # No numbering plan writes 12 digits as three groups of four (1234-5678-9012): that is

@@ -55,6 +55,7 @@ VALIDATORS = (
     "phone_groups",
     "not_number_list",
     "not_range",
+    "card_separators",
 )
 CONTEXT_MODES = ("require", "veto")
 KIND_KEYS = {

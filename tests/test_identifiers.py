@@ -660,15 +660,34 @@ def test_an_address_a_word_after_a_version_phrase_is_found(text: str, value: str
 @pytest.mark.parametrize(
     "text",
     [
-        "card 4111-1111-1111 1111 please",
-        "card 4111 1111-1111-1111 please",
         "card 4111-1111-1111-1111 1111 please",
         "ref 9400-1112-0200 1234 5678",
+        "card 4111-1111-1111 1112 please",  # mixed separators and no Luhn check digit
+        "card 4111 1111-1111-1112 please",
+        "id 1234-5678 9012-3456 please",
+        "card 3782-822463 10006 please",
     ],
 )
 def test_a_number_in_groups_of_four_with_mixed_separators_gives_no_piece(text: str) -> None:
-    """A card typed with '-' and ' ' mixed is one number: no phone or card piece of it."""
+    """A number in groups typed with '-' and ' ' mixed is one number or none: no phone or card
+    piece of it, and no card unless its Luhn check digit holds."""
     assert found(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("card 4111-1111-1111 1111 please", "4111-1111-1111 1111"),
+        ("card 4111 1111-1111-1111 please", "4111 1111-1111-1111"),
+        ("card 4111-1111 1111-1111.", "4111-1111 1111-1111"),
+        ("card 5500 0000 0000-0004, exp 12/26", "5500 0000 0000-0004"),
+        ("amex 3782-822463 10005", "3782-822463 10005"),
+        ("diners 3056 930902-5904", "3056 930902-5904"),
+    ],
+)
+def test_a_card_typed_with_mixed_separators_is_one_card_number(text: str, value: str) -> None:
+    """'4111-1111-1111 1111' gave nothing: with its Luhn check digit it is the card, whole."""
+    assert found(text) == [("card_number", value)]
 
 
 @pytest.mark.parametrize(
@@ -776,7 +795,8 @@ def test_a_number_in_groups_joined_by_dashes_is_one_identifier(text: str, value:
         ("open 0900-1700 daily", []),
         ("from 2019-2020 on", []),
         ("due 2024-13-20", []),  # a mistyped date, not a number
-        ("card 4111 1111-1111 1111", []),  # a card typed loosely: whole or nothing
+        ("card 4111 1111-1111 1112", []),  # typed loosely and no Luhn check: nothing
+        ("card 4111 1111-1111 1111", [("card_number", "4111 1111-1111 1111")]),
         ("zip 19122-1234", [("zip_plus4", "19122-1234")]),
         ("call 415-555-0132", [("phone", "415-555-0132")]),
         ("on 2025-08-14", [("date_iso", "2025-08-14")]),
