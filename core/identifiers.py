@@ -228,15 +228,18 @@ def _extract_triggered(plan: _Plan, rules: RuleSet, text: str, complete: bool) -
             return _extract_selected(plan, rules, text, *selector.select_with_ends(text))
     budget = _Budget(rules.timeout)
     candidates: list[tuple[int, int, int, int, str, bool]] = []
+    settled = 0  # candidates of the windows whose suppressors ran (or had nothing to claim)
     try:
         windows = plan.windows(text, rules.timeout, triggered=True)
         if not plan.has_wide:
             for start, end in windows:
+                settled = len(candidates)
                 _scan_window(plan, rules, text, start, end, budget, candidates)
         else:
             _scan_with_wide(plan, rules, text, windows, budget, candidates)
     except TimeoutError:
         complete = False
+        _suppress_after_timeout(plan, rules, text, candidates, settled)
     if not candidates:
         return Extraction((), complete)
     return Extraction(_resolve(text, candidates), complete)
@@ -379,6 +382,58 @@ def _scan_window(
     return True
 
 
+def _suppress_after_timeout(
+    plan: _Plan,
+    rules: RuleSet,
+    text: str,
+    candidates: list[tuple[int, int, int, int, str, bool]],
+    first: int = 0,
+) -> None:
+    """After a scan ran out of its budget: the suppressors a complete scan would have run
+    around each reportable candidate from `first` on (the ones before are settled), under a
+    budget of their own. A candidate whose surroundings they could not cover in it still
+    claims its span but is not reported: an incomplete scan may find less than a complete
+    one, never a span a suppressor (a price, a version, a quantity) would have claimed.
+
+    Around a candidate means its trigger window (WINDOW characters either side, snapped to
+    whitespace), where a complete scan looks for every built-in kind; a rule file's
+    suppressor (Kind.wide) runs over the whole text, as in a complete scan.
+    """
+    spans = sorted(c[2:4] for c in itertools.islice(candidates, first, None) if c[5])
+    if not spans:
+        return
+    reach = _Plan.WINDOW
+    windows: list[list[int]] = []
+    for start, end in spans:
+        left, right = _snap_left(text, start - reach), _snap_right(text, end + reach)
+        if windows and left <= windows[-1][1]:
+            windows[-1][1] = max(windows[-1][1], right)
+        else:
+            windows.append([left, right])
+    budget = _Budget(rules.timeout)
+    covered = 0  # the text up to here had its suppressors run
+    try:
+        if plan.has_wide:
+            _scan_window(
+                plan, rules, text, 0, len(text), budget, candidates, wide=True,
+                reportable=True, identifiers=False,
+            )  # fmt: skip
+        wide = False if plan.has_wide else None
+        for left, right in windows:
+            _scan_window(
+                plan, rules, text, left, right, budget, candidates, wide=wide,
+                reportable=True, identifiers=False,
+            )  # fmt: skip
+            covered = right
+    except TimeoutError:
+        # Windows are merged and in order: a candidate ending after `covered` lies in one
+        # whose suppressors did not all run.
+        for index in range(first, len(candidates)):
+            candidate = candidates[index]
+            if candidate[5] and candidate[3] > covered:
+                candidates[index] = (*candidate[:5], False)
+
+
 def _add_candidates(
     kind: Kind,
     text: str,
@@ -493,6 +548,7 @@ def _extract_selected(
                         reportable = reportable or report
     except TimeoutError:
         complete = False
+        _suppress_after_timeout(plan, rules, text, candidates)
     if not candidates:
         return _NOTHING if complete else Extraction((), False)
     return Extraction(_resolve(text, candidates), complete)
@@ -575,6 +631,7 @@ def _extract_segmented(
                     reportable = found or reportable
     except TimeoutError:
         complete = False
+        _suppress_after_timeout(plan, rules, text, candidates)
     if not candidates:
         return Extraction((), complete)
     return Extraction(_resolve(text, candidates), complete)
@@ -1294,6 +1351,25 @@ def _is_range(value: str) -> bool:
     return (low % 100 == 0 and high % 100 == 0) or low < high < 2 * low
 
 
+def _luhn(digits: str) -> bool:
+    """The Luhn (mod 10) check of a payment card number holds."""
+    total = 0
+    for position, char in enumerate(reversed(digits)):
+        digit = ord(char) - 48
+        if position % 2:
+            digit = digit * 2 - 9 if digit > 4 else digit * 2
+        total += digit
+    return total % 10 == 0
+
+
+def _card_separators(value: str) -> bool:
+    """Groups joined by one separator throughout; or by ' ' and '-' mixed (4111-1111-1111
+    1111), a looser shape that is a card only when its Luhn check digit holds."""
+    if " " not in value or "-" not in value:
+        return True
+    return _luhn(value.replace(" ", "").replace("-", ""))
+
+
 # Each validator: True when the value passes (rules.VALIDATORS names them).
 _VALIDATE: dict[str, Any] = {
     "ipv6": _is_ipv6,
@@ -1308,6 +1384,7 @@ _VALIDATE: dict[str, Any] = {
     ),
     "not_number_list": lambda value: not _is_number_list(value),
     "not_range": lambda value: not _is_range(value),
+    "card_separators": _card_separators,
     # E.164: a phone number holds at most 15 digits, country code included; 8 at least here.
     "phone_digits": lambda value: 8 <= sum(map(value.count, "0123456789")) <= 15,
     # No numbering plan writes 12 digits as three groups of four (1234-5678-9012): that is

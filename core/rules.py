@@ -39,7 +39,7 @@ from lexkeep.core.errors import RuleError, SettingsWarning
 WALL_SLACK = 10.0
 
 # Bumped whenever the extraction code changes what a rule means, so stored scans re-run.
-ENGINE_VERSION = "6"
+ENGINE_VERSION = "7"
 TIERS = ("A", "B", "C", "suppressor")
 REQUIRE = ("digit", "letter", "upper", "lower", "hexletter")
 VALIDATORS = (
@@ -55,6 +55,7 @@ VALIDATORS = (
     "phone_groups",
     "not_number_list",
     "not_range",
+    "card_separators",
 )
 CONTEXT_MODES = ("require", "veto")
 KIND_KEYS = {

@@ -1374,6 +1374,18 @@ def test_a_card_with_mixed_separators_gives_no_phone(cli, tmp_path):
     assert [kind for kind, _, _ in got if kind == "phone"] == []
 
 
+@pytest.mark.parametrize(
+    ("written", "verdict"),
+    [("4111-1111-1111 1111", "kept"), ("4111111111111111", "altered"), ("4242", "missing")],
+)
+def test_a_card_with_mixed_separators_is_audited_as_one_card(cli, tmp_path, written, verdict):
+    """`4111-1111-1111 1111` was not audited at all: a call that dropped it passed."""
+    got = _audit_user_text(
+        cli, tmp_path, "charge card 4111-1111-1111 1111 today", {"card": written}
+    )
+    assert got == [("card_number", "4111-1111-1111 1111", verdict)]
+
+
 def test_a_path_through_an_npm_scope_is_audited_whole(cli, tmp_path):
     """Its pieces (`node_modules`, `@types`) were audited, so another package passed."""
     text = "Read the types in node_modules/@types/node please"

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from lexkeep.core.identifiers import extract
-from lexkeep.core.rules import default_rules
+from lexkeep.core.rules import RuleSet, default_rules
 
 
 def found(text: str) -> list[tuple[str, str]]:
@@ -660,15 +660,34 @@ def test_an_address_a_word_after_a_version_phrase_is_found(text: str, value: str
 @pytest.mark.parametrize(
     "text",
     [
-        "card 4111-1111-1111 1111 please",
-        "card 4111 1111-1111-1111 please",
         "card 4111-1111-1111-1111 1111 please",
         "ref 9400-1112-0200 1234 5678",
+        "card 4111-1111-1111 1112 please",  # mixed separators and no Luhn check digit
+        "card 4111 1111-1111-1112 please",
+        "id 1234-5678 9012-3456 please",
+        "card 3782-822463 10006 please",
     ],
 )
 def test_a_number_in_groups_of_four_with_mixed_separators_gives_no_piece(text: str) -> None:
-    """A card typed with '-' and ' ' mixed is one number: no phone or card piece of it."""
+    """A number in groups typed with '-' and ' ' mixed is one number or none: no phone or card
+    piece of it, and no card unless its Luhn check digit holds."""
     assert found(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("card 4111-1111-1111 1111 please", "4111-1111-1111 1111"),
+        ("card 4111 1111-1111-1111 please", "4111 1111-1111-1111"),
+        ("card 4111-1111 1111-1111.", "4111-1111 1111-1111"),
+        ("card 5500 0000 0000-0004, exp 12/26", "5500 0000 0000-0004"),
+        ("amex 3782-822463 10005", "3782-822463 10005"),
+        ("diners 3056 930902-5904", "3056 930902-5904"),
+    ],
+)
+def test_a_card_typed_with_mixed_separators_is_one_card_number(text: str, value: str) -> None:
+    """'4111-1111-1111 1111' gave nothing: with its Luhn check digit it is the card, whole."""
+    assert found(text) == [("card_number", value)]
 
 
 @pytest.mark.parametrize(
@@ -776,7 +795,8 @@ def test_a_number_in_groups_joined_by_dashes_is_one_identifier(text: str, value:
         ("open 0900-1700 daily", []),
         ("from 2019-2020 on", []),
         ("due 2024-13-20", []),  # a mistyped date, not a number
-        ("card 4111 1111-1111 1111", []),  # a card typed loosely: whole or nothing
+        ("card 4111 1111-1111 1112", []),  # typed loosely and no Luhn check: nothing
+        ("card 4111 1111-1111 1111", [("card_number", "4111 1111-1111 1111")]),
         ("zip 19122-1234", [("zip_plus4", "19122-1234")]),
         ("call 415-555-0132", [("phone", "415-555-0132")]),
         ("on 2025-08-14", [("date_iso", "2025-08-14")]),
@@ -899,3 +919,51 @@ def test_a_year_after_its_preposition_is_no_short_number(text: str) -> None:
 )
 def test_a_number_the_context_word_names_stays_a_short_number(text: str, value: str) -> None:
     assert found(text) == [("short_number", value)]
+
+
+def _only(kinds: set[str], timeout_ms: int) -> RuleSet:
+    """The built-in rules with every kind but `kinds` disabled, under a budget of timeout_ms
+    (and texts up to 2 MB)."""
+    from lexkeep.core.rules import build_rules
+
+    disabled = [kind.id for kind in default_rules().kinds if kind.id not in kinds]
+    settings = {"timeout_ms": timeout_ms, "max_chars": 2_000_000}
+    return build_rules({"disabled": disabled, "settings": settings}, origin="tight.toml")
+
+
+@pytest.mark.parametrize("selector", [False, True])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Few candidates: the suppressors still run around them, and the number no suppressor
+        # claims is reported.
+        ("we have 1000000 users now, order 7391846 shipped. " + "x1234567 " * 60_000, ["7391846"]),
+        # Candidates all through the text: the suppressors cannot cover them all in the
+        # budget, and what they did not cover is not reported.
+        ("we have 1000000 users now, " * 20_000, []),
+    ],
+    ids=["sparse", "dense"],
+)
+def test_an_incomplete_scan_reports_nothing_a_suppressor_claims(
+    text: str, expected: list[str], selector: bool
+) -> None:
+    """A scan that ran out of budget skipped the suppressors, so `1000000 users` (a quantity)
+    was reported as a digit_run: an incomplete scan never reports what a complete one would
+    have suppressed. `selector`: the compiled kind selection (long texts in segments) is in
+    use, else the trigger windows."""
+    from lexkeep.core.identifiers import _plan, forget, prepare
+
+    head = text[:50]
+    assert [i.value for i in extract(head).identifiers] == expected  # what a complete scan says
+    tight = _only({"digit_run", "quantity"}, 10)
+    forget(tight)
+    if selector:
+        prepare(tight)
+        if _plan(tight).selector() is None:
+            pytest.skip("the compiled selection needs the hyperscan package")
+    try:
+        result = extract(text, tight)
+    finally:
+        forget(tight)
+    assert result.complete is False
+    assert [i.value for i in result.identifiers] == expected
