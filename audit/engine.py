@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
@@ -62,16 +62,19 @@ from lexkeep.core.nearmiss import (
     Difference,
     GroupedRun,
     NearMiss,
+    ascii_grouped_run,
+    ascii_run_spans,
     bounded_distance,
     candidates,
     date_near_miss,
     fold,
+    grouped_edit_search,
+    grouped_near_miss,
     grouped_runs,
     is_kept,
     skeleton,
     textual_date,
     typed_day,
-    with_grouped,
 )
 from lexkeep.core.store import Store, default_db_path
 
@@ -986,7 +989,7 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
             key = (row[4], row[12])
             day = dated.get(key)
             if day is None:
-                day = dated[key] = dataclasses.replace(want, when=typed_day(row[12]))
+                day = dated[key] = want._replace(when=typed_day(row[12]))
             want = day
         wanted[rid] = want
         for probe in _skeleton_probes(want.skeleton):  # near_probes(value)
@@ -1032,41 +1035,72 @@ _Token = tuple[str, str, str]
 
 
 class _GroupedLeaves:
-    """The grouped token runs (`core.nearmiss.grouped_runs`) of a call's argument strings,
-    computed per string on first use and only for strings that hold one of the needles (the
-    value's skeleton, or pieces that any edit of it leaves whole): most identifiers find
-    their near miss, or none, without them."""
+    """The grouped token runs (`core.nearmiss.grouped_runs`) of a call's argument strings
+    that may hold one of the needles (the value's skeleton, or pieces that any edit of it
+    leaves whole), in order. Found on first use: most identifiers find their near miss, or
+    none, without them. In ASCII strings only the runs whose join holds a needle are built;
+    `grouped_near_miss` and `grouped_edit_search` pass over the others, and keep the order
+    of those left."""
 
-    __slots__ = ("bare", "leaves", "runs")
+    __slots__ = ("bare", "built", "leaves", "spans", "whole")
 
     def __init__(self, leaves: list[str]) -> None:
         self.leaves = leaves
         # An ASCII string folded without separators (lower case, no white space, no
-        # -_.:/#\+()): a grouped near miss's skeleton is a substring of it. None: not ASCII,
-        # always searched (NFKC may join characters across a token's edge).
-        self.bare = [leaf.lower().translate(_ASCII_BARE) if leaf.isascii() else None
-                     for leaf in leaves]  # fmt: skip
-        self.runs: dict[int, list[GroupedRun]] = {}
+        # -_.:/#\+()), as bytes: a grouped near miss's skeleton is a substring of it. None:
+        # not ASCII, always searched (NFKC may join characters across a token's edge).
+        self.bare: list[bytes | None] | None = None
+        # Per ASCII string: its runs' spans, each with its join (the same fold of the span).
+        self.spans: dict[int, list[tuple[int, int, bytes]]] = {}
+        self.built: dict[tuple[int, int], GroupedRun] = {}
+        self.whole: dict[int, list[GroupedRun]] = {}  # the runs of a string not ASCII
 
     def __call__(self, needles: Sequence[str]) -> list[GroupedRun]:
         out: list[GroupedRun] = []
-        for index, leaf in enumerate(self.leaves):
-            bare = self.bare[index]
-            if bare is not None:
-                for needle in needles:
-                    if needle in bare:
+        leaves = self.leaves
+        bares = self.bare
+        if bares is None:
+            bares = self.bare = [
+                leaf.encode().lower().translate(None, _ASCII_BARE) if leaf.isascii() else None
+                for leaf in leaves
+            ]
+        # A needle not ASCII is in no ASCII string, in either form.
+        keys = [needle.encode("utf-8", "surrogatepass") for needle in needles]
+        for index, bare in enumerate(bares):
+            if bare is None:
+                runs = self.whole.get(index)
+                if runs is None:
+                    runs = self.whole[index] = grouped_runs(leaves[index])
+                out.extend(runs)
+                continue
+            for key in keys:
+                if key in bare:
+                    break
+            else:
+                continue
+            spans = self.spans.get(index)
+            if spans is None:
+                leaf = leaves[index]
+                lowered = leaf.encode().lower()
+                spans = self.spans[index] = [
+                    (start, end, lowered[start:end].translate(None, _ASCII_BARE))
+                    for start, end in ascii_run_spans(leaf)
+                ]
+            for number, (start, end, joined) in enumerate(spans):
+                for key in keys:
+                    if key in joined:
                         break
                 else:
                     continue
-            runs = self.runs.get(index)
-            if runs is None:
-                runs = self.runs[index] = grouped_runs(leaf)
-            out.extend(runs)
+                run = self.built.get((index, number))
+                if run is None:
+                    run = self.built[index, number] = ascii_grouped_run(leaves[index], start, end)
+                out.append(run)
         return out
 
 
 # ASCII white space (what `regex`'s \s matches there) and the separators of a skeleton.
-_ASCII_BARE = str.maketrans("", "", " \t\n\v\f\r-_.:/#\\+()")
+_ASCII_BARE = b" \t\n\v\f\r-_.:/#\\+()"
 
 
 def _call_tokens(raw: str, kind: str, forms: dict[str, _Token]) -> list[_Token]:
@@ -1106,8 +1140,9 @@ _ASCII_TOKEN = re.compile(r"[A-Za-z0-9\-_.:/#\\@+~]+")
 _ASCII_SEPARATORS = str.maketrans("", "", "-_.:/#\\+()")
 
 
-@dataclass(frozen=True, slots=True)
-class _Expected:
+class _Expected(NamedTuple):
+    """A value's forms for the near-miss search (a tuple: one is built per audited value)."""
+
     value: str
     folded: str
     skeleton: str
@@ -1115,20 +1150,30 @@ class _Expected:
     sizes: frozenset[int]  # see _skeleton_sizes
     date: tuple[int | None, int, int] | None = None  # core.nearmiss.textual_date
     when: datetime.date | None = None  # the day it was typed (core.nearmiss.typed_day)
+    grouped: bool = False  # core.nearmiss.may_be_grouped(skeleton)
+    edited: bool = False  # core.nearmiss.may_be_edited(skeleton)
 
     @classmethod
     def of(cls, value: str) -> _Expected:
         """`value`'s forms (`when` is set apart, for a date typed without a year only)."""
         folded, skel = _value_forms(value)
+        size = len(skel)
         pieces: tuple[tuple[str, int], ...] = ()
-        if len(skel) >= 6:
-            count = 3 if len(skel) < 12 else 5
-            size = len(skel) // count
-            pieces = tuple((skel[i * size : (i + 1) * size], i * size) for i in range(count))
+        if size >= 6:
+            step = size // (3 if size < 12 else 5)
+            pieces = tuple(
+                [(skel[i : i + step], i) for i in range(0, step * (3 if size < 12 else 5), step)]
+            )
         date = textual_date(value) if _DIGIT_IN.search(value) else None
-        return cls(value, folded, skel, pieces, _skeleton_sizes(len(skel)), date)
+        # may_be_grouped and may_be_edited: 4 and 6 characters or more, with an ASCII digit
+        # and at least half ASCII digits.
+        digits = size - len(skel.translate(_NO_ASCII_DIGITS))
+        grouped = size >= 4 and digits > 0
+        edited = size >= 6 and 2 * digits >= size
+        return cls(value, folded, skel, pieces, _skeleton_sizes(size), date, None, grouped, edited)
 
 
+_NO_ASCII_DIGITS = str.maketrans("", "", "0123456789")
 _DIGIT_IN = re.compile("[0-9]")
 
 
@@ -1223,7 +1268,34 @@ def fast_best_near_miss(
             best, best_key = miss, key
             if key[0] == 0:
                 return best
-    return with_grouped(best, value, want, runs)
+    if not expected.grouped:
+        return best  # core.nearmiss.with_grouped would look no further
+    return _with_grouped(best, expected, runs)
+
+
+def _with_grouped(
+    best: NearMiss | None,
+    expected: _Expected,
+    runs: Callable[[Sequence[str]], list[GroupedRun]],
+) -> NearMiss | None:
+    """`core.nearmiss.with_grouped` for a value that may be grouped, with the value's tests
+    done once (`_Expected`) and no search of texts that hold none of the needles."""
+    if best is not None and _RANK[best.difference] < _RANK[Difference.SEPARATOR]:
+        return best
+    value, want = expected.value, expected.skeleton
+    found = runs((want,))
+    grouped = grouped_near_miss(value, want, found) if found else None
+    if grouped is not None and (best is None or _RANK[grouped.difference] < _RANK[best.difference]):
+        return grouped
+    if best is not None and _RANK[best.difference] <= _RANK[Difference.TRUNCATED]:
+        return best  # a grouped truncation or edit would not rank before it
+    if not expected.edited:
+        return best  # no texts to split into runs
+    found = runs([piece for piece, _offset in expected.pieces])  # edit_pieces(want)
+    grouped = grouped_edit_search(value, want, found) if found else None
+    if grouped is not None and (best is None or _RANK[grouped.difference] < _RANK[best.difference]):
+        return grouped
+    return best
 
 
 _RANK = {
