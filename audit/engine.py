@@ -1013,7 +1013,9 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
         tokens = _leaf_tokens(leaves, forms)
         if not tokens:
             continue
-        runs = _GroupedLeaves(leaves)
+        runs: _GroupedLeaves | None = _GroupedLeaves(leaves)
+        if not runs.found():
+            runs = None  # no grouped run in any argument: no grouped near miss to look for
         for rid in call_rids:
             if rid in settled:
                 continue
@@ -1037,64 +1039,66 @@ _Token = tuple[str, str, str]
 class _GroupedLeaves:
     """The grouped token runs (`core.nearmiss.grouped_runs`) of a call's argument strings
     that may hold one of the needles (the value's skeleton, or pieces that any edit of it
-    leaves whole), in order. Found on first use: most identifiers find their near miss, or
-    none, without them. In ASCII strings only the runs whose join holds a needle are built;
-    `grouped_near_miss` and `grouped_edit_search` pass over the others, and keep the order
-    of those left."""
+    leaves whole), in order. Found when first asked for: most identifiers find their near
+    miss, or none, without them, and most calls hold no run at all. In ASCII strings only
+    the runs whose join holds a needle are built and given: `grouped_near_miss` and
+    `grouped_edit_search` pass over the others, and keep the order of those left."""
 
-    __slots__ = ("bare", "built", "leaves", "spans", "whole")
+    __slots__ = ("built", "items", "leaves")
 
     def __init__(self, leaves: list[str]) -> None:
         self.leaves = leaves
-        # An ASCII string folded without separators (lower case, no white space, no
-        # -_.:/#\+()), as bytes: a grouped near miss's skeleton is a substring of it. None:
-        # not ASCII, always searched (NFKC may join characters across a token's edge).
-        self.bare: list[bytes | None] | None = None
-        # Per ASCII string: its runs' spans, each with its join (the same fold of the span).
-        self.spans: dict[int, list[tuple[int, int, bytes]]] = {}
-        self.built: dict[tuple[int, int], GroupedRun] = {}
-        self.whole: dict[int, list[GroupedRun]] = {}  # the runs of a string not ASCII
+        # Per string with runs, in order: (its index, the spans of its runs with each one's
+        # join as bytes, for ASCII; None and all its runs, for a string that is not ASCII).
+        self.items: list[tuple[int, list[tuple[int, int, bytes]] | None, list[GroupedRun]]] = []
+        self.built: dict[tuple[int, int], GroupedRun] | None = None  # None: items not found yet
+
+    def _find(self) -> None:
+        for index, leaf in enumerate(self.leaves):
+            if leaf.isascii():
+                spans = ascii_run_spans(leaf)
+                if spans:
+                    # A run's join: its text lower-cased without white space, brackets and
+                    # -_.:/#\+ (ascii_grouped_run).
+                    lowered = leaf.encode().lower()
+                    joins = [(a, b, lowered[a:b].translate(None, _ASCII_BARE)) for a, b in spans]
+                    self.items.append((index, joins, []))
+            else:
+                runs = grouped_runs(leaf)
+                if runs:
+                    self.items.append((index, None, runs))
+        self.built = {}
+
+    def found(self) -> bool:
+        """Whether any argument string holds a grouped run."""
+        if self.built is None:
+            self._find()
+        return bool(self.items)
 
     def __call__(self, needles: Sequence[str]) -> list[GroupedRun]:
+        built = self.built
+        if built is None:
+            self._find()
+            built = self.built
+            assert built is not None
+        if not self.items:
+            return []
         out: list[GroupedRun] = []
-        leaves = self.leaves
-        bares = self.bare
-        if bares is None:
-            bares = self.bare = [
-                leaf.encode().lower().translate(None, _ASCII_BARE) if leaf.isascii() else None
-                for leaf in leaves
-            ]
-        # A needle not ASCII is in no ASCII string, in either form.
+        # A needle not ASCII is in no ASCII join, in either form.
         keys = [needle.encode("utf-8", "surrogatepass") for needle in needles]
-        for index, bare in enumerate(bares):
-            if bare is None:
-                runs = self.whole.get(index)
-                if runs is None:
-                    runs = self.whole[index] = grouped_runs(leaves[index])
+        for index, joins, runs in self.items:
+            if joins is None:
                 out.extend(runs)
                 continue
-            for key in keys:
-                if key in bare:
-                    break
-            else:
-                continue
-            spans = self.spans.get(index)
-            if spans is None:
-                leaf = leaves[index]
-                lowered = leaf.encode().lower()
-                spans = self.spans[index] = [
-                    (start, end, lowered[start:end].translate(None, _ASCII_BARE))
-                    for start, end in ascii_run_spans(leaf)
-                ]
-            for number, (start, end, joined) in enumerate(spans):
+            for number, (start, end, joined) in enumerate(joins):
                 for key in keys:
                     if key in joined:
                         break
                 else:
                     continue
-                run = self.built.get((index, number))
+                run = built.get((index, number))
                 if run is None:
-                    run = self.built[index, number] = ascii_grouped_run(leaves[index], start, end)
+                    run = built[index, number] = ascii_grouped_run(self.leaves[index], start, end)
                 out.append(run)
         return out
 
@@ -1235,14 +1239,15 @@ def _count_and_first(
 def fast_best_near_miss(
     expected: _Expected,
     tokens: Sequence[_Token],
-    runs: Callable[[Sequence[str]], list[GroupedRun]] = lambda _: [],
+    runs: Callable[[Sequence[str]], list[GroupedRun]] | None = None,
 ) -> NearMiss | None:
     """`core.nearmiss.best_near_miss` over pre-tokenised, pre-folded argument text.
 
     Same answer (tests/test_audit_fastload.py checks it against the original): the first
     token with the lowest (difference rank, distance), or a value written in groups over
     several tokens (`runs`: the texts' `grouped_runs`, asked for only when such a near miss
-    could still win); it only skips work that cannot match.
+    could still win; None when the texts hold no grouped run); it only skips work that
+    cannot match.
     """
     best: NearMiss | None = None
     best_key = (9, 0)
@@ -1268,7 +1273,7 @@ def fast_best_near_miss(
             best, best_key = miss, key
             if key[0] == 0:
                 return best
-    if not expected.grouped:
+    if runs is None or not expected.grouped:
         return best  # core.nearmiss.with_grouped would look no further
     return _with_grouped(best, expected, runs)
 
