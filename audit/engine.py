@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
@@ -62,16 +62,19 @@ from lexkeep.core.nearmiss import (
     Difference,
     GroupedRun,
     NearMiss,
+    ascii_grouped_run,
+    ascii_run_spans,
     bounded_distance,
     candidates,
     date_near_miss,
     fold,
+    grouped_edit_search,
+    grouped_near_miss,
     grouped_runs,
     is_kept,
     skeleton,
     textual_date,
     typed_day,
-    with_grouped,
 )
 from lexkeep.core.store import Store, default_db_path
 
@@ -986,7 +989,7 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
             key = (row[4], row[12])
             day = dated.get(key)
             if day is None:
-                day = dated[key] = dataclasses.replace(want, when=typed_day(row[12]))
+                day = dated[key] = want._replace(when=typed_day(row[12]))
             want = day
         wanted[rid] = want
         for probe in _skeleton_probes(want.skeleton):  # near_probes(value)
@@ -1010,7 +1013,9 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
         tokens = _leaf_tokens(leaves, forms)
         if not tokens:
             continue
-        runs = _GroupedLeaves(leaves)
+        runs: _GroupedLeaves | None = _GroupedLeaves(leaves)
+        if not runs.found():
+            runs = None  # no grouped run in any argument: no grouped near miss to look for
         for rid in call_rids:
             if rid in settled:
                 continue
@@ -1032,41 +1037,74 @@ _Token = tuple[str, str, str]
 
 
 class _GroupedLeaves:
-    """The grouped token runs (`core.nearmiss.grouped_runs`) of a call's argument strings,
-    computed per string on first use and only for strings that hold one of the needles (the
-    value's skeleton, or pieces that any edit of it leaves whole): most identifiers find
-    their near miss, or none, without them."""
+    """The grouped token runs (`core.nearmiss.grouped_runs`) of a call's argument strings
+    that may hold one of the needles (the value's skeleton, or pieces that any edit of it
+    leaves whole), in order. Found when first asked for: most identifiers find their near
+    miss, or none, without them, and most calls hold no run at all. In ASCII strings only
+    the runs whose join holds a needle are built and given: `grouped_near_miss` and
+    `grouped_edit_search` pass over the others, and keep the order of those left."""
 
-    __slots__ = ("bare", "leaves", "runs")
+    __slots__ = ("built", "items", "leaves")
 
     def __init__(self, leaves: list[str]) -> None:
         self.leaves = leaves
-        # An ASCII string folded without separators (lower case, no white space, no
-        # -_.:/#\+()): a grouped near miss's skeleton is a substring of it. None: not ASCII,
-        # always searched (NFKC may join characters across a token's edge).
-        self.bare = [leaf.lower().translate(_ASCII_BARE) if leaf.isascii() else None
-                     for leaf in leaves]  # fmt: skip
-        self.runs: dict[int, list[GroupedRun]] = {}
+        # Per string with runs, in order: (its index, the spans of its runs with each one's
+        # join as bytes, for ASCII; None and all its runs, for a string that is not ASCII).
+        self.items: list[tuple[int, list[tuple[int, int, bytes]] | None, list[GroupedRun]]] = []
+        self.built: dict[tuple[int, int], GroupedRun] | None = None  # None: items not found yet
+
+    def _find(self) -> None:
+        for index, leaf in enumerate(self.leaves):
+            if leaf.isascii():
+                spans = ascii_run_spans(leaf)
+                if spans:
+                    # A run's join: its text lower-cased without white space, brackets and
+                    # -_.:/#\+ (ascii_grouped_run).
+                    lowered = leaf.encode().lower()
+                    joins = [(a, b, lowered[a:b].translate(None, _ASCII_BARE)) for a, b in spans]
+                    self.items.append((index, joins, []))
+            else:
+                runs = grouped_runs(leaf)
+                if runs:
+                    self.items.append((index, None, runs))
+        self.built = {}
+
+    def found(self) -> bool:
+        """Whether any argument string holds a grouped run."""
+        if self.built is None:
+            self._find()
+        return bool(self.items)
 
     def __call__(self, needles: Sequence[str]) -> list[GroupedRun]:
+        built = self.built
+        if built is None:
+            self._find()
+            built = self.built
+            assert built is not None
+        if not self.items:
+            return []
         out: list[GroupedRun] = []
-        for index, leaf in enumerate(self.leaves):
-            bare = self.bare[index]
-            if bare is not None:
-                for needle in needles:
-                    if needle in bare:
+        # A needle not ASCII is in no ASCII join, in either form.
+        keys = [needle.encode("utf-8", "surrogatepass") for needle in needles]
+        for index, joins, runs in self.items:
+            if joins is None:
+                out.extend(runs)
+                continue
+            for number, (start, end, joined) in enumerate(joins):
+                for key in keys:
+                    if key in joined:
                         break
                 else:
                     continue
-            runs = self.runs.get(index)
-            if runs is None:
-                runs = self.runs[index] = grouped_runs(leaf)
-            out.extend(runs)
+                run = built.get((index, number))
+                if run is None:
+                    run = built[index, number] = ascii_grouped_run(self.leaves[index], start, end)
+                out.append(run)
         return out
 
 
 # ASCII white space (what `regex`'s \s matches there) and the separators of a skeleton.
-_ASCII_BARE = str.maketrans("", "", " \t\n\v\f\r-_.:/#\\+()")
+_ASCII_BARE = b" \t\n\v\f\r-_.:/#\\+()"
 
 
 def _call_tokens(raw: str, kind: str, forms: dict[str, _Token]) -> list[_Token]:
@@ -1106,8 +1144,9 @@ _ASCII_TOKEN = re.compile(r"[A-Za-z0-9\-_.:/#\\@+~]+")
 _ASCII_SEPARATORS = str.maketrans("", "", "-_.:/#\\+()")
 
 
-@dataclass(frozen=True, slots=True)
-class _Expected:
+class _Expected(NamedTuple):
+    """A value's forms for the near-miss search (a tuple: one is built per audited value)."""
+
     value: str
     folded: str
     skeleton: str
@@ -1115,20 +1154,30 @@ class _Expected:
     sizes: frozenset[int]  # see _skeleton_sizes
     date: tuple[int | None, int, int] | None = None  # core.nearmiss.textual_date
     when: datetime.date | None = None  # the day it was typed (core.nearmiss.typed_day)
+    grouped: bool = False  # core.nearmiss.may_be_grouped(skeleton)
+    edited: bool = False  # core.nearmiss.may_be_edited(skeleton)
 
     @classmethod
     def of(cls, value: str) -> _Expected:
         """`value`'s forms (`when` is set apart, for a date typed without a year only)."""
         folded, skel = _value_forms(value)
+        size = len(skel)
         pieces: tuple[tuple[str, int], ...] = ()
-        if len(skel) >= 6:
-            count = 3 if len(skel) < 12 else 5
-            size = len(skel) // count
-            pieces = tuple((skel[i * size : (i + 1) * size], i * size) for i in range(count))
+        if size >= 6:
+            step = size // (3 if size < 12 else 5)
+            pieces = tuple(
+                [(skel[i : i + step], i) for i in range(0, step * (3 if size < 12 else 5), step)]
+            )
         date = textual_date(value) if _DIGIT_IN.search(value) else None
-        return cls(value, folded, skel, pieces, _skeleton_sizes(len(skel)), date)
+        # may_be_grouped and may_be_edited: 4 and 6 characters or more, with an ASCII digit
+        # and at least half ASCII digits.
+        digits = size - len(skel.translate(_NO_ASCII_DIGITS))
+        grouped = size >= 4 and digits > 0
+        edited = size >= 6 and 2 * digits >= size
+        return cls(value, folded, skel, pieces, _skeleton_sizes(size), date, None, grouped, edited)
 
 
+_NO_ASCII_DIGITS = str.maketrans("", "", "0123456789")
 _DIGIT_IN = re.compile("[0-9]")
 
 
@@ -1190,14 +1239,15 @@ def _count_and_first(
 def fast_best_near_miss(
     expected: _Expected,
     tokens: Sequence[_Token],
-    runs: Callable[[Sequence[str]], list[GroupedRun]] = lambda _: [],
+    runs: Callable[[Sequence[str]], list[GroupedRun]] | None = None,
 ) -> NearMiss | None:
     """`core.nearmiss.best_near_miss` over pre-tokenised, pre-folded argument text.
 
     Same answer (tests/test_audit_fastload.py checks it against the original): the first
     token with the lowest (difference rank, distance), or a value written in groups over
     several tokens (`runs`: the texts' `grouped_runs`, asked for only when such a near miss
-    could still win); it only skips work that cannot match.
+    could still win; None when the texts hold no grouped run); it only skips work that
+    cannot match.
     """
     best: NearMiss | None = None
     best_key = (9, 0)
@@ -1223,7 +1273,34 @@ def fast_best_near_miss(
             best, best_key = miss, key
             if key[0] == 0:
                 return best
-    return with_grouped(best, value, want, runs)
+    if runs is None or not expected.grouped:
+        return best  # core.nearmiss.with_grouped would look no further
+    return _with_grouped(best, expected, runs)
+
+
+def _with_grouped(
+    best: NearMiss | None,
+    expected: _Expected,
+    runs: Callable[[Sequence[str]], list[GroupedRun]],
+) -> NearMiss | None:
+    """`core.nearmiss.with_grouped` for a value that may be grouped, with the value's tests
+    done once (`_Expected`) and no search of texts that hold none of the needles."""
+    if best is not None and _RANK[best.difference] < _RANK[Difference.SEPARATOR]:
+        return best
+    value, want = expected.value, expected.skeleton
+    found = runs((want,))
+    grouped = grouped_near_miss(value, want, found) if found else None
+    if grouped is not None and (best is None or _RANK[grouped.difference] < _RANK[best.difference]):
+        return grouped
+    if best is not None and _RANK[best.difference] <= _RANK[Difference.TRUNCATED]:
+        return best  # a grouped truncation or edit would not rank before it
+    if not expected.edited:
+        return best  # no texts to split into runs
+    found = runs([piece for piece, _offset in expected.pieces])  # edit_pieces(want)
+    grouped = grouped_edit_search(value, want, found) if found else None
+    if grouped is not None and (best is None or _RANK[grouped.difference] < _RANK[best.difference]):
+        return grouped
+    return best
 
 
 _RANK = {

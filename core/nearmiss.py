@@ -45,6 +45,8 @@ _ASCII_GROUPS = re.compile(
     r"(?:[ \t\n\v\f\r()]++[A-Za-z0-9\-_.:/#\\@+~]++)+"
 )
 _ASCII_DIGIT_RE = re.compile("[0-9]")
+# What joins two tokens of a grouped run in ASCII text (`regex`'s \s there, and brackets).
+_ASCII_GAP = re.compile(r"[ \t\n\v\f\r()]")
 _ANY_DIGIT = regex.compile(r"\p{N}")
 _ASCII_TOKEN = re.compile(r"[A-Za-z0-9\-_.:/#\\@+~]+")
 _ASCII_SEPARATORS = str.maketrans("", "", "-_.:/#\\+")
@@ -322,19 +324,31 @@ def grouped_runs(text: str) -> list[GroupedRun]:
     # nor bracket, so its separators are -_.:/#\+.
     # A run without a digit is left out: only values with a digit are looked for in groups
     # (may_be_grouped), and a run's skeleton holds the digits of its text.
-    out = []
-    token = _ASCII_TOKEN.finditer
+    return [ascii_grouped_run(text, start, end) for start, end in ascii_run_spans(text)]
+
+
+def ascii_run_spans(text: str) -> list[tuple[int, int]]:
+    """Where the runs of `grouped_runs(text)` lie, for ASCII `text` (cheaper than the runs:
+    a caller may build only those it needs, with `ascii_grouped_run`)."""
+    if _ASCII_GAP.search(text) is None:
+        return []  # nothing can join two tokens
     has_digit = _ASCII_DIGIT_RE.search
+    out = []
     for run in _ASCII_GROUPS.finditer(text):
         start, end = run.span()
-        if has_digit(text, start, end) is None:
-            continue
-        tokens = tuple(
-            (m.start(), m.end(), m.group().lower().translate(_ASCII_SEPARATORS))
-            for m in token(text, start, end)
-        )
-        out.append(_grouped_run(text, tokens))
+        if has_digit(text, start, end) is not None:
+            out.append((start, end))
     return out
+
+
+def ascii_grouped_run(text: str, start: int, end: int) -> GroupedRun:
+    """The GroupedRun of ASCII `text` at a span given by `ascii_run_spans`. Its join is
+    text[start:end] lower-cased without white space, brackets and -_.:/#\\+."""
+    tokens = tuple(
+        (m.start(), m.end(), m.group().lower().translate(_ASCII_SEPARATORS))
+        for m in _ASCII_TOKEN.finditer(text, start, end)
+    )
+    return _grouped_run(text, tokens)
 
 
 def _grouped_runs(text: str) -> list[GroupedRun]:
@@ -483,6 +497,11 @@ def grouped_edit_near_miss(expected: str, want: str, runs: list[GroupedRun]) -> 
     """
     if not may_be_edited(want):
         return None
+    return grouped_edit_search(expected, want, runs)
+
+
+def grouped_edit_search(expected: str, want: str, runs: list[GroupedRun]) -> NearMiss | None:
+    """`grouped_edit_near_miss` for a value already known to pass `may_be_edited(want)`."""
     limit = 1 if len(want) < 12 else 2
     pieces = edit_pieces(want)
     lo_len, hi_len = len(want) - limit, len(want) + limit

@@ -20,17 +20,34 @@ from hypothesis import strategies as st
 
 from lexkeep.audit import render as render_module
 from lexkeep.audit.engine import (
+    _ASCII_BARE,
     _FOLDED_ARGS,
     _SURE_CALL,
     _SURE_VALUE,
     _call_tokens,
     _Expected,
+    _GroupedLeaves,
     _value_forms,
     decode_arguments,
+    fast_best_near_miss,
     run_audit,
 )
 from lexkeep.audit.render import render
-from lexkeep.core.nearmiss import candidates, classify, fold, is_kept, skeleton
+from lexkeep.core.nearmiss import (
+    _grouped_runs,
+    ascii_grouped_run,
+    ascii_run_spans,
+    best_near_miss,
+    candidates,
+    classify,
+    edit_pieces,
+    fold,
+    grouped_runs,
+    is_kept,
+    may_be_edited,
+    may_be_grouped,
+    skeleton,
+)
 
 
 @functools.cache
@@ -347,3 +364,50 @@ def test_a_near_miss_hidden_by_json_escapes_is_found(tmp_path):
         report = _audit_lines(tmp_path, lines, fast=fast)
         got = [(f.value, f.verdict.value) for f in report.findings]
         assert got == [("ORD_448812", "altered")], (fast, got)
+
+
+# -- the near-miss search's shortcuts (grouped values) -----------------------------------------
+
+_GROUP_TEXT = st.text(
+    st.sampled_from("0123456789abXY-_./#:\\+@~ \t\n\x0b\x0c\r()=,\"'"), max_size=40
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=st.text(st.sampled_from("0123456789abcXYZ-_./# ()٣é"), max_size=24))
+def test_expected_value_tests_equal_the_nearmiss_ones(value):
+    """`_Expected.of` answers may_be_grouped, may_be_edited and edit_pieces once per value."""
+    expected = _Expected.of(value)
+    want = skeleton(value)
+    assert expected.grouped == may_be_grouped(want)
+    assert expected.edited == (may_be_grouped(want) and may_be_edited(want))
+    assert expected.pieces == edit_pieces(want)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_GROUP_TEXT)
+@example("call +1 (555) 010-9999 or DE89 3704 0044 0532 0130 00 (x)")
+def test_ascii_run_spans_build_the_grouped_runs(text):
+    """grouped_runs of ASCII text = ascii_grouped_run at each of ascii_run_spans, and each
+    run's join is its span folded as `_GroupedLeaves` folds a whole string."""
+    spans = ascii_run_spans(text)
+    runs = grouped_runs(text)
+    assert [ascii_grouped_run(text, start, end) for start, end in spans] == runs
+    assert runs == _grouped_runs(text)  # the `regex` path, for any text
+    for (start, end), run in zip(spans, runs, strict=True):
+        assert text[start:end].encode().lower().translate(None, _ASCII_BARE) == run[2].encode()
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    value=st.text(st.sampled_from("0123456789ab -()"), min_size=4, max_size=16),
+    texts=st.lists(_GROUP_TEXT | st.just("+1 (555) 010-9999 é"), max_size=3),
+)
+@example("+15550109999", ["+1 (555) 010-9998 and +1 (555) 010-9999"])
+@example("DE89 3704 0044 0532 0130 00", ["iban DE89 3704 0044 0532 0131 00"])
+def test_near_miss_with_grouped_leaves_equals_best_near_miss(value, texts):
+    """The audit's lazy grouped runs (only those whose join holds a needle) give the same
+    near miss as core.nearmiss.best_near_miss over every run of the texts."""
+    tokens = [(t, fold(t), skeleton(t)) for text in texts for t in candidates(text)]
+    got = fast_best_near_miss(_Expected.of(value), tokens, _GroupedLeaves(list(texts)))
+    assert got == best_near_miss(value, texts)
