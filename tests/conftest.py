@@ -392,3 +392,41 @@ def on_terminal(
     if check:
         assert code == 0, b"".join(chunks).decode(errors="replace")
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())
+
+
+GENERATE = REPO / "benchmarks" / "generate.py"
+
+
+@pytest.fixture(scope="session")
+def generated(tmp_path_factory: pytest.TempPathFactory):
+    """`generated(fmt, size, seed=7)`: the folder `benchmarks/generate.py` writes for those
+    arguments, made once per run and shared by the tests and test processes that ask for the
+    same (the generator is deterministic). Read it only: copy what a test changes."""
+    import fcntl
+    import shutil
+
+    base = tmp_path_factory.getbasetemp()
+    # pytest-xdist gives each test process a folder in the run's own: share that one.
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cache = root / "generated"
+    cache.mkdir(exist_ok=True)
+
+    def make(fmt: str, size: str, seed: int = 7) -> Path:
+        out = cache / f"{fmt}-{size}-{seed}"
+        with open(cache / f"{out.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be making it
+            if not out.is_dir():
+                part = cache / f"{out.name}.part"
+                shutil.rmtree(part, ignore_errors=True)
+                args = ["--format", fmt, "--size", size, "--seed", str(seed), "--out", str(part)]
+                made = subprocess.run(
+                    [sys.executable, str(GENERATE), *args],
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                )
+                assert made.returncode == 0, made.stderr
+                part.rename(out)
+        return out
+
+    return make

@@ -145,7 +145,7 @@ _PIECES = [*'INV-2025_ab:/#.\\"{}[], \n\tél0\u00e9', "\\n", "\\u0041", '\\"', "
 _TEXT = st.lists(st.sampled_from(_PIECES), max_size=12).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     value=st.sampled_from(["INV-25", "ab", "2025", "a:b", "l0", "a", "e", "true", "日本-42"]),
     parts=st.lists(_TEXT, max_size=4),
@@ -314,7 +314,7 @@ _ARGS = st.dictionaries(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(_JSON | _ARGS | st.dictionaries(st.text(max_size=3), _JSON | _ARGS))
 @example({"command": ["bash", "-lc", "x"], "cwd": "/srv", "n": 3})
 def test_decoded_leaves_follow_the_document_order(value):

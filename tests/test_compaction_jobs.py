@@ -78,9 +78,9 @@ def test_claim_refuses_incomplete_or_duplicate_source_ids(store):
     assert store.con.execute("SELECT count(*) FROM compactions").fetchone()[0] == 0
 
 
-def test_eight_threads_with_own_connections_race_50_times_one_winner_each(store):
-    build(store, {f"c{i}": 30 for i in range(50)})
-    for rep in range(50):
+def test_eight_threads_with_own_connections_race_20_times_one_winner_each(store):
+    build(store, {f"c{i}": 30 for i in range(20)})
+    for rep in range(20):
         ident = ident_for(store, f"c{rep}")
         cons = [store.con.cursor() for _ in range(8)]
         results: list = [None] * 8
@@ -101,8 +101,8 @@ def test_eight_threads_with_own_connections_race_50_times_one_winner_each(store)
         assert len(winners) == 1, (rep, results)
         assert all(r.reason == "running" for r in results if isinstance(r, jobs.Refusal))
     rows = store.con.execute("SELECT count(*), sum(attempts) FROM compactions").fetchone()
-    assert rows == (50, 50)
-    assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone()[0] == 50
+    assert rows == (20, 20)
+    assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone()[0] == 20
 
 
 def test_a_lost_race_is_reported_not_raised(store):

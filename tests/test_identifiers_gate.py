@@ -88,7 +88,7 @@ _TOKENS = st.sampled_from(_WORDS).flatmap(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(_TOKENS, max_size=8).map("".join))
 def test_fast_reject_never_hides_a_window(text: str) -> None:
     plan = _plan(default_rules())

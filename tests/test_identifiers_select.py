@@ -136,13 +136,13 @@ _PIECE_TEXTS = st.lists(
 
 
 @needs_selector
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(_PIECE_TEXTS)
 def test_selected_equals_reference_on_generated_texts(text: str) -> None:
     assert selected(text) == reference(text), text
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(_PIECE_TEXTS)
 def test_windowed_equals_reference_on_generated_texts(text: str) -> None:
     assert windowed(text) == reference(text), text
@@ -169,7 +169,7 @@ _WIDE_TEXTS = st.lists(
 
 
 @needs_selector
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(_WIDE_TEXTS)
 def test_selected_equals_reference_on_non_ascii_mixes(text: str) -> None:
     assert selected(text) == reference(text), text
@@ -237,7 +237,7 @@ def segmented(text: str) -> tuple[Identifier, ...]:
 
 
 @needs_selector
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.lists(_PIECE_TEXTS, min_size=40, max_size=80).map("\n".join))
 def test_segmented_equals_reference_on_long_generated_texts(text: str) -> None:
     assert segmented(text) == reference(text)
@@ -499,7 +499,7 @@ def test_user_kinds_are_found_the_same_on_every_path(text: str) -> None:
     assert all(found == paths["reference"] for found in paths.values()), paths
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(st.lists(_USER_TEXTS, min_size=60, max_size=120).map("\n".join))
 def test_user_kinds_in_long_texts_are_found_the_same_on_every_path(text: str) -> None:
     paths = every_path(text, user_rules())

@@ -38,7 +38,6 @@ from lexkeep.core.store import Store
 RULES = replace(default_rules(), timeout=10.0)
 
 REPO = Path(__file__).resolve().parent.parent
-GENERATE = REPO / "benchmarks" / "generate.py"
 INVOICE = REPO / "tests" / "fixtures" / "lexkeep" / "invoice.jsonl"
 
 
@@ -77,17 +76,6 @@ def _ingest_both(
     return rows[0], rows[1], counts[0], counts[1]
 
 
-def _generate(out: Path, fmt: str, size: str = "2MB") -> Path:
-    proc = subprocess.run(
-        [sys.executable, str(GENERATE), "--format", fmt, "--size", size, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return out
-
-
 @pytest.mark.parametrize("folder", ["claude-code-log", "apollo-tau-bench"])
 def test_real_folders_ingest_the_same_read_ahead(tmp_path, counted_takes, folder):
     path = shared_data() / folder
@@ -99,8 +87,10 @@ def test_real_folders_ingest_the_same_read_ahead(tmp_path, counted_takes, folder
 
 
 @pytest.mark.parametrize("fmt", ["claude", "codex"])
-def test_generated_dumps_ingest_the_same_read_ahead_lean_or_not(tmp_path, counted_takes, fmt):
-    dump = _generate(tmp_path / "dump", fmt)
+def test_generated_dumps_ingest_the_same_read_ahead_lean_or_not(
+    tmp_path, counted_takes, fmt, generated
+):
+    dump = generated(fmt, "2MB")
     for lean in (False, True):
         ahead, here, counts_ahead, counts_here = _ingest_both(
             tmp_path / str(lean), [str(dump)], lean=lean
@@ -148,10 +138,10 @@ def test_files_ingested_before_are_read_in_place(tmp_path, counted_takes):
 # -- the lean store of an audit ------------------------------------------------------------
 
 
-def test_lean_ingest_keeps_what_the_audit_reads(tmp_path):
+def test_lean_ingest_keeps_what_the_audit_reads(tmp_path, generated):
     """Users' messages, tool calls, boundaries, conversations and identifiers as a full ingest
     writes them (positions count every record); no tool results, runs or other messages."""
-    dump = _generate(tmp_path / "dump", "claude", "1MB")
+    dump = generated("claude", "1MB")
     paths = [str(dump), str(INVOICE)]
     got = {}
     reports = {}
@@ -390,8 +380,8 @@ def test_lean_store_without_keys_forgets_the_keys_of_a_group_rolled_back(tmp_pat
 
 
 @pytest.mark.parametrize("fmt", ["claude", "codex"])
-def test_lean_store_without_keys_holds_the_same_rows(tmp_path, counted_takes, fmt):
-    dump = _generate(tmp_path / "dump", fmt)
+def test_lean_store_without_keys_holds_the_same_rows(tmp_path, counted_takes, fmt, generated):
+    dump = generated(fmt, "2MB")
     unkeyed, keyed = _lean_both(tmp_path, [str(dump)])
     assert unkeyed.pop("keys") == 0
     assert unkeyed == {k: v for k, v in keyed.items() if k != "keys"}
@@ -425,10 +415,10 @@ def test_lean_store_without_keys_on_real_claude_sessions(
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
-def test_workers_end_when_the_ingest_is_killed(tmp_path, how):
+def test_workers_end_when_the_ingest_is_killed(tmp_path, how, generated):
     """A CI timeout kills `lexkeep ingest` while its workers read ahead: they end with it
     instead of waiting for ever on their task pipe, holding the command's output open."""
-    folder = _generate(tmp_path / "dump", "claude", "12MB") / "projects"
+    folder = generated("claude", "12MB") / "projects"
     env = {**os.environ, "LEXKEEP_READ_WORKERS": "2"}
     proc = subprocess.Popen(
         [

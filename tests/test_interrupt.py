@@ -21,37 +21,29 @@ from conftest import children_of, left_running
 from lexkeep.core.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
-GENERATE = REPO / "benchmarks" / "generate.py"
+
+
+# `lexkeep` run as its entry point does, with the ingest's groups committed every 2 MB
+# instead of 64 MB: a folder of a few MB then has a group committed and the next in flight.
+SMALL_GROUPS = (
+    "import sys; from lexkeep.core import ingest; ingest.GROUP_BYTES = 2 << 20; "
+    "from lexkeep.cli.main import main; sys.argv[0] = 'lexkeep'; main()"
+)
 
 
 @pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
-def test_ctrl_c_during_a_folder_ingest(tmp_path: Path) -> None:
-    dump = tmp_path / "dump"
-    made = subprocess.run(
-        [sys.executable, str(GENERATE), "--format", "claude", "--size", "96MB", "--out", str(dump)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert made.returncode == 0, made.stderr
+def test_ctrl_c_during_a_folder_ingest(tmp_path: Path, generated) -> None:
+    dump = generated("claude", "12MB")
     db = tmp_path / "s.duckdb"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lexkeep.cli.main",
-            "ingest",
-            str(dump / "projects"),
-            "--db",
-            str(db),
-        ],
+        [sys.executable, "-c", SMALL_GROUPS, "ingest", str(dump / "projects"), "--db", str(db)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
     assert proc.stderr is not None
-    # Files are listed as their group commits (64 MB): the first line means a second group
-    # is being read, extracted or written, with its workers running.
+    # Files are listed as their group commits: the first line means a second group is being
+    # read, extracted or written, with its workers running.
     first = proc.stderr.readline()
     assert b": ingested (claude)" in first, first
     os.killpg(proc.pid, signal.SIGINT)
@@ -62,7 +54,9 @@ def test_ctrl_c_during_a_folder_ingest(tmp_path: Path) -> None:
     with Store.open(str(db), read_only=True) as store:
         runs = store.con.execute("SELECT count(*), sum(messages) FROM ingest_runs").fetchone()
         rows = store.con.execute("SELECT count(*) FROM messages").fetchone()[0]
+        files = store.con.execute("SELECT count(DISTINCT path) FROM ingest_runs").fetchone()[0]
     assert runs[0] > 0 and rows == runs[1]  # whole groups only: every file's rows or none
+    assert files < len(list((dump / "projects").rglob("*.jsonl")))  # stopped midway
 
 
 def _lexkeep(args: list[str], **kwargs) -> subprocess.Popen:
@@ -119,17 +113,10 @@ def test_a_stopped_ingest_prints_the_totals_of_what_was_stored(
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
-def test_sigterm_to_the_group_during_a_folder_ingest(tmp_path: Path) -> None:
+def test_sigterm_to_the_group_during_a_folder_ingest(tmp_path: Path, generated) -> None:
     """`timeout` and systemd signal the whole group: the reading workers too. They leave the
     stop to the command, which ends them, stores whole groups only and exits 143."""
-    dump = tmp_path / "dump"
-    made = subprocess.run(
-        [sys.executable, str(GENERATE), "--format", "claude", "--size", "48MB", "--out", str(dump)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert made.returncode == 0, made.stderr
+    dump = generated("claude", "12MB")
     db = tmp_path / "s.duckdb"
     env = {**os.environ, "LEXKEEP_READ_WORKERS": "2"}
     proc = _lexkeep(["ingest", str(dump / "projects"), "--db", str(db)], env=env)

@@ -576,6 +576,13 @@ def test_temp_folder_is_listed_for_stale_spill_folders_once_per_process(tmp_path
     assert not (tmp_path / "lexkeep-spill-second").exists()  # the next process removes it
 
 
+@pytest.fixture(scope="module")
+def reorder_store():
+    """One in-memory store for every example below (each empties its messages first)."""
+    with Store.open(None) as store:
+        yield store
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     lines=st.lists(
@@ -583,12 +590,15 @@ def test_temp_folder_is_listed_for_stale_spill_folders_once_per_process(tmp_path
     ),
     order=st.randoms(use_true_random=False),
 )
-def test_restore_file_order_moves_only_lines_read_again(lines, order):
+def test_restore_file_order_moves_only_lines_read_again(lines, order, reorder_store):
     """Records stored in timeline order, some of whose lines were skipped and read again later
     (appended after everything, in any order): each file ends in its line order on the same
     positions, the records stored first keep their order, and one file ends as one ingest of
     it would have stored it."""
     from lexkeep.core.store import restore_file_order
+
+    store = reorder_store
+    store.con.execute("DELETE FROM messages")  # the last example's conversation
 
     line_of: dict[str, int] = {}
     timeline = []  # (file, line) in the order the files were first read
@@ -598,23 +608,22 @@ def test_restore_file_order_moves_only_lines_read_again(lines, order):
     late = [rec for rec, (_, skipped) in zip(timeline, lines, strict=True) if skipped]
     order.shuffle(late)
     stored = [rec for rec in timeline if rec not in late] + late
-    with Store.open(None) as store:
-        store.bulk_insert(
-            "messages",
-            None,
-            [
-                (f"{f}:{n}", "c1", None, pos, "user", "user_text", "completed", "x", None, f, n)
-                for pos, (f, n) in enumerate(stored)
-            ],
-        )
-        restore_file_order(store.con, ["c1"])
-        got = [
-            (f, n)
-            for f, n in store.con.execute(
-                "SELECT source_file, source_line FROM messages WHERE conversation_id = 'c1'"
-                " ORDER BY position"
-            ).fetchall()
-        ]
+    store.bulk_insert(
+        "messages",
+        None,
+        [
+            (f"{f}:{n}", "c1", None, pos, "user", "user_text", "completed", "x", None, f, n)
+            for pos, (f, n) in enumerate(stored)
+        ],
+    )
+    restore_file_order(store.con, ["c1"])
+    got = [
+        (f, n)
+        for f, n in store.con.execute(
+            "SELECT source_file, source_line FROM messages WHERE conversation_id = 'c1'"
+            " ORDER BY position"
+        ).fetchall()
+    ]
     assert sorted(got) == sorted(stored)  # the same positions, each used once
     for file in ("a.jsonl", "b.jsonl"):
         of_file = [n for f, n in got if f == file]
