@@ -249,6 +249,30 @@ def test_audit_table_on_an_80_column_terminal_keeps_every_column():
     assert max(len(line) for line in out.splitlines()) <= 80
 
 
+def _colours(text: str) -> set[int]:
+    """The foreground and background colour codes among `text`'s SGR sequences."""
+    import re
+
+    codes = set()
+    for params in re.findall(r"\x1b\[([0-9;]*)m", text):
+        codes |= {int(p) for p in params.split(";") if p}
+    return {c for c in codes if 30 <= c <= 49 or 90 <= c <= 107}
+
+
+def test_audit_table_on_a_terminal_honours_no_color():
+    """NO_COLOR (no-color.org) asks every program for no colour: the audit's table printed
+    its verdicts and its FAIL line red and yellow all the same, where `stats`, `show` and the
+    progress bars left colour out."""
+    args = ["audit", str(SAMPLE_TRACES)]
+    coloured = on_terminal(args, cols=120, stream="stdout", check=False, raw=True)
+    assert _colours(coloured), coloured  # red FAIL line: the terminal does get colour
+    plain = on_terminal(
+        args, cols=120, stream="stdout", check=False, raw=True, env={"NO_COLOR": "1"}
+    )
+    assert "FAIL:" in plain and "INV-2025-08-44719" in plain, plain
+    assert not _colours(plain), plain
+
+
 def test_extract_table_on_a_narrow_terminal_never_cuts_a_value():
     url = "https://registry.example.test/pkg/left-pad/-/left-pad-1.3.0.tgz"
     out = on_terminal(["extract", f"see {url} now"], cols=60, stream="stdout", check=False)
