@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lexkeep.core.config import check_keys, load_section
+from lexkeep.core.config import check_keys, load_section, output_format
 from lexkeep.core.errors import ConfigError
 
 FORMATS = ("table", "json", "junit", "github", "markdown", "html")
@@ -131,14 +131,7 @@ def _parse(name: str, raw: Any, where: str, path: str | None) -> Any:
                 )
         return kinds
     if name == "format":
-        value = str(raw).strip().lower()
-        if value not in FORMATS:
-            raise ConfigError(
-                f"{where}: unknown format {raw!r}",
-                path=path,
-                hint="choose from: " + ", ".join(FORMATS),
-            )
-        return value
+        return output_format(raw, FORMATS, where, path)
     # booleans: exit_zero, redact
     if isinstance(raw, bool):
         return raw

@@ -273,11 +273,11 @@ def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines() or [""])
 
 
-def _check_output(fmt: str) -> None:
-    if fmt not in ("text", "json"):
-        from lexkeep.core.errors import ConfigError
+def _check_output(fmt: str) -> str:
+    """--format of `stats` and `show`: text or json (`table` names text too)."""
+    from lexkeep.core.config import output_format
 
-        raise ConfigError(f"unknown --format {fmt!r}", hint="use text or json")
+    return output_format(fmt, ("text", "json"))
 
 
 _WHAT = ("message", "tool call")
@@ -446,7 +446,7 @@ def register(app: typer.Typer) -> None:
         from lexkeep.core.inspect import stats
         from lexkeep.core.store import Store
 
-        _check_output(format)
+        format = _check_output(format)
         # read-only: a mistyped --db is an error, not a new empty store that reports zeros
         with Store.open(db_path(db), read_only=True) as store:
             report = stats(store)
@@ -475,7 +475,7 @@ def register(app: typer.Typer) -> None:
         from lexkeep.core.inspect import show
         from lexkeep.core.store import Store
 
-        _check_output(format)
+        format = _check_output(format)
         with Store.open(db_path(db), read_only=True) as store:
             timeline = show(store, conversation)
         if format == "json":
