@@ -27,7 +27,7 @@ from lexkeep.core.formats import format_names
 # The store, the data model and the ingest are imported by the command that runs: they import
 # DuckDB and build the model's classes (~0.1 s), which `lexkeep --help` never needs.
 if TYPE_CHECKING:
-    from lexkeep.core.inspect import Stats, Timeline
+    from lexkeep.core.inspect import ConversationSummary, Stats, Timeline
     from lexkeep.core.model import FileCounts
     from lexkeep.core.store import Store
 
@@ -209,6 +209,29 @@ def render_stats(report: "Stats") -> None:
             ),
             soft_wrap=True,
         )
+
+
+_LISTED = ("messages", "tool calls", "boundaries", "identifiers")
+
+
+def render_conversations(listed: "list[ConversationSummary]") -> None:
+    """One line per conversation, whole (never folded: an id is copied from here or grepped),
+    columns aligned: id, format, counts, title."""
+    if not listed:
+        sys.stderr.write("The store holds no conversations.\n")
+        return
+    ids = [visible(c.id) for c in listed]
+    id_width = max(len("conversation"), *map(len, ids))
+    fmt_width = max(len("format"), *(len(c.format) for c in listed))
+    head = ["conversation".ljust(id_width), "format".ljust(fmt_width), *_LISTED, "title"]
+    lines = ["  ".join(head)]
+    for shown_id, c in zip(ids, listed, strict=True):
+        counts = (c.messages, c.tool_calls, c.boundaries, c.identifiers)
+        cells = [shown_id.ljust(id_width), c.format.ljust(fmt_width)]
+        cells += [str(n).rjust(len(name)) for n, name in zip(counts, _LISTED, strict=True)]
+        cells.append(visible(c.title or ""))
+        lines.append("  ".join(cells).rstrip())
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def render_timeline(t: "Timeline") -> None:
@@ -458,24 +481,35 @@ def register(app: typer.Typer) -> None:
     @app.command(name="show")
     def show_command(
         conversation: Annotated[
-            str,
+            str | None,
             typer.Argument(
                 help="Conversation id, or a unique prefix (one shared with its sub-agents"
-                " names the session).",
-                metavar="CONVERSATION",
+                " names the session); none: list every conversation.",
+                metavar="[CONVERSATION]",
+                show_default=False,
             ),
-        ],
+        ] = None,
         db: DbOption = None,
         format: OutputFormat = "text",
     ) -> None:
         """Show one conversation's timeline: user, assistant, tool calls, results, boundaries.
 
+        Without CONVERSATION, list the store's conversations: id, format, counts, title.
+
         Example: lexkeep show support-4471 --db traces.duckdb
         """
-        from lexkeep.core.inspect import show
+        from lexkeep.core.inspect import conversations, conversations_to_json, show
         from lexkeep.core.store import Store
 
         format = _check_output(format)
+        if conversation is None:
+            with Store.open(db_path(db), read_only=True) as store:
+                listed = conversations(store)
+            if format == "json":
+                _write_json(conversations_to_json(listed))
+            else:
+                render_conversations(listed)
+            return
         with Store.open(db_path(db), read_only=True) as store:
             timeline = show(store, conversation)
         if format == "json":

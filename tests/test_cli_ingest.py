@@ -202,6 +202,52 @@ def test_show_unknown_conversation(cli, db_file):
     assert "Error: no conversation 'nope' in the store" in result.stderr
 
 
+def test_show_without_a_conversation_lists_the_store_s_conversations(cli, db_file, tmp_path):
+    """`context`, `guard` and `show` take a conversation id, and no command told what the ids
+    were (an unknown one's hint named five): `lexkeep show` alone lists them all, one line
+    each, with their counts, title and first line."""
+    ok(cli("ingest", SAMPLE_TRACES, "--db", db_file))
+    text = ok(cli("show", "--db", db_file)).stdout
+    lines = text.splitlines()
+    assert lines[0].split()[:2] == ["conversation", "format"], text
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert len(rows) == 4 and "support-4471" in rows, text
+    invoice = rows["support-4471"].split()
+    # id, format, messages, tool calls, boundaries, identifiers, then the title
+    assert invoice[1:6] == ["lexkeep", "6", "3", "1", "1"], text
+    assert "Duplicate charge on an invoice" in rows["support-4471"], text
+    assert "sample_traces/invoice_altered.jsonl:1" not in text  # the place is in the JSON
+    doc = json.loads(ok(cli("show", "--db", db_file, "--format", "json")).stdout)
+    assert doc["schema_version"] == 1
+    by_id = {c["id"]: c for c in doc["conversations"]}
+    assert set(by_id) == set(rows)
+    assert by_id["support-4471"] | {"source_file": None} == {
+        "id": "support-4471",
+        "format": "lexkeep",
+        "title": "Duplicate charge on an invoice",
+        "parent_id": None,
+        "source_file": None,
+        "source_line": 1,
+        "messages": 6,
+        "tool_calls": 3,
+        "boundaries": 1,
+        "identifiers": 1,
+    }
+    assert by_id["support-4471"]["source_file"].endswith("sample_traces/invoice_altered.jsonl")
+    # each listed id is one `show` takes
+    for conv in by_id:
+        ok(cli("show", conv, "--db", db_file))
+    # an unknown id's hint says where the full list is
+    result = cli("context", "nope", "--budget-bytes", "900", "--db", db_file)
+    assert result.exit_code == 2 and "lexkeep show --db" in result.stderr, result.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    store = tmp_path / "none.duckdb"
+    ok(cli("ingest", empty, "--db", store))
+    listed = ok(cli("show", "--db", store))
+    assert listed.stdout == "" and "no conversations" in listed.stderr
+
+
 def test_show_text_never_writes_a_trace_s_control_characters_to_the_terminal(
     cli, db_file, tmp_path
 ):
