@@ -406,6 +406,7 @@ def register(app: typer.Typer) -> None:
                 _print_summary(got)
 
         interrupted = False
+        failed: LexkeepError | None = None  # the error that stopped the ingest mid-way
         # Checked before the store is opened: a mistyped path or format creates no store.
         files = ingest_inputs(paths, format)
         if "-" in paths:
@@ -431,6 +432,12 @@ def register(app: typer.Typer) -> None:
                     on_progress=advance,
                     on_phase=lambda text: advance(0, description=text),
                 )
+            except LexkeepError as exc:
+                # A bad file stops the ingest; the files before it are committed (one
+                # transaction each): say so, as for Ctrl-C, then the error (exit 2).
+                if not counts:
+                    raise
+                failed = exc
             except BaseException as exc:
                 # Ctrl-C or SIGTERM (Python's, or DuckDB's answer to it inside a query): the
                 # files listed so far are committed; say what they added before exiting 130
@@ -443,10 +450,16 @@ def register(app: typer.Typer) -> None:
                     after - was for after, was in zip(_stored(store), before, strict=True)
                 ]
             except Exception:
-                if not interrupted:
+                if not (interrupted or failed):
                     raise
                 stored = None  # the interrupted connection cannot count: no "already stored"
         _print_line(_totals_line(counts, stored))
+        if failed is not None:
+            _print_line(
+                "stopped: the files above were stored before the error below; ingest again once"
+                " it is fixed (stored files are not read twice)"
+            )
+            raise failed
         if interrupted:
             _print_line(
                 f"interrupted: the files above were stored before {interrupted_by()}; the ones"

@@ -135,9 +135,34 @@ def test_files_stored_before_a_bad_one_get_their_lines(cli, db_file, tmp_path):
     assert result.exit_code == 2, result.stderr
     lines = result.stderr.splitlines()
     assert lines[0].startswith(f"{folder / 'a.jsonl'}: ingested (lexkeep) 1 conversation,")
-    assert lines[1].startswith(f"Error: {folder / 'b.jsonl'}:7:")
+    assert lines[-2].startswith(f"Error: {folder / 'b.jsonl'}:7:")
     report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
     assert report["files_ingested"] == 1
+
+
+def test_an_ingest_stopped_by_a_bad_file_says_what_it_stored_as_ctrl_c_does(cli, db_file, tmp_path):
+    """A bad line stops the ingest after the files before it were stored, and the log said
+    nothing of them: no total line (with --quiet, the only line an ingest prints), so a CI
+    log showed an error and no sign that anything was stored. Ctrl-C already said it."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(INVOICE.read_text())
+    (folder / "b.jsonl").write_text(INVOICE.read_text().replace('"id":"m4"', '"id":m4', 1))
+    result = cli("ingest", folder, "--db", db_file, "--quiet")
+    assert result.exit_code == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("1 file: 1 ingested, 0 unchanged, 0 not traces; 7 messages"), lines
+    assert lines[1] == (
+        "stopped: the files above were stored before the error below; ingest again once it is"
+        " fixed (stored files are not read twice)"
+    )
+    assert lines[2].startswith(f"Error: {folder / 'b.jsonl'}:7:") and len(lines) == 4, lines
+    # a bad first file: nothing stored, nothing to say but the error
+    bad_only = tmp_path / "bad.jsonl"
+    bad_only.write_text((folder / "b.jsonl").read_text())
+    result = cli("ingest", bad_only, "--db", tmp_path / "other.duckdb", "--quiet")
+    assert result.exit_code == 2 and result.stderr.startswith("Error: "), result.stderr
+    assert not (tmp_path / "other.duckdb").exists()
 
 
 def test_stdin_twice_adds_nothing(cli, db_file):
