@@ -408,6 +408,16 @@ def register(app: typer.Typer) -> None:
         interrupted = False
         failed: LexkeepError | None = None  # the error that stopped the ingest mid-way
         # Checked before the store is opened: a mistyped path or format creates no store.
+        if format is not None and format.strip().lower() in ("json", "text", "table"):
+            from lexkeep.core.errors import InputError
+
+            # Every other command's --format names its output.
+            raise InputError(
+                f"unknown format {format!r}",
+                hint="ingest's --format names the trace format (as --input-format): "
+                + ", ".join(format_names())
+                + "; ingest prints no report: lexkeep stats --format json describes the store",
+            )
         files = ingest_inputs(paths, format)
         if "-" in paths:
             note_terminal_stdin()

@@ -362,6 +362,23 @@ def test_unknown_output_and_input_formats(cli, db_file):
     assert result.exit_code == 2 and "unknown format 'yaml'" in result.stderr
 
 
+@pytest.mark.parametrize("name", ["json", "text", "table", "JSON"])
+def test_ingest_format_named_as_an_output_format_says_what_format_means_there(cli, tmp_path, name):
+    """Every other command's --format names its output, so `ingest --format json` is asking
+    for a JSON report; the hint listed the trace formats only."""
+    db = tmp_path / "t.duckdb"
+    result = cli("ingest", INVOICE, "--db", db, "--format", name)
+    assert result.exit_code == 2, result.stderr
+    error, hint = result.stderr.splitlines()[:2]
+    assert error == f"Error: unknown format {name!r}"
+    assert hint == (
+        "Hint: ingest's --format names the trace format (as --input-format): lexkeep, openai,"
+        " codex, claude, anthropic; ingest prints no report: lexkeep stats --format json"
+        " describes the store"
+    )
+    assert not db.exists()
+
+
 @pytest.mark.parametrize("command", ["ingest", "stats", "show"])
 def test_help_ends_with_an_example(cli, command):
     result = ok(cli(command, "--help"))
