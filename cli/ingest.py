@@ -177,11 +177,25 @@ def render_stats(report: "Stats") -> None:
         ("boundaries", "boundaries"),
         ("identifiers", "identifiers"),
     ]
-    for title, _ in columns:
-        table.add_column(title, justify="left" if title == "format" else "right")
-    for row in [*report.formats, report.totals]:
-        table.add_row(*(str(getattr(row, attr)) for _, attr in columns))
+    rows = [*report.formats, report.totals]
     out = stdout_console()
+    # The widest word of each heading or its widest count, with a space either side and a
+    # border: narrower than that, Rich cuts headings to `conver…` and formats to `c…`.
+    wide = 1 + sum(
+        3 + max(*map(len, title.split()), *(len(str(getattr(r, attr))) for r in rows))
+        for title, attr in columns
+    )
+    if wide <= out.width:
+        for title, _ in columns:
+            table.add_column(title, justify="left" if title == "format" else "right")
+        for row in rows:
+            table.add_row(*(str(getattr(row, attr)) for _, attr in columns))
+    else:  # a narrow terminal: one row per count, one column per format
+        table.add_column("", no_wrap=True)
+        for row in rows:
+            table.add_column(row.format, justify="right", overflow="fold")
+        for title, attr in columns[1:]:
+            table.add_row(title, *(str(getattr(row, attr)) for row in rows))
     out.print(table)
     errors = ", ".join(f"{k}={v}" for k, v in report.errors_by_reason.items()) or "none"
     out.print(

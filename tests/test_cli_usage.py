@@ -309,6 +309,28 @@ def test_an_unknown_format_is_refused_alike_by_every_command(cli, sample_store, 
     assert hint.startswith("Hint: choose from: ") and "json" in hint, result.stderr
 
 
+@pytest.mark.parametrize("cols", [80, 72])
+def test_stats_on_an_80_column_terminal_cuts_no_heading_or_format(sample_store, cols):
+    """On a terminal of 80 columns `stats` printed `conver…`, `messag…`, `ident…` for its
+    headings (at 40, `c…` for both claude and codex): where the table of formats does not fit,
+    each count is a row and each format a column."""
+    out = on_terminal(["stats", "--db", str(sample_store)], cols=cols, stream="stdout")
+    assert "…" not in out, out
+    for word in ("conversations", "boundaries", "identifiers", "user messages", "tool calls"):
+        assert word in out, out
+    for fmt in ("claude", "codex", "lexkeep", "openai", "all"):
+        assert fmt in out, out
+    assert max(len(line) for line in out.splitlines()) <= cols, out
+    messages = next(line for line in out.splitlines() if line.lstrip("│┃ ").startswith("messag"))
+    assert messages.split("│")[1:-1] and [c.strip() for c in messages.split("│")[2:-1]] == [
+        "9",
+        "3",
+        "6",
+        "7",
+        "25",
+    ], out
+
+
 def _colours(text: str) -> set[int]:
     """The foreground and background colour codes among `text`'s SGR sequences."""
     import re
