@@ -275,9 +275,11 @@ def audit_command(
     flags: Mapping[str, Any] | None = None,
     on_progress: Callable[[int], None] | None = None,
     on_phase: Callable[[str], None] | None = None,
+    output: str | None = None,
 ) -> tuple[AuditReport, AuditSettings]:
-    """What `lexkeep audit` runs: resolve the settings, then audit files or the store."""
-    settings = resolve(flags or {})
+    """What `lexkeep audit` runs: resolve the settings (`output`: the report's file, whose
+    extension names a format no setting names), then audit files or the store."""
+    settings = resolve(flags or {}, output=output)
     if not paths and db is None:
         db = default_db_path()
         if not os.environ.get("LEXKEEP_DB") and not os.path.exists(db):

@@ -388,7 +388,9 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
         markup=False,
         soft_wrap=False,
         force_terminal=color,
-        no_color=not color,
+        # On a terminal Rich decides, so NO_COLOR (no-color.org) leaves the colours out as
+        # it does for every other command; elsewhere there are none.
+        no_color=None if color else True,
         # A pipe or file (a CI log) gets 140 columns unless $COLUMNS says otherwise (Rich
         # reads it); a terminal its own width.
         width=None if sized else 140,

@@ -12,11 +12,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lexkeep.core.config import check_keys, load_section
+from lexkeep.core.config import check_keys, load_section, output_format
 from lexkeep.core.errors import ConfigError
 
 FORMATS = ("table", "json", "junit", "github", "markdown", "html")
 FAIL_ON_CHOICES = ("altered", "missing")
+# The format `-o FILE` gets from FILE's extension when no flag, environment variable or
+# settings file names one: `-o report.html` must not hold the terminal's table.
+FORMAT_BY_SUFFIX = {
+    ".json": "json",
+    ".html": "html",
+    ".htm": "html",
+    ".xml": "junit",
+    ".md": "markdown",
+    ".markdown": "markdown",
+}
 
 # setting name -> environment variable
 ENV = {
@@ -58,8 +68,10 @@ def resolve(
     flags: Mapping[str, Any],
     env: Mapping[str, str] | None = None,
     settings_file: Path | None = None,
+    output: str | None = None,
 ) -> AuditSettings:
-    """Merge flags (None = not given) over the environment over the settings file."""
+    """Merge flags (None = not given) over the environment over the settings file; then,
+    for a format none of them names, `output`'s extension (FORMAT_BY_SUFFIX)."""
     env = os.environ if env is None else env
     file_values, path = load_section("audit", settings_file)
     table = (
@@ -80,6 +92,10 @@ def resolve(
             _check_toml_type(name, raw, where_file)
             values[name] = _parse(name, raw, f"audit.{name}", where_file)
             origin[name] = ("file", path.name if path else table)
+    if "format" not in values and output not in (None, "-"):
+        suffix = Path(str(output)).suffix.lower()
+        if suffix in FORMAT_BY_SUFFIX:
+            values["format"] = FORMAT_BY_SUFFIX[suffix]
     return AuditSettings(**values, origin=origin)
 
 
@@ -131,14 +147,7 @@ def _parse(name: str, raw: Any, where: str, path: str | None) -> Any:
                 )
         return kinds
     if name == "format":
-        value = str(raw).strip().lower()
-        if value not in FORMATS:
-            raise ConfigError(
-                f"{where}: unknown format {raw!r}",
-                path=path,
-                hint="choose from: " + ", ".join(FORMATS),
-            )
-        return value
+        return output_format(raw, FORMATS, where, path)
     # booleans: exit_zero, redact
     if isinstance(raw, bool):
         return raw

@@ -103,7 +103,13 @@ def register(app: typer.Typer) -> None:
         ] = None,
         output: Annotated[
             str | None,
-            typer.Option("--output", "-o", help="Write the report to FILE.", metavar="FILE"),
+            typer.Option(
+                "--output",
+                "-o",
+                help="Write the report to FILE (with no --format: .json, .html, .xml (junit)"
+                " and .md name theirs).",
+                metavar="FILE",
+            ),
         ] = None,
         min_ratio: Annotated[
             float | None,
@@ -174,6 +180,7 @@ def register(app: typer.Typer) -> None:
                     flags=flags,
                     on_progress=advance,
                     on_phase=lambda text: advance(0, description=text),
+                    output=output,
                 )
         except Exception as err:  # exit 2 (handle_errors); a GitHub job must see it too
             if _requested_format(fmt) == "github":

@@ -118,11 +118,11 @@ def register(app: typer.Typer) -> None:
             run_compaction,
         )
         from lexkeep.compaction.summarizers import SummarizerOptions
-        from lexkeep.core.errors import ConfigError, StoreError
+        from lexkeep.core.config import output_format
+        from lexkeep.core.errors import StoreError
         from lexkeep.core.store import store_exists
 
-        if fmt not in ("text", "json"):
-            raise ConfigError(f"unknown --format {fmt!r}", hint="use text or json")
+        fmt = output_format(fmt, ("text", "json"))
         options = SummarizerOptions(base_url=base_url, model=model, timeout=timeout)
         path = db_path(db)
         # Never create an empty store just to report nothing.
@@ -243,11 +243,10 @@ def register(app: typer.Typer) -> None:
         Example: lexkeep compactions --db traces.duckdb --format json
         """
         from lexkeep.compaction.jobs import list_jobs
-        from lexkeep.core.errors import ConfigError
+        from lexkeep.core.config import output_format
         from lexkeep.core.store import Store
 
-        if fmt not in ("table", "json"):
-            raise ConfigError(f"unknown --format {fmt!r}", hint="use table or json")
+        fmt = output_format(fmt, ("table", "json"))
         with Store.open(db_path(db), read_only=True) as store:
             rows = list_jobs(store.con, conversation or None)
         if fmt == "json":

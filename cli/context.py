@@ -35,6 +35,13 @@ def _at_most_64_bits(value: int) -> int:
     return value
 
 
+def _format(raw: str) -> ContextFormat:
+    """--format of `context` and `guard`: text or json (`table` names text too)."""
+    from lexkeep.core.config import output_format
+
+    return ContextFormat(output_format(raw, tuple(f.value for f in ContextFormat)))
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
 
@@ -53,12 +60,12 @@ def register(app: typer.Typer) -> None:
                 metavar="BYTES",
             ),
         ],
-        format: Annotated[
-            ContextFormat,
+        fmt: Annotated[
+            str,
             typer.Option(
                 "--format", "-f", help="json (machines) or text (a prompt).", metavar="FORMAT"
             ),
-        ] = ContextFormat.JSON,
+        ] = ContextFormat.JSON.value,
         answer_bytes: Annotated[
             int,
             typer.Option(
@@ -82,6 +89,7 @@ def register(app: typer.Typer) -> None:
         from lexkeep.compaction.context import build_context
         from lexkeep.core.store import Store
 
+        format = _format(fmt)
         with Store.open(db_path(db), read_only=True) as store:
             ctx = build_context(
                 store, conversation, budget_bytes, format=format, answer_bytes=answer_bytes
@@ -109,12 +117,12 @@ def register(app: typer.Typer) -> None:
                 metavar="ARGUMENTS_JSON", help="Proposed tool arguments as JSON, or - for stdin."
             ),
         ],
-        format: Annotated[
-            ContextFormat,
+        fmt: Annotated[
+            str,
             typer.Option(
                 "--format", "-f", help="text (people) or json (machines).", metavar="FORMAT"
             ),
-        ] = ContextFormat.TEXT,
+        ] = ContextFormat.TEXT.value,
         rules: Annotated[
             Path | None,
             typer.Option(
@@ -148,6 +156,7 @@ def register(app: typer.Typer) -> None:
         from lexkeep.core.rules import load_rules
         from lexkeep.core.store import Store
 
+        format = _format(fmt)
         source = "-" if arguments_json == "-" else "ARGUMENTS_JSON"  # "-" as ingest names stdin
         # Standard input as bytes: the guard skips a byte-order mark and names bad UTF-8's place.
         if arguments_json == "-":

@@ -58,10 +58,10 @@ def register(app: typer.Typer) -> None:
                 metavar="FILE",
             ),
         ] = None,
-        output_format: Annotated[
-            OutputFormat,
+        fmt: Annotated[
+            str,
             typer.Option("--format", "-f", help="Output format: table or json.", metavar="FORMAT"),
-        ] = OutputFormat.TABLE,
+        ] = OutputFormat.TABLE.value,
     ) -> None:
         """Print the identifiers the rules find in TEXT, or re-extract every user message of
         a store after a rule change (--db; idempotent, one transaction).
@@ -69,10 +69,12 @@ def register(app: typer.Typer) -> None:
         Example: lexkeep extract "refund order #W2378156 to ann@example.org"
         """
         # Imported here: the extractor (regex, Hyperscan) is not needed by other commands.
+        from lexkeep.core.config import output_format as choose
         from lexkeep.core.identifiers import extract as extract_identifiers
         from lexkeep.core.rules import load_rules
         from lexkeep.core.sidecar import reindex_path
 
+        output_format = OutputFormat(choose(fmt, tuple(f.value for f in OutputFormat)))
         ruleset = load_rules(rules)
         if db is not None:
             if text is not None:

@@ -27,7 +27,7 @@ from lexkeep.core.formats import format_names
 # The store, the data model and the ingest are imported by the command that runs: they import
 # DuckDB and build the model's classes (~0.1 s), which `lexkeep --help` never needs.
 if TYPE_CHECKING:
-    from lexkeep.core.inspect import Stats, Timeline
+    from lexkeep.core.inspect import ConversationSummary, Stats, Timeline
     from lexkeep.core.model import FileCounts
     from lexkeep.core.store import Store
 
@@ -177,11 +177,25 @@ def render_stats(report: "Stats") -> None:
         ("boundaries", "boundaries"),
         ("identifiers", "identifiers"),
     ]
-    for title, _ in columns:
-        table.add_column(title, justify="left" if title == "format" else "right")
-    for row in [*report.formats, report.totals]:
-        table.add_row(*(str(getattr(row, attr)) for _, attr in columns))
+    rows = [*report.formats, report.totals]
     out = stdout_console()
+    # The widest word of each heading or its widest count, with a space either side and a
+    # border: narrower than that, Rich cuts headings to `conver…` and formats to `c…`.
+    wide = 1 + sum(
+        3 + max(*map(len, title.split()), *(len(str(getattr(r, attr))) for r in rows))
+        for title, attr in columns
+    )
+    if wide <= out.width:
+        for title, _ in columns:
+            table.add_column(title, justify="left" if title == "format" else "right")
+        for row in rows:
+            table.add_row(*(str(getattr(row, attr)) for _, attr in columns))
+    else:  # a narrow terminal: one row per count, one column per format
+        table.add_column("", no_wrap=True)
+        for row in rows:
+            table.add_column(row.format, justify="right", overflow="fold")
+        for title, attr in columns[1:]:
+            table.add_row(title, *(str(getattr(row, attr)) for row in rows))
     out.print(table)
     errors = ", ".join(f"{k}={v}" for k, v in report.errors_by_reason.items()) or "none"
     out.print(
@@ -209,6 +223,29 @@ def render_stats(report: "Stats") -> None:
             ),
             soft_wrap=True,
         )
+
+
+_LISTED = ("messages", "tool calls", "boundaries", "identifiers")
+
+
+def render_conversations(listed: "list[ConversationSummary]") -> None:
+    """One line per conversation, whole (never folded: an id is copied from here or grepped),
+    columns aligned: id, format, counts, title."""
+    if not listed:
+        sys.stderr.write("The store holds no conversations.\n")
+        return
+    ids = [visible(c.id) for c in listed]
+    id_width = max(len("conversation"), *map(len, ids))
+    fmt_width = max(len("format"), *(len(c.format) for c in listed))
+    head = ["conversation".ljust(id_width), "format".ljust(fmt_width), *_LISTED, "title"]
+    lines = ["  ".join(head)]
+    for shown_id, c in zip(ids, listed, strict=True):
+        counts = (c.messages, c.tool_calls, c.boundaries, c.identifiers)
+        cells = [shown_id.ljust(id_width), c.format.ljust(fmt_width)]
+        cells += [str(n).rjust(len(name)) for n, name in zip(counts, _LISTED, strict=True)]
+        cells.append(visible(c.title or ""))
+        lines.append("  ".join(cells).rstrip())
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def render_timeline(t: "Timeline") -> None:
@@ -273,11 +310,11 @@ def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines() or [""])
 
 
-def _check_output(fmt: str) -> None:
-    if fmt not in ("text", "json"):
-        from lexkeep.core.errors import ConfigError
+def _check_output(fmt: str) -> str:
+    """--format of `stats` and `show`: text or json (`table` names text too)."""
+    from lexkeep.core.config import output_format
 
-        raise ConfigError(f"unknown --format {fmt!r}", hint="use text or json")
+    return output_format(fmt, ("text", "json"))
 
 
 _WHAT = ("message", "tool call")
@@ -383,7 +420,18 @@ def register(app: typer.Typer) -> None:
                 _print_summary(got)
 
         interrupted = False
+        failed: LexkeepError | None = None  # the error that stopped the ingest mid-way
         # Checked before the store is opened: a mistyped path or format creates no store.
+        if format is not None and format.strip().lower() in ("json", "text", "table"):
+            from lexkeep.core.errors import InputError
+
+            # Every other command's --format names its output.
+            raise InputError(
+                f"unknown format {format!r}",
+                hint="ingest's --format names the trace format (as --input-format): "
+                + ", ".join(format_names())
+                + "; ingest prints no report: lexkeep stats --format json describes the store",
+            )
         files = ingest_inputs(paths, format)
         if "-" in paths:
             note_terminal_stdin()
@@ -408,6 +456,12 @@ def register(app: typer.Typer) -> None:
                     on_progress=advance,
                     on_phase=lambda text: advance(0, description=text),
                 )
+            except LexkeepError as exc:
+                # A bad file stops the ingest; the files before it are committed (one
+                # transaction each): say so, as for Ctrl-C, then the error (exit 2).
+                if not counts:
+                    raise
+                failed = exc
             except BaseException as exc:
                 # Ctrl-C or SIGTERM (Python's, or DuckDB's answer to it inside a query): the
                 # files listed so far are committed; say what they added before exiting 130
@@ -420,10 +474,16 @@ def register(app: typer.Typer) -> None:
                     after - was for after, was in zip(_stored(store), before, strict=True)
                 ]
             except Exception:
-                if not interrupted:
+                if not (interrupted or failed):
                     raise
                 stored = None  # the interrupted connection cannot count: no "already stored"
         _print_line(_totals_line(counts, stored))
+        if failed is not None:
+            _print_line(
+                "stopped: the files above were stored before the error below; ingest again once"
+                " it is fixed (stored files are not read twice)"
+            )
+            raise failed
         if interrupted:
             _print_line(
                 f"interrupted: the files above were stored before {interrupted_by()}; the ones"
@@ -446,7 +506,7 @@ def register(app: typer.Typer) -> None:
         from lexkeep.core.inspect import stats
         from lexkeep.core.store import Store
 
-        _check_output(format)
+        format = _check_output(format)
         # read-only: a mistyped --db is an error, not a new empty store that reports zeros
         with Store.open(db_path(db), read_only=True) as store:
             report = stats(store)
@@ -458,24 +518,35 @@ def register(app: typer.Typer) -> None:
     @app.command(name="show")
     def show_command(
         conversation: Annotated[
-            str,
+            str | None,
             typer.Argument(
                 help="Conversation id, or a unique prefix (one shared with its sub-agents"
-                " names the session).",
-                metavar="CONVERSATION",
+                " names the session); none: list every conversation.",
+                metavar="[CONVERSATION]",
+                show_default=False,
             ),
-        ],
+        ] = None,
         db: DbOption = None,
         format: OutputFormat = "text",
     ) -> None:
         """Show one conversation's timeline: user, assistant, tool calls, results, boundaries.
 
+        Without CONVERSATION, list the store's conversations: id, format, counts, title.
+
         Example: lexkeep show support-4471 --db traces.duckdb
         """
-        from lexkeep.core.inspect import show
+        from lexkeep.core.inspect import conversations, conversations_to_json, show
         from lexkeep.core.store import Store
 
-        _check_output(format)
+        format = _check_output(format)
+        if conversation is None:
+            with Store.open(db_path(db), read_only=True) as store:
+                listed = conversations(store)
+            if format == "json":
+                _write_json(conversations_to_json(listed))
+            else:
+                render_conversations(listed)
+            return
         with Store.open(db_path(db), read_only=True) as store:
             timeline = show(store, conversation)
         if format == "json":

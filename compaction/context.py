@@ -906,7 +906,8 @@ def build_context(
             floor = need
         raise BudgetError(
             f"a budget of {budget_bytes} bytes is too small for conversation"
-            f" {conversation_id}: the pinned identifier sidecar ({len(pinned)} identifiers)"
+            f" {conversation_id}: the pinned identifier sidecar ({len(pinned)}"
+            f" identifier{'' if len(pinned) == 1 else 's'})"
             f" and the list of what is omitted alone need {floor} bytes",
             hint=f"pass --budget-bytes {floor} or more",
         )

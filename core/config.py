@@ -123,6 +123,30 @@ def _lexkeep_table(data: dict[str, Any], path: Path) -> dict[str, Any]:
     return table
 
 
+# The readable output of every command answers to both names: `audit`, `extract` and
+# `compactions` print tables, `stats`, `show`, `compact`, `guard` and `context` text, and a
+# user who learnt one command's name types it to the next.
+READABLE_FORMATS = ("table", "text")
+
+
+def output_format(
+    raw: object,
+    choices: tuple[str, ...],
+    where: str = "--format",
+    path: str | Path | None = None,
+) -> str:
+    """`raw` as one of `choices` (case ignored; `table` and `text` name the same readable
+    output), else a ConfigError naming `where` and the choices."""
+    value = str(raw).strip().lower()
+    if value in READABLE_FORMATS and value not in choices:
+        value = next((c for c in READABLE_FORMATS if c in choices), value)
+    if value not in choices:
+        raise ConfigError(
+            f"{where}: unknown format {raw!r}", path=path, hint="choose from: " + ", ".join(choices)
+        )
+    return value
+
+
 def check_keys(values: dict[str, Any], allowed: set[str], where: str, path: Path | None) -> None:
     """Raise ConfigError naming the first key of `values` that is not in `allowed`."""
     for key in values:

@@ -339,8 +339,9 @@ def require_conversations(con: Any, wanted: Sequence[str]) -> list[str]:
 
 
 def unknown_conversation_hint(con: Any) -> str:
-    """The hint for an unknown conversation id (`con`: a store's connection): some stored ids."""
-    # No command lists ids: a user who typed a title or a file name sees what one looks like.
+    """The hint for an unknown conversation id (`con`: a store's connection): some stored ids,
+    and the command that lists them all."""
+    # A user who typed a title or a file name sees what an id looks like.
     total = con.execute("SELECT count(*) FROM conversations").fetchone()[0]
     some = [
         r[0] for r in con.execute("SELECT id FROM conversations ORDER BY id LIMIT 5").fetchall()
@@ -348,7 +349,51 @@ def unknown_conversation_hint(con: Any) -> str:
     if not total:
         return "the store is empty: lexkeep ingest TRACES... --db FILE fills it"
     hint = f"the store holds {total} conversation(s), e.g. " + ", ".join(some)
-    return hint + (" …" if total > len(some) else "")
+    return hint + (" …" if total > len(some) else "") + "; lexkeep show --db FILE lists them all"
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationSummary:
+    """One stored conversation: its id, where it starts and what it holds."""
+
+    id: str
+    format: str
+    title: str | None
+    parent_id: str | None
+    source_file: str
+    source_line: int
+    messages: int
+    tool_calls: int
+    boundaries: int
+    identifiers: int
+
+
+_CONVERSATIONS = """
+WITH m AS (SELECT conversation_id, count(*) AS n FROM messages GROUP BY ALL),
+t AS (SELECT conversation_id, count(*) AS n FROM tool_calls GROUP BY ALL),
+b AS (SELECT conversation_id, count(*) AS n FROM boundaries GROUP BY ALL),
+i AS (SELECT conversation_id, count(*) AS n FROM identifiers GROUP BY ALL)
+SELECT c.id, c.format, c.title, c.parent_id, c.source_file, c.source_line,
+       coalesce(m.n, 0), coalesce(t.n, 0), coalesce(b.n, 0), coalesce(i.n, 0)
+FROM conversations c LEFT JOIN m ON m.conversation_id = c.id
+LEFT JOIN t ON t.conversation_id = c.id LEFT JOIN b ON b.conversation_id = c.id
+LEFT JOIN i ON i.conversation_id = c.id
+ORDER BY c.id
+"""
+
+
+def conversations(store: Store) -> list[ConversationSummary]:
+    """Every stored conversation, by id, with its counts (source files as reports name them)."""
+    shown = store.shown_paths()
+    return [
+        ConversationSummary(*row[:4], shown[row[4]], *(int(v) for v in row[5:]))
+        for row in store.con.execute(_CONVERSATIONS).fetchall()
+    ]
+
+
+def conversations_to_json(listed: Sequence[ConversationSummary]) -> dict[str, Any]:
+    """The listing as a JSON-ready dict with `schema_version`."""
+    return {"schema_version": SCHEMA_VERSION, "conversations": [asdict(c) for c in listed]}
 
 
 def show(store: Store, conversation: str) -> Timeline:

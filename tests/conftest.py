@@ -354,11 +354,17 @@ def repeated_result_file(tmp_path: Path, fmt: str) -> tuple[Path, str]:
 
 
 def on_terminal(
-    args: list[str], *, cols: int | None = None, stream: str = "stderr", check: bool = True
+    args: list[str],
+    *,
+    cols: int | None = None,
+    stream: str = "stderr",
+    check: bool = True,
+    env: dict[str, str] | None = None,
+    raw: bool = False,
 ) -> str:
     """Run lexkeep with `stream` (stdout or stderr) on a pseudo-terminal (`cols` wide if
     given; the other stream goes nowhere); what it wrote there, without colours and cursor
-    moves. `check`: the command must exit 0."""
+    moves (`raw`: with them). `check`: the command must exit 0. `env`: variables to add."""
     import fcntl
     import pty
     import re
@@ -369,13 +375,14 @@ def on_terminal(
     leader, follower = pty.openpty()
     if cols is not None:
         fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    hidden = ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR")
+    run_env = {k: v for k, v in os.environ.items() if k not in hidden} | (env or {})
     streams = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream: follower}
     proc = subprocess.Popen(
         [sys.executable, "-m", "lexkeep.cli.main", *args],
         stdout=streams["stdout"],
         stderr=streams["stderr"],
-        env=env,
+        env=run_env,
     )
     os.close(follower)
     chunks = []
@@ -391,7 +398,8 @@ def on_terminal(
     os.close(leader)
     if check:
         assert code == 0, b"".join(chunks).decode(errors="replace")
-    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())
+    text = b"".join(chunks).decode()
+    return text if raw else re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
 
 
 GENERATE = REPO / "benchmarks" / "generate.py"

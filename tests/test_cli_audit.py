@@ -465,6 +465,30 @@ def test_output_file_and_stdout(cli, tmp_path):
     assert findings(target.read_text(encoding="utf-8")) == ALL_VALUES
 
 
+def test_output_file_without_a_format_takes_the_one_its_extension_names(cli, tmp_path):
+    """`lexkeep audit traces/ -o report.html` wrote the terminal table into report.html (and
+    `-o audit.json` a table into audit.json): with no format named anywhere, the file's
+    extension now chooses it. A format named by flag, environment or settings file wins."""
+    env = {"LEXKEEP_FORMAT": None}
+    for name, check in (
+        ("r.json", lambda text: findings(text) == ALL_VALUES),
+        ("r.html", lambda text: text.startswith("<!DOCTYPE html>")),
+        ("r.HTM", lambda text: text.startswith("<!DOCTYPE html>")),
+        ("r.xml", lambda text: ET.fromstring(text).tag == "testsuites"),
+        ("r.md", lambda text: text.startswith("## ")),
+        ("r.txt", lambda text: "Per identifier kind" in text),
+    ):
+        target = tmp_path / name
+        ok(cli("audit", SAMPLE_TRACES, "-o", target, env=env), 1)
+        assert check(target.read_text(encoding="utf-8")), (name, target.read_text()[:300])
+    named = tmp_path / "named.html"
+    ok(cli("audit", SAMPLE_TRACES, "--format", "json", "-o", named, env=env), 1)
+    assert findings(named.read_text(encoding="utf-8")) == ALL_VALUES
+    from_env = tmp_path / "env.html"
+    ok(cli("audit", SAMPLE_TRACES, "-o", from_env, env={"LEXKEEP_FORMAT": "markdown"}), 1)
+    assert from_env.read_text(encoding="utf-8").startswith("## ")
+
+
 def test_output_naming_an_input_trace_is_refused_and_the_trace_kept(cli, tmp_path):
     folder = tmp_path / "traces"
     folder.mkdir()

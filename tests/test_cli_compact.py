@@ -286,7 +286,8 @@ def test_compactions_of_an_unknown_conversation_is_an_error_as_for_compact(cli, 
         assert r.exit_code == 2, r.stderr
         assert r.stderr == (
             "Error: no conversation ghost in the store\n"
-            "Hint: the store holds 2 conversation(s), e.g. c1, c2\n"
+            "Hint: the store holds 2 conversation(s), e.g. c1, c2;"
+            " lexkeep show --db FILE lists them all\n"
         )
         assert r.stdout == ""
     r = cli("compactions", "--db", db_file, "-c", "c1", "-c", "ghost")

@@ -54,6 +54,15 @@ def test_context_budget_too_small_even_for_the_sidecar(cli, db):
     assert lines[1].startswith("Hint: pass --budget-bytes ")
 
 
+def test_context_budget_too_small_counts_one_identifier_in_the_singular(cli, tmp_path):
+    db = tmp_path / "t.duckdb"
+    trace = Path(__file__).resolve().parent.parent / "sample_traces" / "invoice_altered.jsonl"
+    assert cli("ingest", trace, "--db", db).exit_code == 0
+    result = cli("context", "support-4471", "--budget-bytes", "50", "--db", db)
+    assert result.exit_code == 2, result.stdout
+    assert "the pinned identifier sidecar (1 identifier) and" in result.stderr, result.stderr
+
+
 def test_context_unknown_conversation_and_missing_store(cli, db, tmp_path):
     result = cli("context", "nope", "--budget-bytes", "5000", "--db", db)
     assert result.exit_code == 2

@@ -135,9 +135,34 @@ def test_files_stored_before_a_bad_one_get_their_lines(cli, db_file, tmp_path):
     assert result.exit_code == 2, result.stderr
     lines = result.stderr.splitlines()
     assert lines[0].startswith(f"{folder / 'a.jsonl'}: ingested (lexkeep) 1 conversation,")
-    assert lines[1].startswith(f"Error: {folder / 'b.jsonl'}:7:")
+    assert lines[-2].startswith(f"Error: {folder / 'b.jsonl'}:7:")
     report = json.loads(ok(cli("stats", "--db", db_file, "--format", "json")).stdout)
     assert report["files_ingested"] == 1
+
+
+def test_an_ingest_stopped_by_a_bad_file_says_what_it_stored_as_ctrl_c_does(cli, db_file, tmp_path):
+    """A bad line stops the ingest after the files before it were stored, and the log said
+    nothing of them: no total line (with --quiet, the only line an ingest prints), so a CI
+    log showed an error and no sign that anything was stored. Ctrl-C already said it."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(INVOICE.read_text())
+    (folder / "b.jsonl").write_text(INVOICE.read_text().replace('"id":"m4"', '"id":m4', 1))
+    result = cli("ingest", folder, "--db", db_file, "--quiet")
+    assert result.exit_code == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("1 file: 1 ingested, 0 unchanged, 0 not traces; 7 messages"), lines
+    assert lines[1] == (
+        "stopped: the files above were stored before the error below; ingest again once it is"
+        " fixed (stored files are not read twice)"
+    )
+    assert lines[2].startswith(f"Error: {folder / 'b.jsonl'}:7:") and len(lines) == 4, lines
+    # a bad first file: nothing stored, nothing to say but the error
+    bad_only = tmp_path / "bad.jsonl"
+    bad_only.write_text((folder / "b.jsonl").read_text())
+    result = cli("ingest", bad_only, "--db", tmp_path / "other.duckdb", "--quiet")
+    assert result.exit_code == 2 and result.stderr.startswith("Error: "), result.stderr
+    assert not (tmp_path / "other.duckdb").exists()
 
 
 def test_stdin_twice_adds_nothing(cli, db_file):
@@ -200,6 +225,52 @@ def test_show_unknown_conversation(cli, db_file):
     result = cli("show", "nope", "--db", db_file)
     assert result.exit_code == 2
     assert "Error: no conversation 'nope' in the store" in result.stderr
+
+
+def test_show_without_a_conversation_lists_the_store_s_conversations(cli, db_file, tmp_path):
+    """`context`, `guard` and `show` take a conversation id, and no command told what the ids
+    were (an unknown one's hint named five): `lexkeep show` alone lists them all, one line
+    each, with their counts, title and first line."""
+    ok(cli("ingest", SAMPLE_TRACES, "--db", db_file))
+    text = ok(cli("show", "--db", db_file)).stdout
+    lines = text.splitlines()
+    assert lines[0].split()[:2] == ["conversation", "format"], text
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert len(rows) == 4 and "support-4471" in rows, text
+    invoice = rows["support-4471"].split()
+    # id, format, messages, tool calls, boundaries, identifiers, then the title
+    assert invoice[1:6] == ["lexkeep", "6", "3", "1", "1"], text
+    assert "Duplicate charge on an invoice" in rows["support-4471"], text
+    assert "sample_traces/invoice_altered.jsonl:1" not in text  # the place is in the JSON
+    doc = json.loads(ok(cli("show", "--db", db_file, "--format", "json")).stdout)
+    assert doc["schema_version"] == 1
+    by_id = {c["id"]: c for c in doc["conversations"]}
+    assert set(by_id) == set(rows)
+    assert by_id["support-4471"] | {"source_file": None} == {
+        "id": "support-4471",
+        "format": "lexkeep",
+        "title": "Duplicate charge on an invoice",
+        "parent_id": None,
+        "source_file": None,
+        "source_line": 1,
+        "messages": 6,
+        "tool_calls": 3,
+        "boundaries": 1,
+        "identifiers": 1,
+    }
+    assert by_id["support-4471"]["source_file"].endswith("sample_traces/invoice_altered.jsonl")
+    # each listed id is one `show` takes
+    for conv in by_id:
+        ok(cli("show", conv, "--db", db_file))
+    # an unknown id's hint says where the full list is
+    result = cli("context", "nope", "--budget-bytes", "900", "--db", db_file)
+    assert result.exit_code == 2 and "lexkeep show --db" in result.stderr, result.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    store = tmp_path / "none.duckdb"
+    ok(cli("ingest", empty, "--db", store))
+    listed = ok(cli("show", "--db", store))
+    assert listed.stdout == "" and "no conversations" in listed.stderr
 
 
 def test_show_text_never_writes_a_trace_s_control_characters_to_the_terminal(
@@ -289,6 +360,23 @@ def test_unknown_output_and_input_formats(cli, db_file):
     # --format is still read as the input format on ingest (it was its first name)
     result = cli("ingest", INVOICE, "--db", db_file, "--format", "yaml")
     assert result.exit_code == 2 and "unknown format 'yaml'" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["json", "text", "table", "JSON"])
+def test_ingest_format_named_as_an_output_format_says_what_format_means_there(cli, tmp_path, name):
+    """Every other command's --format names its output, so `ingest --format json` is asking
+    for a JSON report; the hint listed the trace formats only."""
+    db = tmp_path / "t.duckdb"
+    result = cli("ingest", INVOICE, "--db", db, "--format", name)
+    assert result.exit_code == 2, result.stderr
+    error, hint = result.stderr.splitlines()[:2]
+    assert error == f"Error: unknown format {name!r}"
+    assert hint == (
+        "Hint: ingest's --format names the trace format (as --input-format): lexkeep, openai,"
+        " codex, claude, anthropic; ingest prints no report: lexkeep stats --format json"
+        " describes the store"
+    )
+    assert not db.exists()
 
 
 @pytest.mark.parametrize("command", ["ingest", "stats", "show"])

@@ -249,6 +249,112 @@ def test_audit_table_on_an_80_column_terminal_keeps_every_column():
     assert max(len(line) for line in out.splitlines()) <= 80
 
 
+# Every command with a readable --format, and the name its help gives that format.
+READABLE_FORMAT = {
+    "audit": ("table", ["audit", str(SAMPLE_TRACES / "codex_kept_verbatim.jsonl")]),
+    "extract": ("table", ["extract", "order #W2378156"]),
+    "compactions": ("table", ["compactions", "--db", "{db}"]),
+    "stats": ("text", ["stats", "--db", "{db}"]),
+    "show": ("text", ["show", "support-4471", "--db", "{db}"]),
+    "compact": ("text", ["compact", "--db", "{db}", "--dry-run"]),
+    "guard": ("text", ["guard", "support-4471", '{"invoice_id": "INV-2025-08-4471"}']),
+    "context": ("text", ["context", "support-4471", "--budget-bytes", "2000", "--db", "{db}"]),
+}
+
+
+@pytest.fixture(scope="module")
+def sample_store(tmp_path_factory) -> Path:
+    """The sample traces ingested into a store of their own."""
+    db = tmp_path_factory.mktemp("formats") / "traces.duckdb"
+    done = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", "ingest", str(SAMPLE_TRACES), "--db", str(db)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return db
+
+
+@pytest.mark.parametrize("command", sorted(READABLE_FORMAT))
+def test_text_and_table_both_name_the_readable_format_of_every_command(cli, sample_store, command):
+    """`audit`, `extract` and `compactions` called their readable output `table`; `stats`,
+    `show`, `compact`, `guard` and `context` called it `text`: `lexkeep stats --format table`
+    after `lexkeep audit --format table` was an error (exit 2). Either name now works
+    everywhere, and prints the same as the name the help gives."""
+    own, args = READABLE_FORMAT[command]
+    args = [a.replace("{db}", str(sample_store)) for a in args]
+    if command == "guard":
+        args += ["--db", str(sample_store)]
+    other = "table" if own == "text" else "text"
+    expected = cli(*args, "--format", own)
+    assert expected.exit_code in (0, 1), expected.stderr
+    for name in (other, other.upper()):
+        got = cli(*args, "--format", name)
+        assert got.exit_code == expected.exit_code, got.stderr
+        if command != "compact":  # its counts line holds the seconds it took
+            assert got.stdout == expected.stdout
+
+
+@pytest.mark.parametrize("command", sorted(READABLE_FORMAT))
+def test_an_unknown_format_is_refused_alike_by_every_command(cli, sample_store, command):
+    """Three wordings (Click's `Invalid value for '--format'`, `unknown --format`, `--format:
+    unknown format`) and two exit paths before; now one, naming the choices."""
+    args = [a.replace("{db}", str(sample_store)) for a in READABLE_FORMAT[command][1]]
+    if command == "guard":
+        args += ["--db", str(sample_store)]
+    result = cli(*args, "--format", "yaml")
+    assert result.exit_code == 2, result.stderr
+    first, hint = result.stderr.splitlines()[:2]
+    assert first == "Error: --format: unknown format 'yaml'", result.stderr
+    assert hint.startswith("Hint: choose from: ") and "json" in hint, result.stderr
+
+
+@pytest.mark.parametrize("cols", [80, 72])
+def test_stats_on_an_80_column_terminal_cuts_no_heading_or_format(sample_store, cols):
+    """On a terminal of 80 columns `stats` printed `conver…`, `messag…`, `ident…` for its
+    headings (at 40, `c…` for both claude and codex): where the table of formats does not fit,
+    each count is a row and each format a column."""
+    out = on_terminal(["stats", "--db", str(sample_store)], cols=cols, stream="stdout")
+    assert "…" not in out, out
+    for word in ("conversations", "boundaries", "identifiers", "user messages", "tool calls"):
+        assert word in out, out
+    for fmt in ("claude", "codex", "lexkeep", "openai", "all"):
+        assert fmt in out, out
+    assert max(len(line) for line in out.splitlines()) <= cols, out
+    messages = next(line for line in out.splitlines() if line.lstrip("│┃ ").startswith("messag"))
+    assert messages.split("│")[1:-1] and [c.strip() for c in messages.split("│")[2:-1]] == [
+        "9",
+        "3",
+        "6",
+        "7",
+        "25",
+    ], out
+
+
+def _colours(text: str) -> set[int]:
+    """The foreground and background colour codes among `text`'s SGR sequences."""
+    import re
+
+    codes = set()
+    for params in re.findall(r"\x1b\[([0-9;]*)m", text):
+        codes |= {int(p) for p in params.split(";") if p}
+    return {c for c in codes if 30 <= c <= 49 or 90 <= c <= 107}
+
+
+def test_audit_table_on_a_terminal_honours_no_color():
+    """NO_COLOR (no-color.org) asks every program for no colour: the audit's table printed
+    its verdicts and its FAIL line red and yellow all the same, where `stats`, `show` and the
+    progress bars left colour out."""
+    args = ["audit", str(SAMPLE_TRACES)]
+    coloured = on_terminal(args, cols=120, stream="stdout", check=False, raw=True)
+    assert _colours(coloured), coloured  # red FAIL line: the terminal does get colour
+    plain = on_terminal(
+        args, cols=120, stream="stdout", check=False, raw=True, env={"NO_COLOR": "1"}
+    )
+    assert "FAIL:" in plain and "INV-2025-08-44719" in plain, plain
+    assert not _colours(plain), plain
+
+
 def test_extract_table_on_a_narrow_terminal_never_cuts_a_value():
     url = "https://registry.example.test/pkg/left-pad/-/left-pad-1.3.0.tgz"
     out = on_terminal(["extract", f"see {url} now"], cols=60, stream="stdout", check=False)
