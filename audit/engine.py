@@ -439,14 +439,11 @@ def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]
         (c.path, c.truncated_line) for c in counts if c.truncated_last_line and c.status != "empty"
     ]
     notes = _still_being_written_notes(documents, lines)
-    crashed = [c for c in counts if c.nul_tail is not None and c.status != "empty"]
-    if crashed:
-        path, (nuls, after) = crashed[0].path, crashed[0].nul_tail
-        notes.append(
-            f"{len(crashed)} file(s) end in NUL bytes, as a crash leaves (first: {path}:"
-            f"{after + 1}, {nuls} NUL bytes after line {after}); those bytes are not read, only"
-            " the complete lines before them are in this audit"
-        )
+    read = [c for c in counts if c.status != "empty"]
+    notes += _crash_notes(
+        [(c.path, c.nul_tail) for c in read if c.nul_tail is not None],
+        [(c.path, c.nul_gaps[0][:2]) for c in read if c.nul_gaps],
+    )
     # Files of which nothing was read, not even one value or line (a document cut before its
     # first value ends, a file whose only line is not complete): out of the audit, and said.
     waiting = [
@@ -482,6 +479,30 @@ def _still_being_written_notes(
         notes.append(
             f"{len(lines)} file(s) end in a line still being written (first: {first});"
             " only their complete lines are in this audit"
+        )
+    return notes
+
+
+def _crash_notes(
+    tails: Sequence[tuple[str, tuple[int, int]]], gaps: Sequence[tuple[str, tuple[int, int]]]
+) -> list[str]:
+    """The notes on files ending in NUL bytes a crash left (`tails`: file, (NUL bytes, the line
+    after which they start)) and on files holding such bytes with lines after them that a
+    restarted writer appended (`gaps`: file, the first such run), in that order."""
+    notes = []
+    if tails:
+        path, (nuls, after) = tails[0]
+        notes.append(
+            f"{len(tails)} file(s) end in NUL bytes, as a crash leaves (first: {path}:"
+            f"{after + 1}, {nuls} NUL bytes after line {after}); those bytes are not read, only"
+            " the complete lines before them are in this audit"
+        )
+    if gaps:
+        path, (nuls, after) = gaps[0]
+        notes.append(
+            f"{len(gaps)} file(s) hold NUL bytes a crash left, then lines written after them"
+            f" (first: {path}:{after + 1}, {nuls} NUL bytes after line {after}); the NUL bytes"
+            " are not read, the lines after them are in this audit"
         )
     return notes
 
@@ -562,7 +583,24 @@ def _stored_still_being_written(store: Store, shown: Mapping[str, str]) -> list[
     ).fetchall()
     documents = [shown[path] for path, _, _, cut in rows if cut]
     lines = [(shown[path], line) for path, _, line, _ in rows if line is not None]
-    return _still_being_written_notes(documents, lines)
+    return _still_being_written_notes(documents, lines) + _stored_crash_notes(store, shown)
+
+
+def _stored_crash_notes(store: Store, shown: Mapping[str, str]) -> list[str]:
+    """The notes `audit FILE` gives on NUL bytes a crash left (_crash_notes), from each file's
+    latest ingest (migration 007). Rows written before ingest kept them (or a store not
+    migrated since) say nothing of them."""
+    if "nul_gaps" not in {name for name, _ in store.columns("ingest_runs")}:
+        return []
+    rows = store.con.execute(
+        _LATEST_RUNS_SQL.format(
+            columns="nul_tail_bytes, nul_tail_after_line, nul_gaps, first_nul_gap_bytes,"
+            " first_nul_gap_after_line"
+        )
+    ).fetchall()
+    tails = [(shown[r[0]], (r[2], r[3])) for r in rows if r[2] is not None]
+    gaps = [(shown[r[0]], (r[5], r[6])) for r in rows if r[4]]
+    return _crash_notes(tails, gaps)
 
 
 def _no_traces(paths: Sequence[str], files: int, empty: int = 0, writing: int = 0) -> InputError:

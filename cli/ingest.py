@@ -92,6 +92,10 @@ def summary_line(c: "FileCounts") -> str:
         from lexkeep.core.ingest import nul_tail_note  # not needed for --help
 
         line += "; " + nul_tail_note(*c.nul_tail, c.path)
+    if c.nul_gaps:
+        from lexkeep.core.ingest import nul_gap_note  # not needed for --help
+
+        line += "; " + nul_gap_note(c.nul_gaps, c.path)
     if c.truncated_document:
         line += (
             "; the JSON document is still being written (it ends before it is complete):"

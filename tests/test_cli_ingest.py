@@ -951,3 +951,65 @@ def test_a_broken_chain_of_links_names_its_missing_end(cli, db_file, tmp_path):
     assert (
         f"its target {first} leads through links to {missing}, which does not exist"
     ) in longer.stderr
+
+
+CRASH_SAMPLES = [
+    SAMPLE_TRACES / "invoice_altered.jsonl",
+    SAMPLE_TRACES / "claude_lost_path.jsonl",
+    SAMPLE_TRACES / "codex_kept_verbatim.jsonl",
+]
+
+
+@pytest.mark.parametrize("trace", CRASH_SAMPLES, ids=["lexkeep", "claude", "codex"])
+def test_lines_appended_after_the_nul_bytes_of_a_crash_are_read(cli, db_file, tmp_path, trace):
+    """A writer that restarted after a crash appends its lines after the NUL bytes the crash
+    left: the line holding them stopped the ingest as invalid JSON (only --skip-invalid read
+    on, and recorded the line as bad). The NUL bytes are named as a crash gap and the lines
+    written after them are read, in one ingest or in two (the second after the restart)."""
+    lines = trace.read_bytes().splitlines(keepends=True)
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"".join(lines[:5]) + b"\0" * 100 + b"".join(lines[5:]))
+    result = ok(cli("ingest", crashed, "--db", db_file))
+    assert (
+        f"; 100 NUL bytes after line 5 ({crashed}:6), as a crash leaves: not read, the lines"
+        " written after them are"
+    ) in result.stderr, result.stderr
+    assert "invalid" not in result.stderr
+
+    def stats(db):
+        return json.loads(ok(cli("stats", "--db", db, "--format", "json")).stdout)
+
+    ok(cli("ingest", trace, "--db", tmp_path / "whole.duckdb"))
+    assert stats(db_file)["totals"] == stats(tmp_path / "whole.duckdb")["totals"]
+    assert stats(db_file)["ingest_errors"] == 0
+    # The same in two steps: the crash, an ingest, then the writer's restart.
+    crashed.write_bytes(b"".join(lines[:5]) + b"\0" * 100)
+    two = tmp_path / "two.duckdb"
+    assert "ends in 100 NUL bytes after line 5" in ok(cli("ingest", crashed, "--db", two)).stderr
+    crashed.write_bytes(b"".join(lines[:5]) + b"\0" * 100 + b"".join(lines[5:]))
+    resumed = ok(cli("ingest", crashed, "--db", two))
+    assert resumed.stderr.startswith(f"{crashed}: appended ("), resumed.stderr
+    assert f"100 NUL bytes after line 5 ({crashed}:6)" in resumed.stderr
+    assert stats(two)["totals"] == stats(tmp_path / "whole.duckdb")["totals"]
+
+
+def test_a_line_the_crash_cut_before_its_nul_bytes_is_part_of_the_gap(cli, db_file, tmp_path):
+    """A crash may cut a line part way (a disk block written, the next not) and leave NUL
+    bytes after it; the restarted writer's lines follow. The cut start is lost with the gap
+    (said, with its size), not an invalid line that stops the ingest."""
+    lines = (SAMPLE_TRACES / "invoice_altered.jsonl").read_bytes().splitlines(keepends=True)
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"".join(lines[:5]) + lines[5][:17] + b"\0" * 30 + b"".join(lines[6:]))
+    result = ok(cli("ingest", crashed, "--db", db_file))
+    assert (
+        f"; 30 NUL bytes after line 5 and 17 bytes of a line they cut ({crashed}:6), as a crash"
+        " leaves: not read, the lines written after them are"
+    ) in result.stderr, result.stderr
+    without = tmp_path / "without.jsonl"
+    without.write_bytes(b"".join(lines[:5]) + b"".join(lines[6:]))
+    ok(cli("ingest", without, "--db", tmp_path / "without.duckdb"))
+
+    def totals(db):
+        return json.loads(ok(cli("stats", "--db", db, "--format", "json")).stdout)["totals"]
+
+    assert totals(db_file) == totals(tmp_path / "without.duckdb")
