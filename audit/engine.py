@@ -54,7 +54,7 @@ from lexkeep.audit.settings import AuditSettings, resolve
 from lexkeep.core.errors import ConfigError, InputError
 from lexkeep.core.fastload import READER_FIELDS
 from lexkeep.core.formats import get_reader
-from lexkeep.core.ingest import expand_paths, ingest_paths
+from lexkeep.core.ingest import HEADER_ONLY, expand_paths, ingest_paths, nothing_yet
 from lexkeep.core.inspect import ID_CONFLICT, left_out
 from lexkeep.core.model import ArgumentsKind, FileCounts, Format, Source, Verdict
 from lexkeep.core.nearmiss import (
@@ -372,7 +372,7 @@ def run_audit(
         report = None
         files = expand_paths(list(paths))
         if not files:
-            raise _no_traces(paths, 0)
+            raise _no_traces(paths, ())
         if input_format is not None:
             get_reader(input_format)  # an unknown format fails before any file is read
         if fast and len(files) == 1 and input_format is None:
@@ -404,12 +404,7 @@ def run_audit(
                 if all(c.status in ("unrecognised", "empty") for c in counts):
                     # A gate pointed at the wrong folder (or at files not written yet) must
                     # not pass on nothing.
-                    empty = sum(c.status == "empty" for c in counts)
-                    writing = sum(
-                        c.status == "empty" and (c.truncated_last_line or c.truncated_document)
-                        for c in counts
-                    )
-                    raise _no_traces(paths, len(counts), empty, writing)
+                    raise _no_traces(paths, counts)
                 phase("auditing identifiers")
                 report = audit_store(store, settings, inputs=tuple(paths), of_files=True)
                 report = _with_incomplete_documents(report, counts)
@@ -446,15 +441,11 @@ def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]
     )
     # Files of which nothing was read, not even one value or line (a document cut before its
     # first value ends, a file whose only line is not complete): out of the audit, and said.
-    waiting = [
-        c.path
-        for c in counts
-        if c.status == "empty" and (c.truncated_document or c.truncated_last_line)
-    ]
+    waiting = [(c.path, why) for c in counts if (why := nothing_yet(c)) is not None]
     if waiting:
         notes.append(
-            f"{len(waiting)} file(s) had nothing complete yet (still being written?) and are not"
-            f" in this audit (first: {waiting[0]})"
+            f"{len(waiting)} file(s) had no complete record yet and are not in this audit"
+            f" (first: {waiting[0][0]}: {waiting[0][1]})"
         )
     if not notes:
         return report
@@ -603,15 +594,25 @@ def _stored_crash_notes(store: Store, shown: Mapping[str, str]) -> list[str]:
     return _crash_notes(tails, gaps)
 
 
-def _no_traces(paths: Sequence[str], files: int, empty: int = 0, writing: int = 0) -> InputError:
-    """Nothing to audit in `paths`: `files` found, `empty` of them with nothing to read
-    (`writing` of those because their first line is not complete yet)."""
+def _no_traces(paths: Sequence[str], counts: Sequence[FileCounts]) -> InputError:
+    """Nothing to audit in `paths`: the files found (`counts`) are empty, have nothing
+    complete to read yet (why, as the ingest says it, for the first of them) or no trace."""
     where = ", ".join(paths)
+    files = len(counts)
+    empty = sum(c.status == "empty" for c in counts)
+    waiting = [(c.path, why) for c in counts if (why := nothing_yet(c)) is not None]
+    writing = len(waiting)
     if files == empty and files:
-        if writing == files:
-            found = f"{files} file(s) found, none with a complete line yet (still being written?)"
+        if writing == files == 1:
+            path, why = waiting[0]
+            found = f"1 file(s) found, none with a complete record yet: {path}: {why}"
+        elif writing == files:
+            path, why = waiting[0]
+            found = f"{files} file(s) found, none with a complete record yet (first: {path}: {why})"
         elif writing:
             found = f"{files} file(s) found, all of them empty or still being written ({writing})"
+        elif files == 1 and counts[0].header_only:  # standard input: read once, never again
+            found = f"1 file(s) found, none with a record: {counts[0].path}: {HEADER_ONLY}"
         else:
             found = f"{files} file(s) found, all of them empty"
     elif files:

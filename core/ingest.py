@@ -89,6 +89,26 @@ def nul_tail_note(nul_bytes: int, after_line: int, path: str) -> str:
     )
 
 
+def nothing_yet(c: FileCounts) -> str | None:
+    """Why nothing of a file with nothing to read (status "empty") could be read yet, as the
+    ingest's summary line and the audit say it; None when it has nothing to read for good
+    (empty, blank, NUL bytes only) or is standard input."""
+    if c.status != "empty" or c.path == "-":
+        return None
+    if c.header_only:
+        return f"{HEADER_ONLY} yet (file still being written?)"
+    if c.truncated_last_line and (c.truncated_line or 1) > 1:
+        return (
+            f"line {c.truncated_line} is not complete and the lines before it hold no record"
+            " (file still being written?)"
+        )
+    if c.truncated_last_line:
+        return "its first line is not complete (file still being written?)"
+    if c.truncated_document:
+        return "the JSON document is still being written (not one value is complete)"
+    return None
+
+
 def nul_gap_note(gaps: Sequence[tuple[int, int, int]], path: str) -> str:
     """What is said of a file that holds runs of NUL bytes with lines after them (`gaps`: NUL
     bytes, the line after which they start, bytes of a line they cut; a writer restarted
@@ -725,12 +745,27 @@ def detect_format(
     if not head and nul_tail is not None and nul_tail[1] == 0:
         # Nothing but NUL bytes (a file a crash left before its first line was on disk).
         raise EmptyInput(f"nothing to read: it holds only {nul_tail[0]} NUL bytes", path=display)
+    cut = getattr(source, "truncated_last_line", False)
+    bad = any(isinstance(i, Skipped) and i.fatal for i in head_items)
+    if display == "-" and cut and not bad and (not head or header_only(head)):
+        # A pipe is read once: a line cut short is not "left for a later ingest", and nothing
+        # before it holds a record (_FileIngest._skipped says so of a later line).
+        raise InputError(
+            "the last line is incomplete (no newline, and not whole JSON); standard input"
+            " cannot be read again for the rest of it",
+            path=display,
+            line=source.lines_consumed + 1,
+            hint="pipe the whole trace",
+        )
     fmt = detect(head)
     truncated = getattr(source, "truncated_object", False) and display != "-"
     if fmt is None and truncated and header_only(head):
         # A header line whose first record is still being written (a Codex rollout just
         # begun): nothing to read yet, as for a first line still being written.
         raise EmptyInput("nothing complete to read yet (file still being written?)", path=display)
+    if fmt is None and not bad and header_only(head):
+        # The header line alone, its writer not yet at the next (a Codex rollout just begun).
+        raise HeaderOnly(HEADER_ONLY, path=display)
     if fmt is None:
         first_bad = next((i for i in head_items if isinstance(i, Skipped) and i.fatal), None)
         path = getattr(source, "path", None)
@@ -809,6 +844,15 @@ class UnrecognisedFormat(InputError):
 
 class EmptyInput(UnrecognisedFormat):
     """The input holds no JSON value at all (an empty or blank file)."""
+
+
+HEADER_ONLY = "line 1 is a Codex rollout's header and no record follows it"
+
+
+class HeaderOnly(EmptyInput):
+    """The input holds a header line alone (a bare-era Codex rollout just begun), before which
+    no format can be told: nothing to read yet; a later ingest reads the file once it holds
+    a record."""
 
 
 class IncompleteDocument(InputError):
@@ -2433,7 +2477,7 @@ def _ingest_one(
         source = JsonSource(path)
         try:
             fmt, items = detect_format(source, format)
-        except EmptyInput:
+        except EmptyInput as exc:
             _holds_nothing_now(batch, key, prev)
             _tell_whole(path, on_progress, told)
             counts = FileCounts(
@@ -2444,6 +2488,7 @@ def _ingest_one(
                 truncated_line=source.lines_consumed + 1 if source.truncated_last_line else None,
                 nul_tail=source.nul_tail,
                 nul_gaps=tuple(source.nul_gaps),
+                header_only=isinstance(exc, HeaderOnly),
             )
             return counts, 0
         except UnrecognisedFormat:

@@ -1702,8 +1702,9 @@ def test_files_with_nothing_complete_yet_are_noted_not_passed_over(cli, tmp_path
     assert result.exit_code == 0, result.stderr
     notes = json.loads(result.stdout)["notes"]
     assert (
-        "2 file(s) had nothing complete yet (still being written?) and are not in this audit"
-        f" (first: {traces / 'results.json'})"
+        "2 file(s) had no complete record yet and are not in this audit (first:"
+        f" {traces / 'results.json'}: the JSON document is still being written (not one value"
+        " is complete))"
     ) in notes, notes
     result = cli("ingest", traces, "--skip-invalid", "-q", "--db", tmp_path / "t.duckdb")
     assert result.exit_code == 0, result.stderr

@@ -914,7 +914,21 @@ def test_an_old_style_codex_rollout_cut_after_its_header_has_nothing_to_read_yet
         " record (file still being written?), left for a later ingest"
     ), result.stderr
     audit = cli("audit", live)
-    assert "none with a complete line yet (still being written?)" in audit.stderr
+    assert audit.exit_code == 2
+    # Line 1 is complete: "none with a complete line yet" was not so.
+    assert audit.stderr.startswith(
+        f"Error: no trace files in {live} (1 file(s) found, none with a complete record yet:"
+        f" {live}: line 2 is not complete and the lines before it hold no record (file still"
+        " being written?))"
+    ), audit.stderr
+    live.write_bytes(data[:header])
+    audit = cli("audit", live)
+    assert audit.exit_code == 2
+    assert audit.stderr.startswith(
+        f"Error: no trace files in {live} (1 file(s) found, none with a complete record yet:"
+        f" {live}: line 1 is a Codex rollout's header and no record follows it yet (file still"
+        " being written?))"
+    ), audit.stderr
     live.write_bytes(data)
     done = ok(cli("ingest", live, "--db", db_file))
     assert done.stderr.startswith(f"{live}: ingested (codex)"), done.stderr
@@ -1013,3 +1027,58 @@ def test_a_line_the_crash_cut_before_its_nul_bytes_is_part_of_the_gap(cli, db_fi
         return json.loads(ok(cli("stats", "--db", db, "--format", "json")).stdout)["totals"]
 
     assert totals(db_file) == totals(tmp_path / "without.duckdb")
+
+
+def _bare_rollout() -> bytes:
+    """A bare-era Codex rollout of the shared corpus (header line, then records)."""
+    folder = shared_data() / "claude-code-log" / "test" / "test_data" / "codex" / "sessions"
+    return next(folder.glob("rollout-44444444-*.jsonl")).read_bytes()
+
+
+def test_a_codex_rollout_of_its_header_alone_says_the_same_from_a_file_and_on_stdin(
+    cli, db_file, tmp_path
+):
+    """A bare-era Codex rollout whose writer has put down its header line only was "not a
+    recognised trace format" (exit 2), from a file and piped; cut inside its next line it was
+    "nothing to read yet" from a file but still "not a recognised trace format" piped. A file
+    has nothing to read yet (exit 0, read by a later ingest); piped, the header alone has
+    nothing to read, and a line cut short is the incomplete last line it is in any format."""
+    data = _bare_rollout()
+    header = data[: data.index(b"\n") + 1]
+    alone = tmp_path / "rollout-alone.jsonl"
+    alone.write_bytes(header)
+    result = ok(cli("ingest", alone, "--db", db_file))
+    assert result.stderr.splitlines()[0] == (
+        f"{alone}: nothing to read yet: line 1 is a Codex rollout's header and no record follows"
+        " it yet (file still being written?), left for a later ingest"
+    )
+    assert result.stderr.splitlines()[-1].endswith(
+        "1 still being written; 0 messages, 0 tool calls"
+    )
+    piped = ok(cli("ingest", "-", "--db", db_file, input=header))
+    assert piped.stderr.splitlines()[0] == (
+        "-: nothing to read: line 1 is a Codex rollout's header and no record follows it"
+    )
+    audit = cli("audit", "-", input=header)
+    assert audit.exit_code == 2
+    assert audit.stderr.startswith(
+        "Error: no trace files in - (1 file(s) found, none with a record: -: line 1 is a Codex"
+        " rollout's header and no record follows it)"
+    ), audit.stderr
+    cut = header + data[len(header) : len(header) + 20]
+    piped = cli("ingest", "-", "--db", db_file, input=cut)
+    assert piped.exit_code == 2
+    assert piped.stderr.splitlines() == [
+        "Error: -:2: the last line is incomplete (no newline, and not whole JSON); standard"
+        " input cannot be read again for the rest of it",
+        "Hint: pipe the whole trace",
+    ]
+    # Any format's first line cut short, piped, says so too (it was "not a recognised format").
+    first = (SAMPLE_TRACES / "claude_lost_path.jsonl").read_bytes()[:40]
+    for args in (("ingest", "-", "--db", db_file), ("audit", "-")):
+        piped = cli(*args, input=first)
+        assert piped.exit_code == 2
+        assert piped.stderr.startswith("Error: -:1: the last line is incomplete"), piped.stderr
+    # The file grows into a whole rollout: read then.
+    alone.write_bytes(data)
+    assert ok(cli("ingest", alone, "--db", db_file)).stderr.startswith(f"{alone}: ingested (codex)")

@@ -203,7 +203,10 @@ def test_audit_of_folders_without_a_trace_file_is_an_error(cli, tmp_path: Path):
     (blank / "c.jsonl").write_text('{"type": "message", "id": "m1", "conv')
     result = cli("audit", blank / "c.jsonl")
     assert result.exit_code == 2, result.stderr
-    assert "none with a complete line yet (still being written?)" in result.stderr
+    assert (
+        f"none with a complete record yet: {blank / 'c.jsonl'}: its first line is not complete"
+        " (file still being written?)"
+    ) in result.stderr
     result = cli("audit", blank)
     assert "all of them empty or still being written (1)" in result.stderr
     # One trace file among them is enough.
