@@ -876,3 +876,31 @@ def test_a_rules_file_that_may_not_be_read_says_what_to_do(tmp_path: Path) -> No
             " reached without it",
         ],
     ]
+
+
+def test_a_report_onto_a_file_that_may_not_be_written_leaves_it_as_it_was(tmp_path: Path) -> None:
+    """`-o FILE` onto an existing read-only file replaced it: the report is written to a
+    temporary file renamed over FILE, which its folder allows whatever FILE's own permissions
+    say. It is refused now, FILE untouched; a writable file is still replaced, keeping its
+    permissions. (As root, in a process without the capabilities that pass over permissions.)"""
+    cli = bound_cli(tmp_path)
+    trace = SAMPLE_TRACES / "invoice_altered.jsonl"
+    report = tmp_path / "report.json"
+    report.write_text("the last release's report\n")
+    report.chmod(0o444)
+    result = cli("audit", trace, "-f", "json", "-o", report)
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"Error: cannot write {report}: Permission denied",
+        f"Hint: make {report} writable, or pass -o another path",
+    ]
+    assert report.read_text() == "the last release's report\n"
+    assert oct(report.stat().st_mode & 0o777) == oct(0o444)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+    # A file that may be written is replaced, and keeps its mode (no report readable by all
+    # where the file before it was not).
+    report.chmod(0o600)
+    result = cli("audit", trace, "-f", "json", "-o", report)
+    assert result.exit_code == 1, result.stderr
+    assert json.loads(report.read_text())["totals"]["audited"] > 0
+    assert oct(report.stat().st_mode & 0o777) == oct(0o600)
