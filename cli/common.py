@@ -20,6 +20,7 @@ from lexkeep.core.controls import visible
 from lexkeep.core.errors import (
     LexkeepError,
     SettingsWarning,
+    doing,
     is_query_interrupt,
     storage_error,
     unnamed_write_error,
@@ -302,6 +303,12 @@ def _same_file(a: str, b: str) -> bool:
 @contextmanager
 def output_stream(path: str | None) -> Iterator[Any]:
     """Text stream for a report: the file named by -o (written atomically) or stdout."""
+    with doing("writing the report"), _output_stream(path) as stream:
+        yield stream
+
+
+@contextmanager
+def _output_stream(path: str | None) -> Iterator[Any]:
     if path is None or path == "-":
         yield sys.stdout
         return

@@ -21,7 +21,7 @@ from lexkeep.cli.common import (
 )
 from lexkeep.cli.signals import interrupted_by
 from lexkeep.core.controls import visible, visible_json
-from lexkeep.core.errors import LexkeepError
+from lexkeep.core.errors import LexkeepError, doing
 from lexkeep.core.formats import format_names
 
 # The store, the data model and the ingest are imported by the command that runs: they import
@@ -399,16 +399,17 @@ def register(app: typer.Typer) -> None:
         ):
             before = _stored(store)
             try:
-                ingest_paths(
-                    store,
-                    paths,
-                    files=files,
-                    format=format,
-                    skip_invalid=skip_invalid,
-                    on_file=on_file,
-                    on_progress=advance,
-                    on_phase=lambda text: advance(0, description=text),
-                )
+                with doing("ingesting the traces"):
+                    ingest_paths(
+                        store,
+                        paths,
+                        files=files,
+                        format=format,
+                        skip_invalid=skip_invalid,
+                        on_file=on_file,
+                        on_progress=advance,
+                        on_phase=lambda text: advance(0, description=text),
+                    )
             except BaseException as exc:
                 # Ctrl-C or SIGTERM (Python's, or DuckDB's answer to it inside a query): the
                 # files listed so far are committed; say what they added before exiting 130

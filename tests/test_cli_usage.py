@@ -904,3 +904,27 @@ def test_a_report_onto_a_file_that_may_not_be_written_leaves_it_as_it_was(tmp_pa
     assert result.exit_code == 1, result.stderr
     assert json.loads(report.read_text())["totals"]["audited"] > 0
     assert oct(report.stat().st_mode & 0o777) == oct(0o600)
+
+
+def test_an_unforeseen_refusal_says_what_the_command_was_doing(tmp_path: Path) -> None:
+    """A refusal no check foresaw said only `cannot access PATH`: here the lexkeep.toml beside
+    the traces is a link into a folder that may not be searched, met while looking for the
+    settings. The error says what was being done, and names the folder that blocks."""
+    cli = bound_cli(tmp_path / "work")
+    (tmp_path / "work").mkdir()
+    shut = tmp_path / "shut"
+    shut.mkdir()
+    (shut / "lexkeep.toml").write_text("[audit]\nmin_ratio = 0.0\n")
+    settings = tmp_path / "work" / "lexkeep.toml"
+    settings.symlink_to(shut / "lexkeep.toml")
+    shut.chmod(0o600)
+    try:
+        result = cli("audit", SAMPLE_TRACES / "invoice_altered.jsonl")
+    finally:
+        shut.chmod(0o755)
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"Error: cannot access {settings} while reading settings: Permission denied",
+        f"Hint: make the folder {shut} searchable (its x permission): nothing in it can be"
+        " reached without it",
+    ]
