@@ -54,7 +54,7 @@ from lexkeep.audit.settings import AuditSettings, resolve
 from lexkeep.core.errors import ConfigError, InputError
 from lexkeep.core.fastload import READER_FIELDS
 from lexkeep.core.formats import get_reader
-from lexkeep.core.ingest import expand_paths, ingest_paths
+from lexkeep.core.ingest import HEADER_ONLY, expand_paths, ingest_paths, nothing_yet
 from lexkeep.core.inspect import ID_CONFLICT, left_out
 from lexkeep.core.model import ArgumentsKind, FileCounts, Format, Source, Verdict
 from lexkeep.core.nearmiss import (
@@ -377,7 +377,7 @@ def run_audit(
         report = None
         files = expand_paths(list(paths))
         if not files:
-            raise _no_traces(paths, 0)
+            raise _no_traces(paths, ())
         if input_format is not None:
             get_reader(input_format)  # an unknown format fails before any file is read
         if fast and len(files) == 1 and input_format is None:
@@ -409,12 +409,7 @@ def run_audit(
                 if all(c.status in ("unrecognised", "empty") for c in counts):
                     # A gate pointed at the wrong folder (or at files not written yet) must
                     # not pass on nothing.
-                    empty = sum(c.status == "empty" for c in counts)
-                    writing = sum(
-                        c.status == "empty" and (c.truncated_last_line or c.truncated_document)
-                        for c in counts
-                    )
-                    raise _no_traces(paths, len(counts), empty, writing)
+                    raise _no_traces(paths, counts)
                 phase("auditing identifiers")
                 report = audit_store(store, settings, inputs=tuple(paths), of_files=True)
                 report = _with_incomplete_documents(report, counts)
@@ -444,25 +439,18 @@ def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]
         (c.path, c.truncated_line) for c in counts if c.truncated_last_line and c.status != "empty"
     ]
     notes = _still_being_written_notes(documents, lines)
-    crashed = [c for c in counts if c.nul_tail is not None and c.status != "empty"]
-    if crashed:
-        path, (nuls, after) = crashed[0].path, crashed[0].nul_tail
-        notes.append(
-            f"{len(crashed)} file(s) end in NUL bytes, as a crash leaves (first: {path}:"
-            f"{after + 1}, {nuls} NUL bytes after line {after}); those bytes are not read, only"
-            " the complete lines before them are in this audit"
-        )
+    read = [c for c in counts if c.status != "empty"]
+    notes += _crash_notes(
+        [(c.path, c.nul_tail) for c in read if c.nul_tail is not None],
+        [(c.path, c.nul_gaps[0][:2]) for c in read if c.nul_gaps],
+    )
     # Files of which nothing was read, not even one value or line (a document cut before its
     # first value ends, a file whose only line is not complete): out of the audit, and said.
-    waiting = [
-        c.path
-        for c in counts
-        if c.status == "empty" and (c.truncated_document or c.truncated_last_line)
-    ]
+    waiting = [(c.path, why) for c in counts if (why := nothing_yet(c)) is not None]
     if waiting:
         notes.append(
-            f"{len(waiting)} file(s) had nothing complete yet (still being written?) and are not"
-            f" in this audit (first: {waiting[0]})"
+            f"{len(waiting)} file(s) had no complete record yet and are not in this audit"
+            f" (first: {waiting[0][0]}: {waiting[0][1]})"
         )
     if not notes:
         return report
@@ -487,6 +475,30 @@ def _still_being_written_notes(
         notes.append(
             f"{len(lines)} file(s) end in a line still being written (first: {first});"
             " only their complete lines are in this audit"
+        )
+    return notes
+
+
+def _crash_notes(
+    tails: Sequence[tuple[str, tuple[int, int]]], gaps: Sequence[tuple[str, tuple[int, int]]]
+) -> list[str]:
+    """The notes on files ending in NUL bytes a crash left (`tails`: file, (NUL bytes, the line
+    after which they start)) and on files holding such bytes with lines after them that a
+    restarted writer appended (`gaps`: file, the first such run), in that order."""
+    notes = []
+    if tails:
+        path, (nuls, after) = tails[0]
+        notes.append(
+            f"{len(tails)} file(s) end in NUL bytes, as a crash leaves (first: {path}:"
+            f"{after + 1}, {nuls} NUL bytes after line {after}); those bytes are not read, only"
+            " the complete lines before them are in this audit"
+        )
+    if gaps:
+        path, (nuls, after) = gaps[0]
+        notes.append(
+            f"{len(gaps)} file(s) hold NUL bytes a crash left, then lines written after them"
+            f" (first: {path}:{after + 1}, {nuls} NUL bytes after line {after}); the NUL bytes"
+            " are not read, the lines after them are in this audit"
         )
     return notes
 
@@ -567,18 +579,45 @@ def _stored_still_being_written(store: Store, shown: Mapping[str, str]) -> list[
     ).fetchall()
     documents = [shown[path] for path, _, _, cut in rows if cut]
     lines = [(shown[path], line) for path, _, line, _ in rows if line is not None]
-    return _still_being_written_notes(documents, lines)
+    return _still_being_written_notes(documents, lines) + _stored_crash_notes(store, shown)
 
 
-def _no_traces(paths: Sequence[str], files: int, empty: int = 0, writing: int = 0) -> InputError:
-    """Nothing to audit in `paths`: `files` found, `empty` of them with nothing to read
-    (`writing` of those because their first line is not complete yet)."""
+def _stored_crash_notes(store: Store, shown: Mapping[str, str]) -> list[str]:
+    """The notes `audit FILE` gives on NUL bytes a crash left (_crash_notes), from each file's
+    latest ingest (migration 007). Rows written before ingest kept them (or a store not
+    migrated since) say nothing of them."""
+    if "nul_gaps" not in {name for name, _ in store.columns("ingest_runs")}:
+        return []
+    rows = store.con.execute(
+        _LATEST_RUNS_SQL.format(
+            columns="nul_tail_bytes, nul_tail_after_line, nul_gaps, first_nul_gap_bytes,"
+            " first_nul_gap_after_line"
+        )
+    ).fetchall()
+    tails = [(shown[r[0]], (r[2], r[3])) for r in rows if r[2] is not None]
+    gaps = [(shown[r[0]], (r[5], r[6])) for r in rows if r[4]]
+    return _crash_notes(tails, gaps)
+
+
+def _no_traces(paths: Sequence[str], counts: Sequence[FileCounts]) -> InputError:
+    """Nothing to audit in `paths`: the files found (`counts`) are empty, have nothing
+    complete to read yet (why, as the ingest says it, for the first of them) or no trace."""
     where = ", ".join(paths)
+    files = len(counts)
+    empty = sum(c.status == "empty" for c in counts)
+    waiting = [(c.path, why) for c in counts if (why := nothing_yet(c)) is not None]
+    writing = len(waiting)
     if files == empty and files:
-        if writing == files:
-            found = f"{files} file(s) found, none with a complete line yet (still being written?)"
+        if writing == files == 1:
+            path, why = waiting[0]
+            found = f"1 file(s) found, none with a complete record yet: {path}: {why}"
+        elif writing == files:
+            path, why = waiting[0]
+            found = f"{files} file(s) found, none with a complete record yet (first: {path}: {why})"
         elif writing:
             found = f"{files} file(s) found, all of them empty or still being written ({writing})"
+        elif files == 1 and counts[0].header_only:  # standard input: read once, never again
+            found = f"1 file(s) found, none with a record: {counts[0].path}: {HEADER_ONLY}"
         else:
             found = f"{files} file(s) found, all of them empty"
     elif files:

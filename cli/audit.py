@@ -18,7 +18,7 @@ from lexkeep.cli.common import (
     refuse_output_over_inputs,
 )
 from lexkeep.core.controls import visible
-from lexkeep.core.errors import LexkeepError, SettingsWarning
+from lexkeep.core.errors import LexkeepError, SettingsWarning, doing
 from lexkeep.core.formats import format_names
 
 
@@ -170,7 +170,10 @@ def register(app: typer.Typer) -> None:
                 note_terminal_stdin()
             # The total opens every file: found only when a bar is shown.
             total = functools.partial(input_size, paths) if paths else None
-            with progress("reading traces", total) as advance:
+            with (
+                doing("auditing the traces" if paths else "auditing the store"),
+                progress("reading traces", total) as advance,
+            ):
                 report, settings = audit_command(
                     paths=paths or (),
                     db=db,

@@ -4,6 +4,7 @@ import contextlib
 import errno
 import functools
 import os
+import stat
 import sys
 import traceback
 import warnings
@@ -19,6 +20,7 @@ from lexkeep.core.controls import visible
 from lexkeep.core.errors import (
     LexkeepError,
     SettingsWarning,
+    doing,
     is_query_interrupt,
     storage_error,
     unnamed_write_error,
@@ -301,6 +303,12 @@ def _same_file(a: str, b: str) -> bool:
 @contextmanager
 def output_stream(path: str | None) -> Iterator[Any]:
     """Text stream for a report: the file named by -o (written atomically) or stdout."""
+    with doing("writing the report"), _output_stream(path) as stream:
+        yield stream
+
+
+@contextmanager
+def _output_stream(path: str | None) -> Iterator[Any]:
     if path is None or path == "-":
         yield sys.stdout
         return
@@ -333,6 +341,7 @@ def output_stream(path: str | None) -> Iterator[Any]:
         return
     # Through a symlink, the file it names is replaced, and the link stays.
     target = Path(os.path.realpath(target))
+    mode = _writable_mode(target, path)
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         fh = tmp.open("w", encoding="utf-8", newline="")
@@ -347,6 +356,8 @@ def output_stream(path: str | None) -> Iterator[Any]:
     try:
         with fh:
             yield fh
+        if mode is not None:  # the report takes the permissions of the file it replaces
+            os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)  # a failed report leaves neither a half file nor its temp
@@ -354,6 +365,33 @@ def output_stream(path: str | None) -> Iterator[Any]:
         if named is None:
             raise
         raise named from exc
+
+
+def _writable_mode(target: Path, path: str) -> int | None:
+    """The permission bits of the existing file `target` (-o `path`, which the report is to
+    replace), None when there is none; a LexkeepError when it may not be written.
+
+    The report is written to a temporary file renamed over `target`, which only the folder's
+    permissions govern: a file its owner made read-only would be replaced all the same. So it
+    is opened for writing first (not truncated: nothing of it changes), as `>` would open it.
+    """
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None  # opening the temporary file beside it says what is wrong
+    try:
+        fd = os.open(target, os.O_WRONLY)
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return mode
+        raise LexkeepError(
+            f"cannot write {path}: {exc.strerror}",
+            hint=f"make {path} writable, or pass -o another path",
+        ) from exc
+    os.close(fd)
+    return mode
 
 
 # A write that failed for want of room: a full disk, a quota, a file size limit (ulimit -f).

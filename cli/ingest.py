@@ -21,7 +21,7 @@ from lexkeep.cli.common import (
 )
 from lexkeep.cli.signals import interrupted_by
 from lexkeep.core.controls import visible, visible_json
-from lexkeep.core.errors import LexkeepError
+from lexkeep.core.errors import LexkeepError, doing
 from lexkeep.core.formats import format_names
 
 # The store, the data model and the ingest are imported by the command that runs: they import
@@ -43,24 +43,21 @@ def summary_line(c: "FileCounts") -> str:
     """One stderr line per file: format and counts, skipped lines by reason."""
     if c.status == "unchanged":
         return f"{c.path}: unchanged ({c.format}), nothing added"
-    if c.status == "empty" and c.truncated_last_line and (c.truncated_line or 1) > 1:
-        return (
-            f"{c.path}: nothing to read yet: line {c.truncated_line} is not complete and the lines"
-            " before it hold no record (file still being written?), left for a later ingest"
-        )
-    if c.status == "empty" and c.truncated_last_line:
-        return (
-            f"{c.path}: nothing to read yet: its first line is not complete"
-            " (file still being written?), left for a later ingest"
-        )
-    if c.status == "empty" and c.nul_tail is not None:
-        return (
-            f"{c.path}: nothing to read: it holds only {c.nul_tail[0]} NUL bytes, as a crash leaves"
-        )
-    if c.status == "empty" and c.truncated_document:
+    if c.status == "empty" and c.truncated_document and c.path != "-":
         return (
             f"{c.path}: nothing to read yet: the JSON document is still being written (not one"
             " value is complete), nothing stored; it is read again when complete"
+        )
+    from lexkeep.core.ingest import HEADER_ONLY, nothing_yet  # not needed for --help
+
+    waiting = nothing_yet(c)
+    if waiting is not None:
+        return f"{c.path}: nothing to read yet: {waiting}, left for a later ingest"
+    if c.status == "empty" and c.header_only:  # standard input: read once, never again
+        return f"{c.path}: nothing to read: {HEADER_ONLY}"
+    if c.status == "empty" and c.nul_tail is not None:
+        return (
+            f"{c.path}: nothing to read: it holds only {c.nul_tail[0]} NUL bytes, as a crash leaves"
         )
     if c.status == "empty":
         return f"{c.path}: empty, nothing to read"
@@ -92,6 +89,10 @@ def summary_line(c: "FileCounts") -> str:
         from lexkeep.core.ingest import nul_tail_note  # not needed for --help
 
         line += "; " + nul_tail_note(*c.nul_tail, c.path)
+    if c.nul_gaps:
+        from lexkeep.core.ingest import nul_gap_note  # not needed for --help
+
+        line += "; " + nul_gap_note(c.nul_gaps, c.path)
     if c.truncated_document:
         line += (
             "; the JSON document is still being written (it ends before it is complete):"
@@ -127,9 +128,9 @@ def _totals_line(counts: list["FileCounts"], stored: list[int] | None) -> str:
     read = (sum(c.messages for c in added), sum(c.tool_calls for c in added))
     # empty files are neither ingested nor unchanged: count them so the numbers add up, apart
     # from the files with nothing complete yet (still being written), read again later
-    waiting = sum(
-        c.status == "empty" and (c.truncated_last_line or c.truncated_document) for c in counts
-    )
+    from lexkeep.core.ingest import nothing_yet  # not needed for --help
+
+    waiting = sum(nothing_yet(c) is not None for c in counts)
     empty = sum(c.status == "empty" for c in counts) - waiting
     # Records read that the store held already (a resumed Claude Code session copies its
     # earlier lines into the new file): kept once, so say how many were not added.
@@ -446,16 +447,17 @@ def register(app: typer.Typer) -> None:
         ):
             before = _stored(store)
             try:
-                ingest_paths(
-                    store,
-                    paths,
-                    files=files,
-                    format=format,
-                    skip_invalid=skip_invalid,
-                    on_file=on_file,
-                    on_progress=advance,
-                    on_phase=lambda text: advance(0, description=text),
-                )
+                with doing("ingesting the traces"):
+                    ingest_paths(
+                        store,
+                        paths,
+                        files=files,
+                        format=format,
+                        skip_invalid=skip_invalid,
+                        on_file=on_file,
+                        on_progress=advance,
+                        on_phase=lambda text: advance(0, description=text),
+                    )
             except LexkeepError as exc:
                 # A bad file stops the ingest; the files before it are committed (one
                 # transaction each): say so, as for Ctrl-C, then the error (exit 2).

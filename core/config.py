@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from lexkeep.core.errors import ConfigError, SettingsWarning
+from lexkeep.core.errors import ConfigError, SettingsWarning, doing
 from lexkeep.core.paths import search_hint, unsearchable_folder
 
 # The tables lexkeep reads from a settings file, one per `load_section` caller (audit/settings.py
@@ -77,6 +77,7 @@ def _has_lexkeep_table(pyproject: Path, *, strict: bool = False) -> bool:
         return False  # a shadowed pyproject.toml is not read: its errors are not ours to report
 
 
+@doing("reading settings")
 def load_section(section: str, path: Path | None = None) -> tuple[dict[str, Any], Path | None]:
     """The table `section` (e.g. "audit") and the file it came from; empty when absent.
 

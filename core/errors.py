@@ -8,6 +8,8 @@ import re
 import stat
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from lexkeep.core.paths import search_hint, unsearchable_folder
 
@@ -162,6 +164,20 @@ _DUCKDB_FILE_ERROR = re.compile(
 OPERATIONS = ("read", "open", "create", "write")
 
 
+@contextmanager
+def doing(what: str) -> Iterator[None]:
+    """Name what the code inside is doing ("reading settings", "opening the store", "writing
+    the report"): a refused permission that escapes it unforeseen, which `storage_error` can
+    only call `cannot access PATH`, says so (`... while reading settings`). The innermost
+    activity an error escapes is the one named. Also a decorator."""
+    try:
+        yield
+    except OSError as exc:
+        if getattr(exc, "lexkeep_doing", None) is None:
+            exc.lexkeep_doing = what  # type: ignore[attr-defined]
+        raise
+
+
 def storage_error(exc: BaseException, operation: str | None = None) -> StoreError | None:
     """A read or write that failed for want of room or permission (a full disk, a quota, a
     file size limit, a read-only folder, a file or folder that may not be read or searched),
@@ -173,7 +189,9 @@ def storage_error(exc: BaseException, operation: str | None = None) -> StoreErro
     DuckDB's message names the operation; for an OSError, a full disk, a quota, a size limit
     or a read-only file system can only have refused a write, and a refused permission says
     `cannot access`, since the call that failed may have been a look-up or a read as well as
-    a write. A refusal inside a folder that may not be searched names that folder.
+    a write, and then what the command was doing when it escaped a `doing` block (`cannot
+    access PATH while reading settings`). A refusal inside a folder that may not be searched
+    names that folder.
     """
     if operation not in (None, *OPERATIONS):
         raise ValueError(f"operation must be one of {OPERATIONS} or None, not {operation!r}")
@@ -195,7 +213,8 @@ def storage_error(exc: BaseException, operation: str | None = None) -> StoreErro
     target = where if where is not None else "a temporary file"
     blocked = None
     if where is not None and reason not in _NO_ROOM.values() and reason != "Read-only file system":
-        blocked = unsearchable_folder(where)
+        # Through a symbolic link, the folder that blocks may be above the file it names.
+        blocked = unsearchable_folder(where) or unsearchable_folder(os.path.realpath(where))
     if reason in _NO_ROOM.values():
         hint = (
             "free space (or raise the quota or file size limit) where it is written, or point"
@@ -216,7 +235,9 @@ def storage_error(exc: BaseException, operation: str | None = None) -> StoreErro
             "a store is written together with FILE.wal beside it: make its folder writable, or"
             " copy the store to a folder that is (audit --db, stats and show open it read-only)"
         )
-    return StoreError(f"cannot {verb} {target}: {reason}", hint=hint)
+    activity = getattr(exc, "lexkeep_doing", None) if verb == "access" else None
+    during = f" while {activity}" if activity else ""
+    return StoreError(f"cannot {verb} {target}{during}: {reason}", hint=hint)
 
 
 def unnamed_write_error(exc: BaseException) -> LexkeepError | None:

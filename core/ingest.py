@@ -89,6 +89,54 @@ def nul_tail_note(nul_bytes: int, after_line: int, path: str) -> str:
     )
 
 
+def nothing_yet(c: FileCounts) -> str | None:
+    """Why nothing of a file with nothing to read (status "empty") could be read yet, as the
+    ingest's summary line and the audit say it; None when it has nothing to read for good
+    (empty, blank, NUL bytes only) or is standard input."""
+    if c.status != "empty" or c.path == "-":
+        return None
+    if c.header_only:
+        return f"{HEADER_ONLY} yet (file still being written?)"
+    if c.truncated_last_line and (c.truncated_line or 1) > 1:
+        return (
+            f"line {c.truncated_line} is not complete and the lines before it hold no record"
+            " (file still being written?)"
+        )
+    if c.truncated_last_line:
+        return "its first line is not complete (file still being written?)"
+    if c.truncated_document:
+        return "the JSON document is still being written (not one value is complete)"
+    return None
+
+
+def nul_gap_note(gaps: Sequence[tuple[int, int, int]], path: str) -> str:
+    """What is said of a file that holds runs of NUL bytes with lines after them (`gaps`: NUL
+    bytes, the line after which they start, bytes of a line they cut; a writer restarted
+    after a crash and appended): the NUL bytes are not read, the lines after them are."""
+    nul_bytes, after_line, cut = gaps[0]
+    cut_text = f" and {cut} bytes of a line they cut" if cut else ""
+    more = f" (and {len(gaps) - 1} more such gap(s))" if len(gaps) > 1 else ""
+    return (
+        f"{nul_bytes} NUL bytes after line {after_line}{cut_text} ({path}:{after_line + 1}),"
+        f" as a crash leaves: not read, the lines written after them are{more}"
+    )
+
+
+def _after_nul_bytes(raw: bytes) -> tuple[bytes, int, int] | None:
+    """(what follows, NUL bytes, bytes before them) of a line holding one run of NUL bytes,
+    where a crash left them and a restarted writer appended after them; None when `raw` holds
+    none, or NUL bytes apart (UTF-16 text has one after each ASCII character). No JSON text
+    holds a NUL byte (a string writes it as \\u0000), so this is asked only of a line that is
+    not JSON: a valid line is never read otherwise."""
+    first = raw.find(b"\0")
+    if first < 0:
+        return None
+    last = raw.rfind(b"\0")
+    if raw.count(b"\0", first, last + 1) != last + 1 - first:
+        return None
+    return raw[last + 1 :], last + 1 - first, first
+
+
 class _Prefixed(io.RawIOBase):
     """A raw stream that replays `head` before the rest of `rest` (peeking without seek)."""
 
@@ -239,6 +287,9 @@ class JsonSource:
         # (NUL bytes, the line after which they start) when the file ends in NUL bytes only
         # (a machine crash): they are not read, nor counted as consumed.
         self.nul_tail: tuple[int, int] | None = None
+        # (NUL bytes, the line after which they start, bytes of a line they cut) of each run
+        # of NUL bytes that lines follow (a writer restarted after a crash): see _lines.
+        self.nul_gaps: list[tuple[int, int, int]] = []
         self.document = False  # True when read as a JSON document rather than JSONL
 
     @property
@@ -297,6 +348,18 @@ class JsonSource:
                 try:
                     value = loads(raw)
                 except decode_error:
+                    after = _after_nul_bytes(raw)
+                    if after is not None and after[0].strip():
+                        try:
+                            value = loads(after[0])
+                        except decode_error:
+                            pass
+                        else:  # whole JSON after the NUL bytes of a crash: see below
+                            self.nul_gaps.append((after[1], number - 1, after[2]))
+                            update(raw)
+                            consumed += len(raw)
+                            yield _value_or_skip(value, display, number, after[0])
+                            break
                     if raw.strip():
                         self.truncated_last_line = True
                         # the start of a JSON object, not some other file without a newline
@@ -324,7 +387,27 @@ class JsonSource:
             except decode_error as exc:
                 if not raw.strip():
                     continue
-                yield _decode_skip(exc, raw, display, number)
+                after = _after_nul_bytes(raw)
+                if after is None:
+                    yield _decode_skip(exc, raw, display, number)
+                    continue
+                # NUL bytes a crash left where the file was to grow (after a line it may have
+                # cut), then what a restarted writer appended: a gap, not a bad line. The
+                # appended line is read as the line's value.
+                rest, nul_bytes, cut = after
+                self.nul_gaps.append((nul_bytes, number - 1, cut))
+                if not rest.strip():
+                    continue
+                try:
+                    value = loads(rest)
+                except decode_error as exc:
+                    skip = _decode_skip(exc, rest, display, number)
+                    if skip.col is not None:  # a column of the whole line
+                        gap = raw[: len(raw) - len(rest)].decode("utf-8", "replace")
+                        skip = replace(skip, col=skip.col + len(gap))
+                    yield skip
+                    continue
+                yield _value_or_skip(value, display, number, rest)
                 continue
             yield _value_or_skip(value, display, number, raw)
         self.lines_consumed = number
@@ -662,12 +745,27 @@ def detect_format(
     if not head and nul_tail is not None and nul_tail[1] == 0:
         # Nothing but NUL bytes (a file a crash left before its first line was on disk).
         raise EmptyInput(f"nothing to read: it holds only {nul_tail[0]} NUL bytes", path=display)
+    cut = getattr(source, "truncated_last_line", False)
+    bad = any(isinstance(i, Skipped) and i.fatal for i in head_items)
+    if display == "-" and cut and not bad and (not head or header_only(head)):
+        # A pipe is read once: a line cut short is not "left for a later ingest", and nothing
+        # before it holds a record (_FileIngest._skipped says so of a later line).
+        raise InputError(
+            "the last line is incomplete (no newline, and not whole JSON); standard input"
+            " cannot be read again for the rest of it",
+            path=display,
+            line=source.lines_consumed + 1,
+            hint="pipe the whole trace",
+        )
     fmt = detect(head)
     truncated = getattr(source, "truncated_object", False) and display != "-"
     if fmt is None and truncated and header_only(head):
         # A header line whose first record is still being written (a Codex rollout just
         # begun): nothing to read yet, as for a first line still being written.
         raise EmptyInput("nothing complete to read yet (file still being written?)", path=display)
+    if fmt is None and not bad and header_only(head):
+        # The header line alone, its writer not yet at the next (a Codex rollout just begun).
+        raise HeaderOnly(HEADER_ONLY, path=display)
     if fmt is None:
         first_bad = next((i for i in head_items if isinstance(i, Skipped) and i.fatal), None)
         path = getattr(source, "path", None)
@@ -748,6 +846,15 @@ class EmptyInput(UnrecognisedFormat):
     """The input holds no JSON value at all (an empty or blank file)."""
 
 
+HEADER_ONLY = "line 1 is a Codex rollout's header and no record follows it"
+
+
+class HeaderOnly(EmptyInput):
+    """The input holds a header line alone (a bare-era Codex rollout just begun), before which
+    no format can be told: nothing to read yet; a later ingest reads the file once it holds
+    a record."""
+
+
 class IncompleteDocument(InputError):
     """A JSON document whose writer has not finished even its first value: an error, except
     that with skip_invalid a file on disk has nothing to read yet (a later ingest reads it)."""
@@ -798,6 +905,14 @@ _INGEST_RUN_COLUMNS = (
     # The name an earlier lexkeep numbered the file's conversations without ids under
     # (migration 006); NULL: they are named after their first record.
     ("numbered_under", "VARCHAR"),
+    # NUL bytes a crash left (migration 007): those the file ends in and the line after which
+    # they start, and the runs of them that lines follow (how many, the first's bytes and
+    # line): what `audit --db` notes of them. NULL: none.
+    ("nul_tail_bytes", "BIGINT"),
+    ("nul_tail_after_line", "BIGINT"),
+    ("nul_gaps", "BIGINT"),
+    ("first_nul_gap_bytes", "BIGINT"),
+    ("first_nul_gap_after_line", "BIGINT"),
 )
 # Times span every record stored (least / greatest skip NULLs): a later file or an append may
 # hold an earlier time than the store had, e.g. a resumed session's copied lines.
@@ -1306,7 +1421,8 @@ class _Batch:
             return
         rows = self.con.execute(
             "SELECT path, bytes_consumed, lines_consumed, sha256, format, unknown_types,"
-            " first_unknown_type_line, truncated_line, numbered_under FROM ingest_runs"
+            " first_unknown_type_line, truncated_line, numbered_under, nul_gaps,"
+            " first_nul_gap_bytes, first_nul_gap_after_line FROM ingest_runs"
             " WHERE path IN (SELECT unnest(?))"
             " QUALIFY row_number() OVER (PARTITION BY path ORDER BY id DESC) = 1",
             [keys],
@@ -1351,7 +1467,10 @@ class _Batch:
         """Stage one file's ingest_runs row (see finish); its index, for its error rows."""
         self.ingest_runs.append((key, *row))
         # A second copy is unchanged (or goes on from this read).
-        self.previous[key] = (row[1], row[2], row[0], row[3], row[9], row[10], row[11], row[13])
+        self.previous[key] = (
+            *(row[1], row[2], row[0], row[3], row[9], row[10], row[11], row[13]),
+            *row[16:19],  # the NUL gaps, kept by a row that goes on from this one
+        )
         return len(self.ingest_runs) - 1
 
     def conversation(self, fmt: Format, conv: str, src: Source, record: Any) -> None:
@@ -2174,6 +2293,7 @@ class _Read:
         "bytes_consumed",
         "lines_consumed",
         "nul_tail",
+        "nul_gaps",
     )
 
     def __init__(
@@ -2194,6 +2314,7 @@ class _Read:
         self.bytes_consumed = source.bytes_consumed
         self.lines_consumed = source.lines_consumed
         self.nul_tail = source.nul_tail
+        self.nul_gaps = source.nul_gaps
 
 
 class _Filler:
@@ -2389,7 +2510,7 @@ def _ingest_one(
                 batch.record_ingest(
                     key,
                     (prev[2], prev[0], prev[1], prev[3], 0, 0, 0, 0, 0, prev[4], prev[5], None,
-                     False, prev[7]),
+                     False, prev[7], None, None, *prev[8:11]),
                 )  # fmt: skip
             return FileCounts(path=path, format=prev[3], status="unchanged"), 0
         if same:
@@ -2418,7 +2539,7 @@ def _ingest_one(
         source = JsonSource(path)
         try:
             fmt, items = detect_format(source, format)
-        except EmptyInput:
+        except EmptyInput as exc:
             _holds_nothing_now(batch, key, prev)
             _tell_whole(path, on_progress, told)
             counts = FileCounts(
@@ -2428,6 +2549,8 @@ def _ingest_one(
                 truncated_last_line=source.truncated_last_line,
                 truncated_line=source.lines_consumed + 1 if source.truncated_last_line else None,
                 nul_tail=source.nul_tail,
+                nul_gaps=tuple(source.nul_gaps),
+                header_only=isinstance(exc, HeaderOnly),
             )
             return counts, 0
         except UnrecognisedFormat:
@@ -2520,6 +2643,7 @@ def _ingest_one(
             state.truncated_line if state.truncated else None,
             state.truncated_document,
             numbered if _continues(fmt.value) else None,
+            *_nul_columns(source.nul_tail, source.nul_gaps),
         ),
     )
     if prev is not None and path != "-":
@@ -2544,6 +2668,7 @@ def _ingest_one(
         truncated_document=state.truncated_document,
         truncated_line=state.truncated_line,
         nul_tail=source.nul_tail,
+        nul_gaps=tuple(source.nul_gaps),
         unknown_type_line=state.unknown_type_line,
         invalid_line=min((line for line, *_ in state.errors), default=None),
     )
@@ -2713,6 +2838,15 @@ def _unknown_types(state: _FileIngest, prev: tuple[Any, ...] | None) -> tuple[An
     return prev[4] + count, prev[5] if prev[5] is not None else first
 
 
+def _nul_columns(
+    tail: tuple[int, int] | None, gaps: Sequence[tuple[int, int, int]]
+) -> tuple[int | None, ...]:
+    """The ingest_runs columns of a file's NUL bytes (migration 007): the tail's bytes and
+    line, then how many gaps, the first one's bytes and line (NULL for none)."""
+    first = gaps[0][:2] if gaps else (None, None)
+    return (*(tail or (None, None)), len(gaps) or None, *first)
+
+
 def _holds_nothing_now(batch: _Batch, key: str, prev: tuple[Any, ...] | None) -> None:
     """A file ingested before (`prev`: its latest ingest_runs row) holds nothing to read now:
     emptied, rewritten as something that is no trace, or its first line or value still being
@@ -2729,7 +2863,9 @@ def _holds_nothing_now(batch: _Batch, key: str, prev: tuple[Any, ...] | None) ->
     batch.reread.append((key, 0))
     if prev[0]:
         batch.record_ingest(
-            key, (_EMPTY_SHA256, 0, 0, prev[3], 0, 0, 0, 0, 0, 0, None, None, False, None)
+            key,
+            (_EMPTY_SHA256, 0, 0, prev[3], 0, 0, 0, 0, 0, 0, None, None, False, None)
+            + _nul_columns(None, ()),
         )
 
 

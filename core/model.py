@@ -243,6 +243,12 @@ class FileCounts:
     # (NUL bytes, the line after which they start) for a file ending in NUL bytes, as a machine
     # crash leaves: those bytes are not read.
     nul_tail: tuple[int, int] | None = None
+    # Status "empty": the file holds a header line alone (a bare-era Codex rollout just begun).
+    header_only: bool = False
+    # (NUL bytes, the line after which they start, bytes of a line they cut) of each run of NUL
+    # bytes inside the file that lines follow (a writer restarted after a crash and appended
+    # them): the NUL bytes and the cut line are not read, the lines after them are.
+    nul_gaps: tuple[tuple[int, int, int], ...] = ()
     # Of `messages`, `tool_calls` and `boundaries` (records read), how many were written:
     # fewer when the store held some already. None when not counted (a lean audit store).
     messages_added: int | None = None

@@ -32,7 +32,7 @@ import orjson
 import regex
 
 from lexkeep.core.config import load_section, read_toml
-from lexkeep.core.errors import RuleError, SettingsWarning
+from lexkeep.core.errors import RuleError, SettingsWarning, doing
 
 # Time budgets are CPU time of the scanning thread; the `regex` engine's own timeout is wall
 # clock, so it is armed at this multiple of the budget as a safety net that load never trips.
@@ -202,6 +202,7 @@ def default_rules() -> RuleSet:
     return build_rules(None)
 
 
+@doing("loading identifier rules")
 def load_rules(path: Path | None = None) -> RuleSet:
     """Rules from `path` (--rules), else the settings file's identifiers table, else defaults."""
     if path is not None:

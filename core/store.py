@@ -24,7 +24,13 @@ try:
 except ImportError:  # not POSIX: spill folders are not marked with a locked owner file
     fcntl = None  # type: ignore[assignment]
 
-from lexkeep.core.errors import ConfigError, StoreError, StoreLockedError, storage_error
+from lexkeep.core.errors import (
+    ConfigError,
+    StoreError,
+    StoreLockedError,
+    doing,
+    storage_error,
+)
 from lexkeep.core.jsonnumbers import compact_text
 from lexkeep.core.paths import (
     ShownPaths,
@@ -156,6 +162,7 @@ class Store:
     # -- opening -----------------------------------------------------------------------
 
     @classmethod
+    @doing("opening the store")
     def open(
         cls,
         path: str | os.PathLike[str] | None = None,

@@ -228,6 +228,16 @@ _UNDO_MIGRATION = {
     ],
     4: ["DROP TABLE request_log_state"],
     6: ["ALTER TABLE ingest_runs DROP COLUMN numbered_under"],
+    7: [
+        f"ALTER TABLE ingest_runs DROP COLUMN {column}"
+        for column in (
+            "nul_tail_bytes",
+            "nul_tail_after_line",
+            "nul_gaps",
+            "first_nul_gap_bytes",
+            "first_nul_gap_after_line",
+        )
+    ],
 }
 
 

@@ -1738,8 +1738,9 @@ def test_files_with_nothing_complete_yet_are_noted_not_passed_over(cli, tmp_path
     assert result.exit_code == 0, result.stderr
     notes = json.loads(result.stdout)["notes"]
     assert (
-        "2 file(s) had nothing complete yet (still being written?) and are not in this audit"
-        f" (first: {traces / 'results.json'})"
+        "2 file(s) had no complete record yet and are not in this audit (first:"
+        f" {traces / 'results.json'}: the JSON document is still being written (not one value"
+        " is complete))"
     ) in notes, notes
     result = cli("ingest", traces, "--skip-invalid", "-q", "--db", tmp_path / "t.duckdb")
     assert result.exit_code == 0, result.stderr
@@ -1770,3 +1771,60 @@ def test_audit_of_a_file_ending_in_nul_bytes_notes_a_crash_not_a_line_being_writ
     got = json.loads(ok(cli("audit", crashed, "-f", "json", *skip_invalid), 1).stdout)
     assert got["totals"] == expected
     assert any(note[len("Note: ") :] in n for n in got["notes"]), got["notes"]
+
+
+def _crash_notes(stdout: str) -> list[str]:
+    return [n for n in json.loads(stdout)["notes"] if "NUL bytes" in n]
+
+
+@pytest.mark.parametrize("trace", [INVOICE, CLAUDE, CODEX], ids=["lexkeep", "claude", "codex"])
+def test_audit_of_a_store_notes_the_nul_bytes_of_a_crash_as_the_audit_of_the_file(
+    cli, tmp_path, trace
+):
+    """`audit FILE` noted the NUL bytes a crash left at the end of a file, and the ingest
+    said them, but nothing of them was stored: `audit --db` said nothing. Lines a restarted
+    writer appended after them were an invalid line. Both are noted, alike from the file and
+    from the store, and the audit of the lines after a gap is that of the whole file."""
+    lines = trace.read_bytes().splitlines(keepends=True)
+    crashed = tmp_path / "crashed.jsonl"
+    db = tmp_path / "store.duckdb"
+    crashed.write_bytes(b"".join(lines[:6]) + b"\0" * 64)
+    tail = _crash_notes(ok(cli("audit", crashed, "-f", "json"), 0).stdout)
+    assert tail == [
+        f"1 file(s) end in NUL bytes, as a crash leaves (first: {crashed}:7, 64 NUL bytes after"
+        " line 6); those bytes are not read, only the complete lines before them are in this"
+        " audit"
+    ]
+    ok(cli("ingest", crashed, "--db", db), 0)
+    assert _crash_notes(ok(cli("audit", "--db", db, "-f", "json"), 0).stdout) == tail
+    # The writer restarted and appended the rest after the NUL bytes.
+    crashed.write_bytes(b"".join(lines[:6]) + b"\0" * 64 + b"".join(lines[6:]))
+    whole = json.loads(cli("audit", trace, "-f", "json").stdout)
+    of_file = json.loads(cli("audit", crashed, "-f", "json").stdout)
+    assert of_file["totals"] == whole["totals"]
+    gap = [
+        f"1 file(s) hold NUL bytes a crash left, then lines written after them (first:"
+        f" {crashed}:7, 64 NUL bytes after line 6); the NUL bytes are not read, the lines"
+        " after them are in this audit"
+    ]
+    assert _crash_notes(json.dumps(of_file)) == gap
+    ok(cli("ingest", crashed, "--db", db), 0)
+    of_store = json.loads(cli("audit", "--db", db, "-f", "json").stdout)
+    assert of_store["totals"] == whole["totals"]
+    assert _crash_notes(json.dumps(of_store)) == gap
+    # The table report says it too.
+    assert f"Note: {gap[0]}" in cli("audit", "--db", db).stdout
+
+
+def test_audit_of_a_store_from_before_nul_bytes_were_kept_still_opens(cli, tmp_path):
+    """A store written before ingest kept NUL bytes (schema 6) opens read-only as before,
+    and its audit says nothing of them."""
+    db = tmp_path / "old.duckdb"
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(INVOICE.read_bytes() + b"\0" * 8)
+    ok(cli("ingest", crashed, "--db", db), 0)
+    with Store.open(db) as store:
+        undo_migrations_after(store, 6)
+    assert _crash_notes(ok(cli("audit", "--db", db, "-f", "json"), 1).stdout) == []
+    ok(cli("ingest", crashed, "--db", db), 0)  # migrates it: the file read again is noted
+    assert len(_crash_notes(ok(cli("audit", "--db", db, "-f", "json"), 1).stdout)) == 1

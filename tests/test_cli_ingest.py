@@ -1002,7 +1002,21 @@ def test_an_old_style_codex_rollout_cut_after_its_header_has_nothing_to_read_yet
         " record (file still being written?), left for a later ingest"
     ), result.stderr
     audit = cli("audit", live)
-    assert "none with a complete line yet (still being written?)" in audit.stderr
+    assert audit.exit_code == 2
+    # Line 1 is complete: "none with a complete line yet" was not so.
+    assert audit.stderr.startswith(
+        f"Error: no trace files in {live} (1 file(s) found, none with a complete record yet:"
+        f" {live}: line 2 is not complete and the lines before it hold no record (file still"
+        " being written?))"
+    ), audit.stderr
+    live.write_bytes(data[:header])
+    audit = cli("audit", live)
+    assert audit.exit_code == 2
+    assert audit.stderr.startswith(
+        f"Error: no trace files in {live} (1 file(s) found, none with a complete record yet:"
+        f" {live}: line 1 is a Codex rollout's header and no record follows it yet (file still"
+        " being written?))"
+    ), audit.stderr
     live.write_bytes(data)
     done = ok(cli("ingest", live, "--db", db_file))
     assert done.stderr.startswith(f"{live}: ingested (codex)"), done.stderr
@@ -1039,3 +1053,120 @@ def test_a_broken_chain_of_links_names_its_missing_end(cli, db_file, tmp_path):
     assert (
         f"its target {first} leads through links to {missing}, which does not exist"
     ) in longer.stderr
+
+
+CRASH_SAMPLES = [
+    SAMPLE_TRACES / "invoice_altered.jsonl",
+    SAMPLE_TRACES / "claude_lost_path.jsonl",
+    SAMPLE_TRACES / "codex_kept_verbatim.jsonl",
+]
+
+
+@pytest.mark.parametrize("trace", CRASH_SAMPLES, ids=["lexkeep", "claude", "codex"])
+def test_lines_appended_after_the_nul_bytes_of_a_crash_are_read(cli, db_file, tmp_path, trace):
+    """A writer that restarted after a crash appends its lines after the NUL bytes the crash
+    left: the line holding them stopped the ingest as invalid JSON (only --skip-invalid read
+    on, and recorded the line as bad). The NUL bytes are named as a crash gap and the lines
+    written after them are read, in one ingest or in two (the second after the restart)."""
+    lines = trace.read_bytes().splitlines(keepends=True)
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"".join(lines[:5]) + b"\0" * 100 + b"".join(lines[5:]))
+    result = ok(cli("ingest", crashed, "--db", db_file))
+    assert (
+        f"; 100 NUL bytes after line 5 ({crashed}:6), as a crash leaves: not read, the lines"
+        " written after them are"
+    ) in result.stderr, result.stderr
+    assert "invalid" not in result.stderr
+
+    def stats(db):
+        return json.loads(ok(cli("stats", "--db", db, "--format", "json")).stdout)
+
+    ok(cli("ingest", trace, "--db", tmp_path / "whole.duckdb"))
+    assert stats(db_file)["totals"] == stats(tmp_path / "whole.duckdb")["totals"]
+    assert stats(db_file)["ingest_errors"] == 0
+    # The same in two steps: the crash, an ingest, then the writer's restart.
+    crashed.write_bytes(b"".join(lines[:5]) + b"\0" * 100)
+    two = tmp_path / "two.duckdb"
+    assert "ends in 100 NUL bytes after line 5" in ok(cli("ingest", crashed, "--db", two)).stderr
+    crashed.write_bytes(b"".join(lines[:5]) + b"\0" * 100 + b"".join(lines[5:]))
+    resumed = ok(cli("ingest", crashed, "--db", two))
+    assert resumed.stderr.startswith(f"{crashed}: appended ("), resumed.stderr
+    assert f"100 NUL bytes after line 5 ({crashed}:6)" in resumed.stderr
+    assert stats(two)["totals"] == stats(tmp_path / "whole.duckdb")["totals"]
+
+
+def test_a_line_the_crash_cut_before_its_nul_bytes_is_part_of_the_gap(cli, db_file, tmp_path):
+    """A crash may cut a line part way (a disk block written, the next not) and leave NUL
+    bytes after it; the restarted writer's lines follow. The cut start is lost with the gap
+    (said, with its size), not an invalid line that stops the ingest."""
+    lines = (SAMPLE_TRACES / "invoice_altered.jsonl").read_bytes().splitlines(keepends=True)
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"".join(lines[:5]) + lines[5][:17] + b"\0" * 30 + b"".join(lines[6:]))
+    result = ok(cli("ingest", crashed, "--db", db_file))
+    assert (
+        f"; 30 NUL bytes after line 5 and 17 bytes of a line they cut ({crashed}:6), as a crash"
+        " leaves: not read, the lines written after them are"
+    ) in result.stderr, result.stderr
+    without = tmp_path / "without.jsonl"
+    without.write_bytes(b"".join(lines[:5]) + b"".join(lines[6:]))
+    ok(cli("ingest", without, "--db", tmp_path / "without.duckdb"))
+
+    def totals(db):
+        return json.loads(ok(cli("stats", "--db", db, "--format", "json")).stdout)["totals"]
+
+    assert totals(db_file) == totals(tmp_path / "without.duckdb")
+
+
+def _bare_rollout() -> bytes:
+    """A bare-era Codex rollout of the shared corpus (header line, then records)."""
+    folder = shared_data() / "claude-code-log" / "test" / "test_data" / "codex" / "sessions"
+    return next(folder.glob("rollout-44444444-*.jsonl")).read_bytes()
+
+
+def test_a_codex_rollout_of_its_header_alone_says_the_same_from_a_file_and_on_stdin(
+    cli, db_file, tmp_path
+):
+    """A bare-era Codex rollout whose writer has put down its header line only was "not a
+    recognised trace format" (exit 2), from a file and piped; cut inside its next line it was
+    "nothing to read yet" from a file but still "not a recognised trace format" piped. A file
+    has nothing to read yet (exit 0, read by a later ingest); piped, the header alone has
+    nothing to read, and a line cut short is the incomplete last line it is in any format."""
+    data = _bare_rollout()
+    header = data[: data.index(b"\n") + 1]
+    alone = tmp_path / "rollout-alone.jsonl"
+    alone.write_bytes(header)
+    result = ok(cli("ingest", alone, "--db", db_file))
+    assert result.stderr.splitlines()[0] == (
+        f"{alone}: nothing to read yet: line 1 is a Codex rollout's header and no record follows"
+        " it yet (file still being written?), left for a later ingest"
+    )
+    assert result.stderr.splitlines()[-1].endswith(
+        "1 still being written; 0 messages, 0 tool calls"
+    )
+    piped = ok(cli("ingest", "-", "--db", db_file, input=header))
+    assert piped.stderr.splitlines()[0] == (
+        "-: nothing to read: line 1 is a Codex rollout's header and no record follows it"
+    )
+    audit = cli("audit", "-", input=header)
+    assert audit.exit_code == 2
+    assert audit.stderr.startswith(
+        "Error: no trace files in - (1 file(s) found, none with a record: -: line 1 is a Codex"
+        " rollout's header and no record follows it)"
+    ), audit.stderr
+    cut = header + data[len(header) : len(header) + 20]
+    piped = cli("ingest", "-", "--db", db_file, input=cut)
+    assert piped.exit_code == 2
+    assert piped.stderr.splitlines() == [
+        "Error: -:2: the last line is incomplete (no newline, and not whole JSON); standard"
+        " input cannot be read again for the rest of it",
+        "Hint: pipe the whole trace",
+    ]
+    # Any format's first line cut short, piped, says so too (it was "not a recognised format").
+    first = (SAMPLE_TRACES / "claude_lost_path.jsonl").read_bytes()[:40]
+    for args in (("ingest", "-", "--db", db_file), ("audit", "-")):
+        piped = cli(*args, input=first)
+        assert piped.exit_code == 2
+        assert piped.stderr.startswith("Error: -:1: the last line is incomplete"), piped.stderr
+    # The file grows into a whole rollout: read then.
+    alone.write_bytes(data)
+    assert ok(cli("ingest", alone, "--db", db_file)).stderr.startswith(f"{alone}: ingested (codex)")

@@ -203,7 +203,10 @@ def test_audit_of_folders_without_a_trace_file_is_an_error(cli, tmp_path: Path):
     (blank / "c.jsonl").write_text('{"type": "message", "id": "m1", "conv')
     result = cli("audit", blank / "c.jsonl")
     assert result.exit_code == 2, result.stderr
-    assert "none with a complete line yet (still being written?)" in result.stderr
+    assert (
+        f"none with a complete record yet: {blank / 'c.jsonl'}: its first line is not complete"
+        " (file still being written?)"
+    ) in result.stderr
     result = cli("audit", blank)
     assert "all of them empty or still being written (1)" in result.stderr
     # One trace file among them is enough.
@@ -978,4 +981,56 @@ def test_a_rules_file_that_may_not_be_read_says_what_to_do(tmp_path: Path) -> No
             f"Hint: make the folder {shut} searchable (its x permission): nothing in it can be"
             " reached without it",
         ],
+    ]
+
+
+def test_a_report_onto_a_file_that_may_not_be_written_leaves_it_as_it_was(tmp_path: Path) -> None:
+    """`-o FILE` onto an existing read-only file replaced it: the report is written to a
+    temporary file renamed over FILE, which its folder allows whatever FILE's own permissions
+    say. It is refused now, FILE untouched; a writable file is still replaced, keeping its
+    permissions. (As root, in a process without the capabilities that pass over permissions.)"""
+    cli = bound_cli(tmp_path)
+    trace = SAMPLE_TRACES / "invoice_altered.jsonl"
+    report = tmp_path / "report.json"
+    report.write_text("the last release's report\n")
+    report.chmod(0o444)
+    result = cli("audit", trace, "-f", "json", "-o", report)
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"Error: cannot write {report}: Permission denied",
+        f"Hint: make {report} writable, or pass -o another path",
+    ]
+    assert report.read_text() == "the last release's report\n"
+    assert oct(report.stat().st_mode & 0o777) == oct(0o444)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+    # A file that may be written is replaced, and keeps its mode (no report readable by all
+    # where the file before it was not).
+    report.chmod(0o600)
+    result = cli("audit", trace, "-f", "json", "-o", report)
+    assert result.exit_code == 1, result.stderr
+    assert json.loads(report.read_text())["totals"]["audited"] > 0
+    assert oct(report.stat().st_mode & 0o777) == oct(0o600)
+
+
+def test_an_unforeseen_refusal_says_what_the_command_was_doing(tmp_path: Path) -> None:
+    """A refusal no check foresaw said only `cannot access PATH`: here the lexkeep.toml beside
+    the traces is a link into a folder that may not be searched, met while looking for the
+    settings. The error says what was being done, and names the folder that blocks."""
+    cli = bound_cli(tmp_path / "work")
+    (tmp_path / "work").mkdir()
+    shut = tmp_path / "shut"
+    shut.mkdir()
+    (shut / "lexkeep.toml").write_text("[audit]\nmin_ratio = 0.0\n")
+    settings = tmp_path / "work" / "lexkeep.toml"
+    settings.symlink_to(shut / "lexkeep.toml")
+    shut.chmod(0o600)
+    try:
+        result = cli("audit", SAMPLE_TRACES / "invoice_altered.jsonl")
+    finally:
+        shut.chmod(0o755)
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"Error: cannot access {settings} while reading settings: Permission denied",
+        f"Hint: make the folder {shut} searchable (its x permission): nothing in it can be"
+        " reached without it",
     ]

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 from conftest import permission_bound
 
-from lexkeep.core.errors import storage_error
+from lexkeep.core.errors import doing, storage_error
 
 
 def _refused(code: int, path: str) -> OSError:
@@ -98,3 +98,40 @@ def test_the_folder_that_may_not_be_searched_is_named(tmp_path: Path) -> None:
         f"make the folder {shut} searchable (its x permission): nothing in it can be reached"
         " without it",
     ]
+
+
+def test_a_refusal_whose_operation_is_unknown_says_what_was_being_done(tmp_path: Path) -> None:
+    """An unforeseen refusal said only `cannot access PATH`, whatever the command was doing
+    (reading its settings, opening the store, writing the report): it now names that, the
+    innermost activity it escaped, from a real refused open."""
+    prefix = permission_bound()
+    shut = tmp_path / "shut"
+    shut.mkdir()
+    (shut / "lexkeep.toml").write_text("")
+    shut.chmod(0o600)  # listed, not searched: anything in it is refused
+    script = (
+        "import sys\n"
+        "from lexkeep.core.errors import doing, storage_error\n"
+        "try:\n"
+        "    with doing('writing the report'), doing('reading settings'):\n"
+        "        open(sys.argv[1], 'rb')\n"
+        "except OSError as exc:\n"
+        "    print(storage_error(exc).message)\n"
+    )
+    try:
+        done = subprocess.run(
+            [*prefix, sys.executable, "-c", script, str(shut / "lexkeep.toml")],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        shut.chmod(0o755)
+    assert done.stdout.splitlines() == [
+        f"cannot access {shut / 'lexkeep.toml'} while reading settings: Permission denied"
+    ], done.stderr
+    # Where the operation is known, it is named as before; outside any activity, as before.
+    with pytest.raises(OSError) as raised, doing("opening the store"):
+        raise _refused(errno.EACCES, "s.duckdb")
+    found = storage_error(raised.value, "open")
+    assert found is not None and found.message == "cannot open s.duckdb: Permission denied"
+    found = storage_error(_refused(errno.EACCES, "t.jsonl"))
+    assert found is not None and found.message == "cannot access t.jsonl: Permission denied"

@@ -456,10 +456,16 @@ def test_a_file_ending_in_nul_bytes_reads_the_same_read_ahead(tmp_path, counted_
     claude = REPO / "sample_traces" / "claude_lost_path.jsonl"
     lines = claude.read_bytes().splitlines(keepends=True)
     (folder / "crashed.jsonl").write_bytes(b"".join(lines) + b"\0" * 100)
+    # A restarted writer's lines after the NUL bytes of a crash (and a line it cut).
+    resumed = lines[:4] + [lines[4][:9] + b"\0" * 20 + lines[4]] + lines[5:]
+    (folder / "resumed.jsonl").write_bytes(b"".join(resumed))
     ahead, here, counts_ahead, counts_here = _ingest_both(tmp_path / "stores", [str(folder)])
     assert counts_ahead == counts_here
     for table in INGEST_TABLES:
         assert ahead[table] == here[table], table
     crashed = next(c for c in counts_ahead if c.path.endswith("crashed.jsonl"))
     assert crashed.nul_tail == (100, len(lines)) and crashed.skipped == {}
-    assert sum(counted_takes) == 2  # both files read by a worker
+    gap = next(c for c in counts_ahead if c.path.endswith("resumed.jsonl"))
+    assert gap.nul_gaps == ((20, 4, 9),) and gap.skipped == {}
+    assert gap.messages == crashed.messages and gap.tool_calls == crashed.tool_calls
+    assert sum(counted_takes) == 3  # every file read by a worker
