@@ -2695,28 +2695,8 @@ def _numbered_copy(batch: _Batch, path: str) -> str | None:
     wanted: dict[tuple[int, str], str] = {}
     for nbytes, sha, name in candidates:
         wanted.setdefault((nbytes, sha), name)
-    ends = sorted({nbytes for nbytes, _ in wanted})
-    found: list[tuple[int, str]] = []  # (earliest index among candidates, name)
-    order = {key: n for n, key in enumerate(wanted)}
-    digest = hashlib.sha256()
-    done = 0
-    try:
-        with open_input(path) as stream:
-            for end in ends:
-                while done < end:
-                    block = stream.read(min(_CHUNK, end - done))
-                    if not block:
-                        break
-                    digest.update(block)
-                    done += len(block)
-                if done < end:
-                    break
-                key = (end, digest.hexdigest())
-                if key in wanted:
-                    found.append((order[key], wanted[key]))
-    except (OSError, EOFError, gzip.BadGzipFile):
-        return None  # read, and reported, as any file
-    return min(found)[1] if found else None
+    prefixes = _prefix_hashes(path, {nbytes for nbytes, _ in wanted})  # none: read as any file
+    return next((name for (n, sha), name in wanted.items() if prefixes.get(n) == sha), None)
 
 
 # Tables whose rows name the file and line they were read from.
