@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_compaction_support import StallingOpenAI, build, gone
+from test_compaction_support import SUMMARY_BODY, StallingOpenAI, build, gone
 
 from lexkeep.core.store import Store
 
@@ -332,17 +332,7 @@ def serve_then_vanish(answers: int) -> str:
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(60)
     port = listener.getsockname()[1]
-    body = json.dumps(
-        {
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": "Summary: ORD_88400."},
-                    "finish_reason": "stop",
-                }
-            ]
-        }
-    ).encode()
+    body = SUMMARY_BODY
 
     def serve() -> None:
         with contextlib.suppress(OSError):
@@ -1104,15 +1094,7 @@ def test_an_error_in_one_slot_stops_the_calls_of_the_others_at_once(tmp_path, ho
         "misconfigured": "Error: the summariser failed the same way on its first 3 calls",
         "storage": "Error: conversation c",
     }[how]
-    assert err.startswith(expected), err
-    doc = json.loads(out)
-    counts = ("planned", "claimed", "completed", "failed", "remaining", "claims_held")
-    # the hung call's claim was given back: not claimed, not failed, left for a later run
-    assert [doc[k] for k in counts] == [planned, 0, 0, 0, planned, 0], doc
-    assert doc["error"] == err.splitlines()[0].removeprefix("Error: ")
-    with Store.open(db, read_only=True) as store:
-        assert store.con.execute("SELECT count(*) FROM compactions").fetchone() == (0,)
-        assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone() == (0,)
+    _assert_claims_given_back(out, err, expected, db, planned)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="process groups are POSIX")
@@ -1251,15 +1233,7 @@ def test_an_error_in_one_slot_stops_the_others_openai_calls_at_once(tmp_path, ho
         "misconfigured": "Error: the summariser failed the same way on its first 3 calls",
         "storage": "Error: conversation c",
     }[how]
-    assert err.startswith(expected), err
-    doc = json.loads(out)
-    counts = ("planned", "claimed", "completed", "failed", "remaining", "claims_held")
-    # the stalled call's claim was given back: not claimed, not failed, left for a later run
-    assert [doc[k] for k in counts] == [planned, 0, 0, 0, planned, 0], doc
-    assert doc["error"] == err.splitlines()[0].removeprefix("Error: ")
-    with Store.open(db, read_only=True) as store:
-        assert store.con.execute("SELECT count(*) FROM compactions").fetchone() == (0,)
-        assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone() == (0,)
+    _assert_claims_given_back(out, err, expected, db, planned)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a process group is POSIX")
@@ -1342,3 +1316,16 @@ def test_an_openai_summariser_whose_calls_a_stopped_run_cancelled_works_in_the_n
         server.plan = "a"  # the key is fixed; the same summariser is used again
         report = run_compaction(db, summarizer=summarizer, workers=2)
     assert (report.completed, report.failed) == (4, 0), report.segments
+
+
+def _assert_claims_given_back(out: str, err: str, expected: str, db: Path, planned: int) -> None:
+    """A run a fatal error stopped: its error first, and the claim of the call still in flight
+    given back (not claimed, not failed, left for a later run), nothing recorded."""
+    assert err.startswith(expected), err
+    doc = json.loads(out)
+    counts = ("planned", "claimed", "completed", "failed", "remaining", "claims_held")
+    assert [doc[k] for k in counts] == [planned, 0, 0, 0, planned, 0], doc
+    assert doc["error"] == err.splitlines()[0].removeprefix("Error: ")
+    with Store.open(db, read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM compactions").fetchone() == (0,)
+        assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone() == (0,)
