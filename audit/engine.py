@@ -54,7 +54,13 @@ from lexkeep.audit.settings import AuditSettings, resolve
 from lexkeep.core.errors import ConfigError, InputError
 from lexkeep.core.fastload import READER_FIELDS
 from lexkeep.core.formats import get_reader
-from lexkeep.core.ingest import HEADER_ONLY, expand_paths, ingest_paths, nothing_yet
+from lexkeep.core.ingest import (
+    HEADER_ONLY,
+    crash_left,
+    expand_paths,
+    ingest_paths,
+    nothing_yet,
+)
 from lexkeep.core.inspect import ID_CONFLICT, left_out
 from lexkeep.core.model import ArgumentsKind, FileCounts, Format, Source, Verdict
 from lexkeep.core.nearmiss import (
@@ -452,6 +458,13 @@ def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]
             f"{len(waiting)} file(s) had no complete record yet and are not in this audit"
             f" (first: {waiting[0][0]}: {waiting[0][1]})"
         )
+    # Files a crash left with nothing readable (NUL bytes only, or a first line it cut).
+    crashed = [(c.path, why) for c in counts if (why := crash_left(c)) is not None]
+    if crashed:
+        notes.append(
+            f"{len(crashed)} file(s) hold nothing a crash left readable and are not in this"
+            f" audit (first: {crashed[0][0]}: {crashed[0][1]})"
+        )
     if not notes:
         return report
     return dataclasses.replace(report, notes=(*report.notes, *notes))
@@ -607,6 +620,7 @@ def _no_traces(paths: Sequence[str], counts: Sequence[FileCounts]) -> InputError
     empty = sum(c.status == "empty" for c in counts)
     waiting = [(c.path, why) for c in counts if (why := nothing_yet(c)) is not None]
     writing = len(waiting)
+    crashed = [(c.path, why) for c in counts if (why := crash_left(c)) is not None]
     if files == empty and files:
         if writing == files == 1:
             path, why = waiting[0]
@@ -614,8 +628,19 @@ def _no_traces(paths: Sequence[str], counts: Sequence[FileCounts]) -> InputError
         elif writing == files:
             path, why = waiting[0]
             found = f"{files} file(s) found, none with a complete record yet (first: {path}: {why})"
-        elif writing:
-            found = f"{files} file(s) found, all of them empty or still being written ({writing})"
+        elif len(crashed) == files == 1:
+            path, why = crashed[0]
+            found = f"1 file(s) found, none with a record: {path}: {why}"
+        elif len(crashed) == files:
+            path, why = crashed[0]
+            found = f"{files} file(s) found, none with a record (first: {path}: {why})"
+        elif writing or crashed:
+            kinds = ["empty"]
+            if writing:
+                kinds.append(f"still being written ({writing})")
+            if crashed:
+                kinds.append(f"left empty by a crash ({len(crashed)})")
+            found = f"{files} file(s) found, all of them {', '.join(kinds[:-1])} or {kinds[-1]}"
         elif files == 1 and counts[0].header_only:  # standard input: read once, never again
             found = f"1 file(s) found, none with a record: {counts[0].path}: {HEADER_ONLY}"
         else:

@@ -55,10 +55,11 @@ def summary_line(c: "FileCounts") -> str:
         return f"{c.path}: nothing to read yet: {waiting}, left for a later ingest"
     if c.status == "empty" and c.header_only:  # standard input: read once, never again
         return f"{c.path}: nothing to read: {HEADER_ONLY}"
-    if c.status == "empty" and c.nul_tail is not None:
-        return (
-            f"{c.path}: nothing to read: it holds only {c.nul_tail[0]} NUL bytes, as a crash leaves"
-        )
+    from lexkeep.core.ingest import crash_left  # not needed for --help
+
+    crashed = crash_left(c)
+    if crashed is not None:
+        return f"{c.path}: nothing to read: {crashed}"
     if c.status == "empty":
         return f"{c.path}: empty, nothing to read"
     if c.status == "unrecognised":
@@ -88,7 +89,7 @@ def summary_line(c: "FileCounts") -> str:
     if c.nul_tail is not None:
         from lexkeep.core.ingest import nul_tail_note  # not needed for --help
 
-        line += "; " + nul_tail_note(*c.nul_tail, c.path)
+        line += "; " + nul_tail_note(*c.nul_tail, c.path, c.nul_tail_cut)
     if c.nul_gaps:
         from lexkeep.core.ingest import nul_gap_note  # not needed for --help
 
@@ -128,10 +129,11 @@ def _totals_line(counts: list["FileCounts"], stored: list[int] | None) -> str:
     read = (sum(c.messages for c in added), sum(c.tool_calls for c in added))
     # empty files are neither ingested nor unchanged: count them so the numbers add up, apart
     # from the files with nothing complete yet (still being written), read again later
-    from lexkeep.core.ingest import nothing_yet  # not needed for --help
+    from lexkeep.core.ingest import crash_left, nothing_yet  # not needed for --help
 
     waiting = sum(nothing_yet(c) is not None for c in counts)
-    empty = sum(c.status == "empty" for c in counts) - waiting
+    crashed = sum(crash_left(c) is not None for c in counts)
+    empty = sum(c.status == "empty" for c in counts) - waiting - crashed
     # Records read that the store held already (a resumed Claude Code session copies its
     # earlier lines into the new file): kept once, so say how many were not added.
     copies = (
@@ -149,6 +151,7 @@ def _totals_line(counts: list["FileCounts"], stored: list[int] | None) -> str:
         f"{sum(c.status == 'unrecognised' for c in counts)} not traces"
         + (f", {empty} empty" if empty else "")
         + (f", {waiting} still being written" if waiting else "")
+        + (f", {crashed} left empty by a crash" if crashed else "")
         + f"; {counted(read[0], 'message')}, {counted(read[1], 'tool call')}"
         + (f" ({', '.join(copies)} already stored)" if copies else "")
     )

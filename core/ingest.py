@@ -80,13 +80,28 @@ _CHUNK = 1 << 20
 TRUNCATED_LAST_LINE = "truncated last line (file still being written?)"
 
 
-def nul_tail_note(nul_bytes: int, after_line: int, path: str) -> str:
+def nul_tail_note(nul_bytes: int, after_line: int, path: str, cut: int = 0) -> str:
     """What is said of a file that ends in `nul_bytes` NUL bytes after line `after_line` (what a
-    machine crash leaves on some file systems): those bytes are not read."""
+    machine crash leaves on some file systems), after the first `cut` bytes of a line the crash
+    cut (0: none): those bytes are not read."""
+    cut_text = f" and {cut} bytes of a line they cut" if cut else ""
     return (
-        f"ends in {nul_bytes} NUL bytes after line {after_line} ({path}:{after_line + 1}),"
-        " as a crash leaves: not read"
+        f"ends in {nul_bytes} NUL bytes after line {after_line}{cut_text}"
+        f" ({path}:{after_line + 1}), as a crash leaves: not read"
     )
+
+
+def crash_left(c: FileCounts) -> str | None:
+    """What a file with nothing to read (status "empty") holds when a crash left it so: NUL
+    bytes only, or the start of its first line and NUL bytes after it; None otherwise."""
+    if c.status != "empty" or c.nul_tail is None or c.nul_tail[1]:
+        return None
+    if c.nul_tail_cut:
+        return (
+            f"a crash cut its first line after {c.nul_tail_cut} bytes and left"
+            f" {c.nul_tail[0]} NUL bytes after them"
+        )
+    return f"a file of {c.nul_tail[0]} NUL bytes, as a crash leaves before anything was written"
 
 
 def nothing_yet(c: FileCounts) -> str | None:
@@ -287,6 +302,7 @@ class JsonSource:
         # (NUL bytes, the line after which they start) when the file ends in NUL bytes only
         # (a machine crash): they are not read, nor counted as consumed.
         self.nul_tail: tuple[int, int] | None = None
+        self.nul_tail_cut = 0  # ... and the bytes of a line the crash cut before them
         # (NUL bytes, the line after which they start, bytes of a line they cut) of each run
         # of NUL bytes that lines follow (a writer restarted after a crash): see _lines.
         self.nul_gaps: list[tuple[int, int, int]] = []
@@ -349,7 +365,23 @@ class JsonSource:
                     value = loads(raw)
                 except decode_error:
                     after = _after_nul_bytes(raw)
-                    if after is not None and after[0].strip():
+                    if after is not None and not after[0].strip():
+                        # The start of a line a crash cut, then NUL bytes where the file was
+                        # to grow: a crash tail, as above, not a line being written. The cut
+                        # start is lost with it; nothing of the line is consumed, so a writer
+                        # that goes on after the NUL bytes makes it a gap (below).
+                        nul_bytes, cut = after[1], after[2]
+                        self.nul_tail = (nul_bytes, number - 1)
+                        self.nul_tail_cut = cut
+                        self.lines_consumed = number - 1
+                        self.bytes_consumed = consumed
+                        yield Skipped(
+                            Source(display, number),
+                            "nul_tail",
+                            nul_tail_note(nul_bytes, number - 1, display, cut),
+                        )
+                        return
+                    if after is not None:
                         try:
                             value = loads(after[0])
                         except decode_error:
@@ -2293,6 +2325,7 @@ class _Read:
         "bytes_consumed",
         "lines_consumed",
         "nul_tail",
+        "nul_tail_cut",
         "nul_gaps",
     )
 
@@ -2314,6 +2347,7 @@ class _Read:
         self.bytes_consumed = source.bytes_consumed
         self.lines_consumed = source.lines_consumed
         self.nul_tail = source.nul_tail
+        self.nul_tail_cut = source.nul_tail_cut
         self.nul_gaps = source.nul_gaps
 
 
@@ -2549,6 +2583,7 @@ def _ingest_one(
                 truncated_last_line=source.truncated_last_line,
                 truncated_line=source.lines_consumed + 1 if source.truncated_last_line else None,
                 nul_tail=source.nul_tail,
+                nul_tail_cut=source.nul_tail_cut,
                 nul_gaps=tuple(source.nul_gaps),
                 header_only=isinstance(exc, HeaderOnly),
             )
@@ -2668,6 +2703,7 @@ def _ingest_one(
         truncated_document=state.truncated_document,
         truncated_line=state.truncated_line,
         nul_tail=source.nul_tail,
+        nul_tail_cut=source.nul_tail_cut,
         nul_gaps=tuple(source.nul_gaps),
         unknown_type_line=state.unknown_type_line,
         invalid_line=min((line for line, *_ in state.errors), default=None),

@@ -243,6 +243,7 @@ class FileCounts:
     # (NUL bytes, the line after which they start) for a file ending in NUL bytes, as a machine
     # crash leaves: those bytes are not read.
     nul_tail: tuple[int, int] | None = None
+    nul_tail_cut: int = 0  # ... after the first bytes of a line the crash cut (0: none)
     # Status "empty": the file holds a header line alone (a bare-era Codex rollout just begun).
     header_only: bool = False
     # (NUL bytes, the line after which they start, bytes of a line they cut) of each run of NUL

@@ -1816,6 +1816,58 @@ def test_audit_of_a_store_notes_the_nul_bytes_of_a_crash_as_the_audit_of_the_fil
     assert f"Note: {gap[0]}" in cli("audit", "--db", db).stdout
 
 
+@pytest.mark.parametrize("trace", [INVOICE, CLAUDE, CODEX], ids=["lexkeep", "claude", "codex"])
+def test_audit_of_a_line_a_crash_cut_before_nul_bytes_notes_the_crash(cli, tmp_path, trace):
+    """A file ending in the start of a line a crash cut, then NUL bytes: the audit noted a
+    line still being written. It notes the crash, from the file and from the store, and
+    audits the complete lines before it."""
+    lines = trace.read_bytes().splitlines(keepends=True)
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"".join(lines[:6]) + lines[6][:17] + b"\0" * 64)
+    six = tmp_path / "six.jsonl"
+    six.write_bytes(b"".join(lines[:6]))
+    expected = json.loads(cli("audit", six, "-f", "json").stdout)["totals"]
+    tail = [
+        f"1 file(s) end in NUL bytes, as a crash leaves (first: {crashed}:7, 64 NUL bytes after"
+        " line 6); those bytes are not read, only the complete lines before them are in this"
+        " audit"
+    ]
+    of_file = json.loads(ok(cli("audit", crashed, "-f", "json"), 0).stdout)
+    assert _crash_notes(json.dumps(of_file)) == tail
+    assert not [n for n in of_file["notes"] if "still being written" in n]
+    assert of_file["totals"] == expected
+    db = tmp_path / "store.duckdb"
+    ok(cli("ingest", crashed, "--db", db), 0)
+    of_store = json.loads(ok(cli("audit", "--db", db, "-f", "json"), 0).stdout)
+    assert _crash_notes(json.dumps(of_store)) == tail
+    assert not [n for n in of_store["notes"] if "still being written" in n]
+
+
+def test_audit_of_a_file_of_nul_bytes_only_names_the_crash(cli, tmp_path):
+    """A file a crash left holding only NUL bytes was "empty" to the audit: alone, the error
+    said every file found was empty; beside a trace, nothing was said of it."""
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"\0" * 50)
+    alone = ok(cli("audit", crashed), 2)
+    assert alone.stderr.splitlines()[0] == (
+        f"Error: no trace files in {crashed} (1 file(s) found, none with a record: {crashed}:"
+        " a file of 50 NUL bytes, as a crash leaves before anything was written)"
+    )
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(INVOICE.read_bytes()[:17] + b"\0" * 30)
+    both = ok(cli("audit", crashed, cut), 2)
+    assert both.stderr.splitlines()[0] == (
+        f"Error: no trace files in {crashed}, {cut} (2 file(s) found, none with a record"
+        f" (first: {crashed}: a file of 50 NUL bytes, as a crash leaves before anything was"
+        " written))"
+    )
+    beside = json.loads(ok(cli("audit", crashed, INVOICE, "-f", "json"), 1).stdout)
+    assert (
+        f"1 file(s) hold nothing a crash left readable and are not in this audit (first:"
+        f" {crashed}: a file of 50 NUL bytes, as a crash leaves before anything was written)"
+    ) in beside["notes"], beside["notes"]
+
+
 def test_audit_of_a_store_from_before_nul_bytes_were_kept_still_opens(cli, tmp_path):
     """A store written before ingest kept NUL bytes (schema 6) opens read-only as before,
     and its audit says nothing of them."""

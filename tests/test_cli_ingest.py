@@ -974,14 +974,25 @@ def test_a_file_ending_in_nul_bytes_after_a_crash_reads_its_lines_and_says_so(
     assert totals(db_file) == totals(tmp_path / "whole.duckdb")
 
 
-def test_a_file_of_nul_bytes_only_is_empty_not_unrecognised(cli, db_file, tmp_path):
-    """A file a crash left before its first line reached the disk holds only NUL bytes."""
+def test_a_file_of_nul_bytes_only_is_named_as_a_crash_left_it(cli, db_file, tmp_path):
+    """A file a crash left before its first line reached the disk holds only NUL bytes: the
+    total line counted it as empty. It says what it is, exit 0 as for a file ending in NUL
+    bytes, and a file beside it is read as usual."""
     crashed = tmp_path / "crashed.jsonl"
     crashed.write_bytes(b"\0" * 50)
     result = ok(cli("ingest", crashed, "--db", db_file))
-    assert f"{crashed}: nothing to read: it holds only 50 NUL bytes, as a crash leaves" in (
-        result.stderr
-    )
+    assert result.stderr.splitlines() == [
+        f"{crashed}: nothing to read: a file of 50 NUL bytes, as a crash leaves before"
+        " anything was written",
+        "1 file: 0 ingested, 0 unchanged, 0 not traces, 1 left empty by a crash;"
+        " 0 messages, 0 tool calls",
+    ]
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    both = ok(cli("ingest", crashed, empty, INVOICE, "--db", tmp_path / "both.duckdb"))
+    assert both.stderr.splitlines()[-1].startswith(
+        "3 files: 1 ingested, 0 unchanged, 0 not traces, 1 empty, 1 left empty by a crash;"
+    ), both.stderr
 
 
 def test_an_old_style_codex_rollout_cut_after_its_header_has_nothing_to_read_yet(
@@ -1115,6 +1126,60 @@ def test_a_line_the_crash_cut_before_its_nul_bytes_is_part_of_the_gap(cli, db_fi
         return json.loads(ok(cli("stats", "--db", db, "--format", "json")).stdout)["totals"]
 
     assert totals(db_file) == totals(tmp_path / "without.duckdb")
+
+
+@pytest.mark.parametrize("trace", CRASH_SAMPLES, ids=["lexkeep", "claude", "codex"])
+def test_a_line_a_crash_cut_before_the_nul_bytes_it_ends_in_is_a_crash_tail(
+    cli, db_file, tmp_path, trace
+):
+    """A crash may cut the last line part way (its first disk block written) and extend the
+    file with NUL bytes: every ingest said the file was still being written, forever. It is
+    a crash tail: said with its file and line, the lines before it read, nothing recorded as
+    an error; a writer that goes on after the NUL bytes has its lines read by the next ingest."""
+    lines = trace.read_bytes().splitlines(keepends=True)
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"".join(lines[:5]) + lines[5][:17] + b"\0" * 30)
+    note = (
+        f"ends in 30 NUL bytes after line 5 and 17 bytes of a line they cut ({crashed}:6),"
+        " as a crash leaves: not read"
+    )
+    for flags in ((), ("--skip-invalid",), ()):
+        result = ok(cli("ingest", crashed, "--db", db_file, *flags))
+        assert note in result.stderr, result.stderr
+        assert "still being written" not in result.stderr
+        assert "truncated" not in result.stderr
+
+    def stats(db):
+        return json.loads(ok(cli("stats", "--db", db, "--format", "json")).stdout)
+
+    five = tmp_path / "five.jsonl"  # the complete lines alone, in a store of their own
+    five.write_bytes(b"".join(lines[:5]))
+    ok(cli("ingest", five, "--db", tmp_path / "five.duckdb"))
+    assert stats(db_file)["totals"] == stats(tmp_path / "five.duckdb")["totals"]
+    assert stats(db_file)["ingest_errors"] == 0
+    # The writer restarted and wrote the lost line again, and the rest, after the NUL bytes.
+    crashed.write_bytes(b"".join(lines[:5]) + lines[5][:17] + b"\0" * 30 + b"".join(lines[5:]))
+    resumed = ok(cli("ingest", crashed, "--db", db_file))
+    assert resumed.stderr.startswith(f"{crashed}: appended ("), resumed.stderr
+    assert f"30 NUL bytes after line 5 and 17 bytes of a line they cut ({crashed}:6)" in (
+        resumed.stderr
+    )
+    ok(cli("ingest", trace, "--db", tmp_path / "whole.duckdb"))
+    assert stats(db_file)["totals"] == stats(tmp_path / "whole.duckdb")["totals"]
+
+
+def test_a_file_whose_only_line_a_crash_cut_has_nothing_to_read(cli, db_file, tmp_path):
+    """A crash that cut the first line and left NUL bytes after it: the file was "still
+    being written" forever. Nothing of it can be read, and the crash is named."""
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(INVOICE.read_bytes()[:17] + b"\0" * 30)
+    result = ok(cli("ingest", crashed, "--db", db_file))
+    assert result.stderr.splitlines() == [
+        f"{crashed}: nothing to read: a crash cut its first line after 17 bytes and left 30 NUL"
+        " bytes after them",
+        "1 file: 0 ingested, 0 unchanged, 0 not traces, 1 left empty by a crash;"
+        " 0 messages, 0 tool calls",
+    ]
 
 
 def _bare_rollout() -> bytes:

@@ -459,6 +459,8 @@ def test_a_file_ending_in_nul_bytes_reads_the_same_read_ahead(tmp_path, counted_
     # A restarted writer's lines after the NUL bytes of a crash (and a line it cut).
     resumed = lines[:4] + [lines[4][:9] + b"\0" * 20 + lines[4]] + lines[5:]
     (folder / "resumed.jsonl").write_bytes(b"".join(resumed))
+    # A line the crash cut, then the NUL bytes it ends in.
+    (folder / "cut.jsonl").write_bytes(b"".join(lines[:6]) + lines[6][:11] + b"\0" * 40)
     ahead, here, counts_ahead, counts_here = _ingest_both(tmp_path / "stores", [str(folder)])
     assert counts_ahead == counts_here
     for table in INGEST_TABLES:
@@ -468,4 +470,6 @@ def test_a_file_ending_in_nul_bytes_reads_the_same_read_ahead(tmp_path, counted_
     gap = next(c for c in counts_ahead if c.path.endswith("resumed.jsonl"))
     assert gap.nul_gaps == ((20, 4, 9),) and gap.skipped == {}
     assert gap.messages == crashed.messages and gap.tool_calls == crashed.tool_calls
-    assert sum(counted_takes) == 3  # every file read by a worker
+    cut = next(c for c in counts_ahead if c.path.endswith("cut.jsonl"))
+    assert (cut.nul_tail, cut.nul_tail_cut, cut.truncated_last_line) == ((40, 6), 11, False)
+    assert sum(counted_takes) == 4  # every file read by a worker
