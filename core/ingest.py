@@ -1324,6 +1324,10 @@ class _Batch:
         # file of that log, in ingest order: the files a new one may be a renamed copy of
         # (_renamed_from).
         self.earlier: dict[str, list[tuple[str, int, str, int]]] = {}
+        # log name -> (ingest_runs id, path, bytes, sha256, lines) of each read of a file of
+        # that log whose content was renamed away before its copy was found, its rows kept in
+        # the table renamed_away (_renamed_away, _renamed_from).
+        self.away: dict[str, list[tuple[int, str, int, str, int]]] = {}
         self.keys: dict[str, str] = {}  # path as given -> its ingest_runs key
         # path as given -> as the store records it in source_file and ingest_errors.path
         # (absolute in a store on disk: core.paths), and back, for errors about stored rows.
@@ -1486,6 +1490,13 @@ class _Batch:
             [names],
         ).fetchall():
             self.earlier.setdefault(log_name(key), []).append((key, nbytes, sha, lines))
+        self.away = {}
+        for run_id, key, nbytes, sha, lines in self.con.execute(
+            "SELECT id, path, bytes_consumed, sha256, lines_consumed FROM ingest_runs"
+            " WHERE id IN (SELECT ingest_run_id FROM renamed_away) ORDER BY id"
+        ).fetchall():
+            if log_name(key) in names:
+                self.away.setdefault(log_name(key), []).append((run_id, key, nbytes, sha, lines))
 
     def keep_request_states(self, continued: Continued) -> None:
         """Stage what `continued` holds of the conversations met since the last call, for
@@ -2747,7 +2758,13 @@ def _renamed_from(batch: _Batch, path: str, key: str) -> None:
     `path` is that file (of the same log name, `paths.log_name`) renamed when it begins with
     the bytes the file's latest ingest read, and the file no longer does (it is no copy kept
     beside its file); a file read in this batch is left to `_renamed_to`. The ingest errors
-    recorded for the file go: `path`'s own read records what its lines hold."""
+    recorded for the file go: `path`'s own read records what its lines hold, and so do its
+    ingest_runs rows, which name `path` from now on (what `audit --db` notes of the file is
+    then noted once, of `path`).
+
+    `path` may also be the copy of a content its file held before logrotate gave the file's
+    name to a new file that an ingest read first (the copy was in another folder): the rows
+    that content gave, kept in renamed_away (_renamed_away), then name `path`."""
     reads: dict[str, tuple[int, str, int]] = {}  # other file -> its latest read
     for other, nbytes, sha, lines in batch.earlier.get(log_name(path), ()):
         if other != key and nbytes > 0:
@@ -2755,9 +2772,11 @@ def _renamed_from(batch: _Batch, path: str, key: str) -> None:
     staged = {row[0] for row in batch.ingest_runs}
     for other in staged:
         reads.pop(other, None)
-    if not reads:
+    away = [entry for entry in batch.away.get(log_name(path), ()) if entry[1] != key]
+    if not reads and not away:
         return
-    prefixes = _prefix_hashes(path, {nbytes for nbytes, _, _ in reads.values()})
+    ends = {nbytes for nbytes, _, _ in reads.values()} | {entry[2] for entry in away}
+    prefixes = _prefix_hashes(path, ends)
     for other, (nbytes, sha, lines) in reads.items():
         if prefixes.get(nbytes) != sha:
             continue
@@ -2772,6 +2791,13 @@ def _renamed_from(batch: _Batch, path: str, key: str) -> None:
                 " (SELECT id FROM ingest_runs WHERE path = ?)",
                 [other],
             )
+            # The file's reads are `path`'s: it is that file, renamed.
+            batch.con.execute("UPDATE ingest_runs SET path = ? WHERE path = ?", [key, other])
+    for entry in away:
+        run_id, _, nbytes, sha, _ = entry
+        if prefixes.get(nbytes) == sha:
+            _move_away_rows(batch, run_id, path)
+            batch.away[log_name(path)].remove(entry)
 
 
 def _renamed_to(batch: _Batch, path: str, key: str, prev: tuple[Any, ...]) -> None:
@@ -2797,6 +2823,56 @@ def _renamed_to(batch: _Batch, path: str, key: str, prev: tuple[Any, ...]) -> No
         if _prefix_hashes(sibling, {nbytes}).get(nbytes) == sha:
             _move_sources(batch, key, lines, sibling, batch.key(sibling))
             return
+    _renamed_away(batch, path, key, prev)
+
+
+# Each table of _SOURCED: its rows' conversation and id columns (renamed_away, migration 008).
+_ROW_KEYS = {
+    "conversations": ("id", "id"),
+    "runs": ("conversation_id", "id"),
+    "messages": ("conversation_id", "id"),
+    "tool_calls": ("conversation_id", "call_id"),
+    "tool_results": ("conversation_id", "call_id"),
+    "boundaries": ("conversation_id", "id"),
+}
+
+
+def _renamed_away(batch: _Batch, path: str, key: str, prev: tuple[Any, ...]) -> None:
+    """Keep which rows lines 1 … `prev`'s line count of `path` gave, when its first bytes
+    changed and no rotated copy beside it holds them (_renamed_to): logrotate may have put the
+    copy in another folder (`olddir`), which an ingest finds later by its first bytes
+    (_renamed_from). Until then they name `path`, as the new content's rows do, and only this
+    list tells them apart. Rows an older content gave (kept already) stay with that content."""
+    nbytes, lines, sha = prev[0], prev[1], prev[2]
+    (run_id,) = batch.con.execute(
+        "SELECT max(id) FROM ingest_runs WHERE path = ?", [key]
+    ).fetchone()
+    if run_id is None:
+        return
+    olds = sorted({key, batch.names[path]})
+    for table, (conv, row_id) in _ROW_KEYS.items():
+        batch.con.execute(
+            f"INSERT INTO renamed_away SELECT ?, ?, t.{conv}, t.{row_id} FROM {table} t"
+            " WHERE t.source_file IN (SELECT unnest(?)) AND t.source_line <= ?"
+            " AND NOT EXISTS (SELECT 1 FROM renamed_away a WHERE a.tbl = ?"
+            f" AND a.conversation_id = t.{conv} AND a.k = t.{row_id})",
+            [run_id, table, olds, lines, table],
+        )
+    batch.away.setdefault(log_name(path), []).append((run_id, key, nbytes, sha, lines))
+
+
+def _move_away_rows(batch: _Batch, run_id: int, path: str) -> None:
+    """Have the rows kept in renamed_away for the read `run_id` name `path`, the copy that holds
+    their lines now, and forget them there."""
+    new_name = batch.names[path]
+    for table, (conv, row_id) in _ROW_KEYS.items():
+        batch.con.execute(
+            f"UPDATE {table} t SET source_file = ? FROM renamed_away a"
+            f" WHERE a.ingest_run_id = ? AND a.tbl = ? AND a.conversation_id = t.{conv}"
+            f" AND a.k = t.{row_id}",
+            [new_name, run_id, table],
+        )
+    batch.con.execute("DELETE FROM renamed_away WHERE ingest_run_id = ?", [run_id])
 
 
 def _prefix_hashes(path: str, ends: set[int]) -> dict[int, str]:

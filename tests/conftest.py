@@ -238,6 +238,7 @@ _UNDO_MIGRATION = {
             "first_nul_gap_after_line",
         )
     ],
+    8: ["DROP TABLE renamed_away"],
 }
 
 

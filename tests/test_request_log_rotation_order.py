@@ -248,6 +248,9 @@ _NEW = [
         "compressed",
         "renamed alone",
         "moved",
+        "olddir, renamed last",
+        "olddir, one command",
+        "copytruncate, copy last",
     ],
 )
 def test_records_of_a_renamed_log_name_the_file_their_line_is_in_now(cli, tmp_path, case):
@@ -255,7 +258,10 @@ def test_records_of_a_renamed_log_name_the_file_their_line_is_in_now(cli, tmp_pa
     stored from it still named `requests.jsonl:2`, a line that file no longer holds, so
     `lexkeep show` and the audit's evidence sent the reader to the wrong line. An ingest that
     finds the renamed copy by its first bytes (reading the copy, or the new file beside it)
-    now has them name `requests.jsonl.1`, the file and line they are in now."""
+    now has them name `requests.jsonl.1`, the file and line they are in now. So does a copy
+    in another folder (logrotate's olddir) ingested after the new file, by a later command
+    or by the same one, and a copy logrotate's copytruncate made, ingested after the file it
+    emptied."""
     logs = tmp_path / "logs"
     db = tmp_path / "s.duckdb"
     current = _write(logs / "requests.jsonl", _OLD)
@@ -265,26 +271,39 @@ def test_records_of_a_renamed_log_name_the_file_their_line_is_in_now(cli, tmp_pa
     if case == "moved":  # moved to another folder, under its own name, no new file
         renamed = logs / "old" / "requests.jsonl"
         renamed.parent.mkdir()
-    if case == "compressed":  # logrotate's compress: requests.jsonl.1.gz, the new file beside
+    if case.startswith("olddir"):  # logrotate's olddir: the copy is in another folder
+        renamed = tmp_path / "old" / "requests.jsonl.1"
+        renamed.parent.mkdir()
+    if case.startswith("copytruncate"):  # copied, then the file emptied in place
+        renamed.write_bytes(current.read_bytes())
+        current.write_bytes(b"")
+    elif case == "compressed":  # logrotate's compress: requests.jsonl.1.gz, the new file beside
         renamed = logs / "requests.jsonl.1.gz"
         renamed.write_bytes(gzip.compress(current.read_bytes()))
         current.unlink()
     else:
         current.rename(renamed)
-    if case not in ("renamed alone", "moved"):
+    if case not in ("renamed alone", "moved", "copytruncate, copy last"):
         _write(current, _NEW)
     if case in ("folder", "compressed"):
         _ingest(cli, db, logs)
-    elif case in ("renamed last", "current only"):
+    elif case in (
+        "renamed last",
+        "current only",
+        "olddir, renamed last",
+        "copytruncate, copy last",
+    ):
         _ingest(cli, db, current)
-        if case == "renamed last":
+        if case != "current only":
             _ingest(cli, db, renamed)
+    elif case == "olddir, one command":
+        _ingest(cli, db, current, renamed)
     else:
         _ingest(cli, db, renamed)
         if case == "renamed first":
             _ingest(cli, db, current)
     expected = [(kind, key, renamed.name, line) for kind, key, _, line in before]
-    if case not in ("renamed alone", "moved"):
+    if case not in ("renamed alone", "moved", "copytruncate, copy last"):
         expected += [
             ("message", "s/4", "requests.jsonl", 1),
             ("message", "s/5", "requests.jsonl", 1),
@@ -381,3 +400,35 @@ def test_an_old_file_read_after_the_new_one_leaves_the_statuses_as_they_are(cli,
         "running",
     ]
     assert after == before
+
+
+@pytest.mark.parametrize("case", ["renamed alone", "moved", "renamed, then the new file"])
+def test_the_ingest_notes_of_a_renamed_log_name_the_file_once(cli, tmp_path, case):
+    """What an ingest noted of a file (records of an unknown type, here) stayed under its old
+    name after an ingest found it renamed, while the renamed file's own read noted the same
+    lines again: `lexkeep audit --db` counted them twice, in two files, and `stats` counted
+    two files. They name the renamed file, once."""
+    logs = tmp_path / "logs"
+    db = tmp_path / "s.duckdb"
+    current = _write(logs / "requests.jsonl", [_OLD[0], {"type": "bogus"}, _OLD[1]])
+    _ingest(cli, db, logs)
+    renamed = logs / "requests.jsonl.1"
+    if case == "moved":
+        renamed = tmp_path / "old" / "requests.jsonl"
+        renamed.parent.mkdir()
+    current.rename(renamed)
+    _ingest(cli, db, renamed)
+    if case == "renamed, then the new file":
+        _write(current, _NEW)
+        _ingest(cli, db, logs)
+    audited = cli("audit", "--db", db, "--format", "json", "--exit-zero")
+    assert audited.exit_code == 0, audited.stderr
+    unknown = [n for n in json.loads(audited.stdout)["notes"] if "unknown_type" in n]
+    assert unknown == [
+        "1 record(s) of a type their file's reader does not know were skipped (unknown_type)"
+        f" in 1 file(s) (first: {renamed}:2, read as openai); whatever they held is not in"
+        " this audit"
+    ]
+    stats = cli("stats", "--db", db, "--format", "json")
+    files = 2 if case == "renamed, then the new file" else 1
+    assert json.loads(stats.stdout)["files_ingested"] == files, stats.stdout
