@@ -1281,8 +1281,17 @@ _UNKEYED_TABLES = (*_KEYED_ROWS, "identifiers", "identifier_scans")
 class _Batch:
     """Rows staged for one transaction: positions, conversations, runs, timeline rows."""
 
-    def __init__(self, store: Store, lean: bool = False, seen: Keys | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        lean: bool = False,
+        seen: Keys | None = None,
+        prefixes: PrefixHashes | None = None,
+    ) -> None:
         self.store = store
+        # The first bytes' hashes of the files looked at for a renamed copy, for the ingest
+        # (one pass per file however many files look for their copy in it: PrefixHashes).
+        self.prefixes = prefixes if prefixes is not None else PrefixHashes()
         self.con = store.con
         # seen: the store's timeline tables have no primary keys; rows are checked here.
         self.seen = seen
@@ -1497,6 +1506,21 @@ class _Batch:
         ).fetchall():
             if log_name(key) in names:
                 self.away.setdefault(log_name(key), []).append((run_id, key, nbytes, sha, lines))
+
+    def log_ends(self, log: str) -> set[int]:
+        """The byte counts a file of the log `log` may be compared at, for a copy of another
+        file of it: what the store's ingests of its files read (_numbered_copy, _renamed_from,
+        _renamed_to)."""
+        ends = {nbytes for _, nbytes, _, _ in self.earlier.get(log, ())}
+        ends.update(nbytes for nbytes, _, _ in self.numbered.get(log, ()))
+        ends.update(entry[2] for entry in self.away.get(log, ()))
+        ends.discard(0)
+        return ends
+
+    def prefix_hashes(self, path: str, ends: set[int]) -> dict[int, str]:
+        """The sha256 of the first n bytes of `path` for each n of `ends` it holds: read once
+        for every count its log's files may be compared at (PrefixHashes)."""
+        return self.prefixes.of(path, ends, self.log_ends(log_name(path)))
 
     def keep_request_states(self, continued: Continued) -> None:
         """Stage what `continued` holds of the conversations met since the last call, for
@@ -2742,7 +2766,7 @@ def _numbered_copy(batch: _Batch, path: str) -> str | None:
     wanted: dict[tuple[int, str], str] = {}
     for nbytes, sha, name in candidates:
         wanted.setdefault((nbytes, sha), name)
-    prefixes = _prefix_hashes(path, {nbytes for nbytes, _ in wanted})  # none: read as any file
+    prefixes = batch.prefix_hashes(path, {nbytes for nbytes, _ in wanted})  # none: read as any
     return next((name for (n, sha), name in wanted.items() if prefixes.get(n) == sha), None)
 
 
@@ -2776,15 +2800,12 @@ def _renamed_from(batch: _Batch, path: str, key: str) -> None:
     if not reads and not away:
         return
     ends = {nbytes for nbytes, _, _ in reads.values()} | {entry[2] for entry in away}
-    prefixes = _prefix_hashes(path, ends)
+    prefixes = batch.prefix_hashes(path, ends)
     for other, (nbytes, sha, lines) in reads.items():
         if prefixes.get(nbytes) != sha:
             continue
-        try:
-            same, _ = _same_prefix(other, nbytes, sha)
-        except InputError:
-            same = False  # gone (or unreadable): not beside its copy
-        if not same:
+        # Gone (or unreadable: no hashes), or no longer begins so: not beside its copy.
+        if batch.prefix_hashes(other, {nbytes}).get(nbytes) != sha:
             _move_sources(batch, other, lines, path, key)
             batch.con.execute(
                 "DELETE FROM ingest_errors WHERE ingest_run_id IN"
@@ -2820,7 +2841,7 @@ def _renamed_to(batch: _Batch, path: str, key: str, prev: tuple[Any, ...]) -> No
         if entry != name and rotated_log(sibling) == (log, True) and os.path.isfile(sibling):
             copies.append((sibling, False))
     for sibling, _ in reversed(rotation_order(copies)):
-        if _prefix_hashes(sibling, {nbytes}).get(nbytes) == sha:
+        if batch.prefix_hashes(sibling, {nbytes}).get(nbytes) == sha:
             _move_sources(batch, key, lines, sibling, batch.key(sibling))
             return
     _renamed_away(batch, path, key, prev)
@@ -2873,6 +2894,31 @@ def _move_away_rows(batch: _Batch, run_id: int, path: str) -> None:
             [new_name, run_id, table],
         )
     batch.con.execute("DELETE FROM renamed_away WHERE ingest_run_id = ?", [run_id])
+
+
+class PrefixHashes:
+    """The sha256 of the first n bytes of files, kept for one ingest: finding the renamed copy
+    of each file of a rotated log compares the file's first bytes with its siblings', and read
+    for each such comparison, every sibling was read again for each file of its log (30
+    rotated files: 437 passes over them). A file is read once, for every count that any file
+    of its log may be compared at (`also`), and again only for a count not known then (a
+    file of the log read by an earlier transaction of the same ingest)."""
+
+    def __init__(self) -> None:
+        # path -> (the counts its pass was for, their hashes: those the file holds)
+        self._known: dict[str, tuple[frozenset[int], dict[int, str]]] = {}
+
+    def of(
+        self, path: str, ends: set[int], also: set[int] | frozenset[int] = frozenset()
+    ) -> dict[int, str]:
+        """The hashes of the first n bytes of `path` for each n of `ends` it holds (none when
+        it cannot be read), read with those of `also` when it has to be read."""
+        known = self._known.get(path)
+        if known is None or not ends <= known[0]:
+            wanted = frozenset(ends | also | (known[0] if known else frozenset()))
+            known = self._known[path] = (wanted, _prefix_hashes(path, set(wanted)))
+        hashes = known[1]
+        return {end: hashes[end] for end in ends if end in hashes}
 
 
 def _prefix_hashes(path: str, ends: set[int]) -> dict[int, str]:
@@ -3091,6 +3137,7 @@ def _ingest_group(
 
     continued: Continued | None = options.get("continued")
     saved = continued.snapshot() if continued is not None else None
+    prefixes: PrefixHashes | None = options.pop("prefixes", None)
     staged = None
     if fast:
         # Staged before the transaction: a line DuckDB refuses would abort it.
@@ -3099,7 +3146,7 @@ def _ingest_group(
         phase("ingesting")
     try:
         with store.transaction():
-            batch = _Batch(store, lean=lean, seen=keys)
+            batch = _Batch(store, lean=lean, seen=keys, prefixes=prefixes)
             batch.load_previous([path for path, _ in group])
             for path, from_walk in group:
                 done.append(
@@ -3338,6 +3385,7 @@ def ingest_paths(
         # Request logs continued from one file to the next (a rotated log, per-day files),
         # and from the files earlier ingests stored (a throw-away audit store has none).
         options["continued"] = Continued(None if lean else _StoredState(store))
+        options["prefixes"] = PrefixHashes()  # files' first bytes, hashed once per ingest
         return _ingest_files(store, files, rules, options, fast_min_bytes, lean, on_file, on_phase)
 
 

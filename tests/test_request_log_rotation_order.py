@@ -16,6 +16,8 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -432,3 +434,69 @@ def test_the_ingest_notes_of_a_renamed_log_name_the_file_once(cli, tmp_path, cas
     stats = cli("stats", "--db", db, "--format", "json")
     files = 2 if case == "renamed, then the new file" else 1
     assert json.loads(stats.stdout)["files_ingested"] == files, stats.stdout
+
+
+_OPENED: list[str] | None = None  # the files opened while a test listens (_listen)
+_LISTENING = False
+
+
+def _note_open(event: str, args: tuple) -> None:
+    if event == "open" and _OPENED is not None and isinstance(args[0], str):
+        _OPENED.append(args[0])
+
+
+def _listen() -> None:
+    """Hear every file this process opens (an audit hook cannot be removed: it is added once,
+    and hears only while _OPENED is a list)."""
+    global _LISTENING
+    if not _LISTENING:
+        sys.addaudithook(_note_open)
+        _LISTENING = True
+
+
+def test_each_file_of_a_rotated_log_is_read_once_to_find_the_copies(cli, tmp_path):
+    """logrotate rotated a log of many files ingested before (each `requests.jsonl.N` now holds
+    what `.N-1` held): finding the renamed copy of each file read every sibling again, once per
+    file of the log (8 files: each opened up to 9 times). Each file is read once for all of
+    them now, and the records name the file and line that hold them."""
+    global _OPENED
+    _listen()
+    logs = tmp_path / "logs"
+    db = tmp_path / "s.duckdb"
+    files = 8
+
+    def name(n: int) -> Path:
+        return logs / ("requests.jsonl" if n == 0 else f"requests.jsonl.{n}")
+
+    def requests(k: int) -> list[dict]:
+        return [
+            {
+                "session_id": f"s{k}",
+                "messages": [{"role": "user", "content": f"Refund ORD-{k}{i:04d} please"}],
+                "response": {"choices": [{"message": {"role": "assistant", "content": f"{i}"}}]},
+            }
+            for i in range(3)
+        ]
+
+    for n in range(files):
+        _write(name(n), requests(files - n))
+    _ingest(cli, db, logs)
+    for n in range(files - 1, -1, -1):
+        name(n).rename(name(n + 1))
+    _write(name(0), requests(files + 1))
+    _OPENED = []
+    try:
+        _ingest(cli, db, logs)
+        opened = Counter(Path(path).name for path in _OPENED if Path(path).parent == logs)
+    finally:
+        _OPENED = None
+    assert set(opened) == {name(n).name for n in range(files + 1)}
+    assert max(opened.values()) <= 3, opened  # checked unchanged, read, hashed for copies
+    _check_lines(db)
+    with Store.open(db) as store:
+        named = store.con.execute(
+            "SELECT DISTINCT conversation_id, source_file FROM messages ORDER BY ALL"
+        ).fetchall()
+    assert [(conv, Path(file).name) for conv, file in named] == sorted(
+        (f"s{files + 1 - n}", name(n).name) for n in range(files + 1)
+    )
