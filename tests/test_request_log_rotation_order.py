@@ -500,3 +500,40 @@ def test_each_file_of_a_rotated_log_is_read_once_to_find_the_copies(cli, tmp_pat
     assert [(conv, Path(file).name) for conv, file in named] == sorted(
         (f"s{files + 1 - n}", name(n).name) for n in range(files + 1)
     )
+
+
+def test_a_copy_in_another_folder_that_fails_to_ingest_changes_no_record(cli, tmp_path):
+    """The records of a log's old content are renamed in the transaction of the ingest that
+    reads its copy: a copy with a bad line stops that ingest (exit 2) and leaves every record,
+    and what is kept of the old content's rows, as it was; once fixed, the copy is found."""
+    logs = tmp_path / "logs"
+    db = tmp_path / "s.duckdb"
+    current = _write(logs / "requests.jsonl", _OLD)
+    _ingest(cli, db, logs)
+    renamed = tmp_path / "old" / "requests.jsonl.1"
+    renamed.parent.mkdir()
+    current.rename(renamed)
+    _write(current, _NEW)
+    _ingest(cli, db, current)
+    before = _places(db)
+
+    def kept() -> list[tuple]:
+        with Store.open(db) as store:
+            return store.con.execute("SELECT * FROM renamed_away ORDER BY ALL").fetchall()
+
+    away = kept()
+    assert away
+    old = renamed.read_bytes()
+    renamed.write_bytes(old + b"{not json\n")
+    failed = cli("ingest", renamed, "--db", db)
+    assert failed.exit_code == 2, failed.stderr
+    assert f"{renamed}:3" in failed.stderr
+    assert _places(db) == before
+    assert kept() == away
+    renamed.write_bytes(old)
+    _ingest(cli, db, renamed)
+    assert kept() == []
+    moved = {(kind, key) for kind, key, file, _ in _places(db) if file == renamed.name}
+    new = {("message", "s/4"), ("message", "s/5"), ("run", "s/4/run")}  # the new file's
+    assert moved == {(kind, key) for kind, key, _, _ in before} - new
+    assert {(kind, key) for kind, key, file, _ in _places(db) if file != renamed.name} == new
