@@ -3191,6 +3191,7 @@ def _ingest_group(
                 fast_min_bytes=fast_min_bytes,
                 lean=lean,
                 keys=keys,
+                prefixes=prefixes,
                 **options,
             )
             # What was committed after all, for the caller's per-file lines (_ingest_files).
