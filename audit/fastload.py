@@ -93,7 +93,7 @@ _CHECKS = {
 
 # The fields each record type must hold as a string (or null, or not at all): those of the
 # checks' ok_req, ok_opt and ok_enum. `read_alike` checks their JSON type; the staging checks
-# their values on text (_TEXT_MACROS): non-empty, one of the allowed ones.
+# their values on text (TEXT_MACROS): non-empty, one of the allowed ones.
 STRING_FIELDS = {
     record: tuple(dict.fromkeys(re.findall(r"\bok_(?:req|opt|enum)\((\w+)", check)))
     for record, check in _CHECKS.items()
@@ -101,7 +101,7 @@ STRING_FIELDS = {
 
 # The checks' macros over fields read as text, and the checks with them (message text is left
 # to read_alike: it is not staged).
-_TEXT_MACROS = (
+TEXT_MACROS = (
     "CREATE OR REPLACE TEMP MACRO lexkeep_req(x) AS coalesce(x <> '', false)",
     "CREATE OR REPLACE TEMP MACRO lexkeep_opt(x) AS true",
     "CREATE OR REPLACE TEMP MACRO lexkeep_enum(x, allowed) AS"
@@ -111,7 +111,7 @@ _TEXT_MACROS = (
 
 def _on_text(check: str) -> str:
     """A check of core.fastload.READER_CHECKS with its enum lists as text and its macros as
-    _TEXT_MACROS'."""
+    TEXT_MACROS'."""
     check = re.sub(r"\bok_(req|opt|enum)\(", r"lexkeep_\1(", check)
     return check.replace(" AND lexkeep_opt(text)", "")
 
@@ -294,7 +294,7 @@ def _load(con: duckdb.DuckDBPyConnection, path: str) -> None:
     long...) means "give up": every later statement reads staged, typed columns, so an error
     there is lexkeep's, and it propagates instead of silently taking the slow path.
     """
-    for macro in _TEXT_MACROS:
+    for macro in TEXT_MACROS:
         con.execute(macro)
     try:
         staged = run_stage(con, _STAGE_SQL, path)
