@@ -1200,14 +1200,17 @@ def _leaf_tokens(leaves: list[str], forms: dict[str, _Token]) -> list[_Token]:
             got = forms.get(token)
             if got is None:
                 folded = token.lower()
-                skel = folded.translate(_ASCII_SEPARATORS).lstrip("0")
+                skel = folded.encode().translate(None, _ASCII_SEPARATOR_BYTES).decode()
+                skel = skel.lstrip("0")
                 got = forms[token] = (token, folded, skel)
             out.append(got)
     return out
 
 
 _ASCII_TOKEN = re.compile(r"[A-Za-z0-9\-_.:/#\\@+~]+")
-_ASCII_SEPARATORS = str.maketrans("", "", "-_.:/#\\+()")
+# Deleting characters is several times faster on bytes than with str.translate (which looks
+# every character up in a dict): ASCII text takes the bytes route.
+_ASCII_SEPARATOR_BYTES = b"-_.:/#\\+()"
 
 
 class _Expected(NamedTuple):
@@ -1237,7 +1240,10 @@ class _Expected(NamedTuple):
         date = textual_date(value) if _DIGIT_IN.search(value) else None
         # may_be_grouped and may_be_edited: 4 and 6 characters or more, with an ASCII digit
         # and at least half ASCII digits.
-        digits = size - len(skel.translate(_NO_ASCII_DIGITS))
+        if skel.isascii():
+            digits = size - len(skel.encode().translate(None, b"0123456789"))
+        else:
+            digits = size - len(skel.translate(_NO_ASCII_DIGITS))
         grouped = size >= 4 and digits > 0
         edited = size >= 6 and 2 * digits >= size
         return cls(value, folded, skel, pieces, _skeleton_sizes(size), date, None, grouped, edited)
@@ -1255,7 +1261,8 @@ def _value_forms(value: str) -> tuple[str, str]:
     """
     if value.isascii() and value.isprintable() and " " not in value:
         folded = value.lower()
-        return folded, folded.translate(_ASCII_SEPARATORS).lstrip("0")
+        skel = folded.encode().translate(None, _ASCII_SEPARATOR_BYTES).decode()
+        return folded, skel.lstrip("0")
     return fold(value), skeleton(value)
 
 

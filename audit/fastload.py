@@ -4,19 +4,21 @@ The general ingest decodes every line in Python (orjson, reader records, run der
 costs most of an audit's time on a big dump, although the audit only reads a small part of it:
 user messages, tool calls, boundaries and the conversations they belong to. Here DuckDB reads
 the file once (`read_csv` of whole lines, so every row keeps its physical line number, then
-`json_transform` with an explicit schema), checks in SQL what the lexkeep reader would check,
-and fills the tables the audit reads in an in-memory store. Only user text reaches Python, for
-the identifier extractor (several processes on big inputs).
+`json_transform` with an explicit schema, fields as text), checks in SQL the values the lexkeep
+reader would check, and fills the tables the audit reads in an in-memory store. Only user text
+reaches Python, for the identifier extractor (several processes on big inputs).
 
 Anything this path does not reproduce exactly makes it give up *before* writing anything, and
 the caller runs the normal ingest, which reports the exact file:line:col of a bad line: a line
-DuckDB cannot parse, whitespace-only lines, mixed line endings, an integer where the reader also
-accepts one (ids given as numbers), a non-string message text, duplicate ids, records of an
-unknown type (the normal ingest counts them for the notes), gzip, a BOM.
+DuckDB cannot parse, whitespace-only lines, mixed line endings, an empty id, a value outside an
+enum, duplicate ids, records of an unknown type (the normal ingest counts them for the notes),
+gzip, a BOM.
 DuckDB also reads what orjson, and so the reader, refuses (NaN, Infinity, numbers beyond a
-double, trailing commas), and reads the first of a repeated key where orjson reads the last:
-`LineCheck` decodes every line with orjson while the audit runs, and the caller discards the
-fast path's report when a line is not read alike. The result must equal the normal
+double, trailing commas), reads the first of a repeated key where orjson reads the last, and
+the staging reads any JSON value of a field as text (an id given as a number, which the reader
+stores otherwise; a message text that is not a string, which it refuses): `LineCheck` decodes
+every line with orjson while the audit runs and checks those fields' types, and the caller
+discards the fast path's report when a line is not read alike. The result must equal the normal
 path's (tests/test_audit_fastload.py compares both).
 
 Stored differently from `lexkeep ingest` (the store is private to one audit and discarded):
@@ -32,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Callable
 from multiprocessing import get_context
 from multiprocessing.connection import Connection
@@ -65,12 +68,20 @@ from lexkeep.core.rules import RuleSet, load_rules
 from lexkeep.core.sidecar import PARALLEL_MIN_CHARS, scan_query
 from lexkeep.core.store import Store, drop_keys
 
-# `type` as text like the reader compares it, every other field as JSON so its JSON type can be
-# checked the way the reader checks it. `text` is not in the schema: tool results' text is most
-# of a dump's bytes and the audit never reads it, so it is taken (a second, cheap parse) only
-# from message lines. Rows are numbered before empty lines (NULL) are dropped, so `line` is the
-# physical line, as the reader counts.
-_SCHEMA = json.dumps({"type": "VARCHAR", **{f: "JSON" for f in READER_FIELDS if f != "text"}})
+# Every field as text (a string unquoted, any other value as its JSON text), but the two whose
+# JSON value the audit reads: `arguments` and `kept_verbatim`. The JSON type of the others is
+# checked by `read_alike` (orjson, in a worker beside the audit): asking DuckDB for each field's
+# JSON text and unquoting it cost about a fifth of the staging. `text` is not in the schema:
+# tool results' text is most of a dump's bytes and the audit never reads it, so it is taken (a
+# second, cheap parse) only from user messages. Rows are numbered before empty lines (NULL) are
+# dropped, so `line` is the physical line, as the reader counts.
+_JSON_FIELDS = ("arguments", "kept_verbatim")
+_SCHEMA = json.dumps(
+    {
+        "type": "VARCHAR",
+        **{f: "JSON" if f in _JSON_FIELDS else "VARCHAR" for f in READER_FIELDS if f != "text"},
+    }
+)
 
 
 # The reader's checks (core.fastload.READER_CHECKS); a message's text must be a string or null
@@ -79,30 +90,59 @@ _CHECKS = {
     **READER_CHECKS,
     "message": READER_CHECKS["message"] + " AND ok_opt(run_id) AND ok_opt(text)",
 }
-_OK = ok_sql(_CHECKS)
+
+# The fields each record type must hold as a string (or null, or not at all): those of the
+# checks' ok_req, ok_opt and ok_enum. `read_alike` checks their JSON type; the staging checks
+# their values on text (TEXT_MACROS): non-empty, one of the allowed ones.
+STRING_FIELDS = {
+    record: tuple(dict.fromkeys(re.findall(r"\bok_(?:req|opt|enum)\((\w+)", check)))
+    for record, check in _CHECKS.items()
+}
+
+# The checks' macros over fields read as text, and the checks with them (message text is left
+# to read_alike: it is not staged).
+TEXT_MACROS = (
+    "CREATE OR REPLACE TEMP MACRO lexkeep_req(x) AS coalesce(x <> '', false)",
+    "CREATE OR REPLACE TEMP MACRO lexkeep_opt(x) AS true",
+    "CREATE OR REPLACE TEMP MACRO lexkeep_enum(x, allowed) AS"
+    " x IS NULL OR list_contains(allowed, x)",
+)
+
+
+def _on_text(check: str) -> str:
+    """A check of core.fastload.READER_CHECKS with its enum lists as text and its macros as
+    TEXT_MACROS'."""
+    check = re.sub(r"\bok_(req|opt|enum)\(", r"lexkeep_\1(", check)
+    return check.replace(" AND lexkeep_opt(text)", "")
+
+
+_OK = ok_sql({record: _on_text(check) for record, check in _CHECKS.items()})
+_DEFAULT_KIND = DEFAULT_KIND_SQL.replace("role ->> '$'", "role")
 
 # One pass over the file (core.fastload.stage_sql numbers the lines); `ok` says whether the
 # reader accepts the record; only the typed values the audit needs are kept (the JSON-typed
 # columns are never materialised).
 _STAGE_COLUMNS = f"""type, {_OK} AS ok,
-       conversation_id ->> '$' AS x_conv, id ->> '$' AS x_id, call_id ->> '$' AS x_call,
-       name ->> '$' AS x_name, role ->> '$' AS x_role,
-       CASE type WHEN 'message' THEN coalesce(kind ->> '$', {DEFAULT_KIND_SQL})
-                 WHEN 'compaction' THEN coalesce(kind ->> '$', 'local') END AS x_kind,
-       coalesce(status ->> '$', 'completed') AS x_status,
-       CASE WHEN type = 'message' THEN time ->> '$' END AS x_time,
-       CASE WHEN type = 'message' AND coalesce(kind ->> '$', {DEFAULT_KIND_SQL}) = 'user_text'
-            THEN text ->> '$' END AS x_text,
+       conversation_id AS x_conv, id AS x_id, call_id AS x_call, name AS x_name, role AS x_role,
+       CASE type WHEN 'message' THEN coalesce(kind, {_DEFAULT_KIND})
+                 WHEN 'compaction' THEN coalesce(kind, 'local') END AS x_kind,
+       coalesce(status, 'completed') AS x_status,
+       CASE WHEN type = 'message' THEN time END AS x_time,
+       text AS x_text,
        CASE WHEN arguments IS NULL THEN ''
             WHEN starts_with(arguments, '"') THEN arguments ->> '$' END AS x_args,
        CASE WHEN NOT starts_with(arguments, '"') THEN arguments::VARCHAR END AS x_args_json,
        {ARGUMENTS_LINE_SQL} AS x_args_line,
-       arguments_kind ->> '$' AS x_args_kind,
-       summary ->> '$' AS x_summary, trigger ->> '$' AS x_trigger,
+       arguments_kind AS x_args_kind, summary AS x_summary, trigger AS x_trigger,
        CASE WHEN json_type(kept_verbatim) = 'ARRAY'
             THEN json_transform(kept_verbatim, '["VARCHAR"]') END AS x_kept,
-       parent_id ->> '$' AS x_parent, title ->> '$' AS x_title"""
-_STAGE_INNER = ", CASE WHEN s.type = 'message' THEN json_extract(l, '$.text') END AS text"
+       parent_id AS x_parent, title AS x_title"""
+# A user message's text, read from its line (as text, like the other fields).
+_STAGE_INNER = (
+    ", CASE WHEN s.type = 'message' AND coalesce(s.kind, "
+    + DEFAULT_KIND_SQL.replace("role ->> '$'", "s.role")
+    + ") = 'user_text' THEN json_extract_string(l, '$.text') END AS text"
+)
 _STAGE_SQL = stage_sql("lexkeep_fast_lines", _STAGE_COLUMNS, _SCHEMA, inner=_STAGE_INNER)
 
 _DUPLICATES_SQL = duplicates_sql("lexkeep_fast_lines")
@@ -254,6 +294,8 @@ def _load(con: duckdb.DuckDBPyConnection, path: str) -> None:
     long...) means "give up": every later statement reads staged, typed columns, so an error
     there is lexkeep's, and it propagates instead of silently taking the slow path.
     """
+    for macro in TEXT_MACROS:
+        con.execute(macro)
     try:
         staged = run_stage(con, _STAGE_SQL, path)
     except duckdb.Error as exc:
@@ -345,16 +387,20 @@ def _index(con: duckdb.DuckDBPyConnection, rules: RuleSet, parallel_min_chars: i
 
 def read_alike(path: str) -> bool:
     """True when orjson (the reader's parser) decodes every non-blank line of `path` to an
-    object that DuckDB read alike; False on the first line it does not, or when the file
+    object that DuckDB read alike, whose fields the staging read as text are strings where the
+    reader wants them (STRING_FIELDS); False on the first line that is not so, or when the file
     cannot be read.
 
     DuckDB's JSON reader also takes NaN, Infinity and inf in any case, numbers beyond a double
     (1e999) and trailing commas, which the reader reports as invalid JSON; and it reads the
-    first of a repeated key where orjson reads the last (`one_of_each_key`). Blank lines are
-    the staging's business (an empty line is skipped, a whitespace-only one sends the file to
-    the normal ingest before this matters).
+    first of a repeated key where orjson reads the last (`one_of_each_key`). The staging reads
+    a number, a boolean, an array or an object as its JSON text, where the reader refuses it
+    (or, for an id given as a number, stores it otherwise). Blank lines are the staging's
+    business (an empty line is skipped, a whitespace-only one sends the file to the normal
+    ingest before this matters).
     """
     loads = orjson.loads
+    fields_of = STRING_FIELDS.get
     try:
         with open(path, "rb", buffering=1 << 20) as stream:
             for raw in stream:
@@ -363,6 +409,13 @@ def read_alike(path: str) -> bool:
                 value = loads(raw)
                 if type(value) is not dict or not one_of_each_key(raw, value):
                     return False
+                record = value.get("type")
+                fields = fields_of(record) if type(record) is str else None
+                if fields is not None:
+                    for field in fields:
+                        got = value.get(field)
+                        if got is not None and type(got) is not str:
+                            return False
     except (OSError, orjson.JSONDecodeError):
         return False
     return True

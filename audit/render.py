@@ -266,13 +266,17 @@ def _dumps(value: Any) -> bytes:
 JSON_CHUNK = 10_000  # findings encoded at a time
 
 
+# What orjson writes around a chunk of findings given as {"findings": chunk}.
+_CHUNK_HEAD = b'{\n  "findings": ['
+_CHUNK_TAIL = b"\n  ]\n}"
+
+
 def _json_parts(report: AuditReport, head: bytes) -> Iterator[bytes]:
     """The document in pieces: `head` (every key but the last two) reopened, the findings
     JSON_CHUNK at a time, and the notes; a chunk's findings are not kept as dicts after it.
 
-    orjson indents a list given alone by two spaces per level; inside the document the
-    findings sit one level deeper, so every line break of a chunk gains two spaces (JSON
-    strings hold no raw line breaks).
+    Each chunk is encoded as the document holds it, one level deep (under a "findings" key),
+    and cut out of that: indenting a chunk encoded alone would copy its bytes once more.
     """
     yield head[: -len(b"\n}")] + b',\n  "findings": ['
     boundaries: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -280,7 +284,7 @@ def _json_parts(report: AuditReport, head: bytes) -> Iterator[bytes]:
     rows = flat_rows(report.findings)  # read once, in order (big reports wait on disk)
     first = True
     while chunk := [_flat_data(row, boundaries, flag_sets) for row in islice(rows, JSON_CHUNK)]:
-        body = _dumps(chunk)[1 : -len(b"\n]")].replace(b"\n", b"\n  ")
+        body = _dumps({"findings": chunk})[len(_CHUNK_HEAD) : -len(_CHUNK_TAIL)]
         yield body if first else b"," + body
         first = False
     yield b"]," if first else b"\n  ],"

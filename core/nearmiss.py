@@ -49,7 +49,8 @@ _ASCII_DIGIT_RE = re.compile("[0-9]")
 _ASCII_GAP = re.compile(r"[ \t\n\v\f\r()]")
 _ANY_DIGIT = regex.compile(r"\p{N}")
 _ASCII_TOKEN = re.compile(r"[A-Za-z0-9\-_.:/#\\@+~]+")
-_ASCII_SEPARATORS = str.maketrans("", "", "-_.:/#\\+")
+# As bytes: deleting characters is several times faster so than with str.translate.
+_ASCII_SEPARATOR_BYTES = b"-_.:/#\\+"
 _ASCII_DIGIT = regex.compile(r"[0-9]")
 # Places a grouped edit search visits per value and text at most (see grouped_edit_near_miss).
 EDIT_STEPS = 512
@@ -344,9 +345,10 @@ def ascii_run_spans(text: str) -> list[tuple[int, int]]:
 def ascii_grouped_run(text: str, start: int, end: int) -> GroupedRun:
     """The GroupedRun of ASCII `text` at a span given by `ascii_run_spans`. Its join is
     text[start:end] lower-cased without white space, brackets and -_.:/#\\+."""
+    raw = text[start:end].encode().lower()  # ASCII: the same offsets as the text's
     tokens = tuple(
-        (m.start(), m.end(), m.group().lower().translate(_ASCII_SEPARATORS))
-        for m in _ASCII_TOKEN.finditer(text, start, end)
+        (a, b, raw[a - start : b - start].translate(None, _ASCII_SEPARATOR_BYTES).decode())
+        for a, b in (m.span() for m in _ASCII_TOKEN.finditer(text, start, end))
     )
     return _grouped_run(text, tokens)
 
@@ -371,7 +373,7 @@ def _grouped_runs(text: str) -> list[GroupedRun]:
 def _token_skeleton(token: str) -> str:
     """A token's fold without separators (no leading zeros stripped)."""
     if token.isascii():
-        return token.lower().translate(_ASCII_SEPARATORS)
+        return token.lower().encode().translate(None, _ASCII_SEPARATOR_BYTES).decode()
     return _SEPARATORS.sub("", fold(token))
 
 

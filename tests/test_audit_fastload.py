@@ -20,6 +20,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from lexkeep.audit import engine
+from lexkeep.audit import fastload as fastload_module
 from lexkeep.audit.engine import (
     _Expected,
     _may_be_within,
@@ -191,10 +192,6 @@ def test_edge_files_fast_path_same_report(tmp_path, name):
 # Files the fast path must hand to the normal ingest (same report, or the same error).
 FALLBACK_CASES = {
     "whitespace_line": _lines(*_conversation()[:3], "   ", *_conversation()[3:]),
-    "integer_id": _lines(
-        *_conversation(),
-        {"type": "message", "id": 7, "conversation_id": "c1", "role": "user", "text": "HAT136"},
-    ),
     "duplicate_message_id": _lines(*_conversation(), _conversation()[0]),
     "truncated_last_line": _lines(*_conversation()) + '{"type": "message", "id": "m9"',
     # Skipped by the reader and named in the notes, which the normal ingest counts.
@@ -206,8 +203,6 @@ FALLBACK_CASES = {
 }
 ERROR_CASES = {
     "invalid_json": _lines(*_conversation()[:2], "{not json", *_conversation()[2:]),
-    "message_text_not_string": _lines(*_conversation(), {"type": "message", "id": "m8",
-                                      "conversation_id": "c1", "role": "user", "text": 5}),
     "missing_type": _lines(*_conversation(), {"id": "x"}),
     "bad_role": _lines({"type": "message", "id": "m0", "conversation_id": "c1", "role": "bot",
                         "text": "x"}, *_conversation()),
@@ -245,6 +240,63 @@ def test_bad_lines_keep_the_exact_error(tmp_path, name):
     errors = _errors_both_ways(path)
     assert errors[0] == errors[1]
     assert errors[0][1] == str(path) and errors[0][2] is not None
+
+
+# Fields the staging reads as text (a number as its digits) where the reader wants a string:
+# the staging takes the file, and LineCheck sends it to the normal ingest (same report, or the
+# same error naming the line).
+TYPE_CASES = {
+    "integer_id": _lines(
+        *_conversation(),
+        {"type": "message", "id": 7, "conversation_id": "c1", "role": "user", "text": "HAT136"},
+    ),
+    "integer_conversation_id": _lines(
+        *_conversation(),
+        {"type": "tool_call", "id": "k8", "conversation_id": 1, "name": "n", "arguments": "{}"},
+    ),
+    "integer_call_id": _lines(
+        *_conversation(), {"type": "tool_result", "call_id": 8, "conversation_id": "c1"}
+    ),
+    "message_text_not_string": _lines(*_conversation(), {"type": "message", "id": "m8",
+                                      "conversation_id": "c1", "role": "user", "text": 5}),
+    "assistant_text_an_object": _lines(*_conversation(), {"type": "message", "id": "m8",
+                                       "conversation_id": "c1", "role": "assistant",
+                                       "text": {"a": 1}}),
+    "tool_name_a_boolean": _lines(*_conversation(), {"type": "tool_call", "id": "k8",
+                                  "conversation_id": "c1", "name": True, "arguments": "{}"}),
+    "summary_a_list": _lines(*_conversation(), {"type": "compaction", "id": "b8",
+                             "conversation_id": "c1", "summary": ["INV-2025-08-44719"]}),
+    "title_a_number": _lines(*_conversation(), {"type": "conversation", "id": "c1", "title": 3}),
+    "time_a_number": _lines(*_conversation(), {"type": "message", "id": "m8",
+                            "conversation_id": "c1", "role": "user", "text": "x", "time": 1}),
+    "status_a_number": _lines(
+        {"type": "run", "id": "r1", "conversation_id": "c1", "status": 1}, *_conversation()
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(TYPE_CASES))
+def test_fields_of_another_json_type_go_to_the_normal_ingest(tmp_path, name):
+    path = tmp_path / "t.jsonl"
+    path.write_text(TYPE_CASES[name], encoding="utf-8")
+    assert not read_alike(str(path))
+    outcomes = []
+    for fast in (True, False):
+        try:
+            outcomes.append(run_audit(paths=[str(path)], fast=fast))
+        except InputError as exc:
+            outcomes.append((str(exc), exc.path, exc.line, exc.col))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_string_fields_are_those_the_checks_name():
+    """read_alike checks the JSON type of every field the reader's checks name."""
+    for record, check in fastload_module._CHECKS.items():
+        for field in fastload_module.READER_FIELDS:
+            if f"({field})" in check or f"({field}," in check:
+                assert field in fastload_module.STRING_FIELDS[record] or field == "kept_verbatim"
+    assert "text" in fastload_module.STRING_FIELDS["message"]
+    assert "name" in fastload_module.STRING_FIELDS["tool_call"]
 
 
 # Lines DuckDB's JSON reader takes and orjson (the reader) refuses: Python's json.dumps writes

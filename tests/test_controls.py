@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lexkeep.core.controls import first_control, visible, visible_json
+from lexkeep.core.controls import first_control, maybe_unsafe, visible, visible_json
 
 # Characters near every edge of the rules, mixed with ordinary text.
 EDGES = (
@@ -38,6 +40,43 @@ def test_visible_json_decodes_to_the_same_values_and_leaves_nothing_unsafe(value
     data = visible_json(orjson.dumps({"v": values}))
     assert orjson.loads(data) == {"v": values}
     assert first_control(data.decode("utf-8")) is None
+
+
+# What maybe_unsafe stands in for: any byte that starts such a character in UTF-8.
+_LEAD_BYTES = re.compile(rb"[\x7f\xc2\xe2\xef\xf3]")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(texts, max_size=4))
+def test_maybe_unsafe_is_a_search_for_the_lead_bytes_and_misses_no_unsafe_text(values):
+    data = orjson.dumps({"v": values})
+    assert maybe_unsafe(data) == (_LEAD_BYTES.search(data) is not None)
+    if not maybe_unsafe(data):
+        assert first_control(data.decode("utf-8")) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "maybe"),
+    [
+        ("plain ascii", False),
+        ("del \x7f", True),
+        ("caf\u00e9 \u4e2d\u6587", False),  # \xc3 and \xe4 start no such character
+        ("no-break\u00a0space", True),  # \xc2 starts the C1 controls too
+        ("\u0085", True),
+        ("\u202e", True),
+        ("\ufe0f", True),
+        ("\U000e0041", True),
+    ],
+)
+def test_maybe_unsafe_on_each_lead_byte(text, maybe):
+    data = orjson.dumps({"v": text})
+    assert maybe_unsafe(data) is maybe
+    assert maybe_unsafe(data) == (_LEAD_BYTES.search(data) is not None)
+
+
+def test_visible_json_returns_plain_ascii_as_it_is():
+    data = orjson.dumps({"v": ["x" * 1000] * 1000})
+    assert visible_json(data) is data
 
 
 @pytest.mark.parametrize(
