@@ -810,3 +810,17 @@ def test_an_error_before_anything_is_planned_is_raised_as_it_is(db_file):
     with pytest.raises(NotFoundError) as err:
         run_compaction(db_file, conversation_ids=["nope"])
     assert not isinstance(err.value, CompactionFailed)
+
+
+def test_a_store_path_where_there_is_no_store_is_refused_and_nothing_created(tmp_path):
+    """A batch script's mistyped path was compacted as a new, empty store: the run reported
+    0 conversations and left an empty `typo.duckdb` behind. It is the error `lexkeep compact`
+    gives, and the folder stays as it was."""
+    from lexkeep.core.errors import StoreError
+
+    target = tmp_path / "typo.duckdb"
+    for dry_run in (False, True):
+        with pytest.raises(StoreError, match="no lexkeep store at .*typo.duckdb") as err:
+            run_compaction(target, dry_run=dry_run)
+        assert "lexkeep ingest" in err.value.hint
+        assert list(tmp_path.iterdir()) == []
