@@ -103,3 +103,34 @@ def test_a_whole_number_ratio_in_a_settings_file_is_a_number(tmp_path):
     path = pyproject(tmp_path, 'min_ratio = 1\nfail_on = "missing"\n')
     got = resolve(NO_FLAGS, env={}, settings_file=path)
     assert (got.min_ratio, got.fail_on) == (1.0, ("missing",))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"fail_on": "missing"}, "fail_on: expected a tuple of verdicts"),
+        ({"fail_on": ("kept",)}, "fail_on: unknown verdict 'kept'"),
+        ({"min_ratio": 2}, "min_ratio: expected a number from 0 to 1"),
+        ({"min_ratio": "0.9"}, "min_ratio: expected a number from 0 to 1"),
+        ({"min_ratio": True}, "min_ratio: expected a number from 0 to 1"),
+        ({"format": "sarif"}, "format: unknown format 'sarif'"),
+        ({"exit_zero": "no"}, "exit_zero: expected True or False"),
+        ({"redact": 1}, "redact: expected True or False"),
+    ],
+)
+def test_settings_made_in_code_are_checked_as_the_settings_file_is(kwargs, message):
+    """A script's `AuditSettings(fail_on="missing")` failed deep in the audit with
+    `ValueError: 'm' is not a valid Verdict`, and `min_ratio=2` or `fail_on=("kept",)` were
+    taken as they were (a gate no audit can meet, a verdict the command refuses): each is the
+    ConfigError the command gives for the same setting, before anything is read."""
+    with pytest.raises(ConfigError, match=message) as err:
+        AuditSettings(**kwargs)
+    assert err.value.hint
+
+
+def test_settings_made_in_code_keep_their_values():
+    settings = AuditSettings(min_ratio=1, fail_on=["missing", "altered"], format="json")
+    assert settings.min_ratio == 1.0 and isinstance(settings.min_ratio, float)
+    assert settings.fail_on == ("missing", "altered")  # a list is taken, kept as a tuple
+    same = AuditSettings(min_ratio=1.0, fail_on=("missing", "altered"), format="json")
+    assert settings == same and hash(settings) == hash(same)
