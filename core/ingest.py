@@ -3200,11 +3200,13 @@ def ingest_paths(
     Small files never ingested before are read ahead by worker processes (`read_workers()`)
     when they hold at least `read_ahead_min_bytes` bytes together (None: never).
     `files`: what `ingest_inputs(paths, format)` returned, so the paths are not walked twice.
+    Without it, `paths` are checked as `ingest_inputs` checks them: an unknown `format`, a
+    missing path or paths holding no file at all (an empty folder) raise InputError.
+    Files that are no trace come back with status `unrecognised`; `require_traces(paths,
+    counts)` raises the error `lexkeep ingest` gives when every file found is one.
     """
     if files is None:
-        if format is not None:
-            get_reader(format)  # an unknown --format fails before any file is read
-        files = expand_paths(paths)
+        files = ingest_inputs(paths, format)
     # Read once: the settings file's rules, else the built-ins (see index_pending).
     rules = rules if rules is not None else load_rules()
     options = {
