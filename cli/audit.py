@@ -16,6 +16,7 @@ from lexkeep.cli.common import (
     progress,
     reader_gone,
     refuse_output_over_inputs,
+    refuse_unwritable_output,
 )
 from lexkeep.core.controls import visible
 from lexkeep.core.errors import LexkeepError, SettingsWarning, doing
@@ -166,6 +167,7 @@ def register(app: typer.Typer) -> None:
         }
         try:
             refuse_output_over_inputs(output, paths or (), db)
+            refuse_unwritable_output(output)  # not after a long audit
             if paths and "-" in paths:
                 note_terminal_stdin()
             # The total opens every file: found only when a bar is shown.
