@@ -1,0 +1,64 @@
+"""The library as a script calls it: paths as `pathlib.Path`, one path alone, the results
+usable by every renderer."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_TRACES
+
+from lexkeep.audit.engine import run_audit
+from lexkeep.audit.render import render
+from lexkeep.core.ingest import ingest_paths
+from lexkeep.core.store import Store
+
+INVOICE = SAMPLE_TRACES / "invoice_altered.jsonl"
+
+
+def _json(report) -> dict:
+    out = io.StringIO()
+    render(report, "json", out)
+    return json.loads(out.getvalue())
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [
+        [
+            INVOICE
+        ],  # a pathlib.Path: was AttributeError: 'PosixPath' object has no attribute 'encode'
+        INVOICE,  # one Path alone
+        str(INVOICE),  # one str alone: was read letter by letter, "/" first (the whole disk)
+    ],
+    ids=["list-of-path", "path", "str"],
+)
+def test_audit_takes_paths_as_pathlib_paths_or_one_path_alone(paths):
+    report = run_audit(paths=paths)
+    assert (report.totals.audited, report.totals.altered) == (1, 1)
+    assert report.inputs == (str(INVOICE),)
+    assert _json(report)["inputs"] == [str(INVOICE)]  # was: PosixPath is not JSON serializable
+
+
+def test_audit_of_a_store_named_by_a_pathlib_path_renders_as_json(tmp_path):
+    db = tmp_path / "traces.duckdb"
+    with Store.open(db) as store:
+        ingest_paths(store, [SAMPLE_TRACES])  # a folder as a Path
+    report = run_audit(db=db)
+    assert report.inputs == (str(db),)
+    data = _json(report)
+    assert data["inputs"] == [str(db)] and data["totals"]["audited"] == 6
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["list-of-path", "path"])
+def test_ingest_takes_pathlib_paths(tmp_path, alone):
+    trace = shutil.copy(INVOICE, tmp_path / "t.jsonl")
+    paths = Path(trace) if alone else [Path(trace)]
+    with Store.open(tmp_path / "s.duckdb") as store:
+        (counts,) = ingest_paths(store, paths)
+        assert (counts.path, counts.status, counts.boundaries) == (str(trace), "ingested", 1)
+        (again,) = ingest_paths(store, paths)
+    assert again.status == "unchanged"
