@@ -301,7 +301,7 @@ class _Task:
 def run_compaction(
     store: Store | str | os.PathLike[str],
     *,
-    conversation_ids: Sequence[str] | None = None,
+    conversation_ids: Sequence[str] | str | None = None,
     summarizer: Summarizer | str | None = None,
     summarizer_options: SummarizerOptions | None = None,
     workers: int = 1,
@@ -312,7 +312,8 @@ def run_compaction(
     on_planned: Callable[[int], None] | None = None,
     on_progress: Callable[[SegmentOutcome], None] | None = None,
 ) -> CompactionReport:
-    """Compact every candidate segment of the given (default: all) conversations.
+    """Compact every candidate segment of the given (default: all) conversations
+    (`conversation_ids`: a sequence of ids, or one id alone).
 
     `store` is an open `Store`, used throughout, or the path of one: then the store is open
     only while the run reads, claims and writes, and closed while a summariser that is not
@@ -333,6 +334,8 @@ def run_compaction(
             f"no lexkeep store at {store}",
             hint=f"ingest some traces first: lexkeep ingest TRACES... --db {store}",
         )
+    if isinstance(conversation_ids, str):
+        conversation_ids = [conversation_ids]  # one id, not its letters
     if workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
     if max_running is not None and max_running < 1:

@@ -824,3 +824,13 @@ def test_a_store_path_where_there_is_no_store_is_refused_and_nothing_created(tmp
             run_compaction(target, dry_run=dry_run)
         assert "lexkeep ingest" in err.value.hint
         assert list(tmp_path.iterdir()) == []
+
+
+def test_one_conversation_id_alone_is_that_conversation(db_file):
+    """`run_compaction(db, conversation_ids="c1")` read the id letter by letter and failed with
+    `no conversation c, 1 in the store`; one id alone is a list of one."""
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30, "c2": 30})
+    report = run_compaction(db_file, conversation_ids="c1")
+    assert (report.conversations, report.completed) == (1, 1)
+    assert {s.conversation_id for s in report.segments} == {"c1"}
