@@ -118,7 +118,7 @@ def resolve(
     for name, var in ENV.items():
         if flags.get(name) is not None:
             values[name] = _parse(name, flags[name], f"--{name.replace('_', '-')}", None)
-        elif var in env:
+        elif env.get(var, "").strip():  # empty: unset (a workflow's undefined `${{ vars.X }}`)
             values[name] = _parse(name, env[var], var, None)
             origin[name] = ("env", var)
         elif name in file_values:

@@ -134,3 +134,34 @@ def test_settings_made_in_code_keep_their_values():
     assert settings.fail_on == ("missing", "altered")  # a list is taken, kept as a tuple
     same = AuditSettings(min_ratio=1.0, fail_on=("missing", "altered"), format="json")
     assert settings == same and hash(settings) == hash(same)
+
+
+def test_an_empty_variable_is_as_if_it_were_not_set(tmp_path):
+    """`LEXKEEP_MIN_RATIO: ${{ vars.MIN_RATIO }}` in a workflow whose variable is not defined
+    sets it to "": that stopped the audit (`not a number: ''`, and `unknown format ''` for
+    LEXKEEP_FORMAT), while an empty LEXKEEP_EXIT_ZERO or LEXKEEP_FAIL_ON silently overrode the
+    settings file with false and nothing. Each is now unset, as LEXKEEP_REDACT_KEY is."""
+    path = pyproject(
+        tmp_path,
+        'min_ratio = 0.5\nfail_on = ["missing"]\nexit_zero = true\nformat = "json"\n'
+        "redact = true\n",
+    )
+    for empty in ("", "  "):
+        env = {
+            var: empty
+            for var in (
+                "LEXKEEP_MIN_RATIO",
+                "LEXKEEP_FAIL_ON",
+                "LEXKEEP_EXIT_ZERO",
+                "LEXKEEP_FORMAT",
+                "LEXKEEP_REDACT",
+            )
+        }
+        settings = resolve(NO_FLAGS, env=env, settings_file=path)
+        assert settings == AuditSettings(
+            min_ratio=0.5, fail_on=("missing",), exit_zero=True, format="json", redact=True
+        )
+        assert settings.origin["min_ratio"] == ("file", "pyproject.toml")
+        empty_file = tmp_path / "lexkeep.toml"
+        empty_file.write_text("", encoding="utf-8")
+        assert resolve(NO_FLAGS, env=env, settings_file=empty_file) == AuditSettings()
