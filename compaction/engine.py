@@ -334,6 +334,8 @@ def run_compaction(
             f"no lexkeep store at {store}",
             hint=f"ingest some traces first: lexkeep ingest TRACES... --db {store}",
         )
+    if isinstance(store, Store) and not dry_run:
+        store.require_writable("run_compaction")
     if isinstance(conversation_ids, str):
         conversation_ids = [conversation_ids]  # one id, not its letters
     if workers < 1:

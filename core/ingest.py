@@ -3219,6 +3219,7 @@ def ingest_paths(
     Files that are no trace come back with status `unrecognised`; `require_traces(paths,
     counts)` raises the error `lexkeep ingest` gives when every file found is one.
     """
+    store.require_writable("ingest_paths")
     paths = path_list(paths)
     if files is None:
         files = ingest_inputs(paths, format)

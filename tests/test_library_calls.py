@@ -62,3 +62,30 @@ def test_ingest_takes_pathlib_paths(tmp_path, alone):
         assert (counts.path, counts.status, counts.boundaries) == (str(trace), "ingested", 1)
         (again,) = ingest_paths(store, paths)
     assert again.status == "unchanged"
+
+
+def test_writing_through_a_store_opened_read_only_is_a_store_error(tmp_path):
+    """A script that opened the store with `read_only=True` (as the agent loop does) and then
+    ingested or compacted through it got DuckDB's `InvalidInputException: Cannot execute
+    statement of type "INSERT" … attached in read-only mode`, no LexkeepError. Both say what
+    to do instead, and leave the store as it was."""
+    from lexkeep.compaction.engine import run_compaction
+    from lexkeep.core.errors import StoreError
+
+    db = tmp_path / "traces.duckdb"
+    with Store.open(db) as store:
+        ingest_paths(store, [SAMPLE_TRACES / "claude_lost_path.jsonl"])
+        assert not store.read_only
+    with Store.open(db, read_only=True) as store:
+        assert store.read_only
+        with pytest.raises(StoreError, match="is open read-only: ingest_paths writes") as err:
+            ingest_paths(store, [INVOICE])
+        assert "Store.open" in err.value.hint
+        with pytest.raises(StoreError, match="is open read-only: run_compaction writes"):
+            run_compaction(store)
+        assert run_compaction(store, dry_run=True).planned == 0  # a dry run only reads
+    with Store.open(db, read_only=True) as store:
+        (files,) = store.con.execute("SELECT count(*) FROM ingest_runs").fetchone()
+    assert files == 1
+    with Store.open(None) as memory:
+        assert not memory.read_only
