@@ -122,10 +122,10 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         fail_on: Annotated[
-            str | None,
+            list[str] | None,
             typer.Option(
                 "--fail-on",
-                help="Also fail on any of these verdicts: altered,missing.",
+                help="Also fail on any of these verdicts: altered,missing (or the flag twice).",
                 metavar="VERDICTS",
             ),
         ] = None,
@@ -160,7 +160,8 @@ def register(app: typer.Typer) -> None:
 
         flags = {
             "min_ratio": min_ratio,
-            "fail_on": fail_on,
+            # Each --fail-on adds its verdicts (a repeated flag is not the last one alone).
+            "fail_on": None if fail_on is None else ",".join(fail_on),
             "exit_zero": exit_zero,
             "format": fmt,
             "redact": redact,
