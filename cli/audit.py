@@ -2,6 +2,7 @@
 
 import contextlib
 import functools
+import os
 import sys
 import warnings
 from typing import Annotated
@@ -33,7 +34,9 @@ def _requested_format(fmt: str | None) -> str | None:
     try:
         return resolve({}).format
     except LexkeepError:
-        return None
+        # Another setting failed (LEXKEEP_MIN_RATIO=98%): the variable naming the format,
+        # read alone, still says whether the job wants its annotation.
+        return os.environ.get("LEXKEEP_FORMAT", "").strip().lower() or None
 
 
 def _annotate_error(exc: Exception) -> None:

@@ -1848,3 +1848,18 @@ def test_fail_on_given_twice_fails_on_both(cli):
     ]
     only_altered = ok(cli("audit", INVOICE, "--min-ratio", "0", "--fail-on", "altered"), 1)
     assert only_altered.stdout.rstrip().endswith("1 altered identifier(s) and --fail-on altered.")
+
+
+def test_github_format_from_the_environment_annotates_a_bad_setting_beside_it(cli):
+    """`LEXKEEP_FORMAT=github` set for the job and a mistyped `LEXKEEP_MIN_RATIO`: the format
+    was looked up through the same settings that failed, so the job showed no annotation of
+    why the step failed. The format the variable names still gets it."""
+    env = {"LEXKEEP_FORMAT": "github", "LEXKEEP_MIN_RATIO": "98%"}
+    result = ok(cli("audit", INVOICE, env=env), 2)
+    assert result.stdout == (
+        "::error title=lexkeep audit could not run::LEXKEEP_MIN_RATIO: not a number: '98%25'"
+        " (hint: use a ratio from 0 to 1)\n"
+    )
+    # an unknown format named there is no github format: stdout stays empty
+    env = {"LEXKEEP_FORMAT": "sarif", "LEXKEEP_MIN_RATIO": "98%"}
+    assert ok(cli("audit", INVOICE, env=env), 2).stdout == ""
