@@ -89,3 +89,19 @@ def test_writing_through_a_store_opened_read_only_is_a_store_error(tmp_path):
     assert files == 1
     with Store.open(None) as memory:
         assert not memory.read_only
+
+
+def test_every_package_ships_its_type_hints():
+    """Without a `py.typed` marker (PEP 561) a type checker ignores an installed package's
+    hints: a batch script's mypy said `Cannot find implementation or library stub for module
+    named "lexkeep.audit.engine"`. Each package has the marker and installs it."""
+    import tomllib
+
+    repo = Path(__file__).resolve().parents[1]
+    setuptools = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]
+    for package in setuptools["packages"]:
+        folder = repo / setuptools["package-dir"][package]
+        assert (folder / "py.typed").is_file(), folder
+        assert "py.typed" in setuptools["package-data"].get(package, []), package
