@@ -56,10 +56,12 @@ from lexkeep.core.fastload import READER_FIELDS
 from lexkeep.core.formats import get_reader
 from lexkeep.core.ingest import (
     HEADER_ONLY,
+    PathsArg,
     crash_left,
     expand_paths,
     ingest_paths,
     nothing_yet,
+    path_list,
 )
 from lexkeep.core.inspect import ID_CONFLICT, left_out
 from lexkeep.core.model import ArgumentsKind, FileCounts, Format, Source, Verdict
@@ -345,9 +347,9 @@ def redact_error(exc: InputError, rules: Any = None, key: bytes | None = None) -
 
 def run_audit(
     *,
-    paths: Sequence[str] = (),
-    db: str | None = None,
-    rules: str | None = None,
+    paths: PathsArg = (),
+    db: str | os.PathLike[str] | None = None,
+    rules: str | os.PathLike[str] | None = None,
     skip_invalid: bool = False,
     input_format: str | None = None,
     settings: AuditSettings | None = None,
@@ -356,6 +358,10 @@ def run_audit(
     on_phase: Callable[[str], None] | None = None,
 ) -> AuditReport:
     """Audit trace files (ingested into an in-memory store) or an existing store (read-only).
+
+    `paths`: files, folders, globs or '-' (str or `pathlib.Path`, a sequence or one alone);
+    `db`: a store's path instead. `settings` is used as given (default: every identifier must
+    be kept); `lexkeep.audit.settings.resolve` reads the environment and settings file.
 
     One lexkeep JSONL file takes the DuckDB fast path (audit/fastload.py) unless `fast` is
     False or `input_format` forces a format; anything it cannot reproduce exactly goes through
@@ -366,6 +372,8 @@ def run_audit(
     """
     phase = on_phase or (lambda text: None)
     settings = settings or AuditSettings()
+    paths = path_list(paths)
+    db = None if db is None else os.fspath(db)
     if skip_invalid and not paths:
         raise ConfigError("--skip-invalid only applies when auditing trace files")
     if input_format is not None and not paths:

@@ -35,6 +35,7 @@ from lexkeep.audit.report import (
 )
 from lexkeep.core import __version__
 from lexkeep.core.controls import visible, visible_json
+from lexkeep.core.errors import ConfigError
 from lexkeep.core.model import Source, Verdict
 
 HTML_KEPT_ROWS = 500
@@ -44,8 +45,12 @@ MAX_PROBLEM_ROWS = 200
 
 
 def render(report: AuditReport, fmt: str, stream: TextIO, *, color: bool = False) -> None:
-    """Write `report` to `stream` in format `fmt` (one of settings.FORMATS)."""
-    RENDERERS[fmt](report, stream, color)
+    """Write `report` to `stream` in format `fmt` (one of settings.FORMATS); an unknown `fmt`
+    is a ConfigError, before anything is written."""
+    renderer = RENDERERS.get(fmt)
+    if renderer is None:
+        raise ConfigError(f"unknown format {fmt!r}", hint="choose from: " + ", ".join(RENDERERS))
+    renderer(report, stream, color)
 
 
 # -- shared wording -----------------------------------------------------------------------------

@@ -53,6 +53,40 @@ class AuditSettings:
     # environment variable, or the settings file's name (so a failed gate can say).
     origin: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
 
+    def __post_init__(self) -> None:
+        """Check values given in code as the settings file's are checked (ConfigError), so a
+        script's mistake fails here, not deep in the audit or as a gate no audit can meet."""
+        ratio = self.min_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
+            raise ConfigError(
+                f"min_ratio: expected a number from 0 to 1, e.g. 0.95, not {ratio!r}",
+                hint="AuditSettings(min_ratio=0.95)",
+            )
+        object.__setattr__(self, "min_ratio", float(ratio))
+        fail_on = self.fail_on
+        if isinstance(fail_on, str | bytes) or not isinstance(fail_on, tuple | list):
+            raise ConfigError(
+                f"fail_on: expected a tuple of verdicts, e.g. ('missing',), not {fail_on!r}",
+                hint="AuditSettings(fail_on=('altered', 'missing'))",
+            )
+        for verdict in fail_on:
+            if verdict not in FAIL_ON_CHOICES:
+                raise ConfigError(
+                    f"fail_on: unknown verdict {verdict!r}",
+                    hint="choose from: " + ", ".join(FAIL_ON_CHOICES),
+                )
+        object.__setattr__(self, "fail_on", tuple(fail_on))
+        if self.format not in FORMATS:
+            raise ConfigError(
+                f"format: unknown format {self.format!r}", hint="choose from: " + ", ".join(FORMATS)
+            )
+        for name in ("exit_zero", "redact"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(
+                    f"{name}: expected True or False, not {getattr(self, name)!r}",
+                    hint=f"AuditSettings({name}=True)",
+                )
+
     def shown(self, name: str, value: object) -> str:
         """Setting `name` at `value` as the gate's reasons show it, named where it was set:
         `--min-ratio 0.98`, `LEXKEEP_MIN_RATIO=0.98`, `min_ratio = 0.98 in pyproject.toml`."""
@@ -84,7 +118,7 @@ def resolve(
     for name, var in ENV.items():
         if flags.get(name) is not None:
             values[name] = _parse(name, flags[name], f"--{name.replace('_', '-')}", None)
-        elif var in env:
+        elif env.get(var, "").strip():  # empty: unset (a workflow's undefined `${{ vars.X }}`)
             values[name] = _parse(name, env[var], var, None)
             origin[name] = ("env", var)
         elif name in file_values:

@@ -2,6 +2,7 @@
 
 import contextlib
 import functools
+import os
 import sys
 import warnings
 from typing import Annotated
@@ -16,6 +17,7 @@ from lexkeep.cli.common import (
     progress,
     reader_gone,
     refuse_output_over_inputs,
+    refuse_unwritable_output,
 )
 from lexkeep.core.controls import visible
 from lexkeep.core.errors import LexkeepError, SettingsWarning, doing
@@ -32,7 +34,9 @@ def _requested_format(fmt: str | None) -> str | None:
     try:
         return resolve({}).format
     except LexkeepError:
-        return None
+        # Another setting failed (LEXKEEP_MIN_RATIO=98%): the variable naming the format,
+        # read alone, still says whether the job wants its annotation.
+        return os.environ.get("LEXKEEP_FORMAT", "").strip().lower() or None
 
 
 def _annotate_error(exc: Exception) -> None:
@@ -121,10 +125,10 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         fail_on: Annotated[
-            str | None,
+            list[str] | None,
             typer.Option(
                 "--fail-on",
-                help="Also fail on any of these verdicts: altered,missing.",
+                help="Also fail on any of these verdicts: altered,missing (or the flag twice).",
                 metavar="VERDICTS",
             ),
         ] = None,
@@ -159,13 +163,15 @@ def register(app: typer.Typer) -> None:
 
         flags = {
             "min_ratio": min_ratio,
-            "fail_on": fail_on,
+            # Each --fail-on adds its verdicts (a repeated flag is not the last one alone).
+            "fail_on": None if fail_on is None else ",".join(fail_on),
             "exit_zero": exit_zero,
             "format": fmt,
             "redact": redact,
         }
         try:
             refuse_output_over_inputs(output, paths or (), db)
+            refuse_unwritable_output(output)  # not after a long audit
             if paths and "-" in paths:
                 note_terminal_stdin()
             # The total opens every file: found only when a bar is shown.

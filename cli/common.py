@@ -292,6 +292,32 @@ def refuse_output_over_inputs(output: str | None, paths: Sequence[str], db: str 
             )
 
 
+def refuse_unwritable_output(output: str | None) -> None:
+    """Refuse `-o FILE` before the work when the report could not be written in any case: FILE
+    is a folder, or the folder it would go in does not exist. The errors are those the write
+    gives (output_stream); anything else (permissions, a full disk) is found by the write."""
+    if output is None or output == "-":
+        return
+    target = Path(output)
+    try:
+        if target.is_dir():
+            raise LexkeepError(
+                f"cannot write {output}: it is a folder", hint="-o takes a file name"
+            )
+        if target.exists():
+            return
+        # Through a dangling symlink, the file it names is the one written.
+        folder = Path(os.path.realpath(target)).parent
+        missing = not folder.exists()
+    except OSError:  # a folder above it that may not be searched: the write says so
+        return
+    if missing:
+        raise LexkeepError(
+            f"cannot write {output}: {os.strerror(errno.ENOENT)}",
+            hint="create the folder first, or pass -o a writable path",
+        )
+
+
 def _same_file(a: str, b: str) -> bool:
     """True when both paths exist and name one file (through links, or two spellings)."""
     try:

@@ -119,18 +119,10 @@ def register(app: typer.Typer) -> None:
         )
         from lexkeep.compaction.summarizers import SummarizerOptions
         from lexkeep.core.config import output_format
-        from lexkeep.core.errors import StoreError
-        from lexkeep.core.store import store_exists
 
         fmt = output_format(fmt, ("text", "json"))
         options = SummarizerOptions(base_url=base_url, model=model, timeout=timeout)
-        path = db_path(db)
-        # Never create an empty store just to report nothing.
-        if not store_exists(path, read_only=False):
-            raise StoreError(
-                f"no lexkeep store at {path}",
-                hint=f"ingest some traces first: lexkeep ingest TRACES... --db {path}",
-            )
+        path = db_path(db)  # where there is no store, run_compaction creates none: exit 2
         # Given the path, the run opens the store only to read, claim and write: a model or a
         # program summarising leaves it free for `context`, `ingest` or another `compact`.
         interrupted = False

@@ -45,6 +45,7 @@ from lexkeep.core.errors import (
     ConfigError,
     LexkeepError,
     RuleError,
+    StoreError,
     StoreLockedError,
     SummarizerMisconfiguredError,
     is_query_interrupt,
@@ -54,7 +55,7 @@ from lexkeep.core.errors import (
 from lexkeep.core.inspect import require_conversations
 from lexkeep.core.model import Extraction
 from lexkeep.core.nearmiss import is_kept
-from lexkeep.core.store import Store, StoreOnDemand, migrations
+from lexkeep.core.store import Store, StoreOnDemand, migrations, store_exists
 
 BATCH_CONVERSATIONS = 500
 # What a lease must hold beyond the summariser calls made under it: reopening the store and
@@ -300,7 +301,7 @@ class _Task:
 def run_compaction(
     store: Store | str | os.PathLike[str],
     *,
-    conversation_ids: Sequence[str] | None = None,
+    conversation_ids: Sequence[str] | str | None = None,
     summarizer: Summarizer | str | None = None,
     summarizer_options: SummarizerOptions | None = None,
     workers: int = 1,
@@ -311,7 +312,8 @@ def run_compaction(
     on_planned: Callable[[int], None] | None = None,
     on_progress: Callable[[SegmentOutcome], None] | None = None,
 ) -> CompactionReport:
-    """Compact every candidate segment of the given (default: all) conversations.
+    """Compact every candidate segment of the given (default: all) conversations
+    (`conversation_ids`: a sequence of ids, or one id alone).
 
     `store` is an open `Store`, used throughout, or the path of one: then the store is open
     only while the run reads, claims and writes, and closed while a summariser that is not
@@ -324,7 +326,18 @@ def run_compaction(
     summariser object given without options, or one that answers at once).
     Conversations are planned and compacted BATCH_CONVERSATIONS at a time; `on_planned` gets
     the number of segments planned so far after each batch.
+    A path where there is no store raises StoreError (`no lexkeep store at PATH`) and creates
+    nothing: a mistyped path is not a new, empty store with nothing to compact.
     """
+    if not isinstance(store, Store) and not store_exists(str(store), read_only=dry_run):
+        raise StoreError(
+            f"no lexkeep store at {store}",
+            hint=f"ingest some traces first: lexkeep ingest TRACES... --db {store}",
+        )
+    if isinstance(store, Store) and not dry_run:
+        store.require_writable("run_compaction")
+    if isinstance(conversation_ids, str):
+        conversation_ids = [conversation_ids]  # one id, not its letters
     if workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
     if max_running is not None and max_running < 1:

@@ -969,6 +969,18 @@ def _hints_for(reason: str, path: str | None = None) -> str:
     return "fix the line, or pass --skip-invalid to skip bad lines and record them"
 
 
+# What a library caller may pass as trace paths: a sequence of them, or one alone.
+PathsArg = Sequence[str | os.PathLike[str]] | str | os.PathLike[str]
+
+
+def path_list(paths: PathsArg) -> list[str]:
+    """`paths` as a list of str: one path alone (a str or a `pathlib.Path`) is a list of one,
+    not read letter by letter (`"/"` first: the whole disk), and a Path is its text."""
+    if isinstance(paths, str | os.PathLike):
+        return [os.fspath(paths)]
+    return [os.fspath(p) for p in paths]
+
+
 def expand_paths(paths: Sequence[str]) -> list[tuple[str, bool]]:
     """Files named by `paths` (files, folders walked recursively, globs, '-'), each with a flag
     saying it was found by walking a folder (such files may be skipped when not a trace).
@@ -3299,26 +3311,27 @@ def _read_ahead(
     )
 
 
-def ingest_inputs(
-    paths: Sequence[str], format: Format | str | None = None
-) -> list[tuple[str, bool]]:
+def ingest_inputs(paths: PathsArg, format: Format | str | None = None) -> list[tuple[str, bool]]:
     """The files `paths` name (as `expand_paths`), checked before a store is opened: an
     unknown `format`, a missing path or paths holding no file at all raise InputError, so a
     mistyped command leaves no new, empty store behind. Pass the result to `ingest_paths`."""
     if format is not None:
         get_reader(format)  # an unknown --format fails before any file is read
+    paths = path_list(paths)
     files = expand_paths(paths)
     if not files:
         raise _no_traces(paths, "no files found")
     return files
 
 
-def require_traces(paths: Sequence[str], counts: Sequence[FileCounts]) -> None:
+def require_traces(paths: PathsArg, counts: Sequence[FileCounts]) -> None:
     """Raise InputError when every file an ingest of `paths` found was no trace (a folder of
     other JSON): an ingest pointed at the wrong folder fails, as `lexkeep audit` of it does.
     A file with nothing to read yet (a session not written yet) or read before is no error."""
     if counts and all(c.status == "unrecognised" for c in counts):
-        raise _no_traces(paths, f"{len(counts)} file(s) found, none of them a trace lexkeep reads")
+        raise _no_traces(
+            path_list(paths), f"{len(counts)} file(s) found, none of them a trace lexkeep reads"
+        )
 
 
 def _no_traces(paths: Sequence[str], found: str) -> InputError:
@@ -3331,7 +3344,7 @@ def _no_traces(paths: Sequence[str], found: str) -> InputError:
 
 def ingest_paths(
     store: Store,
-    paths: Sequence[str],
+    paths: PathsArg,
     *,
     format: Format | str | None = None,
     skip_invalid: bool = False,
@@ -3344,7 +3357,8 @@ def ingest_paths(
     read_ahead_min_bytes: int | None = READ_AHEAD_MIN_BYTES,
     files: list[tuple[str, bool]] | None = None,
 ) -> list[FileCounts]:
-    """Ingest files, folders (recursive), globs and '-' into `store`.
+    """Ingest files, folders (recursive), globs and '-' into `store` (`paths`: str or
+    `pathlib.Path`, a sequence of them or one alone).
 
     A file with an invalid line raises InputError and writes nothing (unless `skip_invalid`,
     which records each skipped line in ingest_errors); files before it stay ingested.
@@ -3360,11 +3374,15 @@ def ingest_paths(
     Small files never ingested before are read ahead by worker processes (`read_workers()`)
     when they hold at least `read_ahead_min_bytes` bytes together (None: never).
     `files`: what `ingest_inputs(paths, format)` returned, so the paths are not walked twice.
+    Without it, `paths` are checked as `ingest_inputs` checks them: an unknown `format`, a
+    missing path or paths holding no file at all (an empty folder) raise InputError.
+    Files that are no trace come back with status `unrecognised`; `require_traces(paths,
+    counts)` raises the error `lexkeep ingest` gives when every file found is one.
     """
+    store.require_writable("ingest_paths")
+    paths = path_list(paths)
     if files is None:
-        if format is not None:
-            get_reader(format)  # an unknown --format fails before any file is read
-        files = expand_paths(paths)
+        files = ingest_inputs(paths, format)
     # Read once: the settings file's rules, else the built-ins (see index_pending).
     rules = rules if rules is not None else load_rules()
     options = {

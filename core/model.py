@@ -234,7 +234,9 @@ class FileCounts:
     boundaries: int = 0
     identifiers: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
-    status: str = "ingested"  # ingested | unchanged | appended | rejected
+    # ingested | appended (a grown file's new lines) | unchanged | unrecognised (no trace) |
+    # empty (nothing to read yet: an empty file, a header line alone)
+    status: str = "ingested"
     truncated_last_line: bool = False
     # A JSON document (a whole-file array) that ends before it is complete, read with
     # skip_invalid: its complete values are stored, the rest is read by a later ingest.

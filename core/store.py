@@ -152,9 +152,12 @@ def remove_stale_spill_folders(parent: str | None = None) -> list[str]:
 class Store:
     """An open lexkeep store: one DuckDB connection plus helpers for the shared tables."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: str | None) -> None:
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, path: str | None, *, read_only: bool = False
+    ) -> None:
         self.con = con
         self.path = path  # None for an in-memory store
+        self.read_only = read_only  # opened with read_only=True: nothing is written through it
         self._columns: dict[str, list[tuple[str, str]]] = {}
         self._spill: str | None = None  # an in-memory store's spill folder, removed on close
         self._spill_owner: int | None = None  # the locked descriptor that marks it as in use
@@ -229,7 +232,7 @@ class Store:
             if new:
                 _remove_new_store(target)
             raise
-        store = cls(con, target)
+        store = cls(con, target, read_only=read_only)
         try:
             store._limit_memory(memory_limit)
             if read_only:
@@ -254,6 +257,15 @@ class Store:
                 f"LEXKEEP_MEMORY_LIMIT: invalid memory limit {limit!r}",
                 hint="use a size such as 1GB or 512MB",
             ) from exc
+
+    def require_writable(self, what: str) -> None:
+        """Raise StoreError when this store was opened read-only: `what` (a library call)
+        would write to it, and DuckDB would refuse that with an error of its own."""
+        if self.read_only:
+            raise StoreError(
+                f"{self.path} is open read-only: {what} writes to it",
+                hint=f"open it with Store.open({self.path!r}) (not read_only=True) for {what}",
+            )
 
     def close(self) -> None:
         """Close the connection (and remove an in-memory store's spill folder)."""

@@ -208,3 +208,14 @@ def test_markdown_shows_values_and_evidence_as_typed(store):
     assert r"C:\Users\bob\x.txt" in codes
     assert "a`b|c" in codes
     assert "src/pkg/__init__.pyc" in codes and "<strong>init</strong>" not in html
+
+
+def test_an_unknown_format_is_a_config_error_naming_the_formats(report):
+    """`render(report, "sarif", out)` in a script was a bare `KeyError: 'sarif'`."""
+    from lexkeep.core.errors import ConfigError
+
+    out = io.StringIO()
+    with pytest.raises(ConfigError, match="unknown format 'sarif'") as err:
+        render(report, "sarif", out)
+    assert all(name in err.value.hint for name in FORMATS)
+    assert out.getvalue() == ""

@@ -103,3 +103,65 @@ def test_a_whole_number_ratio_in_a_settings_file_is_a_number(tmp_path):
     path = pyproject(tmp_path, 'min_ratio = 1\nfail_on = "missing"\n')
     got = resolve(NO_FLAGS, env={}, settings_file=path)
     assert (got.min_ratio, got.fail_on) == (1.0, ("missing",))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"fail_on": "missing"}, "fail_on: expected a tuple of verdicts"),
+        ({"fail_on": ("kept",)}, "fail_on: unknown verdict 'kept'"),
+        ({"min_ratio": 2}, "min_ratio: expected a number from 0 to 1"),
+        ({"min_ratio": "0.9"}, "min_ratio: expected a number from 0 to 1"),
+        ({"min_ratio": True}, "min_ratio: expected a number from 0 to 1"),
+        ({"format": "sarif"}, "format: unknown format 'sarif'"),
+        ({"exit_zero": "no"}, "exit_zero: expected True or False"),
+        ({"redact": 1}, "redact: expected True or False"),
+    ],
+)
+def test_settings_made_in_code_are_checked_as_the_settings_file_is(kwargs, message):
+    """A script's `AuditSettings(fail_on="missing")` failed deep in the audit with
+    `ValueError: 'm' is not a valid Verdict`, and `min_ratio=2` or `fail_on=("kept",)` were
+    taken as they were (a gate no audit can meet, a verdict the command refuses): each is the
+    ConfigError the command gives for the same setting, before anything is read."""
+    with pytest.raises(ConfigError, match=message) as err:
+        AuditSettings(**kwargs)
+    assert err.value.hint
+
+
+def test_settings_made_in_code_keep_their_values():
+    settings = AuditSettings(min_ratio=1, fail_on=["missing", "altered"], format="json")
+    assert settings.min_ratio == 1.0 and isinstance(settings.min_ratio, float)
+    assert settings.fail_on == ("missing", "altered")  # a list is taken, kept as a tuple
+    same = AuditSettings(min_ratio=1.0, fail_on=("missing", "altered"), format="json")
+    assert settings == same and hash(settings) == hash(same)
+
+
+def test_an_empty_variable_is_as_if_it_were_not_set(tmp_path):
+    """`LEXKEEP_MIN_RATIO: ${{ vars.MIN_RATIO }}` in a workflow whose variable is not defined
+    sets it to "": that stopped the audit (`not a number: ''`, and `unknown format ''` for
+    LEXKEEP_FORMAT), while an empty LEXKEEP_EXIT_ZERO or LEXKEEP_FAIL_ON silently overrode the
+    settings file with false and nothing. Each is now unset, as LEXKEEP_REDACT_KEY is."""
+    path = pyproject(
+        tmp_path,
+        'min_ratio = 0.5\nfail_on = ["missing"]\nexit_zero = true\nformat = "json"\n'
+        "redact = true\n",
+    )
+    for empty in ("", "  "):
+        env = {
+            var: empty
+            for var in (
+                "LEXKEEP_MIN_RATIO",
+                "LEXKEEP_FAIL_ON",
+                "LEXKEEP_EXIT_ZERO",
+                "LEXKEEP_FORMAT",
+                "LEXKEEP_REDACT",
+            )
+        }
+        settings = resolve(NO_FLAGS, env=env, settings_file=path)
+        assert settings == AuditSettings(
+            min_ratio=0.5, fail_on=("missing",), exit_zero=True, format="json", redact=True
+        )
+        assert settings.origin["min_ratio"] == ("file", "pyproject.toml")
+        empty_file = tmp_path / "lexkeep.toml"
+        empty_file.write_text("", encoding="utf-8")
+        assert resolve(NO_FLAGS, env=env, settings_file=empty_file) == AuditSettings()

@@ -1880,3 +1880,38 @@ def test_audit_of_a_store_from_before_nul_bytes_were_kept_still_opens(cli, tmp_p
     assert _crash_notes(ok(cli("audit", "--db", db, "-f", "json"), 1).stdout) == []
     ok(cli("ingest", crashed, "--db", db), 0)  # migrates it: the file read again is noted
     assert len(_crash_notes(ok(cli("audit", "--db", db, "-f", "json"), 1).stdout)) == 1
+
+
+def test_fail_on_given_twice_fails_on_both(cli):
+    """`--fail-on altered --fail-on missing` kept only the last one: a gate meant to fail on
+    both passed over the altered invoice. Each flag adds its verdicts, as a comma list does."""
+    result = ok(
+        cli(
+            "audit", SAMPLE_TRACES, "--min-ratio", "0", "--fail-on", "altered",
+            "--fail-on", "missing", "--format", "json",
+        ),
+        1,
+    )  # fmt: skip
+    gate = json.loads(result.stdout)["gate"]
+    assert gate["fail_on"] == ["altered", "missing"]
+    assert gate["reasons"] == [
+        "1 altered identifier(s) and --fail-on altered",
+        "2 missing identifier(s) and --fail-on missing",
+    ]
+    only_altered = ok(cli("audit", INVOICE, "--min-ratio", "0", "--fail-on", "altered"), 1)
+    assert only_altered.stdout.rstrip().endswith("1 altered identifier(s) and --fail-on altered.")
+
+
+def test_github_format_from_the_environment_annotates_a_bad_setting_beside_it(cli):
+    """`LEXKEEP_FORMAT=github` set for the job and a mistyped `LEXKEEP_MIN_RATIO`: the format
+    was looked up through the same settings that failed, so the job showed no annotation of
+    why the step failed. The format the variable names still gets it."""
+    env = {"LEXKEEP_FORMAT": "github", "LEXKEEP_MIN_RATIO": "98%"}
+    result = ok(cli("audit", INVOICE, env=env), 2)
+    assert result.stdout == (
+        "::error title=lexkeep audit could not run::LEXKEEP_MIN_RATIO: not a number: '98%25'"
+        " (hint: use a ratio from 0 to 1)\n"
+    )
+    # an unknown format named there is no github format: stdout stays empty
+    env = {"LEXKEEP_FORMAT": "sarif", "LEXKEEP_MIN_RATIO": "98%"}
+    assert ok(cli("audit", INVOICE, env=env), 2).stdout == ""

@@ -1034,3 +1034,27 @@ def test_an_unforeseen_refusal_says_what_the_command_was_doing(tmp_path: Path) -
         f"Hint: make the folder {shut} searchable (its x permission): nothing in it can be"
         " reached without it",
     ]
+
+
+def test_audit_output_that_cannot_be_written_is_refused_before_the_traces_are_read(
+    cli, tmp_path: Path
+):
+    """`-o reports/audit.json` in a CI job whose `reports/` was never made: the whole audit ran
+    (20 s and more on a big dump) before the write failed. The folder is looked at first, so
+    the error is about it even when a trace would have failed later (here a bad line)."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "conversation", "id": "c1"}\n{"type": "message", oops\n')
+    for target, error, hint in (
+        (
+            tmp_path / "reports" / "audit.json",
+            "No such file or directory",
+            "create the folder first, or pass -o a writable path",
+        ),
+        (tmp_path, "it is a folder", "-o takes a file name"),
+    ):
+        result = cli("audit", bad, "-o", target)
+        assert result.exit_code == 2, result.stderr
+        assert result.stderr == f"Error: cannot write {target}: {error}\nHint: {hint}\n"
+        result = cli("audit", bad, "-o", target, "--format", "github")
+        assert result.stdout.startswith("::error title=lexkeep audit could not run::cannot write")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]

@@ -810,3 +810,27 @@ def test_an_error_before_anything_is_planned_is_raised_as_it_is(db_file):
     with pytest.raises(NotFoundError) as err:
         run_compaction(db_file, conversation_ids=["nope"])
     assert not isinstance(err.value, CompactionFailed)
+
+
+def test_a_store_path_where_there_is_no_store_is_refused_and_nothing_created(tmp_path):
+    """A batch script's mistyped path was compacted as a new, empty store: the run reported
+    0 conversations and left an empty `typo.duckdb` behind. It is the error `lexkeep compact`
+    gives, and the folder stays as it was."""
+    from lexkeep.core.errors import StoreError
+
+    target = tmp_path / "typo.duckdb"
+    for dry_run in (False, True):
+        with pytest.raises(StoreError, match="no lexkeep store at .*typo.duckdb") as err:
+            run_compaction(target, dry_run=dry_run)
+        assert "lexkeep ingest" in err.value.hint
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_one_conversation_id_alone_is_that_conversation(db_file):
+    """`run_compaction(db, conversation_ids="c1")` read the id letter by letter and failed with
+    `no conversation c, 1 in the store`; one id alone is a list of one."""
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30, "c2": 30})
+    report = run_compaction(db_file, conversation_ids="c1")
+    assert (report.conversations, report.completed) == (1, 1)
+    assert {s.conversation_id for s in report.segments} == {"c1"}

@@ -1178,3 +1178,13 @@ def test_a_result_repeated_in_one_file_with_other_text_is_an_id_conflict(tmp_pat
         ).fetchall()
         assert (text, line) == ("INV-2041.txt", 3)  # the first stays
         assert max_position == (position,)  # no hole where the one left out was
+
+
+def test_a_folder_with_no_file_in_it_is_an_error_as_a_missing_path_is(tmp_path, store):
+    """A batch script's `ingest_paths(store, ["traces/"])` of an empty folder returned `[]`
+    without a word, while a missing path raised and `lexkeep ingest` refuses both: an ingest
+    pointed at the wrong folder must not look like one that found nothing new."""
+    (tmp_path / "traces").mkdir()
+    with pytest.raises(InputError, match=r"no trace files in .*traces \(no files found\)"):
+        ingest_paths(store, [str(tmp_path / "traces")])
+    assert snapshot(store)["ingest_runs"] == []

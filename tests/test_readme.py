@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -69,8 +70,13 @@ def test_audit_settings_snippet_is_accepted(tmp_path):
     assert "0.98" in proc.stdout  # the configured ratio is the one the gate used
 
 
+def _python_block(uses: str) -> str:
+    (block,) = [b for b in _blocks("python") if uses in b]
+    return block
+
+
 def test_python_agent_loop_runs_against_the_sample_store(tmp_path, monkeypatch):
-    (example,) = _blocks("python")
+    example = _python_block("guard_arguments(")
     shutil.copytree(SAMPLE_TRACES, tmp_path / "sample_traces")
     proc = _run("lexkeep ingest sample_traces/ --db lexkeep.duckdb", tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -104,3 +110,44 @@ def test_python_agent_loop_runs_against_the_sample_store(tmp_path, monkeypatch):
     assert "INV-2025-08-44719" in seen["context"]  # the pinned sidecar reaches the model
     assert "ran" not in seen  # the guard stopped the altered identifier
     assert seen["reported"] == [("INV-2025-08-4471", "INV-2025-08-44719", "truncated")]
+
+
+def test_python_batch_script_runs_on_the_sample_traces(tmp_path, monkeypatch, capsys):
+    """The library section's script, as written: it ingests, compacts, audits, writes the
+    JSON report and exits with the gate's code (1: the sample traces lose identifiers)."""
+    example = _python_block("run_audit(")
+    shutil.copytree(SAMPLE_TRACES, tmp_path / "sample_traces")
+    monkeypatch.chdir(tmp_path)
+    for name in ("LEXKEEP_MIN_RATIO", "LEXKEEP_FAIL_ON", "LEXKEEP_EXIT_ZERO", "LEXKEEP_DB"):
+        monkeypatch.delenv(name, raising=False)
+    try:
+        exec(compile(example, "README.md", "exec"), {})
+    except SystemExit as stop:
+        code = stop.code
+    else:
+        code = None
+    out = capsys.readouterr()
+    assert code == 1, out
+    report = json.loads((tmp_path / "audit.json").read_text(encoding="utf-8"))
+    assert report["gate"]["min_ratio"] == 0.98 and report["gate"]["fail_on"] == ["missing"]
+    assert report["totals"]["audited"] == 6 and report["totals"]["missing"] == 2
+    assert "0 range(s) summarised; audit: 3 of 6 identifier(s) kept" in out.out
+    assert "altered INV-2025-08-44719 sample_traces/invoice_altered.jsonl:2" in out.out
+    assert out.err == ""  # the library prints nothing of its own
+
+
+def test_python_batch_script_reports_a_bad_trace_as_an_error(tmp_path, monkeypatch, capsys):
+    """Its `except LexkeepError` is where a bad line ends up: file, line and column, and the
+    hint, in the message it exits with."""
+    example = _python_block("run_audit(")
+    (tmp_path / "sample_traces").mkdir()
+    bad = '{"type": "conversation", "id": "c1"}\n{"type": "message", oops\n'
+    (tmp_path / "sample_traces" / "bad.jsonl").write_text(bad, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    try:
+        exec(compile(example, "README.md", "exec"), {})
+    except SystemExit as stop:
+        message = stop.code
+    assert isinstance(message, str), message
+    assert message.startswith("Error: sample_traces/bad.jsonl:2:21: invalid JSON"), message
+    assert "\nHint: " in message

@@ -1,0 +1,107 @@
+"""The library as a script calls it: paths as `pathlib.Path`, one path alone, the results
+usable by every renderer."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_TRACES
+
+from lexkeep.audit.engine import run_audit
+from lexkeep.audit.render import render
+from lexkeep.core.ingest import ingest_paths
+from lexkeep.core.store import Store
+
+INVOICE = SAMPLE_TRACES / "invoice_altered.jsonl"
+
+
+def _json(report) -> dict:
+    out = io.StringIO()
+    render(report, "json", out)
+    return json.loads(out.getvalue())
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [
+        [
+            INVOICE
+        ],  # a pathlib.Path: was AttributeError: 'PosixPath' object has no attribute 'encode'
+        INVOICE,  # one Path alone
+        str(INVOICE),  # one str alone: was read letter by letter, "/" first (the whole disk)
+    ],
+    ids=["list-of-path", "path", "str"],
+)
+def test_audit_takes_paths_as_pathlib_paths_or_one_path_alone(paths):
+    report = run_audit(paths=paths)
+    assert (report.totals.audited, report.totals.altered) == (1, 1)
+    assert report.inputs == (str(INVOICE),)
+    assert _json(report)["inputs"] == [str(INVOICE)]  # was: PosixPath is not JSON serializable
+
+
+def test_audit_of_a_store_named_by_a_pathlib_path_renders_as_json(tmp_path):
+    db = tmp_path / "traces.duckdb"
+    with Store.open(db) as store:
+        ingest_paths(store, [SAMPLE_TRACES])  # a folder as a Path
+    report = run_audit(db=db)
+    assert report.inputs == (str(db),)
+    data = _json(report)
+    assert data["inputs"] == [str(db)] and data["totals"]["audited"] == 6
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["list-of-path", "path"])
+def test_ingest_takes_pathlib_paths(tmp_path, alone):
+    trace = shutil.copy(INVOICE, tmp_path / "t.jsonl")
+    paths = Path(trace) if alone else [Path(trace)]
+    with Store.open(tmp_path / "s.duckdb") as store:
+        (counts,) = ingest_paths(store, paths)
+        assert (counts.path, counts.status, counts.boundaries) == (str(trace), "ingested", 1)
+        (again,) = ingest_paths(store, paths)
+    assert again.status == "unchanged"
+
+
+def test_writing_through_a_store_opened_read_only_is_a_store_error(tmp_path):
+    """A script that opened the store with `read_only=True` (as the agent loop does) and then
+    ingested or compacted through it got DuckDB's `InvalidInputException: Cannot execute
+    statement of type "INSERT" … attached in read-only mode`, no LexkeepError. Both say what
+    to do instead, and leave the store as it was."""
+    from lexkeep.compaction.engine import run_compaction
+    from lexkeep.core.errors import StoreError
+
+    db = tmp_path / "traces.duckdb"
+    with Store.open(db) as store:
+        ingest_paths(store, [SAMPLE_TRACES / "claude_lost_path.jsonl"])
+        assert not store.read_only
+    with Store.open(db, read_only=True) as store:
+        assert store.read_only
+        with pytest.raises(StoreError, match="is open read-only: ingest_paths writes") as err:
+            ingest_paths(store, [INVOICE])
+        assert "Store.open" in err.value.hint
+        with pytest.raises(StoreError, match="is open read-only: run_compaction writes"):
+            run_compaction(store)
+        assert run_compaction(store, dry_run=True).planned == 0  # a dry run only reads
+    with Store.open(db, read_only=True) as store:
+        (files,) = store.con.execute("SELECT count(*) FROM ingest_runs").fetchone()
+    assert files == 1
+    with Store.open(None) as memory:
+        assert not memory.read_only
+
+
+def test_every_package_ships_its_type_hints():
+    """Without a `py.typed` marker (PEP 561) a type checker ignores an installed package's
+    hints: a batch script's mypy said `Cannot find implementation or library stub for module
+    named "lexkeep.audit.engine"`. Each package has the marker and installs it."""
+    import tomllib
+
+    repo = Path(__file__).resolve().parents[1]
+    setuptools = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]
+    for package in setuptools["packages"]:
+        folder = repo / setuptools["package-dir"][package]
+        assert (folder / "py.typed").is_file(), folder
+        assert "py.typed" in setuptools["package-data"].get(package, []), package
