@@ -146,6 +146,8 @@ def register(app: typer.Typer) -> None:
                     max_running=max_running,
                     dry_run=dry_run,
                     lease_seconds=lease_seconds,
+                    # every segment of the run, known before the first is worked on: "N/M"
+                    on_planned=lambda planned: tick(0, total=planned),
                     on_progress=lambda out: tick(1, f"compacting {out.conversation_id}"),
                 )
         except CompactionInterrupted as stop:

@@ -27,8 +27,13 @@ from dataclasses import dataclass, field
 
 from lexkeep.compaction import jobs
 from lexkeep.compaction.binding import JobIdentity, identity
-from lexkeep.compaction.pairs import Pair, eligible_pairs_many, source_states
-from lexkeep.compaction.planning import plan_segments
+from lexkeep.compaction.pairs import (
+    Pair,
+    eligible_pair_counts,
+    eligible_pairs_many,
+    source_states,
+)
+from lexkeep.compaction.planning import plan_segments, segment_count
 from lexkeep.compaction.summarizers import (
     _CANCELLED,
     AssistantAnswer,
@@ -322,8 +327,10 @@ def run_compaction(
     ConfigError, before anything is claimed); by default it is those calls and
     LEASE_SPARE_SECONDS more (jobs.DEFAULT_LEASE_SECONDS when the timeout is not known: a
     summariser object given without options, or one that answers at once).
-    Conversations are planned and compacted BATCH_CONVERSATIONS at a time; `on_planned` gets
-    the number of segments planned so far after each batch.
+    Conversations are planned and compacted BATCH_CONVERSATIONS at a time; the later batches'
+    segments are counted before the first is worked on, so `report.planned` is every segment
+    of the run, however it ends. `on_planned` gets that number once the first batch is planned
+    and after each later one (it changes when a batch's conversations changed meanwhile).
     """
     if workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
@@ -363,15 +370,22 @@ def run_compaction(
             ids = _conversations(con, conversation_ids)
             if not dry_run:
                 jobs.expire_leases(con)
+            # Planned and worked on one batch of conversations at a time, so memory holds one
+            # batch's pairs, not the whole store's. The later batches' segments are counted
+            # now, before any is worked on, so that a run that stops early (Ctrl-C, an error)
+            # still reports every segment it planned, and `remaining` all it left.
+            batches = [
+                ids[i : i + BATCH_CONVERSATIONS] for i in range(0, len(ids), BATCH_CONVERSATIONS)
+            ]
+            counted = [_count_segments(con, b) if i else 0 for i, b in enumerate(batches)]
         report.conversations = len(ids)
+        report.planned = sum(counted)
         under_way = True
         instructions = prompt_text(jobs.PROMPT_VERSION)
         prompt_sha = _sha(instructions)
 
-        # Planned and worked on one batch of conversations at a time, so memory holds one
-        # batch's pairs, not the whole store's.
-        for start in range(0, len(ids), BATCH_CONVERSATIONS):
-            batch = ids[start : start + BATCH_CONVERSATIONS]
+        for batch, estimate in zip(batches, counted, strict=True):
+            planned = 0
             tasks: list[_Task] = []
             # One read transaction: the source states taken below describe the very pairs
             # the identities are bound to, even when another process writes meanwhile.
@@ -391,7 +405,7 @@ def run_compaction(
                             model_id=summarizer.model_id,
                             prompt_version=jobs.PROMPT_VERSION,
                         )
-                        report.planned += 1
+                        planned += 1
                         key = ident.key()
                         reason = _already(known.get((cid, from_pair), ()), ident, key)
                         if reason:
@@ -410,6 +424,9 @@ def run_compaction(
                     )
                     for i, state in enumerate(states):
                         tasks[i] = dataclasses.replace(tasks[i], state=state)
+            # What was counted of this batch is now what was planned of it (they differ
+            # when its conversations changed meanwhile, e.g. an ingest added turns).
+            report.planned += planned - estimate
             if on_planned:
                 on_planned(report.planned)
             if tasks:
@@ -456,6 +473,12 @@ def run_compaction(
     finally:
         if isinstance(access, StoreOnDemand):
             access.close()
+
+
+def _count_segments(con, batch: Sequence[str]) -> int:
+    """How many candidate segments the conversations of `batch` have now (their pairs
+    counted in SQL, not read: the batch is planned from its pairs when its turn comes)."""
+    return sum(segment_count(n) for n in eligible_pair_counts(con, batch).values())
 
 
 @contextlib.contextmanager

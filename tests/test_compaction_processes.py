@@ -791,6 +791,75 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_exits_143(tmp_path, workers, gro
     ), out
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM and a pseudo-terminal are POSIX")
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_run_stopped_early_counts_every_segment_it_planned(tmp_path, fmt):
+    """A run over more than 500 conversations plans them 500 at a time: stopped during the
+    first batch, it said `planned 500` of 501 segments (and `remaining` 499), and its progress
+    bar showed no total (`1/?`). Every segment is counted before the first is worked on."""
+    import pty
+
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {f"c{i:03d}": 30 for i in range(501)})  # one segment each
+    script = tmp_path / "second_hangs.py"
+    script.write_text(SECOND_HANGS_NAMED, encoding="utf-8")
+    calls = tmp_path / "calls"
+    spec = f'command:"{sys.executable} {script} {calls}"'
+    args = ["--db", str(db), "--summarizer", spec, "--timeout", "60", "--format", fmt]
+    master, slave = pty.openpty()  # stderr on a terminal: the progress bar is drawn
+    seen = bytearray()
+
+    def drain() -> None:
+        with contextlib.suppress(OSError):
+            while chunk := os.read(master, 65536):
+                seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "lexkeep.cli.main", "compact", *args],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        text=True,
+        start_new_session=True,
+    )
+    os.close(slave)
+    hung = 0
+    try:
+        deadline = time.monotonic() + 60
+        while not (calls / "1").exists():
+            assert time.monotonic() < deadline, "the second summary did not start"
+            assert worker.poll() is None, worker.communicate()
+            time.sleep(0.05)
+        hung = int((calls / "1").read_text(encoding="utf-8"))
+        wait_for_completed(db, 60)
+        while b"1/501" not in seen:  # the bar counts the first segment done of all of them
+            assert time.monotonic() < deadline, bytes(seen[-300:]).decode("utf-8", "replace")
+            time.sleep(0.05)
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.communicate()
+        reader.join(10)
+        os.close(master)
+    assert worker.returncode == 143, bytes(seen[-600:]).decode("utf-8", "replace")
+    assert gone(hung, 5), "the hung summariser outlived the stopped run"
+    if fmt == "json":
+        doc = json.loads(out)
+        counts = ("planned", "claimed", "completed", "failed", "skipped", "remaining")
+        assert [doc[k] for k in counts] == [501, 1, 1, 0, 0, 500], doc
+        assert doc["interrupted"] is True
+    else:
+        lines = out.splitlines()
+        assert lines[0] == (
+            "501 conversations: planned 501, claimed 1, completed 1, failed 0, skipped 0"
+        ), out
+        assert lines[-1].startswith("interrupted: these counts are what finished before SIGTERM")
+
+
 # Answers every call; on its third it does to the store what the test names first: makes the
 # store's folder read-only (no write can reach it) or deletes conversation c2's row.
 SPOILS_THE_STORE = (
