@@ -285,6 +285,23 @@ class CompactionFailed(LexkeepError):
         self.cause = cause
 
 
+class CompactionCancelled(LexkeepError):
+    """The summariser's own `cancel()` stopped the run: its caller cancelled it (from another
+    thread) while the run was under way, or before it and did not `resume()` it. A call it
+    cancelled generated nothing, so, as after Ctrl-C, its claim and those claimed with it were
+    given back without counting an attempt, and the run claimed nothing more; `report` holds
+    what finished before (`report.remaining` counts the segments left for a later run).
+    The summariser stays cancelled until its caller calls `resume()`."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the summariser was cancelled (its cancel() was called), so the run stopped",
+            hint="nothing was counted as an attempt for the calls it cancelled; call the"
+            " summariser's resume() before a later run uses it",
+        )
+        self.report = CompactionReport()
+
+
 @dataclass(frozen=True, slots=True)
 class _Task:
     ident: JobIdentity
@@ -331,6 +348,7 @@ def run_compaction(
     segments are counted before the first is worked on, so `report.planned` is every segment
     of the run, however it ends. `on_planned` gets that number once the first batch is planned
     and after each later one (it changes when a batch's conversations changed meanwhile).
+    A summariser whose `cancel()` its caller called stops the run (CompactionCancelled).
     """
     if workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
@@ -452,7 +470,7 @@ def run_compaction(
             raise
         report.seconds = time.perf_counter() - started
         raise CompactionStopped(report, exc) from exc
-    except CompactionStoreHeld as exc:
+    except (CompactionStoreHeld, CompactionCancelled) as exc:
         report.seconds = time.perf_counter() - started
         exc.report = report
         raise
@@ -591,14 +609,18 @@ def _run_tasks(
             with lock:
                 errors.append(exc)  # first: a slot stopped because of it fails after it
             stopping.set()  # the other slots claim nothing more either
-            if workers > 1:
+            if workers > 1 and not isinstance(exc, CompactionCancelled):
                 # The run has failed: the other slots' calls are stopped as Ctrl-C stops them
                 # (their claims given back, no attempt counted) instead of being waited for,
                 # up to --timeout each. Ctrl-C reaches a slot only when it is the only one.
+                # (The caller who cancelled the summariser has stopped its calls already, and
+                # resumes it when it sees fit.)
                 stop_calls()
-            # An unreachable backend gave its claims back already; a store held past a lease
-            # is not waited for again.
-            if not isinstance(exc, (BackendUnreachableError, CompactionStoreHeld)):
+            # An unreachable or cancelled backend gave its claims back already; a store held
+            # past a lease is not waited for again.
+            if not isinstance(
+                exc, (BackendUnreachableError, CompactionStoreHeld, CompactionCancelled)
+            ):
                 given_back = _give_back_claims(access, owner)
                 if given_back:  # undone as if never made: the next run's to claim
                     with lock:
@@ -726,6 +748,7 @@ def _summarise_granted(
     done: list[tuple[jobs.Claim, jobs.Completion, SegmentOutcome]] = []
     failed: list[tuple[jobs.Claim, str, SegmentOutcome]] = []
     unreachable: BackendUnreachableError | None = None
+    cancelled: CompactionCancelled | None = None
     given_back: list[jobs.Claim] = []  # claims of a backend that could not be reached
     for n, (task, c) in enumerate(granted):
         ident = task.ident
@@ -738,10 +761,14 @@ def _summarise_granted(
         request = SummaryRequest(cid, a, b, answers, jobs.PROMPT_VERSION, instructions)
         try:
             gen = summarizer.summarize(request)
-            if stopping.is_set() and gen.finish_reason == _CANCELLED.finish_reason:
-                # The run was interrupted and the call abandoned: nothing was generated, so
-                # the claim and the rest are given back as they were; the run stops anyway.
+            if gen.finish_reason == _CANCELLED.finish_reason:
+                # The summariser's cancel() stopped the call: nothing was generated, so the
+                # claim and the rest are given back as they were. The run stops: it was
+                # stopping already (Ctrl-C, an error in another slot), or the caller cancelled
+                # the summariser, which means "stop" too, not a failed attempt per segment.
                 given_back = [claim for _, claim in granted[n:]]
+                if not stopping.is_set():
+                    cancelled = CompactionCancelled()
                 break
             problem = check_generation(gen)
         except BackendUnreachableError as exc:
@@ -829,6 +856,8 @@ def _summarise_granted(
             record(out)
     if unreachable is not None:
         raise unreachable
+    if cancelled is not None:
+        raise cancelled
 
 
 def _lease_lost(

@@ -895,6 +895,59 @@ def test_a_misconfigured_second_attempt_leaves_the_first_attempts_as_they_were(d
     assert attempts_after == attempts_before
 
 
+class Cancellable(Summarizer):
+    """A plugin with `cancel()` and `resume()`: once cancelled, each call ends `cancelled`
+    (nothing generated) until it is resumed. It claims `batch_size` segments at a time."""
+
+    name = "cancellable"
+    model_id = "test/cancellable"
+
+    def __init__(self, batch_size: int = 1) -> None:
+        self.batch_size = batch_size
+        self.cancelled = False
+        self.calls = 0
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        self.calls += 1
+        if self.cancelled:
+            return Generation("", "cancelled", error="cancelled by its caller")
+        return Generation("Summary: ORD_88400.")
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def resume(self) -> None:
+        self.cancelled = False
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_a_summariser_its_caller_cancelled_stops_the_run_at_its_first_call(db_file, batch_size):
+    """A summariser its caller had cancelled (and not resumed) made a run record every
+    segment as a failed attempt (`cancelled: …`), one call after the other. The run stops at
+    the first call instead, gives the claims back (the whole batch's) and the caller learns why;
+    nothing is recorded. Resumed, the summariser compacts everything."""
+    from lexkeep.compaction.engine import CompactionCancelled
+
+    with Store.open(db_file) as store:
+        build(store, {"c1": 60})  # four segments
+    summarizer = Cancellable(batch_size)
+    summarizer.cancel()
+    with pytest.raises(CompactionCancelled) as stop:
+        run_compaction(db_file, summarizer=summarizer)
+    assert summarizer.calls == 1
+    assert "cancel" in str(stop.value) and "resume()" in (stop.value.hint or "")
+    report = stop.value.report
+    assert (report.planned, report.claimed, report.failed, report.remaining) == (4, 0, 0, 4)
+    with Store.open(db_file, read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM compactions").fetchone() == (0,)
+        assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone() == (0,)
+    assert summarizer.cancelled  # the caller's cancel stands until the caller resumes it
+    summarizer.resume()
+    again = run_compaction(db_file, summarizer=summarizer)
+    assert (again.completed, again.failed) == (4, 0)
+    assert {s.attempt for s in again.segments} == {1}
+
+
 def crash_on_write(monkeypatch, after: int) -> None:
     """Injected fault: storing outcomes crashes from the write after the first `after`."""
     real = jobs.complete_many

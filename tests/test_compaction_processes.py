@@ -1387,6 +1387,68 @@ def test_an_openai_summariser_whose_calls_a_stopped_run_cancelled_works_in_the_n
     assert (report.completed, report.failed) == (4, 0), report.segments
 
 
+@pytest.mark.parametrize(("backend", "workers"), [("openai", 1), ("openai", 2), ("command", 1)])
+def test_a_callers_cancel_stops_the_run_and_spends_no_attempt(tmp_path, backend, workers):
+    """A library caller called its own summariser's `cancel()` while `run_compaction` ran (to
+    stop it): the call in flight and every later one ended `cancelled`, and each was recorded
+    as a failed attempt, so the run went through every remaining segment and spent one of
+    each range's two attempts. The run now stops: the claims are given back with no attempt
+    counted, and it raises CompactionCancelled with the counts of what finished before."""
+    from lexkeep.compaction.engine import CompactionCancelled, run_compaction
+    from lexkeep.compaction.summarizers import CommandSummarizer, OpenAISummarizer
+
+    db = tmp_path / "store.duckdb"
+    with Store.open(db) as store:
+        build(store, {"c1": 60})  # four segments: one is summarised, then the calls stall
+    with contextlib.ExitStack() as stack:
+        calls = tmp_path / "calls"
+        if backend == "openai":
+            server = stack.enter_context(StallingOpenAI("an"))
+            summarizer = OpenAISummarizer(server.url, "m", None, timeout=60)
+
+            def stalled() -> None:
+                server.wait_for(workers + 1, 60)
+                time.sleep(0.3)  # the calls wait for their answers
+
+        else:
+            script = tmp_path / "second_hangs.py"
+            script.write_text(SECOND_HANGS, encoding="utf-8")
+            summarizer = CommandSummarizer(f"{sys.executable} {script} {calls}", 60)
+
+            def stalled() -> None:
+                wait_for(calls / "1", 60)
+                time.sleep(0.3)
+
+        def cancel() -> None:
+            stalled()
+            summarizer.cancel()  # the caller's own: "stop"
+
+        canceller = threading.Thread(target=cancel, daemon=True)
+        canceller.start()
+        started = time.monotonic()
+        with pytest.raises(CompactionCancelled) as stop:
+            run_compaction(db, summarizer=summarizer, workers=workers)
+        canceller.join(10)
+        assert time.monotonic() - started < 30  # not the calls' --timeout (60 s)
+        report = stop.value.report
+        counts = (report.planned, report.claimed, report.completed, report.failed)
+        assert counts == (4, 1, 1, 0), report.segments
+        assert (report.remaining, report.claims_held) == (3, 0)
+        with Store.open(db, read_only=True) as store:
+            rows = store.con.execute("SELECT status, attempts FROM compactions").fetchall()
+            attempts = store.con.execute("SELECT outcome FROM compaction_attempts").fetchall()
+        assert rows == [("completed", 1)]  # the cancelled claims were given back
+        assert attempts == [("completed",)]
+        # The summariser stays cancelled until its caller resumes it; then the run finishes.
+        summarizer.resume()
+        if backend == "openai":
+            server.plan = "a"
+        else:
+            script.write_text('import sys\nsys.stdin.read()\nprint("Summary.")\n')
+        again = run_compaction(db, summarizer=summarizer, workers=workers)
+    assert (again.planned, again.completed, again.failed, again.skipped) == (4, 3, 0, 1)
+
+
 def _assert_claims_given_back(out: str, err: str, expected: str, db: Path, planned: int) -> None:
     """A run a fatal error stopped: its error first, and the claim of the call still in flight
     given back (not claimed, not failed, left for a later run), nothing recorded."""
