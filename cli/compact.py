@@ -111,6 +111,7 @@ def register(app: typer.Typer) -> None:
         Example: lexkeep compact --db traces.duckdb --summarizer extractive --workers 4
         """
         from lexkeep.compaction.engine import (
+            CompactionCancelled,
             CompactionFailed,
             CompactionInterrupted,
             CompactionStopped,
@@ -126,7 +127,9 @@ def register(app: typer.Typer) -> None:
         # Given the path, the run opens the store only to read, claim and write: a model or a
         # program summarising leaves it free for `context`, `ingest` or another `compact`.
         interrupted = False
-        stopped: CompactionStopped | CompactionStoreHeld | CompactionFailed | None = None
+        stopped: (
+            CompactionStopped | CompactionStoreHeld | CompactionFailed | CompactionCancelled | None
+        ) = None
         try:
             with progress("compacting", None, unit="items") as tick:
                 report = run_compaction(
@@ -138,16 +141,24 @@ def register(app: typer.Typer) -> None:
                     max_running=max_running,
                     dry_run=dry_run,
                     lease_seconds=lease_seconds,
+                    # every segment of the run, known before the first is worked on: "N/M"
+                    on_planned=lambda planned: tick(0, total=planned),
                     on_progress=lambda out: tick(1, f"compacting {out.conversation_id}"),
                 )
         except CompactionInterrupted as stop:
             # Ctrl-C or SIGTERM: what finished before it is in the store; say what, then exit
             # 130 (143 after SIGTERM).
             report, interrupted = stop.report, True
-        except (CompactionStopped, CompactionStoreHeld, CompactionFailed) as stop:
-            # The summariser went away mid-run, another process kept the store past a lease,
-            # or an error stopped the run (a store that could not be written): what finished
-            # before is in the store, and the counts say so before the error (exit 2) does.
+        except (
+            CompactionStopped,
+            CompactionStoreHeld,
+            CompactionFailed,
+            CompactionCancelled,
+        ) as stop:
+            # The summariser went away mid-run or was cancelled (a plugin's own cancel()),
+            # another process kept the store past a lease, or an error stopped the run (a
+            # store that could not be written): what finished before is in the store, and the
+            # counts say so before the error (exit 2) does.
             report, stopped = stop.report, stop
         try:
             if fmt == "json":
@@ -172,6 +183,8 @@ def register(app: typer.Typer) -> None:
                     )
                 elif isinstance(stopped, CompactionFailed):
                     why = "an error stopped the run; " + _unfinished(report)
+                elif isinstance(stopped, CompactionCancelled):
+                    why = "the summariser was cancelled; " + _unfinished(report)
                 elif stopped is not None:
                     why = (
                         "the summariser failed the same way on its first calls"

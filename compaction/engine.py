@@ -27,8 +27,13 @@ from dataclasses import dataclass, field
 
 from lexkeep.compaction import jobs
 from lexkeep.compaction.binding import JobIdentity, identity
-from lexkeep.compaction.pairs import Pair, eligible_pairs_many, source_states
-from lexkeep.compaction.planning import plan_segments
+from lexkeep.compaction.pairs import (
+    Pair,
+    eligible_pair_counts,
+    eligible_pairs_many,
+    source_states,
+)
+from lexkeep.compaction.planning import plan_segments, segment_count
 from lexkeep.compaction.summarizers import (
     _CANCELLED,
     AssistantAnswer,
@@ -281,6 +286,23 @@ class CompactionFailed(LexkeepError):
         self.cause = cause
 
 
+class CompactionCancelled(LexkeepError):
+    """The summariser's own `cancel()` stopped the run: its caller cancelled it (from another
+    thread) while the run was under way, or before it and did not `resume()` it. A call it
+    cancelled generated nothing, so, as after Ctrl-C, its claim and those claimed with it were
+    given back without counting an attempt, and the run claimed nothing more; `report` holds
+    what finished before (`report.remaining` counts the segments left for a later run).
+    The summariser stays cancelled until its caller calls `resume()`."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the summariser was cancelled (its cancel() was called), so the run stopped",
+            hint="nothing was counted as an attempt for the calls it cancelled; call the"
+            " summariser's resume() before a later run uses it",
+        )
+        self.report = CompactionReport()
+
+
 @dataclass(frozen=True, slots=True)
 class _Task:
     ident: JobIdentity
@@ -324,8 +346,11 @@ def run_compaction(
     ConfigError, before anything is claimed); by default it is those calls and
     LEASE_SPARE_SECONDS more (jobs.DEFAULT_LEASE_SECONDS when the timeout is not known: a
     summariser object given without options, or one that answers at once).
-    Conversations are planned and compacted BATCH_CONVERSATIONS at a time; `on_planned` gets
-    the number of segments planned so far after each batch.
+    Conversations are planned and compacted BATCH_CONVERSATIONS at a time; the later batches'
+    segments are counted before the first is worked on, so `report.planned` is every segment
+    of the run, however it ends. `on_planned` gets that number once the first batch is planned
+    and after each later one (it changes when a batch's conversations changed meanwhile).
+    A summariser whose `cancel()` its caller called stops the run (CompactionCancelled).
     A path where there is no store raises StoreError (`no lexkeep store at PATH`) and creates
     nothing: a mistyped path is not a new, empty store with nothing to compact.
     """
@@ -376,15 +401,22 @@ def run_compaction(
             ids = _conversations(con, conversation_ids)
             if not dry_run:
                 jobs.expire_leases(con)
+            # Planned and worked on one batch of conversations at a time, so memory holds one
+            # batch's pairs, not the whole store's. The later batches' segments are counted
+            # now, before any is worked on, so that a run that stops early (Ctrl-C, an error)
+            # still reports every segment it planned, and `remaining` all it left.
+            batches = [
+                ids[i : i + BATCH_CONVERSATIONS] for i in range(0, len(ids), BATCH_CONVERSATIONS)
+            ]
+            counted = [_count_segments(con, b) if i else 0 for i, b in enumerate(batches)]
         report.conversations = len(ids)
+        report.planned = sum(counted)
         under_way = True
         instructions = prompt_text(jobs.PROMPT_VERSION)
         prompt_sha = _sha(instructions)
 
-        # Planned and worked on one batch of conversations at a time, so memory holds one
-        # batch's pairs, not the whole store's.
-        for start in range(0, len(ids), BATCH_CONVERSATIONS):
-            batch = ids[start : start + BATCH_CONVERSATIONS]
+        for batch, estimate in zip(batches, counted, strict=True):
+            planned = 0
             tasks: list[_Task] = []
             # One read transaction: the source states taken below describe the very pairs
             # the identities are bound to, even when another process writes meanwhile.
@@ -404,7 +436,7 @@ def run_compaction(
                             model_id=summarizer.model_id,
                             prompt_version=jobs.PROMPT_VERSION,
                         )
-                        report.planned += 1
+                        planned += 1
                         key = ident.key()
                         reason = _already(known.get((cid, from_pair), ()), ident, key)
                         if reason:
@@ -423,6 +455,9 @@ def run_compaction(
                     )
                     for i, state in enumerate(states):
                         tasks[i] = dataclasses.replace(tasks[i], state=state)
+            # What was counted of this batch is now what was planned of it (they differ
+            # when its conversations changed meanwhile, e.g. an ingest added turns).
+            report.planned += planned - estimate
             if on_planned:
                 on_planned(report.planned)
             if tasks:
@@ -448,7 +483,7 @@ def run_compaction(
             raise
         report.seconds = time.perf_counter() - started
         raise CompactionStopped(report, exc) from exc
-    except CompactionStoreHeld as exc:
+    except (CompactionStoreHeld, CompactionCancelled) as exc:
         report.seconds = time.perf_counter() - started
         exc.report = report
         raise
@@ -469,6 +504,12 @@ def run_compaction(
     finally:
         if isinstance(access, StoreOnDemand):
             access.close()
+
+
+def _count_segments(con, batch: Sequence[str]) -> int:
+    """How many candidate segments the conversations of `batch` have now (their pairs
+    counted in SQL, not read: the batch is planned from its pairs when its turn comes)."""
+    return sum(segment_count(n) for n in eligible_pair_counts(con, batch).values())
 
 
 @contextlib.contextmanager
@@ -581,14 +622,18 @@ def _run_tasks(
             with lock:
                 errors.append(exc)  # first: a slot stopped because of it fails after it
             stopping.set()  # the other slots claim nothing more either
-            if workers > 1:
+            if workers > 1 and not isinstance(exc, CompactionCancelled):
                 # The run has failed: the other slots' calls are stopped as Ctrl-C stops them
                 # (their claims given back, no attempt counted) instead of being waited for,
                 # up to --timeout each. Ctrl-C reaches a slot only when it is the only one.
+                # (The caller who cancelled the summariser has stopped its calls already, and
+                # resumes it when it sees fit.)
                 stop_calls()
-            # An unreachable backend gave its claims back already; a store held past a lease
-            # is not waited for again.
-            if not isinstance(exc, (BackendUnreachableError, CompactionStoreHeld)):
+            # An unreachable or cancelled backend gave its claims back already; a store held
+            # past a lease is not waited for again.
+            if not isinstance(
+                exc, (BackendUnreachableError, CompactionStoreHeld, CompactionCancelled)
+            ):
                 given_back = _give_back_claims(access, owner)
                 if given_back:  # undone as if never made: the next run's to claim
                     with lock:
@@ -716,6 +761,7 @@ def _summarise_granted(
     done: list[tuple[jobs.Claim, jobs.Completion, SegmentOutcome]] = []
     failed: list[tuple[jobs.Claim, str, SegmentOutcome]] = []
     unreachable: BackendUnreachableError | None = None
+    cancelled: CompactionCancelled | None = None
     given_back: list[jobs.Claim] = []  # claims of a backend that could not be reached
     for n, (task, c) in enumerate(granted):
         ident = task.ident
@@ -728,10 +774,14 @@ def _summarise_granted(
         request = SummaryRequest(cid, a, b, answers, jobs.PROMPT_VERSION, instructions)
         try:
             gen = summarizer.summarize(request)
-            if stopping.is_set() and gen.finish_reason == _CANCELLED.finish_reason:
-                # The run was interrupted and the call abandoned: nothing was generated, so
-                # the claim and the rest are given back as they were; the run stops anyway.
+            if gen.finish_reason == _CANCELLED.finish_reason:
+                # The summariser's cancel() stopped the call: nothing was generated, so the
+                # claim and the rest are given back as they were. The run stops: it was
+                # stopping already (Ctrl-C, an error in another slot), or the caller cancelled
+                # the summariser, which means "stop" too, not a failed attempt per segment.
                 given_back = [claim for _, claim in granted[n:]]
+                if not stopping.is_set():
+                    cancelled = CompactionCancelled()
                 break
             problem = check_generation(gen)
         except BackendUnreachableError as exc:
@@ -819,6 +869,8 @@ def _summarise_granted(
             record(out)
     if unreachable is not None:
         raise unreachable
+    if cancelled is not None:
+        raise cancelled
 
 
 def _lease_lost(

@@ -46,6 +46,12 @@ class Pair:
 # ingest judges whether a turn was answered: em space, line separator, NBSP, ...) and the
 # invisible BOM and zero-width space. Stops at the first other character.
 _BLANK = re.compile("[\\s\ufeff\u200b]*")
+# The same characters listed, for SQL (eligible_pair_counts): Python's whitespace (str.isspace,
+# which is what `\s` matches in a str pattern), then the BOM and the zero-width space.
+BLANK_CHARACTERS = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff\u200b"
+)
 
 # Three plain, parameterised fetches (candidate messages, runs, messages with tool calls) of
 # the conversations; the join and the pairing rules run in Python over those rows. Window
@@ -64,6 +70,51 @@ _CALLS_SQL = (
     "SELECT DISTINCT conversation_id, message_id FROM tool_calls "
     "WHERE message_id IS NOT NULL AND {where}"
 )
+# How many pairs the rules above find in each conversation, counted in SQL without reading the
+# texts into Python: what a run needs of conversations it has not planned yet (several times
+# cheaper than pairing them). The same rules as _pair_rows, run by run: a valid run link (the
+# run exists in the same conversation), exactly one real user message, the run's last answer
+# after it, completed and without tool calls, an eligible run status, non-empty ids and texts
+# (`filled`: a text holding a character outside BLANK_CHARACTERS; most texts start with one).
+# tests/test_compaction_pairs.py checks that the counts are the lengths of the pairs.
+_COUNTS_SQL = f"""
+WITH m AS (
+  SELECT conversation_id AS cid, id, run_id, role, status, position,
+         id <> '' AND CASE WHEN strpos($blanks, left(text, 1)) = 0 THEN true
+                           ELSE ltrim(text, $blanks) <> '' END AS filled
+  FROM messages
+  WHERE {{where}}
+    AND ((role = '{Role.USER.value}' AND kind = '{MessageKind.USER_TEXT.value}')
+      OR (role = '{Role.ASSISTANT.value}' AND kind = '{MessageKind.ASSISTANT_TEXT.value}'))
+),
+calls AS (
+  SELECT DISTINCT conversation_id AS cid, message_id FROM tool_calls
+  WHERE message_id IS NOT NULL AND {{where}}
+),
+per_run AS (
+  SELECT m.cid, m.run_id, any_value(r.status) AS run_status,
+         count(*) FILTER (WHERE m.role = '{Role.USER.value}') AS users,
+         max(m.position) FILTER (WHERE m.role = '{Role.USER.value}') AS user_position,
+         bool_and(m.filled) FILTER (WHERE m.role = '{Role.USER.value}') AS user_filled,
+         max(m.position) FILTER (WHERE m.role = '{Role.ASSISTANT.value}') AS answer_position,
+         arg_max(m.id, m.position) FILTER (WHERE m.role = '{Role.ASSISTANT.value}') AS answer_id,
+         arg_max(m.status, m.position) FILTER (WHERE m.role = '{Role.ASSISTANT.value}')
+           AS answer_status,
+         arg_max(m.filled, m.position) FILTER (WHERE m.role = '{Role.ASSISTANT.value}')
+           AS answer_filled
+  FROM m
+  JOIN (SELECT id, conversation_id, status FROM runs WHERE {{where}}) r
+    ON r.id = m.run_id AND r.conversation_id = m.cid
+  GROUP BY m.cid, m.run_id
+)
+SELECT cid, count(*) FROM per_run p
+WHERE users = 1 AND answer_position > user_position AND user_filled AND answer_filled
+  AND answer_status = '{MessageStatus.COMPLETED.value}'
+  AND run_status IN ({", ".join(f"'{s}'" for s in ELIGIBLE_RUN_STATUSES)})
+  AND NOT EXISTS (SELECT 1 FROM calls c WHERE c.cid = p.cid AND c.message_id = p.answer_id)
+GROUP BY cid
+"""
+
 _ONE = "conversation_id = $id"
 # the range lets DuckDB skip row groups (ingest writes a conversation's rows together)
 _MANY = (
@@ -190,6 +241,21 @@ def eligible_pairs_many(
 ) -> dict[str, list[Pair]]:
     """Eligible pairs of several conversations (three plain queries): {conversation id: pairs}."""
     return _pairs_many(con, conversation_ids, with_positions=False)[0]
+
+
+def eligible_pair_counts(
+    con: duckdb.DuckDBPyConnection, conversation_ids: Iterable[str]
+) -> dict[str, int]:
+    """How many eligible pairs each conversation has (0 for one without), counted in SQL: the
+    lengths `eligible_pairs_many` would give, without reading the messages into Python."""
+    ids = list(dict.fromkeys(conversation_ids))
+    if not ids:
+        return {}
+    sql = _COUNTS_SQL.format(where=_MANY)
+    params = {"ids": ids, "lo": min(ids), "hi": max(ids), "blanks": BLANK_CHARACTERS}
+    counts = dict.fromkeys(ids, 0)
+    counts.update(con.execute(sql, params).fetchall())
+    return counts
 
 
 def eligible_pairs(con: duckdb.DuckDBPyConnection, conversation_id: str) -> list[Pair]:

@@ -11,12 +11,19 @@ SEGMENT_PAIRS = 10
 RAW_TAIL_PAIRS = 20
 
 
-def plan_segments(n_pairs: int) -> list[tuple[int, int]]:
-    """Candidate segments for a conversation with `n_pairs` eligible pairs, as (from, to)."""
+def segment_count(n_pairs: int) -> int:
+    """How many candidate segments a conversation with `n_pairs` eligible pairs has."""
     if n_pairs < 0:
         raise ValueError(f"n_pairs must be >= 0, got {n_pairs}")
-    count = max(0, (n_pairs - RAW_TAIL_PAIRS) // SEGMENT_PAIRS)
-    return [(k * SEGMENT_PAIRS, k * SEGMENT_PAIRS + SEGMENT_PAIRS - 1) for k in range(count)]
+    return max(0, (n_pairs - RAW_TAIL_PAIRS) // SEGMENT_PAIRS)
+
+
+def plan_segments(n_pairs: int) -> list[tuple[int, int]]:
+    """Candidate segments for a conversation with `n_pairs` eligible pairs, as (from, to)."""
+    return [
+        (k * SEGMENT_PAIRS, k * SEGMENT_PAIRS + SEGMENT_PAIRS - 1)
+        for k in range(segment_count(n_pairs))
+    ]
 
 
 def is_segment(from_pair: int, to_pair: int) -> bool:

@@ -1030,6 +1030,15 @@ class OpenAISummarizer(Summarizer):
             return Generation("", "error", error="response has no choices[0].message")
         if not isinstance(text, str):
             return Generation("", "error", error="message content is not a string")
+        if finish == _CANCELLED.finish_reason:
+            # The server's word, not cancel()'s (which stops the run): a failed attempt, as
+            # any other end than `stop` is.
+            return Generation(
+                text,
+                "error",
+                tool_calls=tool_calls,
+                error="the server ended the generation with finish reason 'cancelled'",
+            )
         return Generation(text, finish, tool_calls=tool_calls)
 
 

@@ -606,6 +606,54 @@ def test_compact_progress_on_a_terminal_shows_a_conversation_id_as_it_is(tmp_pat
     assert b"MarkupError" not in seen, bytes(seen)
 
 
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_plugin_that_cancelled_its_calls_stops_the_run_with_the_counts(cli, db_file, fmt):
+    """A plugin whose calls end `cancelled` (its own cancel() was called) stops the run: the
+    first segment is stored, the cancelled call's claim is given back with no attempt, and
+    the counts come before the error (exit 2), as for the other ways a run stops."""
+    from lexkeep.compaction.summarizers import Generation, Summarizer, register
+
+    class CancelledAfterOne(Summarizer):
+        name = "cancelled-after-one"
+        model_id = "test/cancelled-after-one"
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def summarize(self, request):
+            self.calls += 1
+            if self.calls > 1:
+                return Generation("", "cancelled", error="cancelled")
+            return Generation("Summary: ORD_88400.")
+
+    register("cancelled-after-one-test", lambda argument, options: CancelledAfterOne())
+    with Store.open(db_file) as store:
+        build(store, {"c1": 60})  # four segments
+    r = cli("compact", "--db", db_file, "-s", "cancelled-after-one-test", "--format", fmt)
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert r.stderr.startswith(
+        "Error: the summariser was cancelled (its cancel() was called), so the run stopped\n"
+        "Hint: nothing was counted as an attempt for the calls it cancelled;"
+    ), r.stderr
+    if fmt == "json":
+        doc = json.loads(r.stdout)
+        counts = ("planned", "claimed", "completed", "failed", "remaining", "claims_held")
+        assert [doc[k] for k in counts] == [4, 1, 1, 0, 3, 0], doc
+        assert doc["error"] == r.stderr.splitlines()[0].removeprefix("Error: ")
+        assert doc["interrupted"] is False and doc["unreachable"] is None
+    else:
+        assert r.stdout.splitlines()[0] == (
+            "1 conversation: planned 4, claimed 1, completed 1, failed 0, skipped 0"
+        )
+        assert r.stdout.splitlines()[-1] == (
+            "stopped: the summariser was cancelled; these counts are what finished before it;"
+            " 3 planned segments were not summarised (no attempt was counted), and a later run"
+            " takes them up"
+        ), r.stdout
+    with Store.open(db_file, read_only=True) as store:
+        assert store.con.execute("SELECT status FROM compactions").fetchall() == [("completed",)]
+
+
 def test_a_crash_mid_run_prints_the_counts_before_the_internal_error(cli, db_file, monkeypatch):
     """A crash storing the second batch's summaries exited 2 with the internal error alone:
     the first batch's summaries were stored, but nothing said so."""

@@ -4,9 +4,12 @@ worker slots under the admission limit, the extractive summariser, the audit bou
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import threading
 import time
 
+import duckdb
 import pytest
 from test_compaction_support import Builder, answer_text, build, user_text
 
@@ -22,7 +25,7 @@ from lexkeep.compaction.summarizers import (
     SummaryRequest,
     check_generation,
 )
-from lexkeep.core.errors import ConfigError, NotFoundError
+from lexkeep.core.errors import BackendUnreachableError, ConfigError, NotFoundError
 from lexkeep.core.identifiers import extract
 from lexkeep.core.store import Store
 
@@ -388,19 +391,148 @@ def test_a_host_that_froze_objects_itself_keeps_them_frozen(store):
         gc.unfreeze()
 
 
+class GrowsALaterConversation(Recording):
+    """While it summarises the first segment, ten more turns reach conversation c4 (an ingest
+    beside the run): 40 pairs, two segments instead of the one counted."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.store = store
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        if not self.requests:
+            b = Builder()
+            b.positions["c4"] = self.store.con.execute(
+                "SELECT max_position FROM conversations WHERE id = 'c4'"
+            ).fetchone()[0]
+            b.pairs("c4", 10, start=30).write(self.store)
+        return super().summarize(request)
+
+
 def test_conversations_are_planned_and_compacted_batch_by_batch(store, monkeypatch):
+    """Each batch is planned from its pairs when its turn comes (c4 grew while the first batch
+    was summarised: its new segment is compacted too); the later batches' segments are
+    counted before the first is worked on, so the total is known from the start."""
     from lexkeep.compaction import engine
 
     monkeypatch.setattr(engine, "BATCH_CONVERSATIONS", 2)
     build(store, {f"c{i}": 30 for i in range(5)})
     planned: list[int] = []
-    report = run_compaction(store, on_planned=planned.append)
-    assert planned == [2, 4, 5]  # one segment per 30-pair conversation; batches 2 + 2 + 1
-    assert (report.planned, report.completed, report.failed) == (5, 5, 0)
+    report = run_compaction(
+        store, summarizer=GrowsALaterConversation(store), on_planned=planned.append
+    )
+    # one segment per 30-pair conversation, batches 2 + 2 + 1; then c4 plans two
+    assert planned == [5, 5, 6]
+    assert (report.planned, report.completed, report.failed, report.remaining) == (6, 6, 0, 0)
     done = store.con.execute(
         "SELECT count(*) FROM compactions WHERE status = 'completed'"
     ).fetchone()[0]
-    assert done == 5
+    assert done == 6
+
+
+class StopsTheRun(Summarizer):
+    """Summarises until its `n`-th call, which stops the run as `how` says: Ctrl-C, a backend
+    that cannot be reached, the same failure from the first call on (a misconfigured backend:
+    the third stops the run), another process holding the store past the claim's lease, or
+    a store that cannot take the summary (the conversation's row was deleted meanwhile)."""
+
+    name = "stops"
+    model_id = "test/stops"
+
+    def __init__(self, db, n: int, how: str) -> None:
+        self.db, self.n, self.how = db, n, how
+        self.calls = 0
+        self.holder: subprocess.Popen | None = None
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        self.calls += 1
+        if self.how == "misconfigured":
+            return Generation("", "error", error="no key")
+        if self.calls < self.n:
+            return Generation("Summary: ORD_88400.")
+        if self.how == "ctrl-c":
+            raise KeyboardInterrupt
+        if self.how == "unreachable":
+            raise BackendUnreachableError("cannot reach the model", hint="start it")
+        if self.how == "store-held":  # another process takes the store until after the lease
+            self.holder = subprocess.Popen(
+                [sys.executable, "-c", HOLDS_THE_STORE, str(self.db)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert self.holder.stdout is not None
+            assert self.holder.stdout.readline() == "held\n"
+            return Generation("Summary: ORD_88400.")
+        con = duckdb.connect(str(self.db))  # the run has closed the store meanwhile
+        try:
+            con.execute("DELETE FROM conversations WHERE id = ?", [request.conversation_id])
+        finally:
+            con.close()
+        return Generation("Summary: ORD_88400.")
+
+
+HOLDS_THE_STORE = """\
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1])
+print("held", flush=True)
+time.sleep(10)
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "n", "completed"),
+    [
+        ("ctrl-c", 3, 2),  # in the second batch
+        ("ctrl-c", 1, 0),
+        ("unreachable", 2, 1),
+        ("misconfigured", 1, 0),
+        ("store-held", 3, 2),
+        ("storage", 2, 1),
+    ],
+)
+def test_a_run_stopped_early_reports_every_segment_it_planned(
+    db_file, monkeypatch, how, n, completed
+):
+    """`planned` was counted batch by batch (500 conversations at a time) as the run went: a
+    run that stopped early said `planned 2` of a store with 5 segments, and `remaining` left
+    out the batches it never reached. Every segment of the run is now counted, however it
+    stops."""
+    from lexkeep.compaction import engine
+    from lexkeep.compaction.engine import (
+        CompactionFailed,
+        CompactionInterrupted,
+        CompactionStopped,
+        CompactionStoreHeld,
+    )
+
+    monkeypatch.setattr(engine, "BATCH_CONVERSATIONS", 2)
+    with Store.open(db_file) as store:
+        build(store, {f"c{i}": 30 for i in range(5)})  # one segment each: batches 2 + 2 + 1
+    stops = {
+        "ctrl-c": CompactionInterrupted,
+        "unreachable": CompactionStopped,
+        "misconfigured": CompactionStopped,
+        "store-held": CompactionStoreHeld,
+        "storage": CompactionFailed,
+    }[how]
+    summarizer = StopsTheRun(db_file, n, how)
+    planned: list[int] = []
+    try:
+        with pytest.raises(stops) as stop:
+            # another process holds the store until the lease expires: a short one
+            lease = 3.0 if how == "store-held" else None
+            run_compaction(
+                db_file, summarizer=summarizer, lease_seconds=lease, on_planned=planned.append
+            )
+    finally:
+        if summarizer.holder is not None:
+            summarizer.holder.kill()
+            summarizer.holder.communicate()
+    report = stop.value.report
+    assert report.planned == 5 and planned[0] == 5, (report.planned, planned)
+    assert report.completed == completed and report.failed == 0, report.segments
+    left = 5 - completed
+    assert report.remaining == left
 
 
 class ReadsBeside(Summarizer):
@@ -761,6 +893,59 @@ def test_a_misconfigured_second_attempt_leaves_the_first_attempts_as_they_were(d
             "SELECT * FROM compaction_attempts ORDER BY job_id, attempt"
         ).fetchall()
     assert attempts_after == attempts_before
+
+
+class Cancellable(Summarizer):
+    """A plugin with `cancel()` and `resume()`: once cancelled, each call ends `cancelled`
+    (nothing generated) until it is resumed. It claims `batch_size` segments at a time."""
+
+    name = "cancellable"
+    model_id = "test/cancellable"
+
+    def __init__(self, batch_size: int = 1) -> None:
+        self.batch_size = batch_size
+        self.cancelled = False
+        self.calls = 0
+
+    def summarize(self, request: SummaryRequest) -> Generation:
+        self.calls += 1
+        if self.cancelled:
+            return Generation("", "cancelled", error="cancelled by its caller")
+        return Generation("Summary: ORD_88400.")
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def resume(self) -> None:
+        self.cancelled = False
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_a_summariser_its_caller_cancelled_stops_the_run_at_its_first_call(db_file, batch_size):
+    """A summariser its caller had cancelled (and not resumed) made a run record every
+    segment as a failed attempt (`cancelled: …`), one call after the other. The run stops at
+    the first call instead, gives the claims back (the whole batch's) and the caller learns why;
+    nothing is recorded. Resumed, the summariser compacts everything."""
+    from lexkeep.compaction.engine import CompactionCancelled
+
+    with Store.open(db_file) as store:
+        build(store, {"c1": 60})  # four segments
+    summarizer = Cancellable(batch_size)
+    summarizer.cancel()
+    with pytest.raises(CompactionCancelled) as stop:
+        run_compaction(db_file, summarizer=summarizer)
+    assert summarizer.calls == 1
+    assert "cancel" in str(stop.value) and "resume()" in (stop.value.hint or "")
+    report = stop.value.report
+    assert (report.planned, report.claimed, report.failed, report.remaining) == (4, 0, 0, 4)
+    with Store.open(db_file, read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM compactions").fetchone() == (0,)
+        assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone() == (0,)
+    assert summarizer.cancelled  # the caller's cancel stands until the caller resumes it
+    summarizer.resume()
+    again = run_compaction(db_file, summarizer=summarizer)
+    assert (again.completed, again.failed) == (4, 0)
+    assert {s.attempt for s in again.segments} == {1}
 
 
 def crash_on_write(monkeypatch, after: int) -> None:

@@ -318,6 +318,8 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         if mode == "surrogate":  # valid JSON (a lone \\ud800 escape), but no UTF-8 text
             message["content"] = "Summary: [a0] ORD_\ud80088400."
         finish = {"stop": "stop", "length": "length", "tools": "tool_calls"}.get(mode, "stop")
+        if mode == "cancelled":  # the server's own word for a generation it stopped
+            finish = "cancelled"
         if mode == "tools":
             message["tool_calls"] = [
                 {"id": "t1", "type": "function", "function": {"name": "x", "arguments": "{}"}}
@@ -413,6 +415,27 @@ def test_openai_abnormal_ends_are_failures(openai_url, model, fragment):
     gen = _openai(openai_url, model).summarize(request())
     problem = check_generation(gen)
     assert problem is not None and fragment in problem
+
+
+def test_a_server_that_says_cancelled_fails_the_attempt_and_the_run_goes_on(openai_url, db_file):
+    """`cancelled` is how a summariser tells the run its own `cancel()` stopped a call (the run
+    then stops); a server that ends a generation with finish reason `cancelled` has not been
+    cancelled by lexkeep: that is a failed attempt like `length`, and the run goes on."""
+    from test_compaction_support import build
+
+    from lexkeep.compaction.engine import run_compaction
+    from lexkeep.core.store import Store
+
+    gen = _openai(openai_url, "cancelled").summarize(request())
+    assert gen.finish_reason != "cancelled"
+    assert check_generation(gen) == (
+        "error: the server ended the generation with finish reason 'cancelled'"
+    )
+    with Store.open(db_file) as store:
+        build(store, {"c1": 40})  # two segments
+    report = run_compaction(db_file, summarizer=_openai(openai_url, "cancelled"))
+    assert (report.claimed, report.failed, report.remaining) == (2, 2, 0)
+    assert report.segments[0].detail.endswith("finish reason 'cancelled'")
 
 
 def test_openai_stalled_response_times_out(openai_url):
