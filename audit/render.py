@@ -35,7 +35,14 @@ from lexkeep.audit.report import (
 )
 from lexkeep.core import __version__
 from lexkeep.core.controls import visible, visible_json
-from lexkeep.core.layout import PROSE, WHOLE, fit_widths, longest_word, record_lines
+from lexkeep.core.layout import (
+    PROSE,
+    WHOLE,
+    fit_widths,
+    longest_word,
+    record_lines,
+    wrap_words,
+)
 from lexkeep.core.model import Source, Verdict
 
 HTML_KEPT_ROWS = 500
@@ -462,7 +469,11 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
         bar = "#" * round(30 * n / top) if n else ""
         console.print(Text(f"  {label:>8} | {bar:<30} {n}"))
     for note in report.notes:
-        console.print(Text(visible(f"Note: {note}"), style="dim"), soft_wrap=prose_whole)
+        text = visible(f"Note: {note}")
+        # Wrapped by a width between words only: Rich folds a word wider than the width, and
+        # a FILE:LINE in a note came out in pieces.
+        for line in [text] if prose_whole else wrap_words(text, console.width):
+            console.print(Text(line, style="dim"), soft_wrap=True)
     console.print(
         Text(
             visible(verdict_line(report)), style="bold green" if report.gate.passed else "bold red"

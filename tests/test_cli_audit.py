@@ -133,6 +133,28 @@ def test_table_in_a_pipe_keeps_each_note_and_the_verdict_on_one_line(cli, tmp_pa
     assert max(len(line) for line in out if line[:1] in "│┃┏┡└") <= 140
 
 
+def test_a_note_on_a_terminal_wraps_between_words_and_keeps_its_path_whole(cli, tmp_path):
+    """With a width ($COLUMNS, a terminal) a note wraps, but a FILE:LINE in it was folded
+    at the edge like any word, so it could be neither copied nor clicked."""
+    folder = tmp_path / ("traces-of-a-rather-long-project-name-" * 3)
+    folder.mkdir()
+    trace = folder / "invoice.jsonl"
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    trace.write_text("".join(lines) + lines[1].rstrip("\n")[:-5])  # a line still being written
+    where = f"{trace}:{len(lines) + 1});"
+    assert len(where) > 100
+    head = "Note: 1 file(s) end in a line still being written"
+    (whole,) = [line for line in ok(cli("audit", trace), 1).stdout.splitlines() if head in line]
+    for width in (60, 100, 140):
+        out = ok(cli("audit", trace, env={"COLUMNS": str(width)}), 1).stdout.splitlines()
+        assert where in out, out  # whole, on a line of its own
+        start = next(i for i, line in enumerate(out) if line.startswith(head))
+        end = next(i for i, line in enumerate(out) if i > start and line[:5] in ("Note:", "FAIL:"))
+        note = out[start:end]
+        assert all(len(line) <= width for line in note if line != where), note
+        assert " ".join(line.rstrip() for line in note) == whole  # nothing lost
+
+
 def test_an_ordinary_terminal_shows_each_finding_whole(tmp_path):
     """On an 80- to 140-column terminal the findings table folded every `path:line` into
     slivers of ten characters: now each finding is a block, its paths whole (a terminal
