@@ -446,23 +446,39 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
             console.print()
         if more:
             console.print(Text(f"... and {more} more; --format json lists every finding"))
-    kinds = Table(title="Per identifier kind", title_justify="left")
-    for col in ("kind", "audited", "kept", "altered", "missing", "unverified", "ratio"):
-        kinds.add_column(col, justify="left" if col == "kind" else "right")
-    for k in (*report.kinds,):
-        c = k.counts
-        kinds.add_row(
-            visible(k.kind),
+    columns = ("kind", "audited", "kept", "altered", "missing", "unverified", "ratio")
+    per_kind = [
+        (
+            visible(name),
             *map(str, (c.audited, c.kept, c.altered, c.missing, c.unverified)),
             pct(c.ratio),
         )
+        for name, c in ((k.kind, k.counts) for k in report.kinds)
+    ]
     t = report.totals
-    kinds.add_row(
-        Text("all", style="bold"),
-        *map(str, (t.audited, t.kept, t.altered, t.missing, t.unverified)),
-        pct(t.ratio),
+    per_kind.append(
+        ("all", *map(str, (t.audited, t.kept, t.altered, t.missing, t.unverified)), pct(t.ratio))
     )
-    console.print(kinds)
+    natural = (
+        max(len(col), *(cell_len(row[i]) for row in per_kind)) for i, col in enumerate(columns)
+    )
+    if sum(natural) + 3 * len(columns) + 1 <= console.width:  # one space either side, borders
+        kinds = Table(title="Per identifier kind", title_justify="left")
+        for col in columns:
+            kinds.add_column(col, justify="left" if col == "kind" else "right")
+        for row in per_kind:
+            kinds.add_row(Text(row[0], style="bold") if row is per_kind[-1] else row[0], *row[1:])
+        console.print(kinds)
+    else:
+        # Narrower than the table, Rich cut each cell with "…" (`path_…` was path_posix and
+        # path_rel alike): a kind a line instead, each count named.
+        console.print(Text("Per identifier kind", style="italic"))
+        fields = []
+        for name, *counts, ratio in per_kind:
+            named = ", ".join(f"{n} {col}" for n, col in zip(counts, columns[1:6], strict=True))
+            fields.append((name, f"{named}, ratio {ratio}", PROSE))
+        for line in record_lines(fields, console.width if sized else None):
+            console.print(Text(line), soft_wrap=True)
     console.print(Text("Per-conversation ratio (kept/audited)", style="italic"))
     top = max((n for _, n in report.distribution), default=0) or 1
     for label, n in report.distribution:

@@ -243,6 +243,30 @@ def test_a_path_wider_than_the_terminal_is_written_whole_on_its_own_line(monkeyp
     assert f"  typed at  {trace}:2" in lines and f"  evidence  {trace}:10" in lines
 
 
+def test_per_kind_counts_are_whole_on_a_terminal_narrower_than_their_table(monkeypatch):
+    """Below about 76 columns the per-kind table cut each cell with "…": `path_…` stood for
+    both path_posix and path_rel, `100.…` for a ratio. Narrower than its table, a kind is a
+    line of counts."""
+    from conftest import SAMPLE_TRACES
+
+    from lexkeep.audit.engine import run_audit
+
+    report = run_audit(paths=[str(SAMPLE_TRACES)])
+    for width in (40, 50, 60, 70):
+        monkeypatch.setenv("COLUMNS", str(width))
+        text = rendered(report, "table")
+        assert "…" not in text, width
+        section = text.split("Per identifier kind\n")[1].split("Per-conversation")[0]
+        assert all(len(line) <= width for line in section.splitlines()), width
+        counts = " ".join(section.split())
+        assert "path_rel 1 audited, 1 kept, 0 altered, 0 missing, 0 unverified, ratio 100.0%" in (
+            counts
+        ), counts
+        assert "all 6 audited, 3 kept, 1 altered, 2 missing, 0 unverified, ratio 50.0%" in counts
+    monkeypatch.setenv("COLUMNS", "80")
+    assert "┃ kind          ┃ audited ┃" in rendered(report, "table")  # room: the table
+
+
 def test_a_pipe_lays_out_the_findings_in_140_columns_without_columns(monkeypatch, store):
     """A pipe or file is 140 columns wide: a table that fits there is a table."""
     monkeypatch.delenv("COLUMNS", raising=False)
