@@ -36,6 +36,14 @@ from lexkeep.audit.report import (
 from lexkeep.core import __version__
 from lexkeep.core.controls import visible, visible_json
 from lexkeep.core.errors import ConfigError
+from lexkeep.core.layout import (
+    PROSE,
+    WHOLE,
+    fit_widths,
+    longest_word,
+    record_lines,
+    wrap_words,
+)
 from lexkeep.core.model import Source, Verdict
 
 HTML_KEPT_ROWS = 500
@@ -317,59 +325,75 @@ def _utf8_buffer(stream: TextIO) -> Any:
 
 
 PROBLEM_COLUMNS = ("verdict", "kind", "value", "typed at", "boundary", "evidence", "flags")
-# The narrowest each column is squeezed to before the table gives up on fixed widths: a
-# whole redacted value ("redacted:" + 16 hex digits, 25 characters), so a CI log can be
-# searched for it, and whole flag words.
-_FLOORS = (7, 8, 25, 10, 10, 10, 11)
-# Where there is room (from about 118 columns), the altered evidence's value stays whole too.
-_ROOMY_FLOORS = (7, 8, 25, 10, 10, 25, 11)
-_LOCATION_COLUMNS = (3, 4, 5)  # typed at, boundary, evidence (its last line)
 
 
-def _fit_location(cell: str, width: int) -> str:
-    """Break a `path:line` that is wider than its column after the last '/' that leaves the
-    file name and line whole on their own line (Rich folds at any character, and split
-    `name.jsonl:` from its `1`); the folder part folds as before."""
-    head, newline, last = cell.rpartition("\n")
-    if cell_len(last) <= width:
-        return cell
-    folder, slash, name = last.rpartition("/")
-    if not slash or cell_len(name) > width:
-        return cell
-    return f"{head}{newline}{folder}/\n{name}"
+def _problem_cells(f: Finding) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """A finding's table cells, and the width each needs for nothing in it to be broken: a
+    value, a `path:line` and an altered value whole; the difference and the flags may wrap
+    at spaces."""
+    ev = f.evidence
+    found = visible(f"{ev.found} ({ev.difference})") if ev else ""
+    where = visible(loc(ev.source)) if ev else ""
+    cells = (
+        f.verdict.value,
+        visible(f.kind),
+        visible(f.value),
+        visible(loc(f.message)),
+        visible(loc(f.boundary)),
+        f"{found}\n{where}" if ev else "",
+        ", ".join(flags(f)),
+    )
+    evidence = (
+        max(
+            cell_len(visible(ev.found)), longest_word(visible(ev.difference or "")), cell_len(where)
+        )
+        if ev
+        else 0
+    )
+    floors = (*map(cell_len, cells[:5]), evidence, longest_word(cells[6]))
+    return cells, floors
 
 
-def _problem_widths(rows: list[tuple[str, ...]], total: int) -> list[int] | None:
-    """See _fit_widths: the roomy floors where they fit, else the plain ones."""
-    return _fit_widths(rows, total, _ROOMY_FLOORS) or _fit_widths(rows, total, _FLOORS)
-
-
-def _fit_widths(
-    rows: list[tuple[str, ...]], total: int, floors_wanted: tuple[int, ...]
+def _problem_widths(
+    cells: list[tuple[str, ...]], floors: list[tuple[int, ...]], total: int
 ) -> list[int] | None:
     """Column widths (without padding) for the problems table in `total` columns, or None
-    to let Rich fold every column as it likes (a terminal too narrow for the floors).
+    when it cannot hold every value and `path:line` whole (then each finding is a record).
 
-    Rich shrinks a table that does not fit by measuring its columns again, and a column
-    minimum then pushes the right-hand columns (evidence, flags) off the edge; fixed widths
-    that add up to the room cannot. Each column starts at its longest line; the widest is
-    narrowed one character at a time, never below its floor (or its longest line).
+    Rich folds a cell wider than its column at any character (a `path:line` came out as
+    slivers of ten), and a column minimum pushes the right-hand columns off the edge;
+    widths fixed here cannot. A title stays whole too.
     """
     room = total - (3 * len(PROBLEM_COLUMNS) + 1)  # one space either side, and the borders
-    widths = [
-        max(len(title), *(cell_len(line) for row in rows for line in row[i].splitlines() or [""]))
+    natural = [
+        max(len(title), *(cell_len(line) for row in cells for line in row[i].splitlines() or [""]))
         for i, title in enumerate(PROBLEM_COLUMNS)
     ]
-    floors = [min(floor, width) for floor, width in zip(floors_wanted, widths, strict=True)]
-    excess = sum(widths) - room
-    while excess > 0:
-        narrowable = [i for i, width in enumerate(widths) if width > floors[i]]
-        if not narrowable:
-            return None
-        widest = max(narrowable, key=widths.__getitem__)
-        widths[widest] -= 1
-        excess -= 1
-    return widths
+    needed = [
+        max(len(title), *(row[i] for row in floors)) for i, title in enumerate(PROBLEM_COLUMNS)
+    ]
+    return fit_widths(natural, needed, room)
+
+
+def _problem_record(f: Finding, width: int | None) -> list[Text]:
+    """One finding as a block of lines: the verdict and value, then its kind, places, what it
+    became and flags, one a line (see lexkeep.core.layout.record_lines)."""
+    ev = f.evidence
+    fields = [("kind", visible(f.kind), WHOLE)]
+    for label, source in (("typed at", f.message), ("boundary", f.boundary)):
+        if source is not None:
+            fields.append((label, visible(loc(source)), WHOLE))
+    if ev is not None:
+        fields.append(("became", visible(f"{ev.found} ({ev.difference})"), WHOLE))
+        if ev.source is not None:
+            fields.append(("evidence", visible(loc(ev.source)), WHOLE))
+    if marks := flags(f):
+        fields.append(("flags", ", ".join(marks), PROSE))
+    verdict = f.verdict.value
+    head = record_lines([(verdict, visible(f.value), WHOLE)], width, indent=0)
+    lines = [Text(line) for line in head + record_lines(fields, width)]
+    lines[0].stylize("red" if f.verdict == Verdict.MISSING else "yellow", 0, len(verdict))
+    return lines
 
 
 def _first_problems(report: AuditReport) -> tuple[list[Finding], int]:
@@ -409,63 +433,72 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
     prose_whole = not sized
     problems, more = _first_problems(report)
     if problems:
-        rows = []
-        for f in problems:
-            ev = f.evidence
-            evidence = f"{ev.found} ({ev.difference})\n{loc(ev.source)}" if ev else ""
-            cells = (
-                f.verdict.value,
-                f.kind,
-                f.value,
-                loc(f.message),
-                loc(f.boundary),
-                evidence,
-                ", ".join(flags(f)),
-            )
-            rows.append(tuple(map(visible, cells)))
-        widths = _problem_widths(rows, console.width)
+        title = "Identifiers not kept verbatim after compaction"
+        cells, floors = zip(*map(_problem_cells, problems), strict=True)
+        widths = _problem_widths(list(cells), list(floors), console.width)
         if widths is not None:
-            rows = [
-                tuple(
-                    _fit_location(cell, widths[i]) if i in _LOCATION_COLUMNS else cell
-                    for i, cell in enumerate(row)
-                )
-                for row in rows
-            ]
-        table = Table(title="Identifiers not kept verbatim after compaction", title_justify="left")
-        for index, col in enumerate(PROBLEM_COLUMNS):
-            # Every cell folds, none is cut with "…", and no column leaves the edge.
-            table.add_column(col, overflow="fold", width=None if widths is None else widths[index])
-        for row in rows:
-            style = "red" if row[0] == Verdict.MISSING.value else "yellow"
-            table.add_row(Text(row[0], style=style), *row[1:])
-        console.print(table)
+            table = Table(title=title, title_justify="left")
+            for index, col in enumerate(PROBLEM_COLUMNS):
+                # Whole words wrap inside their cell; none is cut with "…" or folded.
+                table.add_column(col, overflow="fold", width=widths[index])
+            for row in cells:
+                style = "red" if row[0] == Verdict.MISSING.value else "yellow"
+                table.add_row(Text(row[0], style=style), *row[1:])
+            console.print(table)
+        else:
+            # No room for a table with every value and path:line whole: a record a finding.
+            console.print(Text(title, style="italic"))  # as a table's title
+            for f in problems:
+                console.print()
+                for line in _problem_record(f, console.width if sized else None):
+                    console.print(line, soft_wrap=True)
+            console.print()
         if more:
             console.print(Text(f"... and {more} more; --format json lists every finding"))
-    kinds = Table(title="Per identifier kind", title_justify="left")
-    for col in ("kind", "audited", "kept", "altered", "missing", "unverified", "ratio"):
-        kinds.add_column(col, justify="left" if col == "kind" else "right")
-    for k in (*report.kinds,):
-        c = k.counts
-        kinds.add_row(
-            visible(k.kind),
+    columns = ("kind", "audited", "kept", "altered", "missing", "unverified", "ratio")
+    per_kind = [
+        (
+            visible(name),
             *map(str, (c.audited, c.kept, c.altered, c.missing, c.unverified)),
             pct(c.ratio),
         )
+        for name, c in ((k.kind, k.counts) for k in report.kinds)
+    ]
     t = report.totals
-    kinds.add_row(
-        Text("all", style="bold"),
-        *map(str, (t.audited, t.kept, t.altered, t.missing, t.unverified)),
-        pct(t.ratio),
+    per_kind.append(
+        ("all", *map(str, (t.audited, t.kept, t.altered, t.missing, t.unverified)), pct(t.ratio))
     )
-    console.print(kinds)
+    natural = (
+        max(len(col), *(cell_len(row[i]) for row in per_kind)) for i, col in enumerate(columns)
+    )
+    if sum(natural) + 3 * len(columns) + 1 <= console.width:  # one space either side, borders
+        kinds = Table(title="Per identifier kind", title_justify="left")
+        for col in columns:
+            kinds.add_column(col, justify="left" if col == "kind" else "right")
+        for row in per_kind:
+            kinds.add_row(Text(row[0], style="bold") if row is per_kind[-1] else row[0], *row[1:])
+        console.print(kinds)
+    else:
+        # Narrower than the table, Rich cut each cell with "…" (`path_…` was path_posix and
+        # path_rel alike): a kind a line instead, each count named.
+        console.print(Text("Per identifier kind", style="italic"))
+        fields = []
+        for name, *counts, ratio in per_kind:
+            named = ", ".join(f"{n} {col}" for n, col in zip(counts, columns[1:6], strict=True))
+            fields.append((name, f"{named}, ratio {ratio}", PROSE))
+        for line in record_lines(fields, console.width if sized else None):
+            console.print(Text(line), soft_wrap=True)
     console.print(Text("Per-conversation ratio (kept/audited)", style="italic"))
     top = max((n for _, n in report.distribution), default=0) or 1
     for label, n in report.distribution:
         bar = "#" * round(30 * n / top) if n else ""
         console.print(Text(f"  {label:>8} | {bar:<30} {n}"))
     for note in report.notes:
-        console.print(Text(visible(f"Note: {note}"), style="dim"), soft_wrap=prose_whole)
+        text = visible(f"Note: {note}")
+        # Wrapped by a width between words only: Rich folds a word wider than the width, and
+        # a FILE:LINE in a note came out in pieces.
+        for line in [text] if prose_whole else wrap_words(text, console.width):
+            console.print(Text(line, style="dim"), soft_wrap=True)
     console.print(
         Text(
             visible(verdict_line(report)), style="bold green" if report.gate.passed else "bold red"

@@ -156,16 +156,21 @@ def _console_class(stderr: bool = False) -> type["Console"]:
 PIPED_WIDTH = 140
 
 
+def piped(stream: Any) -> bool:
+    """True when `stream` is a pipe or file and $COLUMNS gives no width: a log, where a report
+    is laid out for PIPED_WIDTH and a line is better whole than wrapped."""
+    return not is_terminal(stream) and not os.environ.get("COLUMNS", "").isdigit()
+
+
 def stdout_console(file: Any = None) -> "Console":
     """Console for reports on stdout (or `file`): a terminal's own width, else PIPED_WIDTH."""
     stream = sys.stdout if file is None else file
-    piped = not is_terminal(stream) and not os.environ.get("COLUMNS", "").isdigit()
     return _console_class(False)(
         file=file,
         highlight=False,
         markup=False,
         soft_wrap=False,
-        width=PIPED_WIDTH if piped else None,
+        width=PIPED_WIDTH if piped(stream) else None,
     )
 
 

@@ -1,7 +1,7 @@
 """`lexkeep` commands for the compact area: `compact` and `compactions`."""
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
@@ -14,11 +14,15 @@ from lexkeep.cli.common import (
     db_path,
     drop_stdout,
     interrupted_exit,
+    piped,
     progress,
     stdout_console,
 )
 from lexkeep.cli.signals import interrupted_by
 from lexkeep.core.controls import visible, visible_json
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SCHEMA_VERSION = 1
 
@@ -258,45 +262,76 @@ def register(app: typer.Typer) -> None:
             doc = {"schema_version": SCHEMA_VERSION, "jobs": [_job_json(r) for r in rows]}
             sys.stdout.write(_json(doc))
             raise typer.Exit(EXIT_OK)
-        from rich.table import Table
-
-        table = Table(title=None, show_lines=False, box=None)
-        # Short columns keep their full width; the long ones fold, never "…": a cut status
-        # misleads, and the detail column (the failure reason) used to vanish at 80 columns.
-        for col, short in (("job", 12), ("conversation", 0), ("pairs", 5), ("status", 9)):
-            table.add_column(col, no_wrap=bool(short), min_width=short or None, overflow="fold")
-        table.add_column("attempts", no_wrap=True)
-        table.add_column("prompt", no_wrap=True)
-        table.add_column("model", overflow="fold")
-        table.add_column("detail", overflow="fold")
-        for r in rows:
-            status = r.status
-            if r.status == "completed":
-                detail = f"{r.summary_chars} chars"
-                if r.identifiers_total:
-                    detail += f", identifiers {r.identifiers_kept}/{r.identifiers_total} verbatim"
-                if r.stale:
-                    # Completed once, but `context` no longer uses it: say so where one looks.
-                    status = "stale"
-                    detail = f"not used by context: {r.stale_reason}; {detail}"
-            else:
-                detail = r.last_error or ""
-            table.add_row(
-                r.id[:12],
-                visible(r.conversation_id),
-                f"{r.from_pair}–{r.to_pair}",
-                status,
-                str(r.attempts),
-                "@" + r.prompt_version.rpartition("@")[2],
-                visible(r.model_id),
-                visible(detail),  # a summariser's stderr: often coloured with ESC codes
-            )
         console = stdout_console()
         if rows:
-            console.print(table)
+            _print_jobs(console, [_job_cells(r) for r in rows])
         else:
             console.print("No compaction jobs.")
         raise typer.Exit(EXIT_OK)
+
+
+JOB_COLUMNS = ("job", "conversation", "pairs", "status", "attempts", "prompt", "model", "detail")
+
+
+def _job_cells(r) -> tuple[str, ...]:
+    """One job's cells for `lexkeep compactions`, as JOB_COLUMNS name them."""
+    status = r.status
+    if r.status == "completed":
+        detail = f"{r.summary_chars} chars"
+        if r.identifiers_total:
+            detail += f", identifiers {r.identifiers_kept}/{r.identifiers_total} verbatim"
+        if r.stale:
+            # Completed once, but `context` no longer uses it: say so where one looks.
+            status = "stale"
+            detail = f"not used by context: {r.stale_reason}; {detail}"
+    else:
+        detail = r.last_error or ""
+    return (
+        r.id[:12],
+        visible(r.conversation_id),
+        f"{r.from_pair}–{r.to_pair}",
+        status,
+        str(r.attempts),
+        "@" + r.prompt_version.rpartition("@")[2],
+        visible(r.model_id),
+        visible(detail),  # a summariser's stderr: often coloured with ESC codes
+    )
+
+
+def _print_jobs(console: "Console", jobs: list[tuple[str, ...]]) -> None:
+    """The jobs as a table where it holds every id and model whole and the detail at least
+    a few words wide; else one block of lines a job (lexkeep.core.layout), whose ids, model
+    and the detail's paths are never broken (in a pipe, a field a line however long)."""
+    from rich.cells import cell_len
+    from rich.table import Table
+    from rich.text import Text
+
+    from lexkeep.core.layout import PROSE, WHOLE, fit_widths, longest_word, record_lines
+
+    natural = [
+        max(len(title), *(cell_len(job[i]) for job in jobs)) for i, title in enumerate(JOB_COLUMNS)
+    ]
+    # Every column but the detail whole; the detail wraps at spaces, in at least 24 columns.
+    floors = [*natural[:-1], max(longest_word(job[-1]) for job in jobs)]
+    floors[-1] = max(floors[-1], min(natural[-1], 24))
+    widths = fit_widths(natural, floors, console.width - 2 * len(JOB_COLUMNS))  # padding
+    if widths is not None:
+        table = Table(title=None, show_lines=False, box=None)
+        for title, width in zip(JOB_COLUMNS, widths, strict=True):
+            table.add_column(title, width=width, overflow="fold")
+        for job in jobs:
+            table.add_row(*job)
+        console.print(table)
+        return
+    whole = None if piped(console.file) else console.width
+    for index, job in enumerate(jobs):
+        if index:
+            console.print()
+        head = record_lines([(job[0], job[3], WHOLE)], whole, indent=0)
+        fields = [(title, job[i], WHOLE) for i, title in enumerate(JOB_COLUMNS) if i not in (0, 3)]
+        fields[-1] = ("detail", job[-1], PROSE)
+        for line in head + record_lines([f for f in fields if f[1]], whole):
+            console.print(Text(line), soft_wrap=True)
 
 
 def _json(doc: dict) -> str:

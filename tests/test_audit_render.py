@@ -12,8 +12,8 @@ import pytest
 from test_audit_engine import Timeline
 
 from lexkeep.audit.engine import audit_store
-from lexkeep.audit.render import render
-from lexkeep.audit.report import redact, redact_value
+from lexkeep.audit.render import flags, loc, render
+from lexkeep.audit.report import problem_findings, redact, redact_value
 from lexkeep.audit.settings import FORMATS, AuditSettings
 
 HOSTILE = "/tmp/<script>|a,b%0A:c.log"
@@ -151,44 +151,135 @@ def test_html_lists_every_problem_and_kept_findings_up_to_its_cap(store, monkeyp
     assert "1 more kept findings not shown" in text
 
 
-def test_table_folds_and_never_crops_at_any_width(monkeypatch):
-    """Long paths and evidence fold inside their cells; no column is pushed off the edge."""
+def _copied(report) -> list[str]:
+    """What a reader copies out of the findings not kept: each value, `path:line` (typed at,
+    boundary, evidence) and altered value."""
+    pieces = []
+    for f in problem_findings(report.findings):
+        pieces += [f.value, f.kind, loc(f.message), loc(f.boundary)]
+        if f.evidence:
+            pieces += [f.evidence.found, f"({f.evidence.difference})", loc(f.evidence.source)]
+    return pieces
+
+
+def test_findings_keep_every_value_and_path_whole_at_any_width(monkeypatch):
+    """At 80-140 columns (140: a pipe's) the typed at, boundary and evidence columns folded
+    every `path:line` into slivers that could be neither read nor copied. Now each value and
+    `path:line` is on one line, whole, at any width, redacted or not, and nothing leaves the
+    edge: a table where it fits so, one record per finding where it does not."""
     from conftest import SAMPLE_TRACES
 
     from lexkeep.audit.engine import run_audit
 
     report = run_audit(paths=[str(SAMPLE_TRACES)])
-    assert any(f.verdict.value == "altered" for f in report.findings)
-    for width in (*range(40, 200, 7), 120, 140, 160, 240):
+    assert {f.verdict.value for f in problem_findings(report.findings)} == {"missing", "altered"}
+    for width in (*range(40, 400, 9), 80, 100, 120, 140, 200):
         monkeypatch.setenv("COLUMNS", str(width))
-        lines = rendered(report, "table").splitlines()
-        assert max(map(len, lines)) <= width, width
-        for line in lines:
-            if line[:1] in "│┃┏┡└":  # every table row keeps its right-hand border
-                assert line.rstrip()[-1] in "│┃┓┩┘", (width, line)
-        if width >= 100:  # headers whole; narrower, they fold too
-            assert "│ flags" in "\n".join(lines).replace("┃", "│"), width
-        if width >= 110:  # room for whole redacted values, searchable in a CI log
-            hidden = rendered(redact(report), "table")
-            assert re.search(r"redacted:[0-9a-f]{16}", hidden), width
-        if width >= 120:  # and for the altered evidence's redacted value
-            hidden_report = redact(report)
-            (found,) = [
-                f.evidence.found for f in hidden_report.findings if f.verdict.value == "altered"
-            ]
-            assert found in rendered(redact(report), "table"), width
-        if width == 160:  # a path wider than its column breaks before the file name
-            assert any(re.search(r"│ invoice_altered\.jsonl:2 +│", line) for line in lines)
+        for shown in (report, redact(report)):
+            lines = rendered(shown, "table").splitlines()
+            for piece in _copied(shown):
+                assert any(piece in line for line in lines), (width, piece)
+            for line in lines:  # a piece wider than the terminal is a line of its own
+                assert len(line) <= width or line in _copied(shown), (width, line)
+                if line[:1] and line[:1] in "│┃┏┡└":  # every table row keeps its right border
+                    assert line.rstrip()[-1] in "│┃┓┩┘", (width, line)
+            words = "\n".join(lines).split()
+            for f in problem_findings(shown.findings):
+                assert all(word in words for word in ", ".join(flags(f)).split()), width
 
 
-def test_table_in_a_pipe_is_140_columns_without_columns(monkeypatch):
-    monkeypatch.delenv("COLUMNS", raising=False)
+def test_findings_are_records_where_the_table_would_break_a_path(monkeypatch):
+    """Where the table cannot hold every `path:line` whole, each finding is a block: the
+    verdict and value, then one field a line. Wide enough, the table as before."""
     from conftest import SAMPLE_TRACES
 
     from lexkeep.audit.engine import run_audit
 
-    lines = rendered(run_audit(paths=[str(SAMPLE_TRACES)]), "table").splitlines()
-    assert max(map(len, lines)) == 140
+    report = run_audit(paths=[str(SAMPLE_TRACES)])
+    invoice = f"{SAMPLE_TRACES / 'invoice_altered.jsonl'}"
+    monkeypatch.setenv("COLUMNS", "120")
+    text = rendered(report, "table")
+    assert "┃ typed at" not in text
+    block = (
+        "altered  INV-2025-08-44719\n"
+        "  kind      compound_code\n"
+        f"  typed at  {invoice}:2\n"
+        f"  boundary  {invoice}:8\n"
+        "  became    INV-2025-08-4471 (truncated)\n"
+        f"  evidence  {invoice}:10\n"
+        "  flags     used before boundary\n"
+    )
+    assert block in text
+    assert text.startswith("Identifiers not kept verbatim after compaction\n\nmissing  ")
+    assert text.count("\nmissing  ") == 2 and "\n\nPer identifier kind" in text
+    monkeypatch.setenv("COLUMNS", "400")
+    text = rendered(report, "table")
+    assert "┃ typed at" in text and "  typed at  " not in text
+    (row,) = [line for line in text.splitlines() if "INV-2025-08-44719" in line]
+    assert f"│ {invoice}:2 " in row and f"│ {invoice}:8 " in row
+
+
+def test_a_path_wider_than_the_terminal_is_written_whole_on_its_own_line(monkeypatch, tmp_path):
+    """A Codex session's path is often wider than the terminal: it is not broken either (the
+    terminal wraps it without a line break, so a copy or a click gets all of it)."""
+    from conftest import SAMPLE_TRACES
+
+    from lexkeep.audit.engine import run_audit
+
+    folder = tmp_path / "sessions" / "2026" / "01" / "03" / ("project-" * 8)
+    folder.mkdir(parents=True)
+    trace = folder / "rollout-2026-01-03T04-05-06-22222222-2222-4222-8222-222222222222.jsonl"
+    trace.write_bytes((SAMPLE_TRACES / "invoice_altered.jsonl").read_bytes())
+    report = run_audit(paths=[str(trace)])
+    assert len(f"{trace}:10") > 140
+    for width in (60, 80, 140):
+        monkeypatch.setenv("COLUMNS", str(width))
+        lines = rendered(report, "table").splitlines()
+        assert f"{trace}:2" in lines and f"{trace}:10" in lines, width  # at the left edge
+        assert "  typed at" in lines and "  evidence" in lines, width
+        assert max(len(line) for line in lines if str(trace) not in line) <= width
+    monkeypatch.delenv("COLUMNS")  # a pipe: each field one line, however long
+    lines = rendered(report, "table").splitlines()
+    assert f"  typed at  {trace}:2" in lines and f"  evidence  {trace}:10" in lines
+
+
+def test_per_kind_counts_are_whole_on_a_terminal_narrower_than_their_table(monkeypatch):
+    """Below about 76 columns the per-kind table cut each cell with "…": `path_…` stood for
+    both path_posix and path_rel, `100.…` for a ratio. Narrower than its table, a kind is a
+    line of counts."""
+    from conftest import SAMPLE_TRACES
+
+    from lexkeep.audit.engine import run_audit
+
+    report = run_audit(paths=[str(SAMPLE_TRACES)])
+    for width in (40, 50, 60, 70):
+        monkeypatch.setenv("COLUMNS", str(width))
+        text = rendered(report, "table")
+        assert "…" not in text, width
+        section = text.split("Per identifier kind\n")[1].split("Per-conversation")[0]
+        assert all(len(line) <= width for line in section.splitlines()), width
+        counts = " ".join(section.split())
+        assert "path_rel 1 audited, 1 kept, 0 altered, 0 missing, 0 unverified, ratio 100.0%" in (
+            counts
+        ), counts
+        assert "all 6 audited, 3 kept, 1 altered, 2 missing, 0 unverified, ratio 50.0%" in counts
+    monkeypatch.setenv("COLUMNS", "80")
+    assert "┃ kind          ┃ audited ┃" in rendered(report, "table")  # room: the table
+
+
+def test_a_pipe_lays_out_the_findings_in_140_columns_without_columns(monkeypatch, store):
+    """A pipe or file is 140 columns wide: a table that fits there is a table."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    t = Timeline(store)
+    t.user("m1", ("code", "ORD_11111"), ("code", "ORD_22222"))
+    t.boundary("b1")
+    t.call("k1", {"q": "ORD_1111"})
+    t.save()
+    lines = rendered(audit_store(store, AuditSettings()), "table").splitlines()
+    assert any(line.startswith("┃ verdict") for line in lines), lines
+    assert 80 < max(map(len, lines)) <= 140
+    (row,) = [i for i, line in enumerate(lines) if "ORD_1111 " in line]
+    assert re.search(r"│ trace\.jsonl:4 +│", lines[row + 1])  # the evidence, whole
 
 
 def test_markdown_shows_values_and_evidence_as_typed(store):

@@ -17,6 +17,7 @@ import pytest
 from conftest import (
     REPO,
     SAMPLE_TRACES,
+    on_terminal,
     repeated_call_file,
     repeated_result_file,
     shared_data,
@@ -130,6 +131,46 @@ def test_table_in_a_pipe_keeps_each_note_and_the_verdict_on_one_line(cli, tmp_pa
     assert any(line.startswith(note) for line in out), out
     # The tables keep the width of the log
     assert max(len(line) for line in out if line[:1] in "│┃┏┡└") <= 140
+
+
+def test_a_note_on_a_terminal_wraps_between_words_and_keeps_its_path_whole(cli, tmp_path):
+    """With a width ($COLUMNS, a terminal) a note wraps, but a FILE:LINE in it was folded
+    at the edge like any word, so it could be neither copied nor clicked."""
+    folder = tmp_path / ("traces-of-a-rather-long-project-name-" * 3)
+    folder.mkdir()
+    trace = folder / "invoice.jsonl"
+    lines = INVOICE.read_text().splitlines(keepends=True)
+    trace.write_text("".join(lines) + lines[1].rstrip("\n")[:-5])  # a line still being written
+    where = f"{trace}:{len(lines) + 1});"
+    assert len(where) > 100
+    head = "Note: 1 file(s) end in a line still being written"
+    (whole,) = [line for line in ok(cli("audit", trace), 1).stdout.splitlines() if head in line]
+    for width in (60, 100, 140):
+        out = ok(cli("audit", trace, env={"COLUMNS": str(width)}), 1).stdout.splitlines()
+        assert where in out, out  # whole, on a line of its own
+        start = next(i for i, line in enumerate(out) if line.startswith(head))
+        end = next(i for i, line in enumerate(out) if i > start and line[:5] in ("Note:", "FAIL:"))
+        note = out[start:end]
+        assert all(len(line) <= width for line in note if line != where), note
+        assert " ".join(line.rstrip() for line in note) == whole  # nothing lost
+
+
+def test_an_ordinary_terminal_shows_each_finding_whole(tmp_path):
+    """On an 80- to 140-column terminal the findings table folded every `path:line` into
+    slivers of ten characters: now each finding is a block, its paths whole (a terminal
+    link, a copy), its verdict coloured as in the table."""
+    folder = tmp_path / "codex" / "sessions" / "2026" / "01" / "03"
+    folder.mkdir(parents=True)
+    trace = folder / "rollout-2026-01-03T04-05-06-22222222-2222-4222-8222-222222222222.jsonl"
+    trace.write_bytes(INVOICE.read_bytes())
+    for cols in (80, 100, 140):
+        raw = on_terminal(["audit", str(trace)], cols=cols, stream="stdout", check=False, raw=True)
+        assert "\x1b[33maltered\x1b[0m  INV-2025-08-44719" in raw, raw  # yellow
+        lines = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw).replace("\r\n", "\n").splitlines()
+        for number in (2, 8, 10):  # typed at, boundary, evidence: each whole on a line
+            assert any(line.rstrip().endswith(f"{trace}:{number}") for line in lines), lines
+        assert "  became    INV-2025-08-4471 (truncated)" in lines
+        assert "\nFAIL: 0/1 identifiers kept" in "\n".join(lines)
 
 
 def test_junit_one_case_per_audited_conversation(cli):

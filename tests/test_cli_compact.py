@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -312,8 +313,51 @@ def test_compactions_table_in_a_pipe_is_140_columns(cli, db_file, monkeypatch):
     assert any(long_id in line for line in lines)
     assert max(map(len, lines)) <= 140
     narrow = cli("compactions", "--db", db_file, env={"COLUMNS": "80"}).stdout.splitlines()
-    assert not any(long_id in line for line in narrow)  # folded within 80 columns
     assert max(map(len, narrow)) <= 80
+    assert f"  conversation  {long_id}" in narrow  # whole: a block a job where no table fits
+
+
+def test_compactions_show_each_id_path_and_word_whole_at_any_width(cli, db_file, tmp_path):
+    """Below about 70 columns the conversation column folded an id a character a line, and at
+    80-140 the model and the failure's detail (a summariser's error naming its log) came out
+    in pieces. A job is a row where the table holds its ids whole, else a block of lines."""
+    long_id = "support-2025-08-14-ORD_884213-claude-code-session-0f3a9e"
+    log = "/var/log/summariser/2025-08-14/worker-3.log:1882"
+    script = tmp_path / "fails.py"
+    script.write_text(
+        "import sys\nsys.stdin.read()\n"
+        f"sys.stderr.write('upstream error 429: rate limit exceeded, retry after 20s; see {log}')"
+        "\nsys.exit(1)\n",
+        encoding="utf-8",
+    )
+    with Store.open(db_file) as store:
+        build(store, {"c1": 30, long_id: 30})
+    assert cli("compact", "--db", db_file, "-c", "c1").exit_code == 0
+    spec = f'command:"{sys.executable} {script}"'
+    assert cli("compact", "--db", db_file, "-c", long_id, "--summarizer", spec).exit_code == 1
+    r = cli("compactions", "--db", db_file, "--format", "json")
+    jobs = {j["conversation_id"]: j for j in json.loads(r.stdout)["jobs"]}
+    model = jobs[long_id]["model_id"]
+    assert len(model) > 40 and " " in model
+    whole = [long_id, "c1", model, log, *(j["id"][:12] for j in jobs.values())]
+    words = " ".join(j["last_error"] or "" for j in jobs.values()).split()
+    for width in (40, 50, 60, 70, 80, 100, 120, 140, 200):
+        out = cli("compactions", "--db", db_file, env={"COLUMNS": str(width)}).stdout
+        lines = out.splitlines()
+        for value in whole:
+            assert any(value in line for line in lines), (width, value, out)
+        assert set(words) <= set(out.split()), (width, out)
+        for line in lines:  # a value wider than the terminal is a line of its own
+            assert len(line) <= width or line.strip() in whole, (width, line)
+    table = cli("compactions", "--db", db_file, env={"COLUMNS": "80"}).stdout
+    assert re.search(f"\n  model\n *{re.escape(model)}\n", table), table  # too long beside
+    assert table.startswith(jobs["c1"]["id"][:12] + "  completed\n  conversation  c1\n")
+    assert "\n\n" + jobs[long_id]["id"][:12] + "  failed\n" in table
+    table = cli("compactions", "--db", db_file, env={"COLUMNS": "300"}).stdout
+    assert table.split()[:2] == ["job", "conversation"]  # wide enough: the table
+    (row,) = [line for line in table.splitlines() if jobs[long_id]["id"][:12] in line]
+    assert long_id in row and model in row
+    assert any(line.rstrip().endswith(f"  {log}") for line in table.splitlines())
 
 
 def test_compactions_on_a_missing_store_is_an_error(cli, tmp_path):
