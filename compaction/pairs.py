@@ -53,6 +53,17 @@ BLANK_CHARACTERS = (
     "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff\u200b"
 )
 
+# The messages pairing reads (a user's text, an assistant's text) and the answers that called
+# a tool (never a pair's answer), shared by the fetches, the count and SOURCE_STATE_SQL below.
+_PAIRED_KINDS = (
+    f"((role = '{Role.USER.value}' AND kind = '{MessageKind.USER_TEXT.value}')"
+    f" OR (role = '{Role.ASSISTANT.value}' AND kind = '{MessageKind.ASSISTANT_TEXT.value}'))"
+)
+_CALLED = (
+    "SELECT DISTINCT conversation_id AS cid, message_id FROM tool_calls"
+    " WHERE message_id IS NOT NULL AND {scope}"
+)
+
 # Three plain, parameterised fetches (candidate messages, runs, messages with tool calls) of
 # the conversations; the join and the pairing rules run in Python over those rows. Window
 # functions, a CTE read twice or a join in SQL cost several times these plain scans on a
@@ -60,16 +71,11 @@ BLANK_CHARACTERS = (
 _MESSAGES_SQL = f"""
 SELECT conversation_id, id, run_id, role, text, status, time, source_file, source_line, position
 FROM messages
-WHERE {{where}}
-  AND ((role = '{Role.USER.value}' AND kind = '{MessageKind.USER_TEXT.value}')
-    OR (role = '{Role.ASSISTANT.value}' AND kind = '{MessageKind.ASSISTANT_TEXT.value}'))
+WHERE {{where}} AND {_PAIRED_KINDS}
 ORDER BY conversation_id, position
 """
 _RUNS_SQL = "SELECT id, conversation_id, status FROM runs WHERE {where}"
-_CALLS_SQL = (
-    "SELECT DISTINCT conversation_id, message_id FROM tool_calls "
-    "WHERE message_id IS NOT NULL AND {where}"
-)
+_CALLS_SQL = _CALLED.format(scope="{where}")
 # How many pairs the rules above find in each conversation, counted in SQL without reading the
 # texts into Python: what a run needs of conversations it has not planned yet (several times
 # cheaper than pairing them). The same rules as _pair_rows, run by run: a valid run link (the
@@ -84,13 +90,9 @@ WITH m AS (
                            ELSE ltrim(text, $blanks) <> '' END AS filled
   FROM messages
   WHERE {{where}}
-    AND ((role = '{Role.USER.value}' AND kind = '{MessageKind.USER_TEXT.value}')
-      OR (role = '{Role.ASSISTANT.value}' AND kind = '{MessageKind.ASSISTANT_TEXT.value}'))
+    AND {_PAIRED_KINDS}
 ),
-calls AS (
-  SELECT DISTINCT conversation_id AS cid, message_id FROM tool_calls
-  WHERE message_id IS NOT NULL AND {{where}}
-),
+calls AS ({_CALLED.format(scope="{where}")}),
 per_run AS (
   SELECT m.cid, m.run_id, any_value(r.status) AS run_status,
          count(*) FILTER (WHERE m.role = '{Role.USER.value}') AS users,
@@ -140,13 +142,9 @@ msg AS (
          hash(id, run_id, role, kind, status, position, text) AS h
   FROM messages
   WHERE {{within}} AND run_id IS NOT NULL
-    AND ((role = '{Role.USER.value}' AND kind = '{MessageKind.USER_TEXT.value}')
-      OR (role = '{Role.ASSISTANT.value}' AND kind = '{MessageKind.ASSISTANT_TEXT.value}'))
+    AND {_PAIRED_KINDS}
 ),
-calls AS (
-  SELECT DISTINCT conversation_id AS cid, message_id FROM tool_calls
-  WHERE message_id IS NOT NULL AND {{within}}
-),
+calls AS ({_CALLED.format(scope="{within}")}),
 run_messages AS (
   SELECT cid, run_id, min(position) FILTER (WHERE role = '{Role.USER.value}') AS first_user,
          bit_xor(h) AS h, count(*) AS n
