@@ -68,6 +68,16 @@ def wait_for_completed(db: Path, seconds: float) -> None:
         time.sleep(0.05)
 
 
+def wait_for_second_call(calls: Path, worker: subprocess.Popen, seconds: float = 60) -> None:
+    """Wait until the hanging summariser's second call started (it creates `calls/1`), the
+    worker still running."""
+    deadline = time.monotonic() + seconds
+    while not (calls / "1").exists():
+        assert time.monotonic() < deadline, "the second summary did not start"
+        assert worker.poll() is None, worker.communicate()
+        time.sleep(0.05)
+
+
 def wait_for(path: Path, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while not path.exists():
@@ -288,11 +298,7 @@ def test_ctrl_c_prints_what_finished_before_it(tmp_path, workers, fmt):
     # With two slots both segments are claimed at once; either one may be the call that hangs.
     worker = lexkeep("compact", *args, "--workers", str(workers), start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while not (calls / "1").exists():
-            assert time.monotonic() < deadline, "the second summary did not start"
-            assert worker.poll() is None, worker.communicate()
-            time.sleep(0.05)
+        wait_for_second_call(calls, worker)
         # With two slots the first summary may have ended without the run having recorded it
         # yet: Ctrl-C then cancelled both. Interrupt once it is recorded, as the test intends.
         wait_for_completed(db, 60)
@@ -763,11 +769,7 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_exits_143(tmp_path, workers, gro
     worker = lexkeep("compact", *args, start_new_session=True)
     hung = 0
     try:
-        deadline = time.monotonic() + 60
-        while not (calls / "1").exists():
-            assert time.monotonic() < deadline, "the second summary did not start"
-            assert worker.poll() is None, worker.communicate()
-            time.sleep(0.05)
+        wait_for_second_call(calls, worker)
         hung = int((calls / "1").read_text(encoding="utf-8"))
         wait_for_completed(db, 60)
         if group:
@@ -837,10 +839,7 @@ def test_a_run_stopped_early_counts_every_segment_it_planned(tmp_path, fmt):
     hung = 0
     try:
         deadline = time.monotonic() + 60
-        while not (calls / "1").exists():
-            assert time.monotonic() < deadline, "the second summary did not start"
-            assert worker.poll() is None, worker.communicate()
-            time.sleep(0.05)
+        wait_for_second_call(calls, worker)
         hung = int((calls / "1").read_text(encoding="utf-8"))
         wait_for_completed(db, 60)
         while b"1/501" not in seen:  # the bar counts the first segment done of all of them
