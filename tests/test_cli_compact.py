@@ -3,7 +3,6 @@ audit sees the lexkeep summary as a boundary."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import undo_migrations_after
-from test_compaction_support import build
+from test_compaction_support import TerminalReader, build
 
 from lexkeep.core.store import Store
 
@@ -465,7 +464,6 @@ def test_compact_json_shows_a_failed_summariser_s_c1_controls_and_overrides_esca
 
 
 def test_compact_with_an_unreachable_summariser_stops_and_spends_no_attempt(cli, db_file, tmp_path):
-    import threading
     from http.server import ThreadingHTTPServer
 
     from test_compaction_summarizers import FakeOpenAI, refusing_url
@@ -620,35 +618,24 @@ def test_compact_extractive_takes_any_lease(cli, db_file):
 def test_compact_progress_on_a_terminal_shows_a_conversation_id_as_it_is(tmp_path):
     """The progress bar (stderr on a terminal) read its description as Rich markup: the id
     `c[/x]` stopped the run with `internal error: MarkupError`."""
-    import pty
     import subprocess
 
     db = tmp_path / "store.duckdb"
     with Store.open(db) as store:
         build(store, {"c[/x]": 30})
-    master, slave = pty.openpty()
-    seen = bytearray()
-
-    def drain() -> None:
-        with contextlib.suppress(OSError):
-            while chunk := os.read(master, 65536):
-                seen.extend(chunk)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    terminal = TerminalReader()
     proc = subprocess.run(
         [sys.executable, "-m", "lexkeep.cli.main", "compact", "--db", str(db)],
         stdout=subprocess.PIPE,
-        stderr=slave,
+        stderr=terminal.follower,
         text=True,
         timeout=120,
     )
-    os.close(slave)
-    reader.join(10)
-    os.close(master)
-    assert proc.returncode == 0, bytes(seen).decode("utf-8", "replace")
+    terminal.started()
+    terminal.close()
+    assert proc.returncode == 0, terminal.text()
     assert "completed 1" in proc.stdout
-    assert b"MarkupError" not in seen, bytes(seen)
+    assert b"MarkupError" not in terminal.seen, terminal.text()
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_compaction_support import SUMMARY_BODY, StallingOpenAI, build, gone
+from test_compaction_support import SUMMARY_BODY, StallingOpenAI, TerminalReader, build, gone
 
 from lexkeep.core.store import Store
 
@@ -811,7 +811,6 @@ def test_a_run_stopped_early_counts_every_segment_it_planned(tmp_path, fmt):
     """A run over more than 500 conversations plans them 500 at a time: stopped during the
     first batch, it said `planned 500` of 501 segments (and `remaining` 499), and its progress
     bar showed no total (`1/?`). Every segment is counted before the first is worked on."""
-    import pty
 
     db = tmp_path / "store.duckdb"
     with Store.open(db) as store:
@@ -821,24 +820,16 @@ def test_a_run_stopped_early_counts_every_segment_it_planned(tmp_path, fmt):
     calls = tmp_path / "calls"
     spec = f'command:"{sys.executable} {script} {calls}"'
     args = ["--db", str(db), "--summarizer", spec, "--timeout", "60", "--format", fmt]
-    master, slave = pty.openpty()  # stderr on a terminal: the progress bar is drawn
-    seen = bytearray()
-
-    def drain() -> None:
-        with contextlib.suppress(OSError):
-            while chunk := os.read(master, 65536):
-                seen.extend(chunk)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    terminal = TerminalReader()  # stderr on a terminal: the progress bar is drawn
+    seen = terminal.seen
     worker = subprocess.Popen(
         [sys.executable, "-m", "lexkeep.cli.main", "compact", *args],
         stdout=subprocess.PIPE,
-        stderr=slave,
+        stderr=terminal.follower,
         text=True,
         start_new_session=True,
     )
-    os.close(slave)
+    terminal.started()
     hung = 0
     try:
         deadline = time.monotonic() + 60
@@ -854,8 +845,7 @@ def test_a_run_stopped_early_counts_every_segment_it_planned(tmp_path, fmt):
         if worker.poll() is None:
             os.killpg(worker.pid, signal.SIGKILL)
             worker.communicate()
-        reader.join(10)
-        os.close(master)
+        terminal.close()
     assert worker.returncode == 143, bytes(seen[-600:]).decode("utf-8", "replace")
     assert gone(hung, 5), "the hung summariser outlived the stopped run"
     if fmt == "json":

@@ -789,6 +789,19 @@ def test_unreachable_with_several_slots_gives_every_claim_back(db_file):
         assert store.con.execute("SELECT count(*) FROM compaction_attempts").fetchone()[0] == 0
 
 
+def _cancel_and_join(summarizer: Summarizer, thread: threading.Thread, result: list):
+    """Cancel `summarizer` while `thread`'s call waits; that call must end within 3 s: its
+    Generation."""
+    cancelled_at = time.monotonic()
+    summarizer.cancel()
+    thread.join(10)
+    assert not thread.is_alive(), "the call did not end after cancel()"
+    assert time.monotonic() - cancelled_at < 3
+    [gen] = result
+    assert isinstance(gen, Generation), gen
+    return gen
+
+
 def _call_in_thread(summarizer: Summarizer) -> tuple[threading.Thread, list]:
     """Start `summarizer.summarize(request())` in a thread; its Generation (or exception)
     lands in the returned list."""
@@ -818,13 +831,7 @@ def test_openai_call_in_flight_is_cancelled_from_another_thread_and_resumes(stal
         thread, result = _call_in_thread(summarizer)
         server.wait_for(1, 10)
         time.sleep(0.3)  # the call is waiting for the answer
-        cancelled_at = time.monotonic()
-        summarizer.cancel()
-        thread.join(10)
-        assert not thread.is_alive(), "the call did not end after cancel()"
-        assert time.monotonic() - cancelled_at < 3
-        [gen] = result
-        assert isinstance(gen, Generation), gen
+        gen = _cancel_and_join(summarizer, thread, result)
         assert (gen.finish_reason, gen.error) == ("cancelled", "the run was interrupted")
         deadline = time.monotonic() + 5
         while 0 not in server.hung_up and time.monotonic() < deadline:
@@ -853,13 +860,7 @@ def test_openai_call_still_connecting_is_cancelled_not_unreachable():
         thread, result = _call_in_thread(summarizer)
         time.sleep(0.5)  # the connection attempt waits for the server
         assert thread.is_alive() and not result, result
-        cancelled_at = time.monotonic()
-        summarizer.cancel()
-        thread.join(10)
-        assert not thread.is_alive(), "the call did not end after cancel()"
-        assert time.monotonic() - cancelled_at < 3
-        [gen] = result
-        assert isinstance(gen, Generation), gen
+        gen = _cancel_and_join(summarizer, thread, result)
         assert gen.finish_reason == "cancelled"
     finally:
         queued.close()

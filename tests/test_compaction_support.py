@@ -161,6 +161,37 @@ def build(store: Store, conversations: dict[str, int]) -> None:
     b.write(store)
 
 
+class TerminalReader:
+    """A pseudo-terminal for a child's standard error (so a progress bar is drawn): give the
+    child `follower`, then call `started()`; `seen` holds what it wrote so far, read by a
+    daemon thread; `close()` once the child has ended."""
+
+    def __init__(self) -> None:
+        import pty
+
+        self.leader, self.follower = pty.openpty()
+        self.seen = bytearray()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        with contextlib.suppress(OSError):  # EIO once the child closed the terminal
+            while chunk := os.read(self.leader, 65536):
+                self.seen.extend(chunk)
+
+    def started(self) -> None:
+        """The child holds the follower end: close ours, so its end is the terminal's end."""
+        os.close(self.follower)
+
+    def close(self) -> None:
+        """Wait for the reader to take what is left, then close the terminal."""
+        self._reader.join(10)
+        os.close(self.leader)
+
+    def text(self) -> str:
+        return bytes(self.seen).decode("utf-8", "replace")
+
+
 def gone(pid: int, seconds: float) -> bool:
     """True once no process `pid` runs, waiting up to `seconds` (a zombie counts as gone)."""
     deadline = time.monotonic() + seconds
