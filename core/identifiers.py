@@ -441,19 +441,69 @@ def _add_candidates(
     allow: frozenset[str],
     candidates: list[tuple[int, int, int, int, str, bool]],
 ) -> bool:
-    """Append the checked matches of `kind` as candidates; True when one is reportable."""
-    neg_priority, kind_id, group = -kind.priority, kind.id, kind.group
-    suppressor = kind.suppressor
+    """Append the checked matches of `kind` as candidates; True when one is reportable.
+
+    The checks of _check_match, with the kind's fields read once per call instead of once
+    per match (see _MatchChecks).
+    """
+    checks = _CHECKS.get(id(kind))
+    if checks is None or checks[0] is not kind:
+        checks = _match_checks(kind)
+    _, group, trim, tests, context, claimed, neg_priority, kind_id, suppressor = checks
     reportable = False
     for match in matches:
-        checked = _check_match(kind, text, *match.span(group), allow)
-        if checked is None:
+        start, end = match.span(group)
+        if start < 0:
             continue
-        start, end, claim_only = checked
-        report = not (claim_only or suppressor)
-        reportable = reportable or report
-        candidates.append((neg_priority, start - end, start, end, kind_id, report))
+        if trim:
+            end = _trim(text, start, end)
+        if end <= start:
+            continue
+        value = text[start:end]
+        if tests:
+            failed = False
+            for test in tests:
+                if not test(value):
+                    failed = True
+                    break
+            if failed:
+                continue
+        if context is not None and not _context_ok(text, start, kind):
+            continue
+        if (claimed and value in claimed) or value in allow or suppressor:
+            candidates.append((neg_priority, start - end, start, end, kind_id, False))
+        else:
+            candidates.append((neg_priority, start - end, start, end, kind_id, True))
+            reportable = True
     return reportable
+
+
+# A kind's checks as _add_candidates reads them: (kind, group, trim, value tests in
+# _check_match's order (composition, then validators), context kind or None, deny | allow,
+# -priority, id, suppressor).
+_MatchChecks = tuple[Kind, Any, bool, tuple[Any, ...], Any, frozenset[str], int, str, bool]
+_CHECKS: dict[int, _MatchChecks] = {}
+
+
+def _match_checks(kind: Kind) -> _MatchChecks:
+    """Build (and keep, by the kind's identity) the checks _add_candidates applies."""
+    tests = tuple(_COMPOSITION[need] for need in kind.require if need in _COMPOSITION)
+    tests += tuple(_VALIDATE[name] for name in kind.validators)
+    checks = (
+        kind,
+        kind.group,
+        bool(kind.trim),
+        tests,
+        kind if kind.context is not None else None,
+        kind.deny | kind.allow,
+        -kind.priority,
+        kind.id,
+        kind.suppressor,
+    )
+    if len(_CHECKS) >= 4096:
+        _CHECKS.clear()  # bounded memory: rule sets built and dropped (load-time tests)
+    _CHECKS[id(kind)] = checks
+    return checks
 
 
 def _extract_selected(
@@ -491,12 +541,19 @@ def _extract_selected(
     complete = True
     try:
         # Identifier kinds first; suppressors only matter where an identifier was found.
-        lowest = 0  # while suppressors run: the lowest priority of a reportable candidate
+        # While suppressors run: the lowest priority of a reportable candidate (kept up to
+        # date as candidates come). A suppressor of lower priority changes nothing: it only
+        # claims spans, and a claim takes effect only against candidates it outranks, whose
+        # priority is at most its own; blocking an unreported candidate only matters where
+        # that one would have blocked a reportable candidate of still lower priority. So only
+        # suppressors of at least this priority run.
+        lowest = 0
+        lowest_reported = 1 << 30
         for runs in (identifier_runs, suppressor_runs):
             if runs is suppressor_runs:
                 if not reportable:
                     break
-                lowest = _lowest_reported(candidates)
+                lowest = lowest_reported
             for index, kind, pattern, min_length, min_digits, simple, claims, tag in runs:
                 if size < min_length or -tag[0] < lowest:
                     continue
@@ -527,13 +584,30 @@ def _extract_selected(
                     # _snap_left, inlined: look-behinds still see what is before.
                     space = text.rfind(" ", 0, start)
                     start = max(space, text.rfind("\n", max(space, 0), start)) + 1
+                # A first search, as in _scan_window: most runs find nothing, and only a hit
+                # pays for the iterator (and, for a checked kind, the call that checks it).
                 if armed and pattern is kind.pattern:  # stdlib translations have no timeout
+                    first = pattern.search(text, start, timeout=budget.engine_timeout())
+                else:
+                    first = pattern.search(text, start)
+                if first is None:
+                    continue
+                resume = first.end()
+                if resume > first.start():
+                    if armed and pattern is kind.pattern:
+                        rest = pattern.finditer(text, resume, timeout=budget.engine_timeout())
+                    else:
+                        rest = pattern.finditer(text, resume)
+                    matches = itertools.chain((first,), rest)
+                elif armed and pattern is kind.pattern:  # an empty match: iterate as before
                     matches = pattern.finditer(text, start, timeout=budget.engine_timeout())
                 else:
                     matches = pattern.finditer(text, start)
                 if not simple:
-                    found = _add_candidates(kind, text, matches, claims, candidates)
-                    reportable = found or reportable
+                    if _add_candidates(kind, text, matches, claims, candidates):
+                        reportable = True
+                        if -tag[0] < lowest_reported:
+                            lowest_reported = -tag[0]
                     continue
                 # No group, trim, composition, validator or context check: the span as found.
                 neg_priority, kind_id, report = tag
@@ -545,24 +619,16 @@ def _extract_selected(
                         candidates.append((neg_priority, start - end, start, end, kind_id, False))
                     else:
                         candidates.append((neg_priority, start - end, start, end, kind_id, report))
-                        reportable = reportable or report
+                        if report:
+                            reportable = True
+                            if -neg_priority < lowest_reported:
+                                lowest_reported = -neg_priority
     except TimeoutError:
         complete = False
         _suppress_after_timeout(plan, rules, text, candidates)
     if not candidates:
         return _NOTHING if complete else Extraction((), False)
     return Extraction(_resolve(text, candidates), complete)
-
-
-def _lowest_reported(candidates: list[tuple[int, int, int, int, str, bool]]) -> int:
-    """The lowest priority of a reportable candidate.
-
-    A suppressor of lower priority changes nothing: it only claims spans, and a claim takes
-    effect only against candidates it outranks, whose priority is at most its own; blocking
-    an unreported candidate only matters where that one would have blocked a reportable
-    candidate of still lower priority. So only suppressors of at least this priority run.
-    """
-    return min(-candidate[0] for candidate in candidates if candidate[5])
 
 
 def _extract_segmented(
@@ -1229,6 +1295,16 @@ def _composition_ok(value: str, require: tuple[str, ...]) -> bool:
     return True
 
 
+# Each composition requirement as one test of the value (_composition_ok's, one at a time).
+_COMPOSITION: dict[str, Any] = {
+    "digit": lambda value: _HAS_ASCII_DIGIT(value) is not None,
+    "letter": lambda value: any(map(str.isalpha, value)),
+    "upper": lambda value: any(map(str.isupper, value)),
+    "lower": lambda value: any(map(str.islower, value)),
+    "hexletter": lambda value: _HAS_HEX_LETTER(value) is not None,
+}
+
+
 def _is_ipv6(value: str) -> bool:
     address = value.split("%", 1)[0]
     # Needs a hex letter, '::' or 7 colons: keeps clock times like 12:30:45 out.
@@ -1268,9 +1344,15 @@ def _is_quoted_token(value: str) -> bool:
 
 def _is_degenerate(value: str) -> bool:
     """All one character, or a straight run like 123456 / ABCDEF: placeholders, not ids."""
-    if len(set(value)) == 1:
-        return True
-    return any(value in seq for seq in _SEQUENCES)
+    # count() of the first character and four `in` tests: no set or generator per value.
+    return (
+        not value  # "" lies in every sequence
+        or value.count(value[0]) == len(value)
+        or value in _SEQUENCES[0]
+        or value in _SEQUENCES[1]
+        or value in _SEQUENCES[2]
+        or value in _SEQUENCES[3]
+    )
 
 
 # Length of an IBAN of each country that has them (the SWIFT IBAN registry, 89 countries).

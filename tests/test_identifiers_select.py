@@ -581,3 +581,55 @@ tests.negative = ["4711"]
 def test_suppressors_below_every_reported_kind_change_nothing(text: str) -> None:
     assert selected(text) == reference(text)
     assert selected(text) == windowed(text)
+
+
+def _checked_by_check_match(kind, text: str, allow: frozenset[str]) -> tuple[list, bool]:
+    """Candidates of every match of `kind`, checked one by one by _check_match (the slow path)."""
+    candidates = []
+    for match in kind.pattern.finditer(text):
+        checked = _check_match(kind, text, *match.span(kind.group), allow)
+        if checked is not None:
+            start, end, claim_only = checked
+            report = not (claim_only or kind.suppressor)
+            candidates.append((-kind.priority, start - end, start, end, kind.id, report))
+    return candidates, any(candidate[5] for candidate in candidates)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(_PIECE_TEXTS, _USER_TEXTS), st.sets(st.sampled_from(_PIECES), max_size=4))
+def test_add_candidates_checks_every_match_as_check_match_does(text: str, allowed: set) -> None:
+    # _add_candidates reads each kind's checks once per call (identifiers._match_checks);
+    # every kind, built-in and from a rule file, with and without a global allowlist.
+    for rules in (default_rules(), user_rules()):
+        for allow in (rules.allowlist, frozenset(allowed) | rules.allowlist):
+            for kind in rules.kinds:
+                candidates: list = []
+                reportable = identifiers._add_candidates(
+                    kind, text, kind.pattern.finditer(text), allow, candidates
+                )
+                assert (candidates, reportable) == _checked_by_check_match(kind, text, allow)
+
+
+def test_add_candidates_follows_a_rule_set_built_again() -> None:
+    # The checks are kept by the kind's identity: a kind built anew (same id, other lists)
+    # gets its own, never the checks of an earlier kind that had its id.
+    text = "ship ACME-123456 and ACME-654321 today"
+    for deny in (["ACME-123456"], ["ACME-654321"], []):
+        rules = build_rules(
+            {
+                "use_default": False,
+                "lists": {"acme_deny": deny},
+                "kinds": [
+                    {
+                        "id": "acme", "tier": "B", "priority": 50, "regex": "ACME-[0-9]{6}",
+                        "deny_list": "acme_deny",
+                        "tests": {"positive": ["ACME-111111"], "negative": ["ACME-1"]},
+                    }
+                ],
+            }
+        )  # fmt: skip
+        kind = rules.kinds[0]
+        candidates: list = []
+        identifiers._add_candidates(kind, text, kind.pattern.finditer(text), frozenset(), candidates)
+        reported = [text[c[2] : c[3]] for c in candidates if c[5]]
+        assert reported == [v for v in ("ACME-123456", "ACME-654321") if v not in deny]
