@@ -57,6 +57,55 @@ _MEMO_LIMIT = 4096
 REACH = 24  # characters; identifiers.WINDOW, the trigger windows' reach
 
 
+# Where a match can begin, for built-in patterns whose gates also hold inside URLs, paths
+# and hashes where the pattern itself never starts (its look-behind refuses a letter, '/' or
+# '.' before it): the look-behind read as one character that must precede the match (or the
+# start of the text), then what every match begins with. Each condition is a superset of
+# the pattern's matches on plain text: a neutral character (scanned as NEUTRAL) is no
+# letter, digit or space, in the patterns as in these classes. Negated classes and \s make
+# them sensitive, so a text that is not plain is never asked (see _sensitive). Keyed by kind
+# id with the sha256 of its pattern's source: a rule file that changes a pattern leaves its
+# kind without one (tests/test_identifiers_select.py checks each still names a built-in).
+_TOKEN_STARTS = {
+    # Two letters, two digits, then two groups of four or 11 characters run together.
+    "iban": (
+        "2f5156141b8ee7db",
+        r"(?:^|[^A-Za-z0-9_\-/.:@#$])[A-Za-z]{2}[0-9]{2}"
+        r"(?:[ ][A-Za-z0-9]{4}[ ][A-Za-z0-9]{4}|[A-Za-z0-9]{11})",
+    ),
+    # Labels of [a-z0-9-] joined by '.', then a known top-level domain.
+    "hostname": (
+        "5911f978b1a04c51",
+        r"(?:^|[^A-Za-z0-9_.@/\\\-])[a-z0-9][a-z0-9.\-]{0,600}\."
+        r"(?:com|org|net|io|dev|ai|app|co|uk|us|de|fr|nl|eu|ca|au|jp|cn|in|local|internal"
+        r"|corp|lan|cloud|gov|edu|example|test)",
+    ),
+    # A first segment and its '/' (after '@' too: `@scope/pkg/x.js`).
+    "path_rel": (
+        "77b7906201b523f2",
+        r"(?:^|[^A-Za-z0-9_.:/~\\+\-])[A-Za-z0-9_+\-][A-Za-z0-9_.@+\-]{0,254}/",
+    ),
+    # A name, dotted parts, then '.' and the extension's first letter.
+    "file_name": (
+        "51234ddc71f3ff1f",
+        r"(?:^|[^A-Za-z0-9_.\-/\\@])[A-Za-z0-9][A-Za-z0-9_.\-]{0,400}\.[a-z]",
+    ),
+    # After white space, a quote, a bracket or one of =:,;*: a lower-case name, '/', more.
+    "branch_name": (
+        "0c6f04b4f12aebef",
+        r"(?:^|[\s\"'`(\[{<=:,;*])[a-z][a-z0-9._\-]{0,60}/[a-z0-9]",
+    ),
+}
+
+
+def _token_start(kind_id: str, source: str) -> str | None:
+    """The _TOKEN_STARTS condition of a kind whose pattern is still the built-in one."""
+    entry = _TOKEN_STARTS.get(kind_id)
+    if entry is None or hashlib.sha256(source.encode()).hexdigest()[:16] != entry[0]:
+        return None
+    return entry[1]
+
+
 def available() -> bool:
     """True when Hyperscan is importable and LEXKEEP_PREFILTER is not 'off' (or 0, false,
     no). Another value than those and on, 1, true, yes is named in a warning and left on."""
@@ -114,6 +163,12 @@ class Selector:
                 if kind.window_keywords:
                     expressions.append((4 * index + 3, _any_of(kind.window_keywords), caseless))
                     ids.append(4 * index + 3)
+            start = _token_start(kind.id, kind.regex)
+            if start is not None:
+                # Where a match of this built-in pattern can begin (see _TOKEN_STARTS).
+                ident = 4 * len(rules.kinds) + 1 + index
+                expressions.append((ident, start.encode(), single))
+                ids.append(ident)
             if (
                 kind.context is not None
                 and kind.context.mode == "require"

@@ -630,6 +630,71 @@ def test_add_candidates_follows_a_rule_set_built_again() -> None:
         )  # fmt: skip
         kind = rules.kinds[0]
         candidates: list = []
-        identifiers._add_candidates(kind, text, kind.pattern.finditer(text), frozenset(), candidates)
+        matches = kind.pattern.finditer(text)
+        identifiers._add_candidates(kind, text, matches, frozenset(), candidates)
         reported = [text[c[2] : c[3]] for c in candidates if c[5]]
         assert reported == [v for v in ("ACME-123456", "ACME-654321") if v not in deny]
+
+
+def test_every_token_start_condition_names_a_built_in_pattern() -> None:
+    # A condition keyed by a pattern the built-ins no longer have would silently do nothing.
+    rules = default_rules()
+    kinds = {kind.id: kind for kind in rules.kinds}
+    for kind_id in prefilter._TOKEN_STARTS:
+        assert prefilter._token_start(kind_id, kinds[kind_id].regex) is not None, kind_id
+    # Any other pattern (a rule file's) gets none.
+    assert prefilter._token_start("iban", kinds["iban"].regex + "x") is None
+
+
+_START_PIECES = [
+    "https://shop.example.com/orders/604110", "/var/log/billing/batch-49814.log",
+    "DE89 3704 0044 0532 0131 00", "GB82WEST12345698765432", "de89370400440532013100",
+    "3add6527a4946d15b17dd255f4c18226aed23b0f", "feature/new-renderer", "src/a/b.py",
+    "@scope/pkg/index.js", "a/b", "x.io", "db.internal:5432", "report_2024.pdf", "a.b.c.tar.gz",
+    "~/notes.md", "./run.sh", "C:\\x\\y.txt", "(src/a.py)", "'fix/bug-1'", "=feat/x_y",
+    "user@host.com", "1.2.3", "--", "..", "#", "$", "\u201c", "\u2014", "\u00e9", "\u00a0",
+]  # fmt: skip
+_START_TEXTS = st.lists(
+    st.tuples(
+        st.sampled_from(_START_PIECES + _PIECES), st.sampled_from([*_GLUE, "@", "=", "~", "$"])
+    ).map("".join),
+    max_size=10,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_START_TEXTS)
+def test_a_token_start_condition_holds_wherever_its_kind_matches(text: str) -> None:
+    # Each condition is a superset of its pattern on plain text (stdlib re reads it as
+    # Hyperscan does there); texts that are not plain never ask it.
+    import re
+
+    rules = default_rules()
+    plain = text.isascii() and prefilter._PLAIN(text) is not None
+    for kind in rules.kinds:
+        condition = prefilter._token_start(kind.id, kind.regex)
+        if condition is None or not plain:
+            continue
+        if kind.pattern.search(text) is not None:
+            assert re.search(condition, text) is not None, (kind.id, text)
+
+
+@needs_selector
+@settings(max_examples=300, deadline=None)
+@given(_START_TEXTS)
+def test_selected_with_token_starts_equals_reference(text: str) -> None:
+    assert selected(text, wide_rules()) == reference(text, wide_rules())
+
+
+@needs_selector
+def test_gates_inside_urls_and_absolute_paths_do_not_select_kinds_that_cannot_start_there() -> None:
+    rules = default_rules()
+    kinds = [kind.id for kind in rules.kinds]
+    text = (
+        "could you verify https://shop.example.com/orders/604110 and the log at "
+        "/var/log/billing/batch-49814.log for commit 3add6527a4946d15b17dd255f4c18226aed23b0f"
+    )
+    chosen = {kinds[i] for i in prefilter.selector(rules).select(text)}
+    assert chosen.isdisjoint({"iban", "hostname", "path_rel", "file_name", "branch_name"})
+    assert {"url", "path_posix", "hex"} <= chosen
+    assert selected(text) == reference(text)
