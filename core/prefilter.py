@@ -3,11 +3,12 @@
 Asking each kind in turn whether a text holds its keywords and its gate costs a few Python
 calls per kind per text, which on short chat messages costs more than the patterns do. When
 the optional Hyperscan engine is installed, every kind's necessary conditions (its gate, else
-its keywords, window keywords and "has an ASCII digit"; and a required context word) are
-compiled once into one database. One scan of a text reports all of them, and only the kinds
-whose conditions all hold run their `regex` pattern. The conditions are the ones the
-ordinary path checks (the rule loader verifies them against every positive example), so the
-spans found are exactly the same.
+its keywords, window keywords and "has an ASCII digit"; a required context word; and, for
+some built-in patterns, where a match can begin: _TOKEN_STARTS) are compiled once into one
+database. One scan of a text reports all of them, and only the kinds whose conditions all
+hold run their `regex` pattern. The conditions are the ones the ordinary path checks (the
+rule loader verifies them against every positive example), or hold wherever the pattern
+matches, so the spans found are exactly the same.
 
 Plain ASCII text is scanned as it is. Any other text is scanned with each non-ASCII
 character read as '?' (one byte per character, so offsets stay character offsets), and the
@@ -95,6 +96,23 @@ _TOKEN_STARTS = {
         "0c6f04b4f12aebef",
         r"(?:^|[\s\"'`(\[{<=:,;*])[a-z][a-z0-9._\-]{0,60}/[a-z0-9]",
     ),
+    # After white space, a quote, a bracket or one of =:,;*: '~', '.' or '..', then '/' and
+    # the first character of a segment.
+    "path_posix": (
+        "2a491122f1d73419",
+        r"(?:^|[\s\"'`(\[{<=:,;*])(?:~|\.{1,2})?/[A-Za-z0-9_.@+\-\[(]",
+    ),
+    # The rest: the characters that may precede the match, then how every match begins.
+    "hex": ("19388d469e807a23", r"(?:^|[^A-Za-z0-9_\-])(?:[0-9a-f]{7}|[0-9A-F]{7})"),
+    "digit_run": ("a2c40610464f8348", r"(?:^|[^A-Za-z0-9_.,$\-/:\\])[0-9]{6}"),
+    "kebab_id": ("f662afda72e3914e", r"(?:^|[^A-Za-z0-9_\-./\\])[a-z][a-z0-9]{0,39}-[a-z0-9]"),
+    "date_iso": ("de226cfc93cd6602", r"(?:^|[^A-Za-z0-9_\-/.])[0-9]{4}-(?:0[1-9]|1[0-2])"),
+    "dashed_number": ("684c95e7b39d6f12", r"(?:^|[^A-Za-z0-9_\-./\\:#@+$])[0-9]{1,20}-[0-9]"),
+    "ipv4": (
+        "2f74a88772f2f86c",
+        r"(?:^|[^A-Za-z0-9_.:\-])[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]",
+    ),
+    "prefixed_token": ("c6a263da653e0473", r"(?:^|[^A-Za-z0-9_\-])[a-z]{2,12}[_\-][A-Za-z0-9]{8}"),
 }
 
 

@@ -936,8 +936,9 @@ def _only(kinds: set[str], timeout_ms: int) -> RuleSet:
     ("text", "expected"),
     [
         # Few candidates: the suppressors still run around them, and the number no suppressor
-        # claims is reported.
-        ("we have 1000000 users now, order 7391846 shipped. " + "x1234567 " * 60_000, ["7391846"]),
+        # claims is reported. The filler costs the budget: digit_run may start at each of its
+        # words (after a space) and never matches one.
+        ("we have 1000000 users now, order 7391846 shipped. " + "1234567x " * 60_000, ["7391846"]),
         # Candidates all through the text: the suppressors cannot cover them all in the
         # budget, and what they did not cover is not reported.
         ("we have 1000000 users now, " * 20_000, []),

@@ -653,6 +653,9 @@ _START_PIECES = [
     "@scope/pkg/index.js", "a/b", "x.io", "db.internal:5432", "report_2024.pdf", "a.b.c.tar.gz",
     "~/notes.md", "./run.sh", "C:\\x\\y.txt", "(src/a.py)", "'fix/bug-1'", "=feat/x_y",
     "user@host.com", "1.2.3", "--", "..", "#", "$", "\u201c", "\u2014", "\u00e9", "\u00a0",
+    "INV-2026-01-47416", "#W6359560", "v1.2.3.4", "10.0.0.1/24", "PROJ-12", "UTC-5", "\u20ac",
+    "sk_live_abcdef12", "4111-1111-1111-1111", "755715227", "a-b-c", "~/x", "../y", "/(z)",
+    "/[id]/page.tsx", "2025-08-14", "1234-5678-9012", "0xdeadbeef1", "ABCDEF0123", "x9-y",
 ]  # fmt: skip
 _START_TEXTS = st.lists(
     st.tuples(
