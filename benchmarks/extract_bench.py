@@ -3,20 +3,26 @@
     python benchmarks/extract_bench.py prepare                  # write the text corpora (once)
     python benchmarks/extract_bench.py run --passes 3           # CPU seconds a pass, digest
     python benchmarks/extract_bench.py ab OTHER_PYTHON --rounds 5   # interleaved A/B
+    python benchmarks/extract_bench.py inproc OTHER_CHECKOUT dump256  # A/B in one process
 
 The corpora are the user texts the audit and ingest extract: every user message of the
-generated dumps (`--dumps`, lexkeep JSONL, read with orjson and never written to), and
+generated dumps (DUMPS, lexkeep JSONL, read with orjson and never written to), and
 every message text of the shared traces (all formats, read with lexkeep's own readers; the
 real user texts, and as a wider net the other messages, cut to 4,000 characters). They are
-cached as JSON under `--cache` (trace text stays out of the repository).
+cached as JSON under `--cache` (default $LEXKEEP_BENCH_CACHE, else
+/tmp/lexkeep-extract-bench: trace text stays out of the repository).
 
 `run` feeds each corpus to `extract_many()` in batches of `core.sidecar.BATCH_MESSAGES`, as
 the extraction workers do, and reports the CPU time of each pass (`time.process_time`) and
 a digest of the full output (every identifier's kind, value and span, and each text's
-completeness flag). The first pass also builds what extraction caches; the medians use
+completeness flag) from an untimed pass under a 10 s budget, so that it does not depend on
+the machine's load. The first pass also builds what extraction caches; the medians use
 every pass. `ab` runs `run` alternately under this interpreter and OTHER_PYTHON (another
 checkout's virtual environment, say), one process per round, and prints the medians of
-both and whether the digests agree.
+both and whether the digests agree. `inproc` loads the other checkout's
+core/identifiers.py and core/prefilter.py beside this one's and alternates the two batch by
+batch in one process: on a busy machine the only comparison whose ratio holds still.
+Benchmarks of the whole commands stay in run.py.
 """
 
 from __future__ import annotations
