@@ -33,7 +33,7 @@ import orjson
 if TYPE_CHECKING:
     import duckdb
 
-from lexkeep.audit.fastload import LineCheck, fast_load
+from lexkeep.audit.fastload import LineCheck, fast_load, renumber_lines
 from lexkeep.audit.report import (
     AuditReport,
     ConversationResult,
@@ -400,15 +400,24 @@ def run_audit(
         if fast and len(files) == 1 and input_format is None:
             with Store.open(None, memory_limit=AUDIT_MEMORY_LIMIT) as store:
                 phase("loading the file (DuckDB)")
-                if fast_load(
+                loaded = fast_load(
                     store, files[0][0], loaded_rules, on_phase=phase, on_progress=on_progress
-                ):
+                )
+                if loaded:
                     phase("auditing identifiers")
                     with LineCheck(files[0][0]) as check:
                         report = audit_store(store, settings, inputs=tuple(paths), of_files=True)
                         if not check.passed():
                             # A line the reader reads otherwise: the normal ingest decides.
                             report = None
+                        elif loaded.by_content and check.empty_lines():
+                            # Rows were numbered among non-empty lines: number them as the
+                            # file's lines, and audit again (rare: the check ends after the
+                            # audit, and most files have no empty line).
+                            renumber_lines(store, check.empty_lines())
+                            report = audit_store(
+                                store, settings, inputs=tuple(paths), of_files=True
+                            )
         if report is None:
             phase("reading traces")
             with Store.open(None, memory_limit=AUDIT_MEMORY_LIMIT) as store:
