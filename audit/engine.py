@@ -414,6 +414,7 @@ def run_audit(
                             # Rows were numbered among non-empty lines: number them as the
                             # file's lines, and audit again (rare: the check ends after the
                             # audit, and most files have no empty line).
+                            report = None  # its findings go before the second audit's come
                             renumber_lines(store, check.empty_lines())
                             report = audit_store(
                                 store, settings, inputs=tuple(paths), of_files=True
