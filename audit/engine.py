@@ -33,7 +33,7 @@ import orjson
 if TYPE_CHECKING:
     import duckdb
 
-from lexkeep.audit.fastload import LineCheck, fast_load
+from lexkeep.audit.fastload import LineCheck, fast_load, renumber_lines
 from lexkeep.audit.report import (
     AuditReport,
     ConversationResult,
@@ -182,9 +182,11 @@ FROM ids ASOF JOIN boundaries b
 """
 )
 
-# Candidate calls of each identifier (after or before its boundary) in position order, up to
-# and including the first one that surely keeps it (`sure`, see _SURE_CALL): Python decodes
-# only the calls before that one. Arguments are sent only for the calls Python must decode.
+# Candidate calls of each identifier, after its boundary and before it (`after`), in position
+# order, up to and including the first one on each side that surely keeps it (`sure`, see
+# _SURE_CALL): Python decodes only the calls before that one. Arguments are sent only for the
+# calls Python must decode. One query for both sides: the join and the substring tests run once
+# (two queries, one per side, cost about a tenth more).
 # JSON arguments with \\u or \\/ escapes as DuckDB writes them back (escapes of plain
 # characters decoded), else NULL: a writer that escapes '&' (Go), every non-ASCII character
 # (Python) or '/' (PHP, some Java encoders) hides the value from the raw text.
@@ -196,7 +198,8 @@ _FIRST_SQL = (
     """
 WITH hits AS (
     SELECT a.rid, a.value, a.sure_value, t.call_id, t.name, t.arguments_raw, t.arguments_kind,
-           t.source_file, t.source_line, t.position, instr(t.arguments_raw, a.value) AS p
+           t.source_file, t.source_line, t.position, instr(t.arguments_raw, a.value) AS p,
+           t.position > a.bpos AS after
     FROM (SELECT * FROM lexkeep_audit_ids WHERE rid >= $lo AND rid < $hi) a
     JOIN (
         SELECT *, """
@@ -205,7 +208,7 @@ WITH hits AS (
         WHERE conversation_id BETWEEN
             (SELECT conversation_id FROM lexkeep_audit_ids WHERE rid = $lo)
             AND (SELECT conversation_id FROM lexkeep_audit_ids WHERE rid = $hi - 1)
-    ) t ON t.conversation_id = a.conversation_id AND t.position {op} a.bpos
+    ) t ON t.conversation_id = a.conversation_id AND t.position <> a.bpos
     WHERE (contains(t.arguments_raw, a.value) OR contains(t.arguments_raw, a.value_json)
            OR contains(t.arguments_raw, a.value_ascii) OR contains(t.unescaped, a.value_json))
 ),
@@ -214,10 +217,10 @@ judged AS (
     + _SURE_CALL
     + """, false) AS sure FROM hits
 )
-SELECT rid, call_id, name, CASE WHEN sure THEN NULL ELSE arguments_raw END, arguments_kind,
-       source_file, source_line, sure
+SELECT rid, after, call_id, name, CASE WHEN sure THEN NULL ELSE arguments_raw END,
+       arguments_kind, source_file, source_line, sure
 FROM judged
-QUALIFY coalesce(sum(sure::INTEGER) OVER (PARTITION BY rid ORDER BY position
+QUALIFY coalesce(sum(sure::INTEGER) OVER (PARTITION BY rid, after ORDER BY position
                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) = 0
 ORDER BY rid, position
 """
@@ -397,15 +400,25 @@ def run_audit(
         if fast and len(files) == 1 and input_format is None:
             with Store.open(None, memory_limit=AUDIT_MEMORY_LIMIT) as store:
                 phase("loading the file (DuckDB)")
-                if fast_load(
+                loaded = fast_load(
                     store, files[0][0], loaded_rules, on_phase=phase, on_progress=on_progress
-                ):
+                )
+                if loaded:
                     phase("auditing identifiers")
                     with LineCheck(files[0][0]) as check:
                         report = audit_store(store, settings, inputs=tuple(paths), of_files=True)
                         if not check.passed():
                             # A line the reader reads otherwise: the normal ingest decides.
                             report = None
+                        elif loaded.by_content and check.empty_lines():
+                            # Rows were numbered among non-empty lines: number them as the
+                            # file's lines, and audit again (rare: the check ends after the
+                            # audit, and most files have no empty line).
+                            report = None  # its findings go before the second audit's come
+                            renumber_lines(store, check.empty_lines())
+                            report = audit_store(
+                                store, settings, inputs=tuple(paths), of_files=True
+                            )
         if report is None:
             phase("reading traces")
             with Store.open(None, memory_limit=AUDIT_MEMORY_LIMIT) as store:
@@ -806,9 +819,8 @@ def _audit_batch(store: Store, lo: int, hi: int, shown: Mapping[str, str]) -> li
     """The findings of identifiers lo <= rid < hi, flat (each identifier is judged on its
     own); `shown` maps a stored source file to the name the report gives it."""
     batch = _Batch(lo, _audit_rows(store, lo, hi))
-    kept = _first_kept(store, ">", batch)
+    kept, before = _first_kept(store, batch)
     near = _near_misses(store, batch, [r[0] for r in batch.rows if r[0] not in kept])
-    before = _first_kept(store, "<", batch)
     return _findings(batch.rows, kept, near, before, _boundary_texts(store, lo, hi), shown)
 
 
@@ -1008,15 +1020,18 @@ def _stream(result: Any, size: int = 4096) -> Iterator[tuple]:
         yield from rows
 
 
-def _first_kept(store: Store, op: str, batch: _Batch) -> dict[int, _Call]:
-    """rid -> the first call (after: op '>', before: op '<') that keeps the value verbatim."""
-    found: dict[int, _Call] = {}
+def _first_kept(store: Store, batch: _Batch) -> tuple[dict[int, _Call], dict[int, _Call]]:
+    """rid -> the first call after the boundary that keeps the value verbatim, and rid -> the
+    first such call before it."""
+    after: dict[int, _Call] = {}
+    before: dict[int, _Call] = {}
     leaves: dict[str, list[str]] = {}  # one decode per call, shared by identifiers
     keys: dict[str, list[str]] = {}  # the same for object keys, decoded when first asked
     conversation = None
-    for rid, call_id, name, raw, kind, file, line, sure in _stream(
-        store.con.execute(_FIRST_SQL.replace("{op}", op), {"lo": batch.lo, "hi": batch.hi})
+    for rid, is_after, call_id, name, raw, kind, file, line, sure in _stream(
+        store.con.execute(_FIRST_SQL, {"lo": batch.lo, "hi": batch.hi})
     ):
+        found = after if is_after else before
         if rid in found:
             continue
         if not sure:  # SQL could not tell: decode and check, as the definition says
@@ -1038,7 +1053,7 @@ def _first_kept(store: Store, op: str, batch: _Batch) -> dict[int, _Call]:
                 if not any(is_kept(value, name) for name in names):
                     continue
         found[rid] = (call_id, name, file, line)
-    return found
+    return after, before
 
 
 def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tuple[NearMiss, _Call]]:

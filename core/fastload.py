@@ -233,7 +233,9 @@ FROM (
 # Operators of a staging plan that keep the file's order (docs: "order preservation"): the
 # scan, projections, filters, and the order-keeping sink. Any other (a join, an aggregate, a
 # window) may reorder rows, and so renumber lines.
-_ORDER_KEEPING = frozenset({"READ_CSV", "PROJECTION", "FILTER", "BATCH_CREATE_TABLE_AS"})
+_ORDER_KEEPING = frozenset(
+    {"READ_CSV", "READ_JSON", "PROJECTION", "FILTER", "BATCH_CREATE_TABLE_AS"}
+)
 
 
 def keeps_file_order(con: duckdb.DuckDBPyConnection, create: str, path: str) -> bool:

@@ -649,3 +649,29 @@ def test_a_key_before_the_boundary_counts_as_used_before(store):
     t.save()
     finding = run(store).findings[0]
     assert (finding.verdict.value, finding.used_before) == ("missing", True)
+
+
+def test_calls_before_the_boundary_do_not_hide_those_after_it(store):
+    """The first kept call after the boundary and the first one before it (used_before) come
+    from one search: a call before the boundary that keeps the value verbatim must not end the
+    search after it, and the other way round."""
+    t = Timeline(store)
+    t.user("m1", ("code", "ORD_88412"), ("code", "ORD_55555"))
+    t.call("k0", {"order": "ORD_88412"})
+    t.boundary("b1")
+    t.call("k1", {"order": "ORD_55555"})
+    t.call("k2", {"order": "ORD_88412"})
+    t.boundary("b2")
+    t.user("m2", ("code", "ORD_77777"))
+    t.call("k3", {"order": "ORD_77777"})
+    t.boundary("b3")
+    t.call("k4", {"order": "ORD_77777"})
+    t.save()
+    report = run(store)
+    assert verdicts(report) == {"ORD_88412": "kept", "ORD_55555": "kept", "ORD_77777": "kept"}
+    found = {f.value: (f.evidence.call_id, f.used_before) for f in report.findings}
+    assert found == {
+        "ORD_88412": ("k2", True),
+        "ORD_55555": ("k1", False),
+        "ORD_77777": ("k4", True),
+    }
