@@ -1099,7 +1099,10 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
     )
     for call_id, name, raw, kind, file, line, call_rids in _stream(result):
         leaves = decode_arguments(raw, kind)
-        tokens = _leaf_tokens(leaves, forms)
+        # Each distinct token once, in the order of its first occurrence: a repeat cannot be a
+        # nearer miss than the token's first occurrence (the first of the nearest wins), and a
+        # long argument (a file written whole) repeats the same few words a million times.
+        tokens = list(dict.fromkeys(_leaf_tokens(leaves, forms)))
         if not tokens:
             continue
         runs: _GroupedLeaves | None = _GroupedLeaves(leaves)

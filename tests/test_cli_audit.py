@@ -1182,6 +1182,40 @@ def test_a_tool_call_with_megabytes_of_arguments_is_audited(cli, tmp_path):
     assert findings(result.stdout) == {"ORD-11111": "kept", "ORD-22222": "missing"}
 
 
+def test_a_word_repeated_through_a_long_argument_is_weighed_once_per_missing_value(cli, tmp_path):
+    """The near-miss search weighed every word of a call's arguments against each missing
+    value, repeats included: a 2 MB file body of a few words took half a second of CPU per
+    missing value (a minute for a hundred). A repeated word cannot be a nearer miss than its
+    first occurrence, so each distinct word is weighed once."""
+    import time
+
+    wanted = [f"ORD-{n}" for n in range(20001, 20031)]
+    user = "Check ORD-11111, INV-2025-08-44719, " + ", ".join(wanted)
+    near = "INV-2025-08-4471"  # a truncation, after the repeats: still found
+    body = "lorem ipsum " * 200_000 + near
+    records = [
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user", "text": user},
+        {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "s"},
+        {
+            "type": "tool_call",
+            "id": "t1",
+            "conversation_id": "c1",
+            "name": "write",
+            "arguments": json.dumps({"order": "ORD-11111", "body": body}),
+        },
+    ]
+    trace = tmp_path / "big.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    started = time.process_time()
+    result = ok(cli("audit", trace, "--format", "json"), 1)
+    spent = time.process_time() - started
+    verdicts = findings(result.stdout)
+    assert verdicts == {"ORD-11111": "kept", "INV-2025-08-44719": "altered"} | {
+        value: "missing" for value in wanted
+    }
+    assert spent < 6, f"{spent:.1f} s of CPU"  # 15 s when every repeat was weighed
+
+
 def _exit_with_reader_gone(args: list[object], cwd: Path) -> tuple[int, str]:
     """(exit code, stderr) of `lexkeep ARGS` whose stdout reader is gone before it writes (a
     `| head` that stopped reading): every write to stdout fails with a broken pipe."""
