@@ -1182,13 +1182,11 @@ def test_a_tool_call_with_megabytes_of_arguments_is_audited(cli, tmp_path):
     assert findings(result.stdout) == {"ORD-11111": "kept", "ORD-22222": "missing"}
 
 
-def test_a_word_repeated_through_a_long_argument_is_weighed_once_per_missing_value(cli, tmp_path):
-    """The near-miss search weighed every word of a call's arguments against each missing
-    value, repeats included: a 2 MB file body of a few words took half a second of CPU per
-    missing value (a minute for a hundred). A repeated word cannot be a nearer miss than its
-    first occurrence, so each distinct word is weighed once."""
-    import time
-
+def test_a_word_repeated_through_a_long_argument_leaves_the_near_misses_unchanged(cli, tmp_path):
+    """The near-miss search weighs each distinct word of a call's arguments once (a 2 MB file
+    body of a few words took half a second of CPU per missing value when every repeat was
+    weighed): a near miss that comes after a million repeats is still found, and each missing
+    value is still reported. The speed itself is a benchmark's business, not this test's."""
     wanted = [f"ORD-{n}" for n in range(20001, 20031)]
     user = "Check ORD-11111, INV-2025-08-44719, " + ", ".join(wanted)
     near = "INV-2025-08-4471"  # a truncation, after the repeats: still found
@@ -1206,14 +1204,16 @@ def test_a_word_repeated_through_a_long_argument_is_weighed_once_per_missing_val
     ]
     trace = tmp_path / "big.jsonl"
     trace.write_text("".join(json.dumps(r) + "\n" for r in records))
-    started = time.process_time()
     result = ok(cli("audit", trace, "--format", "json"), 1)
-    spent = time.process_time() - started
     verdicts = findings(result.stdout)
     assert verdicts == {"ORD-11111": "kept", "INV-2025-08-44719": "altered"} | {
         value: "missing" for value in wanted
     }
-    assert spent < 6, f"{spent:.1f} s of CPU"  # 15 s when every repeat was weighed
+    report = json.loads(result.stdout)
+    altered = [f for f in report["findings"] if f["verdict"] == "altered"]
+    assert [(f["evidence"]["found"], f["evidence"]["difference"]) for f in altered] == [
+        (near, "truncated")
+    ]
 
 
 def _exit_with_reader_gone(args: list[object], cwd: Path) -> tuple[int, str]:
