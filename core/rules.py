@@ -319,7 +319,8 @@ _CHECKED: dict[bytes, Kind] = {}
 
 
 def _checked_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | None) -> Kind:
-    deny = lists.get(raw.get("deny_list") or "", [])
+    name = raw.get("deny_list")
+    deny = lists.get(name, []) if isinstance(name, str) else []  # anything else: refused below
     key = orjson.dumps([raw, deny], option=orjson.OPT_SORT_KEYS)
     kind = _CHECKED.get(key)
     if kind is None:
@@ -375,6 +376,13 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | N
             raise fail(f"unknown validator {name!r} (known: {', '.join(VALIDATORS)})")
     deny: frozenset[str] = frozenset()
     if raw.get("deny_list"):
+        if not isinstance(raw["deny_list"], str):
+            raise fail(
+                "deny_list must name a list of [lists] (a string), not a "
+                + ("list" if isinstance(raw["deny_list"], list) else "value of another type"),
+                hint='put the values in [lists], e.g. my_words = ["A", "B"], and write '
+                'deny_list = "my_words"',
+            )
         if raw["deny_list"] not in lists:
             raise fail(f"deny_list names an unknown list {raw['deny_list']!r}")
         deny = frozenset(lists[raw["deny_list"]])

@@ -240,6 +240,15 @@ def test_a_deny_listed_example_value_still_fails_the_examples(tmp_path: Path) ->
     )
 
 
+def test_a_deny_list_given_as_values_is_refused_with_the_kind_named(tmp_path: Path) -> None:
+    # deny_list names a [lists] entry; a list of values written in its place crashed the
+    # loader with "unhashable type: 'list'" instead of naming the file and the kind.
+    body = ACME.replace('keywords = ["acme-"]', 'keywords = ["acme-"]\ndeny_list = ["ACME-1"]')
+    assert refusal(tmp_path, body) == (
+        "FILE: kind 'acme_invoice': deny_list must name a list of [lists] (a string), not a list"
+    )
+
+
 def test_scoped_ignore_case_is_allowed() -> None:
     body = {
         "kinds": [
