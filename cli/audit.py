@@ -5,7 +5,7 @@ import functools
 import os
 import sys
 import warnings
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,10 +18,15 @@ from lexkeep.cli.common import (
     reader_gone,
     refuse_output_over_inputs,
     refuse_unwritable_output,
+    remove_earlier_report,
+    say_no_report,
 )
 from lexkeep.core.controls import visible
 from lexkeep.core.errors import LexkeepError, SettingsWarning, doing
 from lexkeep.core.formats import format_names
+
+if TYPE_CHECKING:
+    from lexkeep.audit.report import AuditReport
 
 
 def _requested_format(fmt: str | None) -> str | None:
@@ -56,6 +61,78 @@ def _annotate_error(exc: Exception) -> None:
     with contextlib.suppress(OSError, ValueError):  # stdout itself may be what failed
         sys.stdout.write(line)
         sys.stdout.flush()
+
+
+def _run_and_write(
+    *,
+    paths: list[str] | None,
+    db: str | None,
+    rules: str | None,
+    skip_invalid: bool,
+    input_format: str | None,
+    fmt: str | None,
+    flags: dict[str, object],
+    output: str | None,
+    mode: int | None,
+) -> "AuditReport":
+    """Run the audit and write its report to `output` (stdout for None or `-`); `mode`: the
+    permission bits of the earlier report removed from `output`. Returns the report."""
+    from lexkeep.audit.engine import audit_command  # keeps `lexkeep --help` fast
+    from lexkeep.audit.render import render
+    from lexkeep.core.ingest import input_size
+
+    try:
+        if paths and "-" in paths:
+            note_terminal_stdin()
+        # The total opens every file: found only when a bar is shown.
+        total = functools.partial(input_size, paths) if paths else None
+        with (
+            doing("auditing the traces" if paths else "auditing the store"),
+            progress("reading traces", total) as advance,
+        ):
+            report, settings = audit_command(
+                paths=paths or (),
+                db=db,
+                rules=rules,
+                skip_invalid=skip_invalid,
+                input_format=input_format,
+                flags=flags,
+                on_progress=advance,
+                on_phase=lambda text: advance(0, description=text),
+                output=output,
+            )
+    except Exception as err:  # exit 2 (handle_errors); a GitHub job must see it too
+        if _requested_format(fmt) == "github":
+            _annotate_error(err)
+        raise
+    if settings.redact:
+        from lexkeep.audit.report import redact_key_is_default
+
+        if redact_key_is_default():
+            warnings.warn(
+                "--redact hashed with the public default key (LEXKEEP_REDACT_KEY is not"
+                " set): short identifiers can be recovered by hashing guesses; set"
+                " LEXKEEP_REDACT_KEY to a secret",
+                SettingsWarning,
+                stacklevel=1,
+            )
+    try:
+        with output_stream(output, mode) as stream:
+            color = settings.format == "table" and output in (None, "-") and is_terminal(stream)
+            render(report, settings.format, stream, color=color)
+            stream.flush()
+    except BrokenPipeError:
+        raise reader_gone(report.exit_code) from None
+    except Exception as err:  # e.g. -o names a file that cannot be written
+        if settings.format == "github":
+            _annotate_error(err)
+        raise
+    if output not in (None, "-"):
+        # The report is in the file: the log (a CI job's) still says how the gate went.
+        from lexkeep.audit.render import verdict_line
+
+        sys.stderr.write(visible(f"Wrote {output}: {verdict_line(report)}") + "\n")
+    return report
 
 
 def register(app: typer.Typer) -> None:
@@ -157,10 +234,6 @@ def register(app: typer.Typer) -> None:
 
         Example: lexkeep audit sample_traces/ --format github
         """
-        from lexkeep.audit.engine import audit_command  # keeps `lexkeep --help` fast
-        from lexkeep.audit.render import render
-        from lexkeep.core.ingest import input_size
-
         flags = {
             "min_ratio": min_ratio,
             # Each --fail-on adds its verdicts (a repeated flag is not the last one alone).
@@ -172,54 +245,27 @@ def register(app: typer.Typer) -> None:
         try:
             refuse_output_over_inputs(output, paths or (), db)
             refuse_unwritable_output(output)  # not after a long audit
-            if paths and "-" in paths:
-                note_terminal_stdin()
-            # The total opens every file: found only when a bar is shown.
-            total = functools.partial(input_size, paths) if paths else None
-            with (
-                doing("auditing the traces" if paths else "auditing the store"),
-                progress("reading traces", total) as advance,
-            ):
-                report, settings = audit_command(
-                    paths=paths or (),
-                    db=db,
-                    rules=rules,
-                    skip_invalid=skip_invalid,
-                    input_format=input_format,
-                    flags=flags,
-                    on_progress=advance,
-                    on_phase=lambda text: advance(0, description=text),
-                    output=output,
-                )
+            # Whatever happens next, FILE never holds an earlier run's gate: a run that fails
+            # (or is stopped) leaves no report there, one that succeeds writes its own.
+            replaced_mode = remove_earlier_report(output)
         except Exception as err:  # exit 2 (handle_errors); a GitHub job must see it too
             if _requested_format(fmt) == "github":
                 _annotate_error(err)
             raise
-        if settings.redact:
-            from lexkeep.audit.report import redact_key_is_default
-
-            if redact_key_is_default():
-                warnings.warn(
-                    "--redact hashed with the public default key (LEXKEEP_REDACT_KEY is not"
-                    " set): short identifiers can be recovered by hashing guesses; set"
-                    " LEXKEEP_REDACT_KEY to a secret",
-                    SettingsWarning,
-                    stacklevel=1,
-                )
         try:
-            with output_stream(output) as stream:
-                color = settings.format == "table" and output in (None, "-") and is_terminal(stream)
-                render(report, settings.format, stream, color=color)
-                stream.flush()
-        except BrokenPipeError:
-            raise reader_gone(report.exit_code) from None
-        except Exception as err:  # e.g. -o names a file that cannot be written
-            if settings.format == "github":
-                _annotate_error(err)
+            report = _run_and_write(
+                paths=paths,
+                db=db,
+                rules=rules,
+                skip_invalid=skip_invalid,
+                input_format=input_format,
+                fmt=fmt,
+                flags=flags,
+                output=output,
+                mode=replaced_mode,
+            )
+        except BaseException:  # an error, Ctrl-C or SIGTERM: the earlier report is gone
+            if replaced_mode is not None:
+                say_no_report(output)  # type: ignore[arg-type]  # a file, when one was removed
             raise
-        if output not in (None, "-"):
-            # The report is in the file: the log (a CI job's) still says how the gate went.
-            from lexkeep.audit.render import verdict_line
-
-            sys.stderr.write(visible(f"Wrote {output}: {verdict_line(report)}") + "\n")
         raise typer.Exit(report.exit_code)
