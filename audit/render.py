@@ -618,7 +618,12 @@ def render_github(report: AuditReport, stream: TextIO, color: bool = False) -> N
 
 
 def github_error_line(
-    message: str, *, path: str | None = None, line: int | None = None, col: int | None = None
+    message: str,
+    *,
+    path: str | None = None,
+    line: int | None = None,
+    col: int | None = None,
+    title: str = "lexkeep audit could not run",
 ) -> str:
     """One `::error` workflow command for an audit that could not run (exit 2), naming the
     file (and line, column) when the error has one, escaped as the annotations above are."""
@@ -629,7 +634,7 @@ def github_error_line(
             props.append(f"line={line}")
             if col is not None:
                 props.append(f"col={col}")
-    props.append(f"title={_gh_prop('lexkeep audit could not run')}")
+    props.append(f"title={_gh_prop(title)}")
     return f"::error {','.join(props)}::{_gh_data(message)}\n"
 
 

@@ -5,6 +5,7 @@ import functools
 import os
 import sys
 import warnings
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -42,6 +43,50 @@ def _requested_format(fmt: str | None) -> str | None:
         # Another setting failed (LEXKEEP_MIN_RATIO=98%): the variable naming the format,
         # read alone, still says whether the job wants its annotation.
         return os.environ.get("LEXKEEP_FORMAT", "").strip().lower() or None
+
+
+def _format_flag(args: list[str]) -> str | None:
+    """The value of the last `--format`/`-f` in the command line `args` (`--format X`,
+    `--format=X`, `-f X`, `-fX`), None when there is none: read from the raw words, since a
+    command line that cannot be parsed has no parsed options."""
+    found = None
+    words = iter(args)
+    for word in words:
+        if word == "--":
+            break
+        if word in ("--format", "-f"):
+            found = next(words, None)
+        elif word.startswith("--format="):
+            found = word.partition("=")[2]
+        elif word.startswith("-f") and not word.startswith("--"):
+            found = word[2:]
+    return found
+
+
+def annotate_usage_error(err: Exception, args: list[str], commands: Collection[str]) -> None:
+    """An `::error` annotation on stdout for a command line that cannot be parsed (`err`, a
+    usage error; `args`, the words after `lexkeep`), when it is the audit's (or names no
+    known command) and asks for the github format by flag, LEXKEEP_FORMAT or settings file:
+    the job's annotations then say why nothing ran. Other commands have no github format."""
+    if type(err).__name__ == "NoArgsIsHelpError":
+        return  # `lexkeep` alone: its help, asked for in effect
+    command = next((word for word in args if not word.startswith("-")), None)
+    if command in commands and command != "audit":
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the settings file's own warnings are the audit's
+        fmt = _requested_format(_format_flag(args))
+    if fmt != "github":
+        return
+    from lexkeep.audit.render import github_error_line
+
+    # As the console script is named (not `python -m …`), so the title is the same everywhere.
+    path = "lexkeep audit" if command == "audit" else "lexkeep"
+    message = f"{err.format_message()} (hint: try '{path} -h' for help)"  # type: ignore[attr-defined]
+    line = github_error_line(message, title=f"{path} could not run")
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def _annotate_error(exc: Exception) -> None:

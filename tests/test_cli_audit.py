@@ -474,6 +474,61 @@ def test_github_format_annotates_an_audit_that_could_not_run(cli, tmp_path):
     assert ok(cli("audit", bad, "-f", "json"), 2).stdout == ""
 
 
+def test_github_format_annotates_a_command_line_that_cannot_be_parsed(tmp_path):
+    """A usage error (an unknown option, a flag's value of the wrong type, a misspelt command)
+    showed only plain `Usage:`/`Error:` lines with `--format github` or LEXKEEP_FORMAT=github:
+    the job's annotations said nothing. It is an `::error` line on stdout now; stderr and the
+    exit code are as before, and other formats write nothing to stdout."""
+
+    def run(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            [sys.executable, "-m", "lexkeep.cli.main", *map(str, args)],
+            cwd=tmp_path,
+            env={k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")} | (env or {}),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 2, result.stderr
+        return result
+
+    title = "::error title=lexkeep audit could not run::"
+    hint = " (hint: try 'lexkeep audit -h' for help)"
+    plain = run("audit", INVOICE, "--bogus")
+    assert plain.stdout == ""
+    assert plain.stderr.splitlines()[-1] == "Error: No such option: --bogus"
+    for how in (("-f", "github"), ("--format=github",), ("-fgithub",), ("--format", "GitHub")):
+        result = run("audit", INVOICE, "--bogus", *how)
+        assert result.stdout == f"{title}No such option: --bogus{hint}\n", how
+        assert result.stderr == plain.stderr
+    github = {"LEXKEEP_FORMAT": "github"}
+    bad_ratio = run("audit", INVOICE, "--min-ratio", "98%", env=github)
+    assert bad_ratio.stdout == (
+        f"{title}Invalid value for '--min-ratio': '98%25' is not a valid float.{hint}\n"
+    )  # % is escaped in an annotation's text (GitHub decodes it back)
+    assert bad_ratio.stderr.splitlines()[-1].startswith("Error: Invalid value for '--min-ratio'")
+    no_value = run("audit", INVOICE, "-f", env=github)
+    assert no_value.stdout == f"{title}Option '-f' requires an argument.{hint}\n"
+    empty_db = run("audit", "--db", "", "-f", "github")
+    assert empty_db.stdout.startswith(f"{title}Invalid value for '--db': is empty"), empty_db.stdout
+    # A misspelt command: the job still learns why nothing ran.
+    typo = run("audti", INVOICE, "-f", "github")
+    assert typo.stdout == (
+        "::error title=lexkeep could not run::No such command 'audti'. Did you mean 'audit'?"
+        " (hint: try 'lexkeep -h' for help)\n"
+    )
+    # Other formats, and other commands (their formats have no github), as before.
+    for args, env in (
+        (("audit", INVOICE, "--bogus", "-f", "json"), None),
+        (("audit", INVOICE, "--bogus", "-f", "json"), github),
+        (("ingest", INVOICE, "--bogus"), github),
+        ((), github),  # `lexkeep` alone shows its help
+    ):
+        result = run(*args, env=env)
+        assert result.stdout == "", args
+        assert "Error: No such option: --bogus" in result.stderr or not args
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
