@@ -891,10 +891,14 @@ def build_report(
             f" content (first: {left_out[1]}); whatever they held is not in this audit"
         )
         if of_files and not left_out_unread[0]:
-            # Why `lexkeep ingest` (and audit --db) may count more over the same files.
+            # Why `lexkeep ingest` (and audit --db) may count more over the same files: the
+            # private store holds no message of another kind, so no id one of them held.
             note += (
-                " (an audit of files does not store tool results or messages other than users'"
-                " own text, so it does not count those left out: lexkeep ingest and stats do)"
+                " (an audit of files stores only user messages, tool calls and compactions, so"
+                " it counts only records left out for an id one of those held: a user message"
+                " under the id of an earlier message of another kind is audited here, where"
+                " lexkeep ingest leaves it out and audit --db counts it; tool results and other"
+                " messages left out are counted by lexkeep ingest and stats)"
             )
         notes.append(note)
     if left_out_unread[0]:

@@ -944,11 +944,52 @@ def left_out_note(count: int, first: str, *, files: bool) -> str:
         f" (first: {first}); whatever they held is not in this audit"
     )
     if files:
-        note += (
-            " (an audit of files does not store tool results or messages other than users' own"
-            " text, so it does not count those left out: lexkeep ingest and stats do)"
-        )
+        note += FILES_COUNT_ONLY
     return note
+
+
+# What an audit of files adds to that note: what its count covers, and why a store's may be
+# higher over the same files.
+FILES_COUNT_ONLY = (
+    " (an audit of files stores only user messages, tool calls and compactions, so it counts"
+    " only records left out for an id one of those held: a user message under the id of an"
+    " earlier message of another kind is audited here, where lexkeep ingest leaves it out and"
+    " audit --db counts it; tool results and other messages left out are counted by lexkeep"
+    " ingest and stats)"
+)
+
+
+def test_the_left_out_counts_of_files_and_store_differ_only_as_the_note_says(cli, tmp_path):
+    """/work/shared/data/claude-code-log: the files' audit counted 9 records left out, the
+    store's 10, and nothing said why: dag_within_fork.jsonl:4 is a user message under the id
+    an assistant answer of dag_fork.jsonl holds, which an audit of files (storing no
+    assistant messages) audits and an ingest leaves out. The files' note now says what it
+    counts, and the one record between the two counts is that user message."""
+    corpus = shared_data() / "claude-code-log"
+    files = ok(cli("audit", corpus, "--skip-invalid", "-f", "json", "--exit-zero"), 0)
+    db = tmp_path / "s.duckdb"
+    assert cli("ingest", corpus, "--skip-invalid", "--db", db, "-q").exit_code == 0
+    stored = ok(cli("audit", "--db", db, "-f", "json", "--exit-zero"), 0)
+
+    def read_note(report: str) -> tuple[int, str]:
+        note = next(n for n in json.loads(report)["notes"] if "the audit reads" in n)
+        return int(note.split()[0]), note
+
+    (from_files, files_note), (from_store, store_note) = map(
+        read_note, (files.stdout, stored.stdout)
+    )
+    assert files_note.endswith(FILES_COUNT_ONLY), files_note
+    assert FILES_COUNT_ONLY not in store_note
+    # The records the store's count has beyond the files': user messages whose id a message of
+    # another kind held first (in the store, the id's message is of another kind).
+    with Store.open(db, read_only=True) as store:
+        beyond = store.con.execute(
+            "SELECT e.path, e.line FROM ingest_errors e JOIN messages m"
+            " ON e.detail = 'message ' || chr(39) || m.id || chr(39)"
+            " WHERE e.reason = 'id_conflict' AND m.kind <> 'user_text'"
+        ).fetchall()
+    assert [(Path(p).name, line) for p, line in beyond] == [("dag_within_fork.jsonl", 4)]
+    assert from_store - from_files == len(beyond)
 
 
 def test_records_left_out_for_an_id_their_conversation_holds_are_named(cli, tmp_path):
