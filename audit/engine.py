@@ -375,16 +375,21 @@ def run_audit(
     paths = path_list(paths)
     db = None if db is None else os.fspath(db)
     if skip_invalid and not paths:
-        raise ConfigError("--skip-invalid only applies when auditing trace files")
+        raise ConfigError(
+            "skip_invalid=True only applies when auditing trace files (paths=)",
+            wording="audit.skip_invalid_without_paths",
+        )
     if input_format is not None and not paths:
         raise ConfigError(
-            "--input-format only applies when auditing trace files",
-            hint="a store's files were read at ingest: lexkeep ingest --input-format FORMAT",
+            "input_format only applies when auditing trace files (paths=)",
+            hint="a store's files were read at ingest: ingest_paths(store, paths, format=...)",
+            wording="audit.input_format_without_paths",
         )
     if paths and db:
         raise ConfigError(
-            "give trace files or --db, not both",
-            hint="lexkeep audit TRACES...  or  lexkeep audit --db lexkeep.duckdb",
+            "give paths or db, not both",
+            hint="run_audit(paths=[...]) audits trace files, run_audit(db=...) a store",
+            wording="audit.paths_and_db",
         )
     if paths:
         loaded_rules = _load_rules(rules)
@@ -431,12 +436,18 @@ def run_audit(
     else:
         if rules:
             raise ConfigError(
-                "--rules only applies when auditing trace files",
-                hint="a store's identifiers were extracted at ingest; re-extract them with: "
-                f"lexkeep extract --db {db or 'FILE'} --rules {rules}",
+                "rules only applies when auditing trace files (paths=)",
+                hint="a store's identifiers were extracted at ingest; re-extract them with"
+                " lexkeep.core.sidecar.reindex_path(db, load_rules(rules))",
+                wording="audit.rules_without_paths",
+                fields={"db": db or "FILE", "rules": rules},
             )
         if db is None:
-            raise ConfigError("nothing to audit", hint="lexkeep audit TRACES... or --db FILE")
+            raise ConfigError(
+                "nothing to audit",
+                hint="run_audit(paths=[...]) for trace files, or run_audit(db=...) for a store",
+                wording="audit.nothing",
+            )
         with Store.open(db, read_only=True) as store:
             phase("auditing identifiers")
             report = audit_store(store, settings, inputs=(db,))

@@ -97,7 +97,11 @@ def _annotate_error(exc: Exception) -> None:
 
     if isinstance(exc, typer.Exit | typer.Abort) or is_query_interrupt(exc):
         return  # an exit already decided, or Ctrl-C (130): not an error to annotate
+    from lexkeep.cli.wording import as_commands_say
+
     err = exc if isinstance(exc, LexkeepError) else storage_error(exc)
+    if err is not None:
+        err = as_commands_say(err)
     if err is None:  # a crash: handle_errors reports it as an internal error, exit 2
         line = github_error_line(f"internal error: {type(exc).__name__}: {exc}")
     else:

@@ -175,7 +175,11 @@ def stdout_console(file: Any = None) -> "Console":
 
 
 def print_error(err: LexkeepError) -> None:
-    """`Error: file:line:col: reason` then an optional `Hint:` line, on stderr."""
+    """`Error: file:line:col: reason` then an optional `Hint:` line, on stderr, in the
+    commands' words (lexkeep.cli.wording)."""
+    from lexkeep.cli.wording import as_commands_say
+
+    err = as_commands_say(err)
     # A file name or an id from a trace may hold ESC sequences or a bidirectional override.
     text = f"Error: {visible(str(err))}\n" + (f"Hint: {visible(err.hint)}\n" if err.hint else "")
     with contextlib.suppress(OSError):  # stderr's reader gone (`2>&1 | head`): exit 2 stands

@@ -748,7 +748,7 @@ def _load(
     if not known:
         raise NotFoundError(
             f"no conversation {conversation_id!r} in the store",
-            hint=unknown_conversation_hint(store.con),
+            **unknown_conversation_hint(store.con),
         )
     rows = store.con.execute(_SIDECAR_PLAIN_SQL, [conversation_id]).fetchall()
     if all(row[2] in positions for row in rows):

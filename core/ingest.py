@@ -805,7 +805,9 @@ def detect_format(
             raise InputError(
                 "a DuckDB database, not a trace file",
                 path=display,
-                hint="a lexkeep store is read with --db FILE",
+                hint="a lexkeep store is opened with Store.open(path), or audited with"
+                " run_audit(db=...)",
+                wording="ingest.store_given_as_trace",
             )
         if first_bad is not None and not head and first_bad.reason == "truncated_document":
             # Not one value of the document is complete yet (see IncompleteDocument).
@@ -831,7 +833,10 @@ def detect_format(
         raise UnrecognisedFormat(
             "not a recognised trace format",
             path=display,
-            hint="force one with --input-format (" + ", ".join(f.value for f in Format) + ")",
+            hint="force one with format= (input_format= of run_audit): "
+            + ", ".join(f.value for f in Format),
+            wording="ingest.unrecognised",
+            fields={"formats": ", ".join(f.value for f in Format)},
         )
     return fmt, _one_format(chain(head_items, items), fmt, display)
 
@@ -864,8 +869,9 @@ def _one_format(
                         f" {fmt.value} (detected from its first lines): it mixes formats",
                         path=display,
                         line=item.line,
-                        hint="split the file into one file per format, or pass --input-format"
-                        " to read every line as one format",
+                        hint="split the file into one file per format, or pass format="
+                        " (input_format= of run_audit) to read every line as one format",
+                        wording="ingest.mixed_formats",
                     )
         yield item
 
@@ -961,12 +967,17 @@ class _Unchanged(Exception):
     """Raised inside a file's transaction to roll back an ingest that adds nothing."""
 
 
+def _wording_for(reason: str) -> str | None:
+    """The commands' wording of _hints_for's hint for `reason` (lexkeep.cli.wording)."""
+    return None if reason == "truncated_document" else "ingest.bad_line"
+
+
 def _hints_for(reason: str, path: str | None = None) -> str:
     if reason == "truncated_document" and path == "-":
         return "pipe the whole document: standard input cannot be read again for the rest of it"
     if reason == "truncated_document":
         return "wait until the writer has finished the file, then ingest it again"
-    return "fix the line, or pass --skip-invalid to skip bad lines and record them"
+    return "fix the line, or pass skip_invalid=True to skip bad lines and record them"
 
 
 # What a library caller may pass as trace paths: a sequence of them, or one alone.
@@ -1215,8 +1226,8 @@ def _refuse_stream(path: str) -> None:
             "a pipe or device, not a file: it can be read only once, and a trace file is read"
             " more than once",
             path=path,
-            hint="pass it on standard input instead (zcat dump.jsonl.gz | lexkeep audit -),"
-            " or save it to a file first",
+            hint='pass it on standard input instead (the path "-"), or save it to a file first',
+            wording="ingest.pipe_given",
         )
 
 
@@ -2212,7 +2223,9 @@ class _FileIngest:
                 " standard input cannot be read again for the rest of it",
                 path=item.source.file,
                 line=item.source.line,
-                hint="pipe the whole trace, or pass --skip-invalid to drop the line and record it",
+                hint="pipe the whole trace, or pass skip_invalid=True to drop the line and"
+                " record it",
+                wording="ingest.stdin_cut",
             )
         elif item.reason == "truncated_last_line":
             self.errors.append((item.source.line, None, item.reason, item.detail))
@@ -2223,6 +2236,7 @@ class _FileIngest:
                 line=item.source.line,
                 col=item.col,
                 hint=_hints_for(item.reason, item.source.file),
+                wording=_wording_for(item.reason),
             )
         elif item.fatal:
             self.errors.append((item.source.line, item.col, item.reason, item.detail))
@@ -2573,8 +2587,10 @@ def _ingest_one(
             raise InputError(
                 f"was ingested into this store as {prev[3]}, not {forced}",
                 path=path,
-                hint=f"ingest it into a new store with --input-format {forced}"
-                f" (or drop --input-format to keep it as {prev[3]})",
+                hint=f"ingest it into a new store with format={forced!r}"
+                f" (or leave format out to keep it as {prev[3]})",
+                wording="ingest.forced_other_format",
+                fields={"forced": forced, "stored": prev[3]},
             )
         same, more = _same_prefix(path, prev[0], prev[2])
         # prev[0] is 0 when nothing counted as read (see _holds_nothing_now): an empty file
@@ -2698,7 +2714,8 @@ def _ingest_one(
         raise InputError(
             f"no line is a {fmt.value} record ({reasons})",
             path=path,
-            hint="drop --input-format to detect the format per file, or name the right one",
+            hint="leave format out to detect the format per file, or name the right one",
+            wording="ingest.forced_format_reads_nothing",
         )
     if path == "-" and not state.errors:
         # Standard input cannot be compared with an earlier ingest before it is read; the
