@@ -394,6 +394,7 @@ def run_audit(
     if paths:
         loaded_rules = _load_rules(rules)
         report = None
+        # One walk: what it finds is what is read (a file written after it is not).
         files = expand_paths(list(paths))
         if not files:
             raise _no_traces(paths, ())
@@ -424,6 +425,7 @@ def run_audit(
                     on_progress=on_progress,
                     lean=True,  # the audit reads user text, tool calls and boundaries only
                     on_phase=phase,
+                    files=files,
                 )
                 if all(c.status in ("unrecognised", "empty") for c in counts):
                     # A gate pointed at the wrong folder (or at files not written yet) must

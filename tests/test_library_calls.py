@@ -204,3 +204,36 @@ def test_errors_from_library_calls_name_keyword_arguments_not_flags(tmp_path):
     # A gate's reasons name the setting as the call gave it.
     report = run_audit(paths=[INVOICE], settings=AuditSettings(min_ratio=0.9))
     assert report.gate.reasons == ("ratio 0.000 (0/1 kept) is below min_ratio=0.9",)
+
+
+def test_an_audit_of_a_folder_walks_it_once(tmp_path, monkeypatch):
+    """run_audit walked its folders twice, once to check the paths and once to read them:
+    twice the look-ups on a big tree, and a file written between the two walks was read
+    without having been found. One walk now gives the files the audit reads."""
+    import os
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for name in ("invoice_altered.jsonl", "codex_kept_verbatim.jsonl"):
+        shutil.copy(SAMPLE_TRACES / name, folder / name)
+    walks: list[str] = []
+    real_walk = os.walk
+
+    def walk(top, *args, **kwargs):
+        walks.append(str(top))
+        yield from real_walk(top, *args, **kwargs)
+        # A session file written just after the folder was walked.
+        late = folder / "claude_lost_path.jsonl"
+        if not late.exists():
+            shutil.copy(SAMPLE_TRACES / "claude_lost_path.jsonl", late)
+
+    monkeypatch.setattr(os, "walk", walk)
+    report = run_audit(paths=[folder])
+    assert walks == [str(folder)]
+    # What the walk found, and only that: the invoice and the Codex story.
+    assert {f.value for f in report.findings} == {
+        "INV-2025-08-44719",
+        "ERR_CONN_RESET",
+        "https://registry.example.test/pkg/left-pad/-/left-pad-1.3.0.tgz",
+        "src/net/retry.py",
+    }
