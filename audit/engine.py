@@ -58,6 +58,7 @@ from lexkeep.core.ingest import (
     HEADER_ONLY,
     PathsArg,
     crash_left,
+    crash_left_text,
     expand_paths,
     ingest_paths,
     nothing_yet,
@@ -480,15 +481,21 @@ def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]
             f" (first: {waiting[0][0]}: {waiting[0][1]})"
         )
     # Files a crash left with nothing readable (NUL bytes only, or a first line it cut).
-    crashed = [(c.path, why) for c in counts if (why := crash_left(c)) is not None]
-    if crashed:
-        notes.append(
-            f"{len(crashed)} file(s) hold nothing a crash left readable and are not in this"
-            f" audit (first: {crashed[0][0]}: {crashed[0][1]})"
-        )
+    notes += _crash_left_notes([(c.path, why) for c in counts if (why := crash_left(c))])
     if not notes:
         return report
     return dataclasses.replace(report, notes=(*report.notes, *notes))
+
+
+def _crash_left_notes(crashed: Sequence[tuple[str, str]]) -> list[str]:
+    """The note on the files a crash left with nothing readable (`crashed`: file, what it
+    holds, as crash_left_text says it), none when there are none."""
+    if not crashed:
+        return []
+    return [
+        f"{len(crashed)} file(s) hold nothing a crash left readable and are not in this"
+        f" audit (first: {crashed[0][0]}: {crashed[0][1]})"
+    ]
 
 
 def _still_being_written_notes(
@@ -620,17 +627,23 @@ def _stored_crash_notes(store: Store, shown: Mapping[str, str]) -> list[str]:
     """The notes `audit FILE` gives on NUL bytes a crash left (_crash_notes), from each file's
     latest ingest (migration 007). Rows written before ingest kept them (or a store not
     migrated since) say nothing of them."""
-    if "nul_gaps" not in {name for name, _ in store.columns("ingest_runs")}:
+    have = {name for name, _ in store.columns("ingest_runs")}
+    if "nul_gaps" not in have:
         return []
+    cut = "nul_tail_cut" if "nul_tail_cut" in have else "NULL"
     rows = store.con.execute(
         _LATEST_RUNS_SQL.format(
             columns="nul_tail_bytes, nul_tail_after_line, nul_gaps, first_nul_gap_bytes,"
-            " first_nul_gap_after_line"
+            f" first_nul_gap_after_line, bytes_consumed, {cut}"
         )
     ).fetchall()
-    tails = [(shown[r[0]], (r[2], r[3])) for r in rows if r[2] is not None]
+    # A file a crash left with nothing readable: its NUL bytes start its first line, and its
+    # row consumed nothing (migration 009); the others' NUL bytes follow lines that were read.
+    empty = [r for r in rows if r[2] is not None and r[3] == 0 and r[7] == 0]
+    tails = [(shown[r[0]], (r[2], r[3])) for r in rows if r[2] is not None and r not in empty]
     gaps = [(shown[r[0]], (r[5], r[6])) for r in rows if r[4]]
-    return _crash_notes(tails, gaps)
+    crashed = [(shown[r[0]], crash_left_text(r[2], r[8])) for r in empty]
+    return _crash_notes(tails, gaps) + _crash_left_notes(crashed)
 
 
 def _no_traces(paths: Sequence[str], counts: Sequence[FileCounts]) -> InputError:

@@ -190,9 +190,11 @@ def stats(store: Store) -> Stats:
         *(sum(getattr(f, name) for f in per) for name in FormatStats.__slots__[1:]),
     )
     # A file is its path; standard input ('-') is a new input each time other bytes came in.
+    # A file a crash left with nothing readable has a row of format '' (migration 009): it
+    # was never ingested.
     files = con.execute(
         "SELECT count(DISTINCT CASE WHEN path = '-' THEN '-' || sha256 ELSE path END)"
-        " FROM ingest_runs"
+        " FROM ingest_runs WHERE format <> ''"
     ).fetchone()[0]
     by_reason = dict(
         con.execute("SELECT reason, count(*) FROM ingest_errors GROUP BY 1 ORDER BY 1").fetchall()

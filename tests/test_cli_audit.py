@@ -2005,6 +2005,57 @@ def test_audit_of_a_file_of_nul_bytes_only_names_the_crash(cli, tmp_path):
     ) in beside["notes"], beside["notes"]
 
 
+def test_audit_of_a_store_names_the_files_a_crash_left_with_nothing_readable(cli, tmp_path):
+    """`lexkeep ingest` said of a file of NUL bytes only `nothing to read: a file of N NUL
+    bytes, as a crash leaves ...` and kept nothing of it: `audit --db` was silent where
+    `audit FILE` notes it. The ingest now keeps it (an ingest_runs row consuming nothing), so
+    both audits give the same note; `stats` counts it among no files ingested."""
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"\0" * 50)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(INVOICE.read_bytes()[:17] + b"\0" * 30)
+    inputs = (crashed, cut, INVOICE)
+    of_files = json.loads(ok(cli("audit", *inputs, "-f", "json"), 1).stdout)["notes"]
+    note = (
+        f"2 file(s) hold nothing a crash left readable and are not in this audit (first:"
+        f" {crashed}: a file of 50 NUL bytes, as a crash leaves before anything was written)"
+    )
+    assert note in of_files, of_files
+    db = tmp_path / "s.duckdb"
+    ingest = ok(cli("ingest", *inputs, "--db", db), 0)
+    assert "2 left empty by a crash" in ingest.stderr
+    of_store = json.loads(ok(cli("audit", "--db", db, "-f", "json"), 1).stdout)["notes"]
+    assert [n for n in of_store if "crash" in n] == [note]
+    assert "files ingested: 1;" in ok(cli("stats", "--db", db), 0).stdout
+    # Ingested again as they are: the same, and no second row for them.
+    ok(cli("ingest", *inputs, "--db", db), 0)
+    again = json.loads(ok(cli("audit", "--db", db, "-f", "json"), 1).stdout)["notes"]
+    assert [n for n in again if "crash" in n] == [note]
+    with Store.open(db, read_only=True) as store:
+        rows = store.con.execute(
+            "SELECT count(*) FROM ingest_runs WHERE path = ?", [str(cut)]
+        ).fetchone()[0]
+    assert rows == 1
+    # The cut file alone: its own wording, as the audit of the file gives it.
+    cut_note = (
+        f"1 file(s) hold nothing a crash left readable and are not in this audit (first: {cut}:"
+        " a crash cut its first line after 17 bytes and left 30 NUL bytes after them)"
+    )
+    assert cut_note in json.loads(ok(cli("audit", cut, INVOICE, "-f", "json"), 1).stdout)["notes"]
+    solo = tmp_path / "solo.duckdb"
+    ok(cli("ingest", cut, INVOICE, "--db", solo), 0)
+    solo_notes = json.loads(ok(cli("audit", "--db", solo, "-f", "json"), 1).stdout)["notes"]
+    assert cut_note in solo_notes, solo_notes
+    # A writer that restarts appends after the NUL bytes: then the file is read, and noted
+    # as a gap, no longer as holding nothing.
+    crashed.write_bytes(b"\0" * 50 + CODEX.read_bytes())
+    cut.unlink()
+    ok(cli("ingest", crashed, "--db", db), 0)
+    later = json.loads(ok(cli("audit", "--db", db, "-f", "json"), 1).stdout)["notes"]
+    assert not [n for n in later if "hold nothing a crash" in n and str(crashed) in n], later
+    assert [n for n in later if "then lines written after them" in n], later
+
+
 def test_audit_of_a_store_from_before_nul_bytes_were_kept_still_opens(cli, tmp_path):
     """A store written before ingest kept NUL bytes (schema 6) opens read-only as before,
     and its audit says nothing of them."""
