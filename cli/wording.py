@@ -67,6 +67,23 @@ WORDINGS: dict[str, tuple[str | None, str | None]] = {
     ),
     "conversation.unknown": (KEEP, "{held}; lexkeep show --db FILE lists them all"),
     "store.needs_migrating": (KEEP, "ingest into it once (lexkeep ingest TRACES... --db {target})"),
+    "context.bytes": (
+        "{flag} must be a whole number of bytes from {least} to {most}, got {value}",
+        KEEP,
+    ),
+    "context.budget": (KEEP, "pass --budget-bytes {floor} or more"),
+    "compact.at_least_one": ("{flag} must be at least 1, got {value}", KEEP),
+    "compact.misconfigured": (
+        KEEP,
+        "check its settings (--summarizer, --model, --base-url, a key it needs); nothing was"
+        " counted as an attempt",
+    ),
+    "compact.store_held": (
+        KEEP,
+        "nothing was written; a later run summarises the range again (this attempt counts as"
+        " failed: lease expired); raise --lease-seconds to wait longer for the store",
+    ),
+    "compact.lease_expired": (KEEP, "give summaries more time: raise --lease-seconds"),
     "store.none_yet": (KEEP, "ingest some traces first: lexkeep ingest TRACES... --db {target}"),
     "store.folder": (
         KEEP,

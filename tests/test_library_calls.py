@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -201,6 +202,22 @@ def test_errors_from_library_calls_name_keyword_arguments_not_flags(tmp_path):
             )
             assert done.returncode == 2, done.stderr
             assert command_words in done.stderr, done.stderr
+    # Compaction and context take keyword arguments too.
+    from lexkeep.compaction.context import build_context
+    from lexkeep.compaction.engine import run_compaction
+
+    for call, library_words in (
+        (lambda: run_compaction(str(db), workers=0), "workers must be at least 1, got 0"),
+        (lambda: run_compaction(str(db), max_running=0), "max_running must be at least 1"),
+        (lambda: run_compaction(str(none)), "ingest_paths("),
+    ):
+        err = _library_error(call)
+        assert library_words in f"{err} {err.hint}" and "--" not in f"{err} {err.hint}", err
+    with Store.open(db, read_only=True) as store:
+        conversation = store.con.execute("SELECT min(id) FROM conversations").fetchone()[0]
+        for budget, words in ((0, "budget_bytes must be"), (10, "pass budget_bytes=")):
+            err = _library_error(partial(build_context, store, conversation, budget))
+            assert words in f"{err} {err.hint}" and "--" not in f"{err} {err.hint}", err
     # A gate's reasons name the setting as the call gave it.
     report = run_audit(paths=[INVOICE], settings=AuditSettings(min_ratio=0.9))
     assert report.gate.reasons == ("ratio 0.000 (0/1 kept) is below min_ratio=0.9",)
