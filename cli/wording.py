@@ -5,8 +5,6 @@ A library error speaks to a Python caller (`pass skip_invalid=True`); an error w
 the error's `fields` filled in. The error's place (file, line, column) stays as it is.
 """
 
-from __future__ import annotations
-
 from lexkeep.core.errors import LexkeepError
 
 # The library's text stays (a message that quotes a trace, or holds no option).
