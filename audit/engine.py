@@ -58,6 +58,7 @@ from lexkeep.core.ingest import (
     HEADER_ONLY,
     PathsArg,
     crash_left,
+    crash_left_text,
     expand_paths,
     ingest_paths,
     nothing_yet,
@@ -378,20 +379,26 @@ def run_audit(
     paths = path_list(paths)
     db = None if db is None else os.fspath(db)
     if skip_invalid and not paths:
-        raise ConfigError("--skip-invalid only applies when auditing trace files")
+        raise ConfigError(
+            "skip_invalid=True only applies when auditing trace files (paths=)",
+            wording="audit.skip_invalid_without_paths",
+        )
     if input_format is not None and not paths:
         raise ConfigError(
-            "--input-format only applies when auditing trace files",
-            hint="a store's files were read at ingest: lexkeep ingest --input-format FORMAT",
+            "input_format only applies when auditing trace files (paths=)",
+            hint="a store's files were read at ingest: ingest_paths(store, paths, format=...)",
+            wording="audit.input_format_without_paths",
         )
     if paths and db:
         raise ConfigError(
-            "give trace files or --db, not both",
-            hint="lexkeep audit TRACES...  or  lexkeep audit --db lexkeep.duckdb",
+            "give paths or db, not both",
+            hint="run_audit(paths=[...]) audits trace files, run_audit(db=...) a store",
+            wording="audit.paths_and_db",
         )
     if paths:
         loaded_rules = _load_rules(rules)
         report = None
+        # One walk: what it finds is what is read (a file written after it is not).
         files = expand_paths(list(paths))
         if not files:
             raise _no_traces(paths, ())
@@ -432,6 +439,7 @@ def run_audit(
                     on_progress=on_progress,
                     lean=True,  # the audit reads user text, tool calls and boundaries only
                     on_phase=phase,
+                    files=files,
                 )
                 if all(c.status in ("unrecognised", "empty") for c in counts):
                     # A gate pointed at the wrong folder (or at files not written yet) must
@@ -444,12 +452,18 @@ def run_audit(
     else:
         if rules:
             raise ConfigError(
-                "--rules only applies when auditing trace files",
-                hint="a store's identifiers were extracted at ingest; re-extract them with: "
-                f"lexkeep extract --db {db or 'FILE'} --rules {rules}",
+                "rules only applies when auditing trace files (paths=)",
+                hint="a store's identifiers were extracted at ingest; re-extract them with"
+                " lexkeep.core.sidecar.reindex_path(db, load_rules(rules))",
+                wording="audit.rules_without_paths",
+                fields={"db": db or "FILE", "rules": rules},
             )
         if db is None:
-            raise ConfigError("nothing to audit", hint="lexkeep audit TRACES... or --db FILE")
+            raise ConfigError(
+                "nothing to audit",
+                hint="run_audit(paths=[...]) for trace files, or run_audit(db=...) for a store",
+                wording="audit.nothing",
+            )
         with Store.open(db, read_only=True) as store:
             phase("auditing identifiers")
             report = audit_store(store, settings, inputs=(db,))
@@ -480,15 +494,21 @@ def _with_incomplete_documents(report: AuditReport, counts: Sequence[FileCounts]
             f" (first: {waiting[0][0]}: {waiting[0][1]})"
         )
     # Files a crash left with nothing readable (NUL bytes only, or a first line it cut).
-    crashed = [(c.path, why) for c in counts if (why := crash_left(c)) is not None]
-    if crashed:
-        notes.append(
-            f"{len(crashed)} file(s) hold nothing a crash left readable and are not in this"
-            f" audit (first: {crashed[0][0]}: {crashed[0][1]})"
-        )
+    notes += _crash_left_notes([(c.path, why) for c in counts if (why := crash_left(c))])
     if not notes:
         return report
     return dataclasses.replace(report, notes=(*report.notes, *notes))
+
+
+def _crash_left_notes(crashed: Sequence[tuple[str, str]]) -> list[str]:
+    """The note on the files a crash left with nothing readable (`crashed`: file, what it
+    holds, as crash_left_text says it), none when there are none."""
+    if not crashed:
+        return []
+    return [
+        f"{len(crashed)} file(s) hold nothing a crash left readable and are not in this"
+        f" audit (first: {crashed[0][0]}: {crashed[0][1]})"
+    ]
 
 
 def _still_being_written_notes(
@@ -620,17 +640,23 @@ def _stored_crash_notes(store: Store, shown: Mapping[str, str]) -> list[str]:
     """The notes `audit FILE` gives on NUL bytes a crash left (_crash_notes), from each file's
     latest ingest (migration 007). Rows written before ingest kept them (or a store not
     migrated since) say nothing of them."""
-    if "nul_gaps" not in {name for name, _ in store.columns("ingest_runs")}:
+    have = {name for name, _ in store.columns("ingest_runs")}
+    if "nul_gaps" not in have:
         return []
+    cut = "nul_tail_cut" if "nul_tail_cut" in have else "NULL"
     rows = store.con.execute(
         _LATEST_RUNS_SQL.format(
             columns="nul_tail_bytes, nul_tail_after_line, nul_gaps, first_nul_gap_bytes,"
-            " first_nul_gap_after_line"
+            f" first_nul_gap_after_line, bytes_consumed, {cut}"
         )
     ).fetchall()
-    tails = [(shown[r[0]], (r[2], r[3])) for r in rows if r[2] is not None]
+    # A file a crash left with nothing readable: its NUL bytes start its first line, and its
+    # row consumed nothing (migration 009); the others' NUL bytes follow lines that were read.
+    empty = [r for r in rows if r[2] is not None and r[3] == 0 and r[7] == 0]
+    tails = [(shown[r[0]], (r[2], r[3])) for r in rows if r[2] is not None and r not in empty]
     gaps = [(shown[r[0]], (r[5], r[6])) for r in rows if r[4]]
-    return _crash_notes(tails, gaps)
+    crashed = [(shown[r[0]], crash_left_text(r[2], r[8])) for r in empty]
+    return _crash_notes(tails, gaps) + _crash_left_notes(crashed)
 
 
 def _no_traces(paths: Sequence[str], counts: Sequence[FileCounts]) -> InputError:
@@ -903,10 +929,14 @@ def build_report(
             f" content (first: {left_out[1]}); whatever they held is not in this audit"
         )
         if of_files and not left_out_unread[0]:
-            # Why `lexkeep ingest` (and audit --db) may count more over the same files.
+            # Why `lexkeep ingest` (and audit --db) may count more over the same files: the
+            # private store holds no message of another kind, so no id one of them held.
             note += (
-                " (an audit of files does not store tool results or messages other than users'"
-                " own text, so it does not count those left out: lexkeep ingest and stats do)"
+                " (an audit of files stores only user messages, tool calls and compactions, so"
+                " it counts only records left out for an id one of those held: a user message"
+                " under the id of an earlier message of another kind is audited here, where"
+                " lexkeep ingest leaves it out and audit --db counts it; tool results and other"
+                " messages left out are counted by lexkeep ingest and stats)"
             )
         notes.append(note)
     if left_out_unread[0]:

@@ -41,6 +41,7 @@ from lexkeep.core.layout import (
     WHOLE,
     fit_widths,
     longest_word,
+    record_groups,
     record_lines,
     wrap_words,
 )
@@ -486,25 +487,33 @@ def render_table(report: AuditReport, stream: TextIO, color: bool = False) -> No
         for name, *counts, ratio in per_kind:
             named = ", ".join(f"{n} {col}" for n, col in zip(counts, columns[1:6], strict=True))
             fields.append((name, f"{named}, ratio {ratio}", PROSE))
-        for line in record_lines(fields, console.width if sized else None):
-            console.print(Text(line), soft_wrap=True)
+        groups = record_groups(fields, console.width if sized else None)
+        for index, group in enumerate(groups):
+            # The `all` line is bold, as the table's last row is.
+            style = "bold" if index == len(groups) - 1 else ""
+            for line in group:
+                console.print(Text(line, style=style), soft_wrap=True)
     console.print(Text("Per-conversation ratio (kept/audited)", style="italic"))
     top = max((n for _, n in report.distribution), default=0) or 1
+    # A bar a line: narrower than 30 cells where the width asks (Rich would wrap the line,
+    # the bucket's count alone on the next one), at least one cell.
+    room = console.width - len(f"  {'':>8} |  {top}")
+    bars = max(1, min(30, room)) if sized else 30
     for label, n in report.distribution:
-        bar = "#" * round(30 * n / top) if n else ""
-        console.print(Text(f"  {label:>8} | {bar:<30} {n}"))
+        bar = "#" * round(bars * n / top) if n else ""
+        console.print(Text(f"  {label:>8} | {bar:<{bars}} {n}"), soft_wrap=True)
     for note in report.notes:
         text = visible(f"Note: {note}")
         # Wrapped by a width between words only: Rich folds a word wider than the width, and
         # a FILE:LINE in a note came out in pieces.
         for line in [text] if prose_whole else wrap_words(text, console.width):
             console.print(Text(line, style="dim"), soft_wrap=True)
-    console.print(
-        Text(
-            visible(verdict_line(report)), style="bold green" if report.gate.passed else "bold red"
-        ),
-        soft_wrap=prose_whole,
-    )
+    # Broken between words only, as a note is: Rich breaks a word wider than the width (an
+    # environment variable, a file name) and leaves spaces at the ends of lines.
+    verdict = visible(verdict_line(report))
+    style = "bold green" if report.gate.passed else "bold red"
+    for line in [verdict] if prose_whole else wrap_words(verdict, console.width):
+        console.print(Text(line, style=style), soft_wrap=True)
 
 
 # -- junit ------------------------------------------------------------------------------------
@@ -618,7 +627,12 @@ def render_github(report: AuditReport, stream: TextIO, color: bool = False) -> N
 
 
 def github_error_line(
-    message: str, *, path: str | None = None, line: int | None = None, col: int | None = None
+    message: str,
+    *,
+    path: str | None = None,
+    line: int | None = None,
+    col: int | None = None,
+    title: str = "lexkeep audit could not run",
 ) -> str:
     """One `::error` workflow command for an audit that could not run (exit 2), naming the
     file (and line, column) when the error has one, escaped as the annotations above are."""
@@ -629,7 +643,7 @@ def github_error_line(
             props.append(f"line={line}")
             if col is not None:
                 props.append(f"col={col}")
-    props.append(f"title={_gh_prop('lexkeep audit could not run')}")
+    props.append(f"title={_gh_prop(title)}")
     return f"::error {','.join(props)}::{_gh_data(message)}\n"
 
 

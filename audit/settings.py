@@ -49,8 +49,9 @@ class AuditSettings:
     exit_zero: bool = False
     format: str = "table"
     redact: bool = False
-    # Where a setting came from when not from its flag or default: setting name -> its
-    # environment variable, or the settings file's name (so a failed gate can say).
+    # Where a setting came from: setting name -> ("flag", ""), ("env", its variable) or
+    # ("file", the settings file's name), so a failed gate can say; a setting given in code
+    # (AuditSettings(min_ratio=0.98)) has none.
     origin: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -89,13 +90,18 @@ class AuditSettings:
 
     def shown(self, name: str, value: object) -> str:
         """Setting `name` at `value` as the gate's reasons show it, named where it was set:
-        `--min-ratio 0.98`, `LEXKEEP_MIN_RATIO=0.98`, `min_ratio = 0.98 in pyproject.toml`."""
-        where, what = self.origin.get(name, ("flag", ""))
+        `--min-ratio 0.98`, `LEXKEEP_MIN_RATIO=0.98`, `min_ratio = 0.98 in pyproject.toml`,
+        or `min_ratio=0.98` as code gives it (a default too: resolve records every origin)."""
+        where, what = self.origin.get(name, ("code", ""))
         if where == "env":
             return f"{what}={value}"
         if where == "file":
             return f"{name} = {value} in {what}"
-        return f"--{name.replace('_', '-')} {value}"
+        if where == "flag":
+            return f"--{name.replace('_', '-')} {value}"
+        if name == "fail_on":  # one verdict of the tuple given in code
+            return f"{value!r} in fail_on"
+        return f"{name}={value!r}"
 
 
 def resolve(
@@ -114,10 +120,11 @@ def resolve(
     check_keys(file_values, set(ENV), table, path)
     where_file = str(path) if path else None
     values: dict[str, Any] = {}
-    origin: dict[str, str] = {}
+    origin: dict[str, tuple[str, str]] = {}
     for name, var in ENV.items():
         if flags.get(name) is not None:
             values[name] = _parse(name, flags[name], f"--{name.replace('_', '-')}", None)
+            origin[name] = ("flag", "")
         elif env.get(var, "").strip():  # empty: unset (a workflow's undefined `${{ vars.X }}`)
             values[name] = _parse(name, env[var], var, None)
             origin[name] = ("env", var)
@@ -126,6 +133,8 @@ def resolve(
             _check_toml_type(name, raw, where_file)
             values[name] = _parse(name, raw, f"audit.{name}", where_file)
             origin[name] = ("file", path.name if path else table)
+        else:
+            origin[name] = ("flag", "")  # the command's default is its flag's
     if "format" not in values and output not in (None, "-"):
         suffix = Path(str(output)).suffix.lower()
         if suffix in FORMAT_BY_SUFFIX:

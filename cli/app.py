@@ -10,24 +10,46 @@ from typer.core import TyperGroup
 from lexkeep.cli.common import handle_errors, interrupted_exit
 from lexkeep.core import __version__
 
+# The error of a command line that cannot be parsed (an unknown option or command, a value
+# of the wrong type, a missing argument): the base of typer.BadParameter. Found through it, so
+# no module of Typer's own (or of the Click it vendors) is named here.
+_USAGE_ERROR: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError"
+)
+
 
 class _StopsAsInterrupted(TyperGroup):
     """The command group, whose Ctrl-C or SIGTERM while the command line is read (before a
     command's own handling: an option's callback, `--help` written into a slow pipe) stops
     as it does during a command: `Interrupted.`, exit 130 (143). Typer would exit 130 without
-    a word, after SIGTERM too."""
+    a word, after SIGTERM too.
 
-    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+    A command line that cannot be parsed is also an `::error` annotation on stdout when the
+    audit's report format is github (see annotate_usage_error); Typer writes its `Usage:`
+    and `Error:` lines on stderr and exits 2 as always."""
+
+    def make_context(self, info_name: Any, args: Any, *rest: Any, **kwargs: Any) -> Any:
+        self.command_line = list(args)
         try:
-            return super().make_context(*args, **kwargs)
+            return super().make_context(info_name, args, *rest, **kwargs)
         except KeyboardInterrupt:
             raise interrupted_exit() from None
+        except _USAGE_ERROR as err:
+            from lexkeep.cli.audit import annotate_usage_error
+
+            annotate_usage_error(err, self.command_line, self.commands)
+            raise
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             raise interrupted_exit() from None
+        except _USAGE_ERROR as err:  # the command's own options, read here
+            from lexkeep.cli.audit import annotate_usage_error
+
+            annotate_usage_error(err, getattr(self, "command_line", []), self.commands)
+            raise
 
 
 class LexkeepTyper(typer.Typer):

@@ -175,7 +175,11 @@ def stdout_console(file: Any = None) -> "Console":
 
 
 def print_error(err: LexkeepError) -> None:
-    """`Error: file:line:col: reason` then an optional `Hint:` line, on stderr."""
+    """`Error: file:line:col: reason` then an optional `Hint:` line, on stderr, in the
+    commands' words (lexkeep.cli.wording)."""
+    from lexkeep.cli.wording import as_commands_say
+
+    err = as_commands_say(err)
     # A file name or an id from a trace may hold ESC sequences or a bidirectional override.
     text = f"Error: {visible(str(err))}\n" + (f"Hint: {visible(err.hint)}\n" if err.hint else "")
     with contextlib.suppress(OSError):  # stderr's reader gone (`2>&1 | head`): exit 2 stands
@@ -323,6 +327,46 @@ def refuse_unwritable_output(output: str | None) -> None:
         )
 
 
+def remove_earlier_report(output: str | None) -> int | None:
+    """Remove the report an earlier run left at `-o FILE`, before this run does its work, so
+    that a run that fails (an unreadable trace, Ctrl-C, a killed job) leaves no file a script
+    or a later CI step could read as this run's gate. Returns the removed file's permission
+    bits (the new report takes them), None when there was none.
+
+    Call it after the checks that refuse FILE (refuse_output_over_inputs: FILE may be an input;
+    refuse_unwritable_output). A device or named pipe is written into, never removed; through
+    a symlink the file it names is removed, and the link stays. An existing FILE that may not
+    be written (read-only) or a folder that may not be written is refused here, untouched.
+    """
+    if output is None or output == "-":
+        return None
+    target = Path(os.path.realpath(output))
+    try:
+        if not stat.S_ISREG(os.stat(target).st_mode):
+            return None
+    except OSError:
+        return None  # no file there (the write says what else is wrong)
+    mode = _writable_mode(target, output)
+    try:
+        target.unlink()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LexkeepError(
+            f"cannot write {output}: {exc.strerror}",
+            hint=f"make the folder {target.parent} writable, or pass -o another path",
+        ) from exc
+    return mode
+
+
+def say_no_report(output: str) -> None:
+    """Say on stderr that the earlier report at `output` was removed and this run wrote none."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(visible(f"Removed {output}, an earlier run's report: this run wrote none"))
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
 def _same_file(a: str, b: str) -> bool:
     """True when both paths exist and name one file (through links, or two spellings)."""
     try:
@@ -332,14 +376,17 @@ def _same_file(a: str, b: str) -> bool:
 
 
 @contextmanager
-def output_stream(path: str | None) -> Iterator[Any]:
-    """Text stream for a report: the file named by -o (written atomically) or stdout."""
-    with doing("writing the report"), _output_stream(path) as stream:
+def output_stream(path: str | None, mode: int | None = None) -> Iterator[Any]:
+    """Text stream for a report: the file named by -o (written atomically) or stdout.
+
+    `mode`: the permission bits of the file the report replaces when remove_earlier_report
+    removed it before the work (a file still there gives its own)."""
+    with doing("writing the report"), _output_stream(path, mode) as stream:
         yield stream
 
 
 @contextmanager
-def _output_stream(path: str | None) -> Iterator[Any]:
+def _output_stream(path: str | None, removed_mode: int | None = None) -> Iterator[Any]:
     if path is None or path == "-":
         yield sys.stdout
         return
@@ -373,6 +420,8 @@ def _output_stream(path: str | None) -> Iterator[Any]:
     # Through a symlink, the file it names is replaced, and the link stays.
     target = Path(os.path.realpath(target))
     mode = _writable_mode(target, path)
+    if mode is None:
+        mode = removed_mode
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         fh = tmp.open("w", encoding="utf-8", newline="")
@@ -437,7 +486,7 @@ def _no_room(exc: OSError, path: str) -> LexkeepError | None:
     return LexkeepError(
         f"cannot write {path}: {exc.strerror}",
         hint=f"free space (or raise the quota or file size limit) where {path} is, or pass -o"
-        " a file on another disk, then run the command again; the file is as it was",
+        " a file on another disk, then run the command again",
     )
 
 

@@ -748,7 +748,7 @@ def _load(
     if not known:
         raise NotFoundError(
             f"no conversation {conversation_id!r} in the store",
-            hint=unknown_conversation_hint(store.con),
+            **unknown_conversation_hint(store.con),
         )
     rows = store.con.execute(_SIDECAR_PLAIN_SQL, [conversation_id]).fetchall()
     if all(row[2] in positions for row in rows):
@@ -813,7 +813,14 @@ def _check_bytes(name: str, value: object, least: int) -> None:
     # takes them, and no output is that large anyway.
     if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= MAX_BYTES:
         raise ConfigError(
-            f"{name} must be a whole number of bytes from {least} to {MAX_BYTES}, got {value!r}"
+            f"{name} must be a whole number of bytes from {least} to {MAX_BYTES}, got {value!r}",
+            wording="context.bytes",
+            fields={
+                "flag": "--" + name.replace("_", "-"),
+                "least": least,
+                "most": MAX_BYTES,
+                "value": repr(value),
+            },
         )
 
 
@@ -833,8 +840,8 @@ def build_context(
         fmt = ContextFormat(format)
     except ValueError as exc:
         raise ConfigError(f"unknown context format {format!r} (json or text)") from exc
-    _check_bytes("--budget-bytes", budget_bytes, 1)
-    _check_bytes("--answer-bytes", answer_bytes, 0)
+    _check_bytes("budget_bytes", budget_bytes, 1)
+    _check_bytes("answer_bytes", answer_bytes, 0)
     ser = _SERIALISERS[fmt]
 
     pairs, positions = pairs_and_user_positions(store.con, conversation_id)
@@ -909,7 +916,9 @@ def build_context(
             f" {conversation_id}: the pinned identifier sidecar ({len(pinned)}"
             f" identifier{'' if len(pinned) == 1 else 's'})"
             f" and the list of what is omitted alone need {floor} bytes",
-            hint=f"pass --budget-bytes {floor} or more",
+            hint=f"pass budget_bytes={floor} or more",
+            wording="context.budget",
+            fields={"floor": floor},
         )
 
     items_bytes = 0

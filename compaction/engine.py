@@ -50,7 +50,6 @@ from lexkeep.core.errors import (
     ConfigError,
     LexkeepError,
     RuleError,
-    StoreError,
     StoreLockedError,
     SummarizerMisconfiguredError,
     is_query_interrupt,
@@ -60,7 +59,7 @@ from lexkeep.core.errors import (
 from lexkeep.core.inspect import require_conversations
 from lexkeep.core.model import Extraction
 from lexkeep.core.nearmiss import is_kept
-from lexkeep.core.store import Store, StoreOnDemand, migrations, store_exists
+from lexkeep.core.store import Store, StoreOnDemand, migrations, no_store_yet, store_exists
 
 BATCH_CONVERSATIONS = 500
 # What a lease must hold beyond the summariser calls made under it: reopening the store and
@@ -113,8 +112,9 @@ class _FirstCalls:
             self.tripped = SummarizerMisconfiguredError(
                 f"the summariser failed the same way on its first {self.limit} calls, before"
                 f" any succeeded: {self.problem}",
-                hint="check its settings (--summarizer, --model, --base-url, a key it needs);"
+                hint="check its settings (the summarizer, its model, base_url, a key it needs);"
                 " nothing was counted as an attempt",
+                wording="compact.misconfigured",
             )
             return self.tripped
         return None
@@ -239,7 +239,13 @@ class CompactionStopped(BackendUnreachableError):
 
     def __init__(self, report: CompactionReport, cause: BackendUnreachableError) -> None:
         super().__init__(
-            cause.message, path=cause.path, line=cause.line, col=cause.col, hint=cause.hint
+            cause.message,
+            path=cause.path,
+            line=cause.line,
+            col=cause.col,
+            hint=cause.hint,
+            wording=cause.wording,
+            fields=cause.fields,
         )
         self.report = report
         # The summariser was reached but failed the same way on the run's first calls.
@@ -251,8 +257,8 @@ class CompactionStoreHeld(StoreLockedError):
     returned for it could not be stored and the run stopped; `report` holds what was stored
     before. A `StoreLockedError`, so code that handles that error still does."""
 
-    def __init__(self, message: str, *, hint: str) -> None:
-        super().__init__(message, hint=hint)
+    def __init__(self, message: str, *, hint: str, wording: str | None = None) -> None:
+        super().__init__(message, hint=hint, wording=wording)
         self.report = CompactionReport()
 
 
@@ -355,18 +361,23 @@ def run_compaction(
     nothing: a mistyped path is not a new, empty store with nothing to compact.
     """
     if not isinstance(store, Store) and not store_exists(str(store), read_only=dry_run):
-        raise StoreError(
-            f"no lexkeep store at {store}",
-            hint=f"ingest some traces first: lexkeep ingest TRACES... --db {store}",
-        )
+        raise no_store_yet(f"no lexkeep store at {store}", str(store))
     if isinstance(store, Store) and not dry_run:
         store.require_writable("run_compaction")
     if isinstance(conversation_ids, str):
         conversation_ids = [conversation_ids]  # one id, not its letters
     if workers < 1:
-        raise ConfigError(f"--workers must be at least 1, got {workers}")
+        raise ConfigError(
+            f"workers must be at least 1, got {workers}",
+            wording="compact.at_least_one",
+            fields={"flag": "--workers", "value": workers},
+        )
     if max_running is not None and max_running < 1:
-        raise ConfigError(f"--max-running must be at least 1, got {max_running}")
+        raise ConfigError(
+            f"max_running must be at least 1, got {max_running}",
+            wording="compact.at_least_one",
+            fields={"flag": "--max-running", "value": max_running},
+        )
     if summarizer is None:
         summarizer = ExtractiveSummarizer()
     elif isinstance(summarizer, str):
@@ -885,7 +896,8 @@ def _lease_lost(
         f"{message}; waited {waited:g} s, until the lease of {i.conversation_id} pairs"
         f" {i.from_pair}–{i.to_pair} expired: {what}",
         hint="nothing was written; a later run summarises the range again (this attempt"
-        " counts as failed: lease expired); raise --lease-seconds to wait longer for the store",
+        " counts as failed: lease expired); raise lease_seconds to wait longer for the store",
+        wording="compact.store_held",
     )
 
 

@@ -218,7 +218,7 @@ def _supplied_texts(store: Store, conversation_id: str) -> tuple[list[str], list
     if found is None:
         raise NotFoundError(
             f"no conversation {conversation_id!r} in the store",
-            hint=unknown_conversation_hint(con),
+            **unknown_conversation_hint(con),
         )
     rows = con.execute(
         "SELECT kind, text FROM messages WHERE conversation_id = ? "

@@ -818,7 +818,8 @@ def _too_late(c: Claim, row: tuple, at: float) -> RuleError | None:
     return RuleError(
         f"job {c.job_id[:12]}: its lease expired {_seconds(at - expires)} s before the summary "
         "arrived; the attempt counts as failed (lease expired) and nothing was written",
-        hint="give summaries more time: raise --lease-seconds",
+        hint="give summaries more time: raise lease_seconds",
+        wording="compact.lease_expired",
     )
 
 

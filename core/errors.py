@@ -8,14 +8,19 @@ import re
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from lexkeep.core.paths import search_hint, unsearchable_folder
 
 
 class LexkeepError(Exception):
-    """An error a user can act on: message, optional location (path, line, column) and hint."""
+    """An error a user can act on: message, optional location (path, line, column) and hint.
+
+    The message and hint speak to a library caller (keyword arguments: `skip_invalid=True`).
+    `wording` names the error for the commands, which say it their own way (their options:
+    `--skip-invalid`), with the values of `fields`: lexkeep.cli.wording.
+    """
 
     def __init__(
         self,
@@ -25,6 +30,8 @@ class LexkeepError(Exception):
         line: int | None = None,
         col: int | None = None,
         hint: str | None = None,
+        wording: str | None = None,
+        fields: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -32,6 +39,8 @@ class LexkeepError(Exception):
         self.line = line
         self.col = col
         self.hint = hint
+        self.wording = wording
+        self.fields = dict(fields or {})
 
     def location(self) -> str:
         """`path:line:col` with the parts that are known, or an empty string."""
@@ -196,6 +205,7 @@ def storage_error(exc: BaseException, operation: str | None = None) -> StoreErro
     if operation not in (None, *OPERATIONS):
         raise ValueError(f"operation must be one of {OPERATIONS} or None, not {operation!r}")
     reason: str | None = None
+    wording: str | None = None
     verb, where = operation, None
     if isinstance(exc, OSError) and not isinstance(exc, LexkeepError):
         reason = _NO_ROOM.get(exc.errno or 0)
@@ -217,10 +227,11 @@ def storage_error(exc: BaseException, operation: str | None = None) -> StoreErro
         blocked = unsearchable_folder(where) or unsearchable_folder(os.path.realpath(where))
     if reason in _NO_ROOM.values():
         hint = (
-            "free space (or raise the quota or file size limit) where it is written, or point"
-            " --db or $TMPDIR at another disk, then run the command again: the write that"
-            " failed stored nothing, and what was stored before it stays"
+            "free space (or raise the quota or file size limit) where it is written, or put"
+            " the store or $TMPDIR on another disk, then try again: the write that failed"
+            " stored nothing, and what was stored before it stays"
         )
+        wording = "storage.no_room"
     elif blocked is not None:
         hint = search_hint(blocked)
     elif verb == "read":
@@ -233,11 +244,12 @@ def storage_error(exc: BaseException, operation: str | None = None) -> StoreErro
     else:
         hint = (
             "a store is written together with FILE.wal beside it: make its folder writable, or"
-            " copy the store to a folder that is (audit --db, stats and show open it read-only)"
+            " copy the store to a folder that is (Store.open(path, read_only=True) only reads)"
         )
+        wording = "storage.unwritable_folder"
     activity = getattr(exc, "lexkeep_doing", None) if verb == "access" else None
     during = f" while {activity}" if activity else ""
-    return StoreError(f"cannot {verb} {target}{during}: {reason}", hint=hint)
+    return StoreError(f"cannot {verb} {target}{during}: {reason}", hint=hint, wording=wording)
 
 
 def unnamed_write_error(exc: BaseException) -> LexkeepError | None:

@@ -96,12 +96,18 @@ def crash_left(c: FileCounts) -> str | None:
     bytes only, or the start of its first line and NUL bytes after it; None otherwise."""
     if c.status != "empty" or c.nul_tail is None or c.nul_tail[1]:
         return None
-    if c.nul_tail_cut:
+    return crash_left_text(c.nul_tail[0], c.nul_tail_cut)
+
+
+def crash_left_text(nul_bytes: int, cut: int | None) -> str:
+    """What a file a crash left with nothing readable holds: `nul_bytes` NUL bytes, after the
+    `cut` first bytes of its first line when the crash cut one (crash_left)."""
+    if cut:
         return (
-            f"a crash cut its first line after {c.nul_tail_cut} bytes and left"
-            f" {c.nul_tail[0]} NUL bytes after them"
+            f"a crash cut its first line after {cut} bytes and left {nul_bytes} NUL bytes"
+            " after them"
         )
-    return f"a file of {c.nul_tail[0]} NUL bytes, as a crash leaves before anything was written"
+    return f"a file of {nul_bytes} NUL bytes, as a crash leaves before anything was written"
 
 
 def nothing_yet(c: FileCounts) -> str | None:
@@ -805,7 +811,9 @@ def detect_format(
             raise InputError(
                 "a DuckDB database, not a trace file",
                 path=display,
-                hint="a lexkeep store is read with --db FILE",
+                hint="a lexkeep store is opened with Store.open(path), or audited with"
+                " run_audit(db=...)",
+                wording="ingest.store_given_as_trace",
             )
         if first_bad is not None and not head and first_bad.reason == "truncated_document":
             # Not one value of the document is complete yet (see IncompleteDocument).
@@ -831,7 +839,10 @@ def detect_format(
         raise UnrecognisedFormat(
             "not a recognised trace format",
             path=display,
-            hint="force one with --input-format (" + ", ".join(f.value for f in Format) + ")",
+            hint="force one with format= (input_format= of run_audit): "
+            + ", ".join(f.value for f in Format),
+            wording="ingest.unrecognised",
+            fields={"formats": ", ".join(f.value for f in Format)},
         )
     return fmt, _one_format(chain(head_items, items), fmt, display)
 
@@ -864,8 +875,9 @@ def _one_format(
                         f" {fmt.value} (detected from its first lines): it mixes formats",
                         path=display,
                         line=item.line,
-                        hint="split the file into one file per format, or pass --input-format"
-                        " to read every line as one format",
+                        hint="split the file into one file per format, or pass format="
+                        " (input_format= of run_audit) to read every line as one format",
+                        wording="ingest.mixed_formats",
                     )
         yield item
 
@@ -945,6 +957,9 @@ _INGEST_RUN_COLUMNS = (
     ("nul_gaps", "BIGINT"),
     ("first_nul_gap_bytes", "BIGINT"),
     ("first_nul_gap_after_line", "BIGINT"),
+    # The bytes of a first line a crash cut before NUL bytes, in the row of a file a crash
+    # left with nothing readable (migration 009, _holds_nothing_now). NULL: none.
+    ("nul_tail_cut", "BIGINT"),
 )
 # Times span every record stored (least / greatest skip NULLs): a later file or an append may
 # hold an earlier time than the store had, e.g. a resumed session's copied lines.
@@ -961,12 +976,17 @@ class _Unchanged(Exception):
     """Raised inside a file's transaction to roll back an ingest that adds nothing."""
 
 
+def _wording_for(reason: str) -> str | None:
+    """The commands' wording of _hints_for's hint for `reason` (lexkeep.cli.wording)."""
+    return None if reason == "truncated_document" else "ingest.bad_line"
+
+
 def _hints_for(reason: str, path: str | None = None) -> str:
     if reason == "truncated_document" and path == "-":
         return "pipe the whole document: standard input cannot be read again for the rest of it"
     if reason == "truncated_document":
         return "wait until the writer has finished the file, then ingest it again"
-    return "fix the line, or pass --skip-invalid to skip bad lines and record them"
+    return "fix the line, or pass skip_invalid=True to skip bad lines and record them"
 
 
 # What a library caller may pass as trace paths: a sequence of them, or one alone.
@@ -1215,8 +1235,8 @@ def _refuse_stream(path: str) -> None:
             "a pipe or device, not a file: it can be read only once, and a trace file is read"
             " more than once",
             path=path,
-            hint="pass it on standard input instead (zcat dump.jsonl.gz | lexkeep audit -),"
-            " or save it to a file first",
+            hint='pass it on standard input instead (the path "-"), or save it to a file first',
+            wording="ingest.pipe_given",
         )
 
 
@@ -2212,7 +2232,9 @@ class _FileIngest:
                 " standard input cannot be read again for the rest of it",
                 path=item.source.file,
                 line=item.source.line,
-                hint="pipe the whole trace, or pass --skip-invalid to drop the line and record it",
+                hint="pipe the whole trace, or pass skip_invalid=True to drop the line and"
+                " record it",
+                wording="ingest.stdin_cut",
             )
         elif item.reason == "truncated_last_line":
             self.errors.append((item.source.line, None, item.reason, item.detail))
@@ -2223,6 +2245,7 @@ class _FileIngest:
                 line=item.source.line,
                 col=item.col,
                 hint=_hints_for(item.reason, item.source.file),
+                wording=_wording_for(item.reason),
             )
         elif item.fatal:
             self.errors.append((item.source.line, item.col, item.reason, item.detail))
@@ -2573,8 +2596,10 @@ def _ingest_one(
             raise InputError(
                 f"was ingested into this store as {prev[3]}, not {forced}",
                 path=path,
-                hint=f"ingest it into a new store with --input-format {forced}"
-                f" (or drop --input-format to keep it as {prev[3]})",
+                hint=f"ingest it into a new store with format={forced!r}"
+                f" (or leave format out to keep it as {prev[3]})",
+                wording="ingest.forced_other_format",
+                fields={"forced": forced, "stored": prev[3]},
             )
         same, more = _same_prefix(path, prev[0], prev[2])
         # prev[0] is 0 when nothing counted as read (see _holds_nothing_now): an empty file
@@ -2591,11 +2616,12 @@ def _ingest_one(
                 batch.record_ingest(
                     key,
                     (prev[2], prev[0], prev[1], prev[3], 0, 0, 0, 0, 0, prev[4], prev[5], None,
-                     False, prev[7], None, None, *prev[8:11]),
+                     False, prev[7], None, None, *prev[8:11], None),
                 )  # fmt: skip
             return FileCounts(path=path, format=prev[3], status="unchanged"), 0
         if same:
-            skip_lines, status = prev[1], "appended"
+            # A file a crash left with nothing readable (format '') was never ingested.
+            skip_lines, status = prev[1], "appended" if prev[3] else "ingested"
             numbered = prev[7]
     if path != "-" and not skip_lines:
         numbered = _numbered_copy(batch, path)  # logrotate renamed a file read the old way
@@ -2621,7 +2647,6 @@ def _ingest_one(
         try:
             fmt, items = detect_format(source, format)
         except EmptyInput as exc:
-            _holds_nothing_now(batch, key, prev)
             _tell_whole(path, on_progress, told)
             counts = FileCounts(
                 path=path,
@@ -2634,6 +2659,8 @@ def _ingest_one(
                 nul_gaps=tuple(source.nul_gaps),
                 header_only=isinstance(exc, HeaderOnly),
             )
+            crashed = counts if crash_left(counts) is not None else None
+            _holds_nothing_now(batch, key, prev, crashed)
             return counts, 0
         except UnrecognisedFormat:
             if from_walk:
@@ -2698,7 +2725,8 @@ def _ingest_one(
         raise InputError(
             f"no line is a {fmt.value} record ({reasons})",
             path=path,
-            hint="drop --input-format to detect the format per file, or name the right one",
+            hint="leave format out to detect the format per file, or name the right one",
+            wording="ingest.forced_format_reads_nothing",
         )
     if path == "-" and not state.errors:
         # Standard input cannot be compared with an earlier ingest before it is read; the
@@ -2989,15 +3017,18 @@ def _unknown_types(state: _FileIngest, prev: tuple[Any, ...] | None) -> tuple[An
 
 
 def _nul_columns(
-    tail: tuple[int, int] | None, gaps: Sequence[tuple[int, int, int]]
+    tail: tuple[int, int] | None, gaps: Sequence[tuple[int, int, int]], cut: int | None = None
 ) -> tuple[int | None, ...]:
-    """The ingest_runs columns of a file's NUL bytes (migration 007): the tail's bytes and
-    line, then how many gaps, the first one's bytes and line (NULL for none)."""
+    """The ingest_runs columns of a file's NUL bytes (migrations 007, 009): the tail's bytes
+    and line, then how many gaps, the first one's bytes and line, then the bytes of a first
+    line a crash cut in a file it left with nothing readable (NULL for none)."""
     first = gaps[0][:2] if gaps else (None, None)
-    return (*(tail or (None, None)), len(gaps) or None, *first)
+    return (*(tail or (None, None)), len(gaps) or None, *first, cut)
 
 
-def _holds_nothing_now(batch: _Batch, key: str, prev: tuple[Any, ...] | None) -> None:
+def _holds_nothing_now(
+    batch: _Batch, key: str, prev: tuple[Any, ...] | None, crash: FileCounts | None = None
+) -> None:
     """A file ingested before (`prev`: its latest ingest_runs row) holds nothing to read now:
     emptied, rewritten as something that is no trace, or its first line or value still being
     written. The errors earlier ingests recorded for it describe lines it no longer holds, so
@@ -3007,16 +3038,23 @@ def _holds_nothing_now(batch: _Batch, key: str, prev: tuple[Any, ...] | None) ->
     should it come back, is read again whole (and its errors found again) instead of being
     unchanged since the row before. A file whose latest row consumed nothing already gets no
     second one. The records stored from the old content stay, as for any rewritten file.
+
+    `crash`: the counts of a file a crash left with nothing readable (crash_left). Such a
+    file gets that row too when never ingested before, with its NUL bytes, and format '' (no
+    file ingested, for `stats`): `audit --db` then says of it what `audit FILE` says.
     """
-    if prev is None or key == "-":
+    if key == "-" or (prev is None and crash is None):
         return
-    batch.reread.append((key, 0))
-    if prev[0]:
+    if prev is not None:
+        batch.reread.append((key, 0))
+    if prev is None or prev[0]:
+        nul = (None, ()) if crash is None else ((crash.nul_tail or (0, 0)), ())
         batch.record_ingest(
             key,
-            (_EMPTY_SHA256, 0, 0, prev[3], 0, 0, 0, 0, 0, 0, None, None, False, None)
-            + _nul_columns(None, ()),
-        )
+            (_EMPTY_SHA256, 0, 0, "" if prev is None else prev[3], 0, 0, 0, 0, 0, 0, None,
+             None, False, None)
+            + _nul_columns(*nul, None if crash is None else crash.nul_tail_cut),
+        )  # fmt: skip
 
 
 def _fast_stage(

@@ -190,9 +190,11 @@ def stats(store: Store) -> Stats:
         *(sum(getattr(f, name) for f in per) for name in FormatStats.__slots__[1:]),
     )
     # A file is its path; standard input ('-') is a new input each time other bytes came in.
+    # A file a crash left with nothing readable has a row of format '' (migration 009): it
+    # was never ingested.
     files = con.execute(
         "SELECT count(DISTINCT CASE WHEN path = '-' THEN '-' || sha256 ELSE path END)"
-        " FROM ingest_runs"
+        " FROM ingest_runs WHERE format <> ''"
     ).fetchone()[0]
     by_reason = dict(
         con.execute("SELECT reason, count(*) FROM ingest_errors GROUP BY 1 ORDER BY 1").fetchall()
@@ -297,7 +299,7 @@ def resolve_conversation(store: Store, conversation: str) -> str:
             hint="matches " + ", ".join(found[:5]) + (" …" if len(found) > 5 else ""),
         )
     raise NotFoundError(
-        f"no conversation {conversation!r} in the store", hint=unknown_conversation_hint(con)
+        f"no conversation {conversation!r} in the store", **unknown_conversation_hint(con)
     )
 
 
@@ -333,23 +335,32 @@ def require_conversations(con: Any, wanted: Sequence[str]) -> list[str]:
     if missing:
         raise NotFoundError(
             f"no conversation {', '.join(missing)} in the store",
-            hint=unknown_conversation_hint(con),
+            **unknown_conversation_hint(con),
         )
     return wanted
 
 
-def unknown_conversation_hint(con: Any) -> str:
-    """The hint for an unknown conversation id (`con`: a store's connection): some stored ids,
-    and the command that lists them all."""
+def unknown_conversation_hint(con: Any) -> dict[str, Any]:
+    """The hint for an unknown conversation id (`con`: a store's connection), as keyword
+    arguments of the error: some stored ids, and the call that lists them all (the commands
+    name theirs: lexkeep.cli.wording)."""
     # A user who typed a title or a file name sees what an id looks like.
     total = con.execute("SELECT count(*) FROM conversations").fetchone()[0]
     some = [
         r[0] for r in con.execute("SELECT id FROM conversations ORDER BY id LIMIT 5").fetchall()
     ]
     if not total:
-        return "the store is empty: lexkeep ingest TRACES... --db FILE fills it"
-    hint = f"the store holds {total} conversation(s), e.g. " + ", ".join(some)
-    return hint + (" …" if total > len(some) else "") + "; lexkeep show --db FILE lists them all"
+        return {
+            "hint": "the store is empty: ingest_paths(store, paths) fills it",
+            "wording": "conversation.store_empty",
+        }
+    held = f"the store holds {total} conversation(s), e.g. " + ", ".join(some)
+    held += " …" if total > len(some) else ""
+    return {
+        "hint": f"{held}; lexkeep.core.inspect.conversations(store) lists them all",
+        "wording": "conversation.unknown",
+        "fields": {"held": held},
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,13 @@ def wrap_words(text: str, width: int) -> list[str]:
 def record_lines(
     fields: Sequence[tuple[str, str, bool]], width: int | None, *, indent: int = 2
 ) -> list[str]:
+    """The lines of one record (record_groups), one list."""
+    return [line for group in record_groups(fields, width, indent=indent) for line in group]
+
+
+def record_groups(
+    fields: Sequence[tuple[str, str, bool]], width: int | None, *, indent: int = 2
+) -> list[list[str]]:
     """The lines of one record: each (label, value, prose) field as `label  value`, labels
     padded to one width, after `indent` spaces.
 
@@ -71,12 +78,15 @@ def record_lines(
     log finds it whole. Else a value that does not fit beside its label continues under
     itself, broken at spaces when it is prose; a whole value goes to a line of its own below
     the label. A line that cannot fit at its indent starts at the left edge, and one wider
-    than `width` is written anyway: it is never broken.
+    than `width` is written anyway: it is never broken. The lines come a list a field, so a
+    field can be styled apart.
     """
     label_width = max((cell_len(label) for label, _, _ in fields), default=0)
     lead = indent + label_width + 2
-    lines = []
+    groups: list[list[str]] = []
     for label, value, prose in fields:
+        lines: list[str] = []
+        groups.append(lines)
         head = " " * indent + label + " " * (label_width - cell_len(label) + 2)
         if width is None or lead + cell_len(value) <= width:
             lines.append(head + value)
@@ -94,4 +104,4 @@ def record_lines(
         lines.extend(
             (" " * below if below + cell_len(part) <= width else "") + part for part in parts
         )
-    return lines
+    return groups

@@ -19,12 +19,11 @@ from multiprocessing import get_context
 
 import duckdb
 
-from lexkeep.core.errors import StoreError
 from lexkeep.core.identifiers import SELECT_AFTER, extract_many, prepare
 from lexkeep.core.model import Extraction, MessageKind
 from lexkeep.core.parallel import cpu_count, env_count, exit_with_parent, ignore_interrupts
 from lexkeep.core.rules import RuleSet, default_rules, load_rules
-from lexkeep.core.store import Store, bulk_insert, store_exists
+from lexkeep.core.store import Store, bulk_insert, no_store_yet, store_exists
 
 IDENTIFIER_COLUMNS = (
     ("conversation_id", "VARCHAR"),
@@ -115,10 +114,7 @@ def reindex_path(
     from lexkeep.core.inspect import incomplete_scans
 
     if not store_exists(path, read_only=False):
-        raise StoreError(
-            f"no lexkeep store at {path}",
-            hint="ingest some traces first: lexkeep ingest TRACES... --db " + path,
-        )
+        raise no_store_yet(f"no lexkeep store at {path}", path)
     with Store.open(path) as store:
         counts = reindex(store, rules, on_progress)
         if not counts.incomplete:

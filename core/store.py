@@ -202,15 +202,14 @@ class Store:
         missing = not store_exists(target, read_only=read_only)
         is_folder = not missing and Path(target).is_dir()
         if read_only and missing:
-            raise StoreError(
-                f"no lexkeep store at {target}",
-                hint="ingest some traces first: lexkeep ingest TRACES... --db " + target,
-            )
+            raise no_store_yet(f"no lexkeep store at {target}", target)
         if is_folder:
             raise StoreError(
                 f"{target} is a folder, not a store file",
-                hint=f"--db names the store file, e.g. --db {Path(target) / DEFAULT_DB};"
-                " trace files and folders are arguments",
+                hint=f"Store.open takes the store file, e.g. {Path(target) / DEFAULT_DB};"
+                " trace files and folders go to ingest_paths",
+                wording="store.folder",
+                fields={"example": Path(target) / DEFAULT_DB},
             )
         _refuse_other_file(target)
         new = not os.path.exists(target)
@@ -218,10 +217,7 @@ class Store:
             # An empty file (`mktemp --suffix .duckdb`) is a new store, as a missing one is;
             # DuckDB refuses to open it, so it is replaced by a new database.
             if read_only:
-                raise StoreError(
-                    f"no lexkeep store at {target} (the file is empty)",
-                    hint="ingest some traces first: lexkeep ingest TRACES... --db " + target,
-                )
+                raise no_store_yet(f"no lexkeep store at {target} (the file is empty)", target)
             os.remove(target)
             new = True
         try:
@@ -324,7 +320,8 @@ class Store:
             raise StoreError(
                 f"{self.path} is a DuckDB database but not a lexkeep store"
                 f" (it holds other tables: {names})",
-                hint="pass --db a store made by lexkeep ingest, or a new file name",
+                hint="open a store made by ingest_paths, or a new file name",
+                wording="store.foreign",
             )
 
     def check_version(self, readable_from: int = READABLE_FROM) -> None:
@@ -334,9 +331,8 @@ class Store:
         have = self.schema_version()
         if have == 0:
             self._refuse_foreign()
-            raise StoreError(
-                f"no lexkeep store at {self.path} (an empty DuckDB database)",
-                hint=f"ingest some traces first: lexkeep ingest TRACES... --db {self.path}",
+            raise no_store_yet(
+                f"no lexkeep store at {self.path} (an empty DuckDB database)", str(self.path)
             )
         if have > known:
             raise StoreError(
@@ -347,7 +343,9 @@ class Store:
         if have < readable_from:
             raise StoreError(
                 f"{self.path} needs migrating (schema {have} of {known}) but was opened read-only",
-                hint=f"ingest into it once (lexkeep ingest TRACES... --db {self.path})",
+                hint=f"ingest into it once (ingest_paths into Store.open({str(self.path)!r}))",
+                wording="store.needs_migrating",
+                fields={"target": self.path},
             )
 
     def migrate(self) -> list[int]:
@@ -587,36 +585,49 @@ def store_exists(target: str, *, read_only: bool) -> bool:
         refused = storage_error(exc, "read" if read_only else "open")
         if refused is None:
             raise
-        raise StoreError(refused.message, hint=_unwritable_hint(target, read_only)) from exc
+        hint, wording = _unwritable_hint(target, read_only)
+        raise StoreError(
+            refused.message, hint=hint, wording=wording, fields=_store_fields(target)
+        ) from exc
 
 
-def _unwritable_hint(target: str, read_only: bool) -> str:
-    """What to do when the store `target` cannot be opened for want of permission."""
+def _unwritable_hint(target: str, read_only: bool) -> tuple[str, str | None]:
+    """What to do when the store `target` cannot be opened for want of permission, and the
+    commands' wording of it (lexkeep.cli.wording, with the field `target`)."""
     blocked = unsearchable_folder(target)
     if blocked is not None:
         if read_only:
-            return search_hint(blocked)
+            return search_hint(blocked), None
         return (
             f"{search_hint(blocked)}; a store is written with {Path(target).name}.wal beside"
             f" it, so {os.path.dirname(os.path.abspath(target))} must be writable too"
-        )
+        ), None
     if os.path.exists(target) and not os.access(target, os.R_OK):
         return (
-            f"make {target} readable (and writable, for ingest, compact and extract --db), or"
-            " ask its owner for a copy"
-        )
+            f"make {target} readable (and writable, to write into it), or ask its owner for a copy"
+        ), "store.unreadable"
     if read_only:
-        return f"make {target} and the folders above it readable"
+        return f"make {target} and the folders above it readable", None
     if os.path.exists(target) and not os.access(target, os.W_OK):
         return (
-            f"make {target} writable, or copy it to a folder you can write and pass --db the"
-            " copy; audit --db, stats, show, context, guard and compactions only read it"
-        )
+            f"make {target} writable, or copy it to a folder you can write and open the copy;"
+            " Store.open(path, read_only=True) only reads it"
+        ), "store.unwritable"
     folder = Path(target).resolve().parent
     return (
         f"make the folder {folder} writable (a store is written with {Path(target).name}.wal"
-        " beside it), or pass --db a file in a folder you can write"
-    )
+        " beside it), or open a store file in a folder you can write"
+    ), "store.unwritable_folder"
+
+
+def _store_fields(target: str) -> dict[str, object]:
+    """The fields the commands' wordings of a store that cannot be opened use."""
+    return {
+        "target": target,
+        "wal": os.path.abspath(target) + ".wal",
+        "folder": Path(target).resolve().parent,
+        "name": Path(target).name,
+    }
 
 
 # DuckDB's answer when another process holds the file: `IO Error: Could not set lock on file
@@ -657,23 +668,30 @@ def _connect(target: str, read_only: bool, wait: float | None) -> duckdb.DuckDBP
                 room = storage_error(exc)  # a full disk or a read-only folder: say what to do
                 folder = Path(target).parent
                 hint = None if folder.is_dir() else f"the folder {folder} does not exist: create it"
+                wording = None
                 if hint is None and room is not None:
-                    hint = room.hint
+                    hint, wording = room.hint, room.wording
                     if room.message.endswith(("Permission denied", "Read-only file system")):
-                        hint = _unwritable_hint(target, read_only)
+                        hint, wording = _unwritable_hint(target, read_only)
                     wal = os.path.abspath(target) + ".wal"
                     if room.message.startswith(f"cannot open {wal}: Permission denied"):
                         hint = (
-                            f"make {wal} readable (and writable, for ingest, compact and"
-                            " extract --db): it is the store's write-ahead log, left by a"
-                            " process that stopped before closing the store"
+                            f"make {wal} readable (and writable, to write into the store): it"
+                            " is the store's write-ahead log, left by a process that stopped"
+                            " before closing the store"
                         )
+                        wording = "store.wal_unreadable"
                 if "Could not read enough bytes" in str(exc):
                     hint = (
                         f"{target} is cut short (a copy or a creation that did not finish):"
                         " restore it, or remove it and ingest the traces again"
                     )
-                raise StoreError(f"cannot open {target}: {exc}", hint=hint) from exc
+                raise StoreError(
+                    f"cannot open {target}: {exc}",
+                    hint=hint,
+                    wording=wording,
+                    fields=_store_fields(target),
+                ) from exc
             if time.monotonic() < deadline:
                 time.sleep(0.05)
                 continue
@@ -682,7 +700,8 @@ def _connect(target: str, read_only: bool, wait: float | None) -> duckdb.DuckDBP
                 f"{target} is in use by another lexkeep process (DuckDB file lock held"
                 + (f" by PID {holder.group(1)})" if holder else ")")
                 + (f"; waited {wait:g} s" if wait else ""),
-                hint="wait for the other process to finish, or use another --db file",
+                hint="wait for the other process to finish, or open another store file",
+                wording="store.locked",
             ) from exc
         except duckdb.ConnectionException as exc:
             if "different configuration" not in str(exc):
@@ -698,8 +717,19 @@ def _connect(target: str, read_only: bool, wait: float | None) -> duckdb.DuckDBP
         except duckdb.Error as exc:
             raise StoreError(
                 f"{target} is not a DuckDB database ({exc})",
-                hint="pass --db with a new file name, or a store made by lexkeep",
+                hint="open a new file name, or a store made by lexkeep",
+                wording="store.not_duckdb",
             ) from exc
+
+
+def no_store_yet(message: str, target: str) -> StoreError:
+    """The error for a store to read that is not there yet (`message`), at `target`."""
+    return StoreError(
+        message,
+        hint=f"ingest some traces first: ingest_paths(store, paths) into Store.open({target!r})",
+        wording="store.none_yet",
+        fields={"target": target},
+    )
 
 
 def _empty_file(path: str) -> bool:
@@ -735,7 +765,9 @@ def _refuse_other_file(target: str) -> None:
     looks = " (it looks like a trace file)" if head.lstrip(LEADING)[:1] in (b"{", b"[") else ""
     raise StoreError(
         f"{target} is not a DuckDB database{looks}",
-        hint="--db names the store (e.g. --db lexkeep.duckdb); trace files are arguments",
+        hint="Store.open takes the store file (e.g. lexkeep.duckdb); trace files go to"
+        " ingest_paths",
+        wording="store.trace_given_as_store",
     )
 
 

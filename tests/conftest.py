@@ -252,6 +252,7 @@ _UNDO_MIGRATION = {
         )
     ],
     8: ["DROP TABLE renamed_away"],
+    9: ["ALTER TABLE ingest_runs DROP COLUMN nul_tail_cut"],
 }
 
 

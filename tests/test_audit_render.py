@@ -310,3 +310,67 @@ def test_an_unknown_format_is_a_config_error_naming_the_formats(report):
         render(report, "sarif", out)
     assert all(name in err.value.hint for name in FORMATS)
     assert out.getvalue() == ""
+
+
+def _audit_sample(columns: str | None, *, env: dict[str, str] | None = None) -> str:
+    """`lexkeep audit sample_traces/` in a pipe, with $COLUMNS at `columns` (None: unset)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import SAMPLE_TRACES
+
+    run_env = {k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")}
+    run_env.pop("COLUMNS", None)
+    if columns is not None:
+        run_env["COLUMNS"] = columns
+    done = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", "audit", str(SAMPLE_TRACES)],
+        capture_output=True,
+        text=True,
+        env=run_env | (env or {}),
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("columns", ["20", "40", "60", "80", None])
+def test_the_verdict_and_histogram_keep_their_words_and_bars_whole(columns):
+    """At $COLUMNS=40 the histogram's lines were re-wrapped by Rich (the count of a bucket on
+    a line of its own, below ~47 columns), and the PASS/FAIL line was wrapped by Rich, which
+    breaks a word wider than the width (here LEXKEEP_MIN_RATIO=1.0 at 20 columns) in the
+    middle and leaves spaces at line ends. Both fit now: a bar a line, shorter when the width
+    asks; the verdict broken at spaces only. In a pipe without $COLUMNS nothing changes: one
+    line each."""
+    from lexkeep.core.layout import wrap_words
+
+    text = _audit_sample(columns, env={"LEXKEEP_MIN_RATIO": "1.0"})
+    lines = text.splitlines()
+    bars = [line for line in lines if re.match(r" +[0-9-]+% \|", line)]
+    assert all(re.fullmatch(r" +[0-9-]+% \| #* *\d+", line) for line in bars), bars
+    assert [int(line.split()[-1]) for line in bars] == [2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+    verdict = "\n".join(lines[lines.index(next(x for x in lines if x.startswith("FAIL:"))) :])
+    words = " ".join(verdict.split())
+    assert words.endswith("is below LEXKEEP_MIN_RATIO=1.0.") and words.startswith("FAIL: 3/6")
+    if columns is None:
+        assert len(verdict.splitlines()) == 1 and max(map(len, bars)) <= 140
+        return
+    width = int(columns)
+    assert all(len(line) <= width for line in bars), bars
+    assert verdict.splitlines() == wrap_words(words, width), verdict
+
+
+def test_the_per_kind_all_line_stays_bold_when_kinds_are_lines():
+    """A terminal narrower than the per-kind table showed the kinds a line each, the `all`
+    line no longer bold as the table's last row is."""
+    from conftest import SAMPLE_TRACES, on_terminal
+
+    for cols in (40, 100):
+        raw = on_terminal(
+            ["audit", str(SAMPLE_TRACES)], cols=cols, stream="stdout", check=False, raw=True
+        )
+        section = raw.split("Per identifier kind")[1].split("Per-conversation")[0]
+        plain = [(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", x), x) for x in section.splitlines()]
+        line = next(raw for text, raw in plain if re.match(r"[│ ] *all ", text))
+        assert re.search(r"\x1b\[[0-9;]*\b1m[^\x1b]*all", line), (cols, line)

@@ -474,6 +474,61 @@ def test_github_format_annotates_an_audit_that_could_not_run(cli, tmp_path):
     assert ok(cli("audit", bad, "-f", "json"), 2).stdout == ""
 
 
+def test_github_format_annotates_a_command_line_that_cannot_be_parsed(tmp_path):
+    """A usage error (an unknown option, a flag's value of the wrong type, a misspelt command)
+    showed only plain `Usage:`/`Error:` lines with `--format github` or LEXKEEP_FORMAT=github:
+    the job's annotations said nothing. It is an `::error` line on stdout now; stderr and the
+    exit code are as before, and other formats write nothing to stdout."""
+
+    def run(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            [sys.executable, "-m", "lexkeep.cli.main", *map(str, args)],
+            cwd=tmp_path,
+            env={k: v for k, v in os.environ.items() if not k.startswith("LEXKEEP_")} | (env or {}),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 2, result.stderr
+        return result
+
+    title = "::error title=lexkeep audit could not run::"
+    hint = " (hint: try 'lexkeep audit -h' for help)"
+    plain = run("audit", INVOICE, "--bogus")
+    assert plain.stdout == ""
+    assert plain.stderr.splitlines()[-1] == "Error: No such option: --bogus"
+    for how in (("-f", "github"), ("--format=github",), ("-fgithub",), ("--format", "GitHub")):
+        result = run("audit", INVOICE, "--bogus", *how)
+        assert result.stdout == f"{title}No such option: --bogus{hint}\n", how
+        assert result.stderr == plain.stderr
+    github = {"LEXKEEP_FORMAT": "github"}
+    bad_ratio = run("audit", INVOICE, "--min-ratio", "98%", env=github)
+    assert bad_ratio.stdout == (
+        f"{title}Invalid value for '--min-ratio': '98%25' is not a valid float.{hint}\n"
+    )  # % is escaped in an annotation's text (GitHub decodes it back)
+    assert bad_ratio.stderr.splitlines()[-1].startswith("Error: Invalid value for '--min-ratio'")
+    no_value = run("audit", INVOICE, "-f", env=github)
+    assert no_value.stdout == f"{title}Option '-f' requires an argument.{hint}\n"
+    empty_db = run("audit", "--db", "", "-f", "github")
+    assert empty_db.stdout.startswith(f"{title}Invalid value for '--db': is empty"), empty_db.stdout
+    # A misspelt command: the job still learns why nothing ran.
+    typo = run("audti", INVOICE, "-f", "github")
+    assert typo.stdout == (
+        "::error title=lexkeep could not run::No such command 'audti'. Did you mean 'audit'?"
+        " (hint: try 'lexkeep -h' for help)\n"
+    )
+    # Other formats, and other commands (their formats have no github), as before.
+    for args, env in (
+        (("audit", INVOICE, "--bogus", "-f", "json"), None),
+        (("audit", INVOICE, "--bogus", "-f", "json"), github),
+        (("ingest", INVOICE, "--bogus"), github),
+        ((), github),  # `lexkeep` alone shows its help
+    ):
+        result = run(*args, env=env)
+        assert result.stdout == "", args
+        assert "Error: No such option: --bogus" in result.stderr or not args
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -889,11 +944,52 @@ def left_out_note(count: int, first: str, *, files: bool) -> str:
         f" (first: {first}); whatever they held is not in this audit"
     )
     if files:
-        note += (
-            " (an audit of files does not store tool results or messages other than users' own"
-            " text, so it does not count those left out: lexkeep ingest and stats do)"
-        )
+        note += FILES_COUNT_ONLY
     return note
+
+
+# What an audit of files adds to that note: what its count covers, and why a store's may be
+# higher over the same files.
+FILES_COUNT_ONLY = (
+    " (an audit of files stores only user messages, tool calls and compactions, so it counts"
+    " only records left out for an id one of those held: a user message under the id of an"
+    " earlier message of another kind is audited here, where lexkeep ingest leaves it out and"
+    " audit --db counts it; tool results and other messages left out are counted by lexkeep"
+    " ingest and stats)"
+)
+
+
+def test_the_left_out_counts_of_files_and_store_differ_only_as_the_note_says(cli, tmp_path):
+    """/work/shared/data/claude-code-log: the files' audit counted 9 records left out, the
+    store's 10, and nothing said why: dag_within_fork.jsonl:4 is a user message under the id
+    an assistant answer of dag_fork.jsonl holds, which an audit of files (storing no
+    assistant messages) audits and an ingest leaves out. The files' note now says what it
+    counts, and the one record between the two counts is that user message."""
+    corpus = shared_data() / "claude-code-log"
+    files = ok(cli("audit", corpus, "--skip-invalid", "-f", "json", "--exit-zero"), 0)
+    db = tmp_path / "s.duckdb"
+    assert cli("ingest", corpus, "--skip-invalid", "--db", db, "-q").exit_code == 0
+    stored = ok(cli("audit", "--db", db, "-f", "json", "--exit-zero"), 0)
+
+    def read_note(report: str) -> tuple[int, str]:
+        note = next(n for n in json.loads(report)["notes"] if "the audit reads" in n)
+        return int(note.split()[0]), note
+
+    (from_files, files_note), (from_store, store_note) = map(
+        read_note, (files.stdout, stored.stdout)
+    )
+    assert files_note.endswith(FILES_COUNT_ONLY), files_note
+    assert FILES_COUNT_ONLY not in store_note
+    # The records the store's count has beyond the files': user messages whose id a message of
+    # another kind held first (in the store, the id's message is of another kind).
+    with Store.open(db, read_only=True) as store:
+        beyond = store.con.execute(
+            "SELECT e.path, e.line FROM ingest_errors e JOIN messages m"
+            " ON e.detail = 'message ' || chr(39) || m.id || chr(39)"
+            " WHERE e.reason = 'id_conflict' AND m.kind <> 'user_text'"
+        ).fetchall()
+    assert [(Path(p).name, line) for p, line in beyond] == [("dag_within_fork.jsonl", 4)]
+    assert from_store - from_files == len(beyond)
 
 
 def test_records_left_out_for_an_id_their_conversation_holds_are_named(cli, tmp_path):
@@ -1941,6 +2037,57 @@ def test_audit_of_a_file_of_nul_bytes_only_names_the_crash(cli, tmp_path):
         f"1 file(s) hold nothing a crash left readable and are not in this audit (first:"
         f" {crashed}: a file of 50 NUL bytes, as a crash leaves before anything was written)"
     ) in beside["notes"], beside["notes"]
+
+
+def test_audit_of_a_store_names_the_files_a_crash_left_with_nothing_readable(cli, tmp_path):
+    """`lexkeep ingest` said of a file of NUL bytes only `nothing to read: a file of N NUL
+    bytes, as a crash leaves ...` and kept nothing of it: `audit --db` was silent where
+    `audit FILE` notes it. The ingest now keeps it (an ingest_runs row consuming nothing), so
+    both audits give the same note; `stats` counts it among no files ingested."""
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"\0" * 50)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(INVOICE.read_bytes()[:17] + b"\0" * 30)
+    inputs = (crashed, cut, INVOICE)
+    of_files = json.loads(ok(cli("audit", *inputs, "-f", "json"), 1).stdout)["notes"]
+    note = (
+        f"2 file(s) hold nothing a crash left readable and are not in this audit (first:"
+        f" {crashed}: a file of 50 NUL bytes, as a crash leaves before anything was written)"
+    )
+    assert note in of_files, of_files
+    db = tmp_path / "s.duckdb"
+    ingest = ok(cli("ingest", *inputs, "--db", db), 0)
+    assert "2 left empty by a crash" in ingest.stderr
+    of_store = json.loads(ok(cli("audit", "--db", db, "-f", "json"), 1).stdout)["notes"]
+    assert [n for n in of_store if "crash" in n] == [note]
+    assert "files ingested: 1;" in ok(cli("stats", "--db", db), 0).stdout
+    # Ingested again as they are: the same, and no second row for them.
+    ok(cli("ingest", *inputs, "--db", db), 0)
+    again = json.loads(ok(cli("audit", "--db", db, "-f", "json"), 1).stdout)["notes"]
+    assert [n for n in again if "crash" in n] == [note]
+    with Store.open(db, read_only=True) as store:
+        rows = store.con.execute(
+            "SELECT count(*) FROM ingest_runs WHERE path = ?", [str(cut)]
+        ).fetchone()[0]
+    assert rows == 1
+    # The cut file alone: its own wording, as the audit of the file gives it.
+    cut_note = (
+        f"1 file(s) hold nothing a crash left readable and are not in this audit (first: {cut}:"
+        " a crash cut its first line after 17 bytes and left 30 NUL bytes after them)"
+    )
+    assert cut_note in json.loads(ok(cli("audit", cut, INVOICE, "-f", "json"), 1).stdout)["notes"]
+    solo = tmp_path / "solo.duckdb"
+    ok(cli("ingest", cut, INVOICE, "--db", solo), 0)
+    solo_notes = json.loads(ok(cli("audit", "--db", solo, "-f", "json"), 1).stdout)["notes"]
+    assert cut_note in solo_notes, solo_notes
+    # A writer that restarts appends after the NUL bytes: then the file is read, and noted
+    # as a gap, no longer as holding nothing.
+    crashed.write_bytes(b"\0" * 50 + CODEX.read_bytes())
+    cut.unlink()
+    ok(cli("ingest", crashed, "--db", db), 0)
+    later = json.loads(ok(cli("audit", "--db", db, "-f", "json"), 1).stdout)["notes"]
+    assert not [n for n in later if "hold nothing a crash" in n and str(crashed) in n], later
+    assert [n for n in later if "then lines written after them" in n], later
 
 
 def test_audit_of_a_store_from_before_nul_bytes_were_kept_still_opens(cli, tmp_path):

@@ -516,21 +516,22 @@ def test_audit_output_to_a_fifo_is_written_into_it_not_replaced(cli, tmp_path: P
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
-def test_a_report_file_that_runs_out_of_room_is_named_and_the_old_one_stays(tmp_path: Path):
+def test_a_report_file_that_runs_out_of_room_is_named_and_no_earlier_one_stays(tmp_path: Path):
     """-o on a full disk said `cannot write a temporary file` and told to move --db or
-    $TMPDIR, neither of which the report is written to."""
+    $TMPDIR, neither of which the report is written to. The earlier report is not left for
+    a later step to read as this run's."""
     target = tmp_path / "audit.json"
     target.write_text("the report of yesterday\n")
     # The JSON report of the sample traces takes 8 KB; what the audit stages, less.
     result = run_writing_at_most(6000, "audit", SAMPLE_TRACES, "-f", "json", "-o", target)
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines() == [
+        f"Removed {target}, an earlier run's report: this run wrote none",
         f"Error: cannot write {target}: File too large",
         f"Hint: free space (or raise the quota or file size limit) where {target} is, or pass"
-        " -o a file on another disk, then run the command again; the file is as it was",
+        " -o a file on another disk, then run the command again",
     ]
-    assert target.read_text() == "the report of yesterday\n"
-    assert [p.name for p in tmp_path.iterdir()] == ["audit.json"]
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
@@ -1063,3 +1064,77 @@ def test_audit_output_that_cannot_be_written_is_refused_before_the_traces_are_re
         result = cli("audit", bad, "-o", target, "--format", "github")
         assert result.stdout.startswith("::error title=lexkeep audit could not run::cannot write")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+
+
+STALE = "the report of an earlier run\n"
+
+
+@pytest.mark.parametrize("fmt", ["json", "junit", "github", "markdown", "html", "table"])
+def test_a_failed_audit_leaves_no_earlier_report_at_its_output_path(cli, tmp_path: Path, fmt):
+    """`lexkeep audit traces/ -o report.json` that failed (a bad trace line, a store that is
+    not one, a bad setting) left the previous run's report at report.json: a CI step reading
+    it without the exit code read an old gate. The earlier report is removed once the audit
+    starts, and stderr says so; a run that succeeds still replaces the file."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "conversation", "id": "c1"}\n{"type": "message", oops\n')
+    not_a_store = tmp_path / "not.duckdb"
+    not_a_store.write_text("not a store\n")
+    target = tmp_path / f"report.{fmt}"
+    for args, env in (
+        (("audit", bad), None),
+        (("audit", "--db", not_a_store), None),
+        (("audit", SAMPLE_TRACES), {"LEXKEEP_MIN_RATIO": "98%"}),
+    ):
+        target.write_text(STALE)
+        result = cli(*args, "-f", fmt, "-o", target, env=env)
+        assert result.exit_code == 2, result.stderr
+        assert not target.exists(), (args, target.read_text())
+        assert result.stderr.splitlines()[0] == (
+            f"Removed {target}, an earlier run's report: this run wrote none"
+        ), result.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "not.duckdb"]
+    # Nothing stood there: nothing to say beyond the error.
+    result = cli("audit", bad, "-f", fmt, "-o", target)
+    assert result.exit_code == 2
+    assert "Removed" not in result.stderr and not target.exists()
+    # A run that succeeds replaces the earlier report, as before.
+    target.write_text(STALE)
+    result = cli("audit", SAMPLE_TRACES, "-f", fmt, "-o", target)
+    assert result.exit_code == 1, result.stderr
+    assert target.read_text() != STALE and "Removed" not in result.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_an_audit_stopped_midway_leaves_no_earlier_report(tmp_path: Path, sig: str):
+    """Ctrl-C (or a cancelled CI job's SIGTERM) during `audit ... -o report.json` left the
+    previous run's report in place; it is removed when the audit starts."""
+    import signal
+    import time
+
+    target = tmp_path / "report.json"
+    target.write_text(STALE)
+    # Standard input stays open: the audit waits on it until it is stopped.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lexkeep.cli.main", "audit", "-", "-o", str(target)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while target.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)  # the audit is reading standard input by now
+        proc.send_signal(getattr(signal, sig))
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == (130 if sig == "SIGINT" else 143), err
+    assert not target.exists()
+    assert err.splitlines()[-2:] == [
+        f"Removed {target}, an earlier run's report: this run wrote none",
+        "Interrupted.",
+    ], err

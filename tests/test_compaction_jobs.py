@@ -365,7 +365,7 @@ def test_a_completion_after_its_lease_expired_is_refused_even_if_nobody_claimed_
         f"job {c.job_id[:12]}: its lease expired 2.5 s before the summary arrived; "
         "the attempt counts as failed (lease expired) and nothing was written"
     )
-    assert info.value.hint == "give summaries more time: raise --lease-seconds"
+    assert info.value.hint == "give summaries more time: raise lease_seconds"
     row = store.con.execute("SELECT status, attempts, summary, last_error FROM compactions")
     assert row.fetchone() == (
         "failed",

@@ -209,8 +209,8 @@ def test_budget_too_small_even_for_the_sidecar(conv30):
     with pytest.raises(BudgetError) as err:
         build_context(conv30, "c1", 200)
     assert "too small" in err.value.message
-    assert err.value.hint.startswith("pass --budget-bytes ")
-    floor = int(err.value.hint.split()[2])
+    assert err.value.hint.startswith("pass budget_bytes=")
+    floor = int(err.value.hint.split()[1].removeprefix("budget_bytes="))
     ctx = build_context(conv30, "c1", floor)  # the floor itself is enough
     assert ctx.bytes <= floor and ctx.history == ()
     assert [(o.from_pair, o.to_pair) for o in ctx.omitted] == [(0, 9), (10, 29)]

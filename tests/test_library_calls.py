@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
+import subprocess
+import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -13,6 +17,8 @@ from conftest import SAMPLE_TRACES
 
 from lexkeep.audit.engine import run_audit
 from lexkeep.audit.render import render
+from lexkeep.audit.settings import AuditSettings
+from lexkeep.core.errors import LexkeepError
 from lexkeep.core.ingest import ingest_paths
 from lexkeep.core.store import Store
 
@@ -105,3 +111,146 @@ def test_every_package_ships_its_type_hints():
         folder = repo / setuptools["package-dir"][package]
         assert (folder / "py.typed").is_file(), folder
         assert "py.typed" in setuptools["package-data"].get(package, []), package
+
+
+def _library_error(call) -> LexkeepError:
+    with pytest.raises(LexkeepError) as caught:
+        call()
+    return caught.value
+
+
+def test_errors_from_library_calls_name_keyword_arguments_not_flags(tmp_path):
+    """An error raised to a Python caller told it to `pass --skip-invalid` or that `--db` and
+    trace files cannot both be given: options of a command it never ran. It names the keyword
+    argument of the call now (`skip_invalid=True`); the commands keep their flags' names."""
+    db = tmp_path / "s.duckdb"
+    with Store.open(db) as store:
+        ingest_paths(store, [INVOICE])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "conversation", "id": "c1"}\n{"type": "message", oops\n')
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_bytes(
+        (SAMPLE_TRACES / "codex_kept_verbatim.jsonl").read_bytes()
+        + (SAMPLE_TRACES / "claude_lost_path.jsonl").read_bytes()
+    )
+
+    def ingest(paths: list[Path]) -> None:
+        with Store.open(None) as store:
+            ingest_paths(store, paths)
+
+    # (call, what the error or its hint says instead of the flag, the command's words)
+    n = tmp_path / "n.duckdb"
+    none = tmp_path / "none.duckdb"
+    cases = [
+        (
+            lambda: run_audit(db=db, skip_invalid=True),
+            "skip_invalid=True only applies",
+            ["audit", "--db", db, "--skip-invalid"],
+            "--skip-invalid only applies",
+        ),
+        (
+            lambda: run_audit(db=db, input_format="codex"),
+            "input_format only applies",
+            ["audit", "--db", db, "--input-format", "codex"],
+            "--input-format only applies",
+        ),
+        (
+            lambda: run_audit(paths=[INVOICE], db=db),
+            "give paths or db, not both",
+            ["audit", INVOICE, "--db", db],
+            "give trace files or --db, not both",
+        ),
+        (
+            lambda: run_audit(db=db, rules="x.toml"),
+            "rules only applies",
+            ["audit", "--db", db, "--rules", "x.toml"],
+            "--rules only applies",
+        ),
+        (lambda: run_audit(), "run_audit(paths=", None, None),
+        (lambda: ingest([bad]), "skip_invalid=True", ["ingest", bad, "--db", n], "--skip-invalid"),
+        (lambda: run_audit(paths=[bad]), "skip_invalid=True", ["audit", bad], "--skip-invalid"),
+        (lambda: ingest([mixed]), "format=", ["ingest", mixed, "--db", n], "--input-format"),
+        (lambda: run_audit(paths=[mixed]), "input_format=", ["audit", mixed], "--input-format"),
+        (
+            lambda: Store.open(tmp_path),
+            "Store.open takes",
+            ["stats", "--db", tmp_path],
+            "--db names",
+        ),
+        (lambda: Store.open(INVOICE), "Store.open takes", ["stats", "--db", INVOICE], "--db names"),
+        (
+            lambda: Store.open(none, read_only=True),
+            "ingest_paths(",
+            ["stats", "--db", none],
+            "lexkeep ingest TRACES...",
+        ),
+    ]
+    for call, library_words, command, command_words in cases:
+        err = _library_error(call)
+        text = f"{err} (hint: {err.hint})"
+        assert library_words in text, text
+        assert not re.search(r"(?<![\w-])--[a-z]", text), text  # no flag named
+        commands = r"lexkeep (ingest|audit|extract|stats|show|compact|context|guard)\b"
+        assert not re.search(commands, text), text  # nor a command to run
+        if command is not None:
+            done = subprocess.run(
+                [sys.executable, "-m", "lexkeep.cli.main", *map(str, command)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=tmp_path,
+            )
+            assert done.returncode == 2, done.stderr
+            assert command_words in done.stderr, done.stderr
+    # Compaction and context take keyword arguments too.
+    from lexkeep.compaction.context import build_context
+    from lexkeep.compaction.engine import run_compaction
+
+    for call, library_words in (
+        (lambda: run_compaction(str(db), workers=0), "workers must be at least 1, got 0"),
+        (lambda: run_compaction(str(db), max_running=0), "max_running must be at least 1"),
+        (lambda: run_compaction(str(none)), "ingest_paths("),
+    ):
+        err = _library_error(call)
+        assert library_words in f"{err} {err.hint}" and "--" not in f"{err} {err.hint}", err
+    with Store.open(db, read_only=True) as store:
+        conversation = store.con.execute("SELECT min(id) FROM conversations").fetchone()[0]
+        for budget, words in ((0, "budget_bytes must be"), (10, "pass budget_bytes=")):
+            err = _library_error(partial(build_context, store, conversation, budget))
+            assert words in f"{err} {err.hint}" and "--" not in f"{err} {err.hint}", err
+    # A gate's reasons name the setting as the call gave it.
+    report = run_audit(paths=[INVOICE], settings=AuditSettings(min_ratio=0.9))
+    assert report.gate.reasons == ("ratio 0.000 (0/1 kept) is below min_ratio=0.9",)
+
+
+def test_an_audit_of_a_folder_walks_it_once(tmp_path, monkeypatch):
+    """run_audit walked its folders twice, once to check the paths and once to read them:
+    twice the look-ups on a big tree, and a file written between the two walks was read
+    without having been found. One walk now gives the files the audit reads."""
+    import os
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for name in ("invoice_altered.jsonl", "codex_kept_verbatim.jsonl"):
+        shutil.copy(SAMPLE_TRACES / name, folder / name)
+    walks: list[str] = []
+    real_walk = os.walk
+
+    def walk(top, *args, **kwargs):
+        walks.append(str(top))
+        yield from real_walk(top, *args, **kwargs)
+        # A session file written just after the folder was walked.
+        late = folder / "claude_lost_path.jsonl"
+        if not late.exists():
+            shutil.copy(SAMPLE_TRACES / "claude_lost_path.jsonl", late)
+
+    monkeypatch.setattr(os, "walk", walk)
+    report = run_audit(paths=[folder])
+    assert walks == [str(folder)]
+    # What the walk found, and only that: the invoice and the Codex story.
+    assert {f.value for f in report.findings} == {
+        "INV-2025-08-44719",
+        "ERR_CONN_RESET",
+        "https://registry.example.test/pkg/left-pad/-/left-pad-1.3.0.tgz",
+        "src/net/retry.py",
+    }

@@ -65,7 +65,9 @@ def test_a_store_missing_a_migration_asks_for_a_writing_command(db_file):
         store.con.execute("DELETE FROM schema_migrations WHERE version > 1")
     with pytest.raises(StoreError, match=r"needs migrating \(schema 1 of") as info:
         Store.open(db_file, read_only=True)
-    assert info.value.hint == f"ingest into it once (lexkeep ingest TRACES... --db {db_file})"
+    assert (
+        info.value.hint == f"ingest into it once (ingest_paths into Store.open({str(db_file)!r}))"
+    )
 
 
 def test_read_only_open_of_missing_file_is_a_clear_error(tmp_path):
@@ -106,15 +108,18 @@ def test_a_db_that_names_a_folder_says_so_and_names_a_file_to_use(tmp_path, cli)
         with pytest.raises(StoreError) as info:
             Store.open(folder, read_only=read_only)
         assert str(info.value) == f"{folder} is a folder, not a store file"
-        assert info.value.hint == (
-            f"--db names the store file, e.g. --db {folder / 'lexkeep.duckdb'};"
-            " trace files and folders are arguments"
+        assert info.value.hint == (  # to a library caller; the commands say --db (below)
+            f"Store.open takes the store file, e.g. {folder / 'lexkeep.duckdb'};"
+            " trace files and folders go to ingest_paths"
         )
     assert list(folder.iterdir()) == []
     for args in (("ingest", SAMPLE_TRACES), ("stats",), ("audit",)):
         result = cli(*args, "--db", folder)
         assert result.exit_code == 2, result.stderr
         assert result.stderr.startswith(f"Error: {folder} is a folder, not a store file\nHint:")
+        assert f"Hint: --db names the store file, e.g. --db {folder / 'lexkeep.duckdb'};" in (
+            result.stderr
+        )
 
 
 def test_not_a_database_is_a_clear_error(tmp_path):
@@ -144,7 +149,7 @@ def test_a_db_that_names_a_trace_or_csv_file_is_refused(tmp_path, name, body, sa
         with pytest.raises(StoreError, match="is not a DuckDB database") as info:
             Store.open(target, read_only=read_only)
         assert says in str(info.value)
-        assert "trace files are arguments" in info.value.hint
+        assert "trace files go to ingest_paths" in info.value.hint
     with pytest.raises(StoreError), Store.open(target) as store:
         ingest_paths(store, [str(SAMPLE_TRACES / "invoice_altered.jsonl")])
     assert target.read_text() == body
