@@ -1251,29 +1251,32 @@ def test_a_jsonl_file_whose_last_line_is_still_being_written_is_named_in_the_not
     assert not any("still being written" in n for n in json.loads(result.stdout)["notes"])
 
 
-def test_a_tool_call_with_megabytes_of_arguments_is_audited(cli, tmp_path):
-    """A 24 MB argument (a file an agent wrote whole) made the audit of a trace file stop
-    with DuckDB out of memory (exit 2) in its 512 MB store; it is judged like any other."""
-    pad = "lorem ipsum " * 2_000_000
+def _one_call_trace(tmp_path: Path, user: str, arguments: dict) -> Path:
+    """A lexkeep JSONL trace: one user message, a compaction, then one tool call `write`
+    with these arguments."""
     records = [
-        {
-            "type": "message",
-            "id": "m1",
-            "conversation_id": "c1",
-            "role": "user",
-            "text": "Check ORD-11111 and ORD-22222",
-        },
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user", "text": user},
         {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "s"},
         {
             "type": "tool_call",
             "id": "t1",
             "conversation_id": "c1",
             "name": "write",
-            "arguments": json.dumps({"order": "ORD-11111", "body": pad}),
+            "arguments": json.dumps(arguments),
         },
     ]
     trace = tmp_path / "big.jsonl"
     trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return trace
+
+
+def test_a_tool_call_with_megabytes_of_arguments_is_audited(cli, tmp_path):
+    """A 24 MB argument (a file an agent wrote whole) made the audit of a trace file stop
+    with DuckDB out of memory (exit 2) in its 512 MB store; it is judged like any other."""
+    pad = "lorem ipsum " * 2_000_000
+    trace = _one_call_trace(
+        tmp_path, "Check ORD-11111 and ORD-22222", {"order": "ORD-11111", "body": pad}
+    )
     result = ok(cli("audit", trace, "--format", "json"), 1)
     assert findings(result.stdout) == {"ORD-11111": "kept", "ORD-22222": "missing"}
 
@@ -1287,19 +1290,7 @@ def test_a_word_repeated_through_a_long_argument_leaves_the_near_misses_unchange
     user = "Check ORD-11111, INV-2025-08-44719, " + ", ".join(wanted)
     near = "INV-2025-08-4471"  # a truncation, after the repeats: still found
     body = "lorem ipsum " * 200_000 + near
-    records = [
-        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user", "text": user},
-        {"type": "compaction", "id": "b1", "conversation_id": "c1", "summary": "s"},
-        {
-            "type": "tool_call",
-            "id": "t1",
-            "conversation_id": "c1",
-            "name": "write",
-            "arguments": json.dumps({"order": "ORD-11111", "body": body}),
-        },
-    ]
-    trace = tmp_path / "big.jsonl"
-    trace.write_text("".join(json.dumps(r) + "\n" for r in records))
+    trace = _one_call_trace(tmp_path, user, {"order": "ORD-11111", "body": body})
     result = ok(cli("audit", trace, "--format", "json"), 1)
     verdicts = findings(result.stdout)
     assert verdicts == {"ORD-11111": "kept", "INV-2025-08-44719": "altered"} | {
