@@ -70,6 +70,7 @@ WORDINGS: dict[str, tuple[str | None, str | None]] = {
         KEEP,
     ),
     "context.budget": (KEEP, "pass --budget-bytes {floor} or more"),
+    "compact.lease_too_short": ("{message}", "{hint}"),
     "compact.at_least_one": ("{flag} must be at least 1, got {value}", KEEP),
     "compact.misconfigured": (
         KEEP,

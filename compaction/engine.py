@@ -140,20 +140,35 @@ def _lease_seconds(
     if lease_seconds >= batch * timeout + LEASE_WRITE_SECONDS:
         return lease_seconds
     write = f"{LEASE_WRITE_SECONDS:g} s to store"
-    if batch == 1:
-        what = f"a summariser call of up to --timeout {timeout:g} s and {write} its outcome"
-    else:
-        what = (
-            f"the {batch} summariser calls made under one claim (up to --timeout {timeout:g} s "
-            f"each) and {write} their outcomes"
-        )
-    hint = f"pass --lease-seconds {batch * timeout + LEASE_WRITE_SECONDS:g} or more"
+    least = batch * timeout + LEASE_WRITE_SECONDS
     longest = int((lease_seconds - LEASE_WRITE_SECONDS) / batch * 100) / 100  # rounded down
-    if longest >= 0.1:  # --timeout's smallest value
-        hint += f", or a --timeout of at most {longest:g}"
+    refused = "; a summary that arrives after its lease is refused and spends an attempt"
+
+    def said(lease: str, timeout_is: str, shorter: str) -> tuple[str, str]:
+        """The message and hint, naming the lease and the timeout as `lease` / `timeout_is`,
+        and a shorter timeout as `shorter` (the keyword arguments, or the command's flags:
+        cli/wording.py)."""
+        if batch == 1:
+            what = f"a summariser call of up to {timeout_is}{timeout:g} s and {write} its outcome"
+        else:
+            what = (
+                f"the {batch} summariser calls made under one claim (up to {timeout_is}"
+                f"{timeout:g} s each) and {write} their outcomes"
+            )
+        hint = f"pass {lease}{least:g} or more"
+        if longest >= 0.1:  # the timeout's smallest value
+            hint += shorter.format(longest=f"{longest:g}")
+        return f"{lease}{lease_seconds:g} cannot cover {what}", hint + refused
+
+    message, hint = said("lease_seconds=", "timeout=", ", or timeout={longest} or less")
+    cli_message, cli_hint = said(
+        "--lease-seconds ", "--timeout ", ", or a --timeout of at most {longest}"
+    )
     raise ConfigError(
-        f"--lease-seconds {lease_seconds:g} cannot cover {what}",
-        hint=hint + "; a summary that arrives after its lease is refused and spends an attempt",
+        message,
+        hint=hint,
+        wording="compact.lease_too_short",
+        fields={"message": cli_message, "hint": cli_hint},
     )
 
 

@@ -739,13 +739,12 @@ def test_a_lease_that_cannot_cover_the_calls_it_holds_is_refused(db_file):
     options = SummarizerOptions(timeout=10)
     with pytest.raises(ConfigError) as err:
         run_compaction(db_file, summarizer=slow, summarizer_options=options, lease_seconds=30)
+    # A Python caller reads its keyword arguments (the command, its flags: test_cli_compact).
     assert str(err.value) == (
-        "--lease-seconds 30 cannot cover the 3 summariser calls made under one claim (up to "
-        "--timeout 10 s each) and 5 s to store their outcomes"
+        "lease_seconds=30 cannot cover the 3 summariser calls made under one claim (up to "
+        "timeout=10 s each) and 5 s to store their outcomes"
     )
-    assert err.value.hint.startswith(
-        "pass --lease-seconds 35 or more, or a --timeout of at most 8.33;"
-    )
+    assert err.value.hint.startswith("pass lease_seconds=35 or more, or timeout=8.33 or less;")
     assert slow.calls == 0
     with Store.open(db_file, read_only=True) as store:
         assert store.con.execute("SELECT count(*) FROM compactions").fetchone() == (0,)
