@@ -71,6 +71,29 @@ WORDINGS: dict[str, tuple[str | None, str | None]] = {
     ),
     "context.budget": (KEEP, "pass --budget-bytes {floor} or more"),
     "compact.lease_too_short": ("{message}", "{hint}"),
+    "summarizer.command_unsplittable": (
+        KEEP,
+        "close the quote, e.g. --summarizer 'command:\"llm -m gpt-4o-mini\"'",
+    ),
+    "summarizer.command_empty": (KEEP, "e.g. --summarizer 'command:\"llm -m gpt-4o-mini\"'"),
+    "summarizer.command_cannot_run": (
+        KEEP,
+        "check the program's name and path in --summarizer 'command:...'; nothing was counted"
+        " as an attempt",
+    ),
+    "summarizer.base_url_not_http": (
+        "--base-url {base_url} is not an http:// or https:// URL",
+        "e.g. --base-url https://api.openai.com/v1 or http://127.0.0.1:8000/v1",
+    ),
+    "summarizer.unreachable": (
+        KEEP,
+        "start the server or fix --base-url; nothing was counted as an attempt",
+    ),
+    "summarizer.needs_base_url": (
+        "the openai summarizer needs --base-url",
+        "e.g. --base-url https://api.openai.com/v1 --model gpt-4o-mini",
+    ),
+    "summarizer.needs_model": ("the openai summarizer needs --model", "e.g. --model gpt-4o-mini"),
     "compact.at_least_one": ("{flag} must be at least 1, got {value}", KEEP),
     "compact.misconfigured": (
         KEEP,

@@ -355,12 +355,14 @@ class CommandSummarizer(Summarizer):
         except ValueError as exc:  # a quote left open, or a backslash at the end
             raise ConfigError(
                 f"command: cannot split {command} into a program and its arguments ({exc})",
-                hint="close the quote, e.g. --summarizer 'command:\"llm -m gpt-4o-mini\"'",
+                hint="close the quote, e.g. summarizer='command:\"llm -m gpt-4o-mini\"'",
+                wording="summarizer.command_unsplittable",
             ) from exc
         if not argv:
             raise ConfigError(
                 "command: needs a program",
-                hint="e.g. --summarizer 'command:\"llm -m gpt-4o-mini\"'",
+                hint="e.g. summarizer='command:\"llm -m gpt-4o-mini\"'",
+                wording="summarizer.command_empty",
             )
         self.argv = argv
         self.timeout = timeout
@@ -388,8 +390,9 @@ class CommandSummarizer(Summarizer):
             except OSError as exc:  # nothing ran, so no attempt is spent (the run stops)
                 raise BackendUnreachableError(
                     f"cannot run {self.argv[0]}: {exc}",
-                    hint="check the program's name and path in --summarizer 'command:...';"
+                    hint="check the program's name and path in summarizer='command:...';"
                     " nothing was counted as an attempt",
+                    wording="summarizer.command_cannot_run",
                 ) from exc
             self._running.add(proc)
         try:
@@ -421,8 +424,9 @@ class CommandSummarizer(Summarizer):
             raise BackendUnreachableError(
                 f"cannot run {shlex.join(self.argv)}: exit status {proc.returncode}"
                 f" ({_CANNOT_RUN[proc.returncode]})" + (f": {tail}" if tail else ""),
-                hint="check the program's name and path in --summarizer 'command:...';"
+                hint="check the program's name and path in summarizer='command:...';"
                 " nothing was counted as an attempt",
+                wording="summarizer.command_cannot_run",
             )
         if proc.returncode != 0:
             tail = stderr.decode("utf-8", "replace").strip()[-300:]
@@ -917,8 +921,10 @@ class OpenAISummarizer(Summarizer):
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ConfigError(
-                f"--base-url {base_url!r} is not an http:// or https:// URL",
-                hint="e.g. --base-url https://api.openai.com/v1 or http://127.0.0.1:8000/v1",
+                f"base_url={base_url!r} is not an http:// or https:// URL",
+                hint="e.g. base_url='https://api.openai.com/v1' or 'http://127.0.0.1:8000/v1'",
+                wording="summarizer.base_url_not_http",
+                fields={"base_url": repr(base_url)},
             )
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
@@ -1008,7 +1014,8 @@ class OpenAISummarizer(Summarizer):
                 cause = exc.reason.cause
                 raise BackendUnreachableError(
                     f"cannot reach {self.url}: {str(cause) or type(cause).__name__}",
-                    hint="start the server or fix --base-url; nothing was counted as an attempt",
+                    hint="start the server or fix base_url; nothing was counted as an attempt",
+                    wording="summarizer.unreachable",
                 ) from exc
             if isinstance(exc.reason, TimeoutError | socket.timeout):
                 return Generation("", "timeout", error=late)
@@ -1046,11 +1053,17 @@ def _openai_factory(argument: str, options: SummarizerOptions) -> Summarizer:
     model = argument or options.model
     if not options.base_url:
         raise ConfigError(
-            "the openai summarizer needs --base-url",
-            hint="e.g. --base-url https://api.openai.com/v1 --model gpt-4o-mini",
+            "the openai summarizer needs a base_url",
+            hint="e.g. SummarizerOptions(base_url='https://api.openai.com/v1',"
+            " model='gpt-4o-mini')",
+            wording="summarizer.needs_base_url",
         )
     if not model:
-        raise ConfigError("the openai summarizer needs --model", hint="e.g. --model gpt-4o-mini")
+        raise ConfigError(
+            "the openai summarizer needs a model",
+            hint="e.g. SummarizerOptions(model='gpt-4o-mini'), or summarizer='openai:gpt-4o-mini'",
+            wording="summarizer.needs_model",
+        )
     api_key = options.api_key or os.environ.get("OPENAI_API_KEY")
     return OpenAISummarizer(options.base_url, model, api_key, options.timeout)
 

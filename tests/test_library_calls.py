@@ -203,16 +203,63 @@ def test_errors_from_library_calls_name_keyword_arguments_not_flags(tmp_path):
             assert done.returncode == 2, done.stderr
             assert command_words in done.stderr, done.stderr
     # Compaction and context take keyword arguments too.
+    from test_compaction_support import build
+
     from lexkeep.compaction.context import build_context
     from lexkeep.compaction.engine import run_compaction
+    from lexkeep.compaction.summarizers import SummarizerOptions
 
-    for call, library_words in (
-        (lambda: run_compaction(str(db), workers=0), "workers must be at least 1, got 0"),
-        (lambda: run_compaction(str(db), max_running=0), "max_running must be at least 1"),
-        (lambda: run_compaction(str(none)), "ingest_paths("),
+    missing = tmp_path / "no-such-program"
+    pairs = tmp_path / "pairs.duckdb"  # segments to summarise: the program must be run
+    with Store.open(pairs) as store:
+        build(store, {"c1": 40})
+    url = "ftp://example.test/v1"
+    for call, library_words, command, command_words in (
+        (lambda: run_compaction(str(db), workers=0), "workers must be at least 1, got 0", [], ""),
+        (lambda: run_compaction(str(db), max_running=0), "max_running must be at least 1", [], ""),
+        (lambda: run_compaction(str(none)), "ingest_paths(", [], ""),
+        (
+            lambda: run_compaction(str(db), summarizer="openai:m"),
+            "needs a base_url",
+            ["-s", "openai:m"],
+            "needs --base-url",
+        ),
+        (
+            lambda: run_compaction(
+                str(db), summarizer="openai", summarizer_options=SummarizerOptions(base_url=url)
+            ),
+            "needs a model",
+            ["-s", "openai", "--base-url", url],
+            "needs --model",
+        ),
+        (
+            lambda: run_compaction(
+                str(db), summarizer="openai:m", summarizer_options=SummarizerOptions(base_url=url)
+            ),
+            f"base_url={url!r} is not",
+            ["-s", "openai:m", "--base-url", url],
+            f"--base-url {url!r} is not",
+        ),
+        (
+            lambda: run_compaction(str(pairs), summarizer=f"command:{missing}"),
+            "path in summarizer='command:...'",
+            ["-s", f"command:{missing}"],
+            "path in --summarizer 'command:...'",
+        ),
     ):
         err = _library_error(call)
         assert library_words in f"{err} {err.hint}" and "--" not in f"{err} {err.hint}", err
+        if command:
+            target = pairs if "command:" in command[1] else db
+            done = subprocess.run(
+                [sys.executable, "-m", "lexkeep.cli.main", "compact", "--db", target, *command],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=tmp_path,
+            )
+            assert done.returncode == 2, done.stderr
+            assert command_words in done.stderr, done.stderr
     with Store.open(db, read_only=True) as store:
         conversation = store.con.execute("SELECT min(id) FROM conversations").fetchone()[0]
         for budget, words in ((0, "budget_bytes must be"), (10, "pass budget_bytes=")):
