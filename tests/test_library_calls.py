@@ -119,6 +119,19 @@ def _library_error(call) -> LexkeepError:
     return caught.value
 
 
+def _command_says(command: list, words: str, cwd: Path) -> None:
+    """`lexkeep COMMAND` exits 2 and its stderr holds `words` (the command's own wording)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "lexkeep.cli.main", *map(str, command)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+    assert done.returncode == 2, done.stderr
+    assert words in done.stderr, done.stderr
+
+
 def test_errors_from_library_calls_name_keyword_arguments_not_flags(tmp_path):
     """An error raised to a Python caller told it to `pass --skip-invalid` or that `--db` and
     trace files cannot both be given: options of a command it never ran. It names the keyword
@@ -193,15 +206,7 @@ def test_errors_from_library_calls_name_keyword_arguments_not_flags(tmp_path):
         commands = r"lexkeep (ingest|audit|extract|stats|show|compact|context|guard)\b"
         assert not re.search(commands, text), text  # nor a command to run
         if command is not None:
-            done = subprocess.run(
-                [sys.executable, "-m", "lexkeep.cli.main", *map(str, command)],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                cwd=tmp_path,
-            )
-            assert done.returncode == 2, done.stderr
-            assert command_words in done.stderr, done.stderr
+            _command_says(command, command_words, tmp_path)
     # Compaction and context take keyword arguments too.
     from test_compaction_support import build
 
@@ -251,15 +256,7 @@ def test_errors_from_library_calls_name_keyword_arguments_not_flags(tmp_path):
         assert library_words in f"{err} {err.hint}" and "--" not in f"{err} {err.hint}", err
         if command:
             target = pairs if "command:" in command[1] else db
-            done = subprocess.run(
-                [sys.executable, "-m", "lexkeep.cli.main", "compact", "--db", target, *command],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                cwd=tmp_path,
-            )
-            assert done.returncode == 2, done.stderr
-            assert command_words in done.stderr, done.stderr
+            _command_says(["compact", "--db", target, *command], command_words, tmp_path)
     with Store.open(db, read_only=True) as store:
         conversation = store.con.execute("SELECT min(id) FROM conversations").fetchone()[0]
         for budget, words in ((0, "budget_bytes must be"), (10, "pass budget_bytes=")):
