@@ -113,6 +113,13 @@ _TOKEN_STARTS = {
         r"(?:^|[^A-Za-z0-9_.:\-])[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]",
     ),
     "prefixed_token": ("c6a263da653e0473", r"(?:^|[^A-Za-z0-9_\-])[a-z]{2,12}[_\-][A-Za-z0-9]{8}"),
+    # Three to five digits standing alone: neither a letter, digit or one of _.,$-/:\ before
+    # them, nor a letter, digit or '_' after (the pattern's look-ahead; its other look-aheads
+    # and the year test only refuse more).
+    "short_number": (
+        "142eec657c06e2a7",
+        r"(?:^|[^A-Za-z0-9_.,$\-/:\\])[0-9]{3,5}(?:[^A-Za-z0-9_]|$)",
+    ),
 }
 
 
