@@ -690,6 +690,20 @@ def test_selected_with_token_starts_equals_reference(text: str) -> None:
 
 
 @needs_selector
+def test_short_number_is_not_run_where_no_number_stands_alone() -> None:
+    # Its context word ("order") and its gate (three digits) hold, but every run of digits
+    # here is part of a longer token, so the pattern cannot match: the kind is not run. Once
+    # three digits stand alone, it is.
+    rules = default_rules()
+    kinds = [kind.id for kind in rules.kinds]
+    select = prefilter.selector(rules).select
+    text = "order INV-2025-08-44719 cost $129.99 at 10:30, ref AB1234567"
+    assert "short_number" not in {kinds[i] for i in select(text)}
+    assert selected(text) == reference(text)
+    assert "short_number" in {kinds[i] for i in select(text + " and order 4471")}
+
+
+@needs_selector
 def test_gates_inside_urls_and_absolute_paths_do_not_select_kinds_that_cannot_start_there() -> None:
     rules = default_rules()
     kinds = [kind.id for kind in rules.kinds]
