@@ -832,6 +832,8 @@ class _Plan:
         self._orders: dict[
             tuple[tuple[int, ...], bool], tuple[tuple[_Run, ...], tuple[_Run, ...]]
         ] = {}
+        # selected_order's memo by the identity of the selection, for plain False and True.
+        self._by_identity: tuple[dict[int, tuple[tuple[int, ...], Any]], ...] = ({}, {})
         self._rules = rules
         self._selector: prefilter.Selector | None = None
         self._texts = 0
@@ -874,6 +876,12 @@ class _Plan:
     ) -> tuple[tuple[_Run, ...], tuple[_Run, ...]]:
         """The runs of the selected kinds: identifier kinds, then suppressors. `plain`: for a
         plain text (the stdlib translation of engine = "re" kinds)."""
+        # The selector hands out the same tuple for the same conditions (its memo): found by
+        # identity, no tuple is hashed. The entry holds the tuple, so its id is not reused.
+        by_identity = self._by_identity[plain]
+        entry = by_identity.get(id(selected))
+        if entry is not None and entry[0] is selected:
+            return entry[1]
         key = (selected, plain)
         found = self._orders.get(key)
         if found is None:
@@ -885,6 +893,9 @@ class _Plan:
                 tuple(run for run in runs if not run[1].suppressor),
                 tuple(run for run in runs if run[1].suppressor),
             )
+        if len(by_identity) >= 4096:
+            by_identity.clear()
+        by_identity[id(selected)] = (selected, found)
         return found
 
     def eligible(
