@@ -27,6 +27,7 @@ import re
 import threading
 import unicodedata
 import warnings
+from itertools import compress
 from typing import Any
 
 import orjson
@@ -122,6 +123,26 @@ _TOKEN_STARTS = {
     ),
 }
 
+# Built-in gates that every hit of the kind's _TOKEN_STARTS condition holds a hit of (by
+# kind id, the gate's source). A plain text asks the start condition: the gate then selects
+# nothing more, and asking it cost a report per text (about a fifth of the scan and its
+# callbacks on the benchmark dumps). Texts that are not plain, which the start conditions
+# cannot be asked of, still ask the gate (Selector._wide_database).
+_IMPLIED_GATES = {
+    "iban": r"[A-Za-z]{2}[0-9]{2}[ ]?[A-Za-z0-9]{4}[ ]?[A-Za-z0-9]{4}",
+    "hostname": (
+        r"\.(?:com|org|net|io|dev|ai|app|co|uk|us|de|fr|nl|eu|ca|au|jp|cn|in|local|internal"
+        r"|corp|lan|cloud|gov|edu|example|test)"
+    ),
+    "hex": r"[0-9a-f]{7}|[0-9A-F]{7}",
+    "digit_run": r"[0-9]{6}",
+    "date_iso": r"[0-9]{4}-[01][0-9]",
+    "dashed_number": r"[0-9]-[0-9]",
+    "ipv4": r"\.[0-9]{1,3}\.[0-9]{1,3}\.",
+    "prefixed_token": r"[a-z][_\-][A-Za-z0-9]{8}",
+    "short_number": r"[0-9]{3}",
+}
+
 
 def _token_start(kind_id: str, source: str) -> str | None:
     """The _TOKEN_STARTS condition of a kind whose pattern is still the built-in one."""
@@ -171,6 +192,7 @@ class Selector:
         # wanted[i]: the condition ids kind i requires (each one must be reported).
         wanted: list[list[int]] = []
         context_ids: list[int | None] = []
+        implied: set[int] = set()
         for index, kind in enumerate(rules.kinds):
             ids: list[int] = []
             context_ids.append(None)
@@ -194,6 +216,8 @@ class Selector:
                 ident = 4 * len(rules.kinds) + 1 + index
                 expressions.append((ident, start.encode(), single))
                 ids.append(ident)
+                if kind.gate and kind.gate == _IMPLIED_GATES.get(kind.id):
+                    implied.add(4 * index + 1)  # not asked of plain text (_IMPLIED_GATES)
             if (
                 kind.context is not None
                 and kind.context.mode == "require"
@@ -212,37 +236,30 @@ class Selector:
         # same hits and more (still a superset), and their first hit ends no later, so the
         # widths of the bounded forms still give safe start bounds.
         expressions = [(ident, _relaxed(source), flags) for ident, source, flags in expressions]
-        self._database, compiled = _database(expressions)
+        # Plain text (nearly every text) is scanned without the gates its start conditions
+        # imply; the database with every condition is built once a text that is not plain
+        # comes (_wide_database).
+        self._database, compiled = _database([e for e in expressions if e[0] not in implied])
+        self._compiled = compiled
+        self._expressions = expressions
+        self._implied = frozenset(implied)
+        self._wanted = wanted
+        self._context_ids = context_ids
+        self._widths = widths
+        self._wide_kinds = [kind.wide for kind in rules.kinds]
         # Conditions a non-ASCII character could satisfy differently from the '?' it becomes
         # in the scanned copy of a non-ASCII text (see _scanned): not asked for there.
-        sensitive = {ident for ident, source, flags in expressions if _sensitive(source, flags)}
-        # A condition Hyperscan refused is treated as holding (a superset).
-        needs = [frozenset(i for i in ids if i in compiled) for ids in wanted]
+        self._sensitive = frozenset(
+            ident for ident, source, flags in expressions if _sensitive(source, flags)
+        )
         self._kinds = len(rules.kinds)
         # Per mode (sliced, wide): each kind's required conditions, its (condition, longest
         # hit + REACH) pairs for start bounds, and a memo from reported conditions to kinds.
         # `sliced`: a window of a longer text, whose context word may lie before it.
         self._modes: dict[tuple[bool, bool], tuple[list, list, dict]] = {}
-        for sliced in (False, True):
-            for wide in (False, True):
-                mode_needs = []
-                mode_widths = []
-                for kind, kind_needs, context in zip(rules.kinds, needs, context_ids, strict=True):
-                    kept = kind_needs - ({context} if sliced else set())
-                    kept = kept - sensitive if wide else kept
-                    mode_needs.append(frozenset(kept))
-                    # The context word sits before the match: it bounds nothing. A wide kind
-                    # (rules.Kind.wide) is bounded by nothing: it runs from the text's start.
-                    mode_widths.append(
-                        ()
-                        if kind.wide
-                        else tuple(
-                            (ident, widths[ident] + REACH)
-                            for ident in sorted(kept)
-                            if ident in widths and ident != context
-                        )
-                    )
-                self._modes[sliced, wide] = (mode_needs, mode_widths, {})
+        self._add_modes(compiled, wide=False)
+        self._wide: Any = None
+        self._wide_lock = threading.Lock()
         self._local = threading.local()
         # Non-ASCII characters conditions name (quotes, currency signs), and which conditions
         # name each; neutral characters seen so far map to NEUTRAL (see _neutral).
@@ -259,6 +276,48 @@ class Selector:
         )
         self._neutrals: dict[int, str] = {}
 
+    def _add_modes(self, compiled: frozenset[int], *, wide: bool) -> None:
+        """The modes (sliced or not) for plain text (`wide` False) or any other, from the
+        conditions of the database those texts are scanned with (`compiled`)."""
+        # A condition Hyperscan refused, or one the database leaves out, is treated as
+        # holding (a superset).
+        needs = [frozenset(i for i in ids if i in compiled) for ids in self._wanted]
+        widths = self._widths
+        for sliced in (False, True):
+            mode_needs = []
+            mode_widths = []
+            for kind_wide, kind_needs, context in zip(
+                self._wide_kinds, needs, self._context_ids, strict=True
+            ):
+                kept = kind_needs - ({context} if sliced else set())
+                kept = kept - self._sensitive if wide else kept
+                mode_needs.append(frozenset(kept))
+                # The context word sits before the match: it bounds nothing. A wide kind
+                # (rules.Kind.wide) is bounded by nothing: it runs from the text's start.
+                mode_widths.append(
+                    ()
+                    if kind_wide
+                    else tuple(
+                        (ident, widths[ident] + REACH)
+                        for ident in sorted(kept)
+                        if ident in widths and ident != context
+                    )
+                )
+            self._modes[sliced, wide] = (mode_needs, mode_widths, {})
+
+    def _wide_database(self) -> Any:
+        """The database with every condition, for texts that are not plain (built once)."""
+        if self._wide is None:
+            with self._wide_lock:
+                if self._wide is None:
+                    if self._implied:
+                        database, compiled = _database(self._expressions)
+                    else:
+                        database, compiled = self._database, self._compiled
+                    self._add_modes(compiled, wide=True)
+                    self._wide = database
+        return self._wide
+
     def select(self, text: str, *, sliced: bool = False) -> tuple[int, ...]:
         """Indexes (into rules.kinds) of the kinds whose conditions all hold in `text`.
 
@@ -273,9 +332,6 @@ class Selector:
         """As select(), with the end of each condition's first hit and the kinds' bounds
         (see identifiers._extract_selected), and whether `text` is plain (rules.PLAIN_TEXT,
         or only neutral non-ASCII characters besides: see _neutral)."""
-        scratch = getattr(self._local, "scratch", None)
-        if scratch is None:
-            scratch = self._local.scratch = _hs.Scratch(self._database)
         wide = False
         dropped: frozenset[int] = frozenset()
         if _PLAIN(text) is not None:
@@ -284,13 +340,18 @@ class Selector:
             data, dropped = neutral
         else:
             data, wide = _scanned(text), True
+        if not wide:
+            database = self._database
+            scratch = getattr(self._local, "scratch", None)
+            if scratch is None:
+                scratch = self._local.scratch = _hs.Scratch(database)
+        else:
+            database = self._wide_database()
+            scratch = getattr(self._local, "wide_scratch", None)
+            if scratch is None:
+                scratch = self._local.wide_scratch = _hs.Scratch(database)
         ends: dict[int, int] = {}
-        self._database.scan(
-            data,
-            match_event_handler=_collect,
-            context=ends,
-            scratch=scratch,
-        )
+        database.scan(data, match_event_handler=_collect, context=ends, scratch=scratch)
         for ident in dropped:
             ends[ident] = 0  # holds, and bounds no start: its hits in `data` prove nothing
         needs, widths, memo = self._modes[sliced, wide]
@@ -299,7 +360,9 @@ class Selector:
         if found is None:
             if len(memo) >= _MEMO_LIMIT:
                 memo.clear()
-            found = memo[key] = tuple(i for i in range(self._kinds) if needs[i] <= key)
+            # C-level maps: a generator over every kind cost more than the scan (texts with
+            # many distinct condition sets miss the memo often).
+            found = memo[key] = tuple(compress(range(self._kinds), map(key.issuperset, needs)))
         return found, ends, widths, not wide
 
     def _neutral(self, text: str) -> tuple[bytes, frozenset[int]] | None:

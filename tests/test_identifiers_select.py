@@ -656,6 +656,9 @@ _START_PIECES = [
     "INV-2026-01-47416", "#W6359560", "v1.2.3.4", "10.0.0.1/24", "PROJ-12", "UTC-5", "\u20ac",
     "sk_live_abcdef12", "4111-1111-1111-1111", "755715227", "a-b-c", "~/x", "../y", "/(z)",
     "/[id]/page.tsx", "2025-08-14", "1234-5678-9012", "0xdeadbeef1", "ABCDEF0123", "x9-y",
+    "1656367028", "deadbeef", "cafe1234", "1234567a", "abcdef9", "9abcdef", "a1b2c3d4e5f6",
+    "DEADBEEF7", "7FFFFFFFF", "Deadbeef1", "534.135C745.736", "e3b0c44298fc1c149afbf4c8996fb9",
+    "0" * 64 + "a", "f" * 127 + "1", "1abcdef.", "abc1234-", "ab12cd34.5", "9fceb02-x",
 ]  # fmt: skip
 _START_TEXTS = st.lists(
     st.tuples(
@@ -665,11 +668,13 @@ _START_TEXTS = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(_START_TEXTS)
 def test_a_token_start_condition_holds_wherever_its_kind_matches(text: str) -> None:
     # Each condition is a superset of its pattern on plain text (stdlib re reads it as
-    # Hyperscan does there); texts that are not plain never ask it.
+    # Hyperscan does there); texts that are not plain never ask it. Where a match the kind's
+    # checks keep begins, the condition matches: from the character before it (its look-
+    # behind), or from the start of the text. A match the checks refuse is no candidate.
     import re
 
     rules = default_rules()
@@ -678,8 +683,67 @@ def test_a_token_start_condition_holds_wherever_its_kind_matches(text: str) -> N
         condition = prefilter._token_start(kind.id, kind.regex)
         if condition is None or not plain:
             continue
-        if kind.pattern.search(text) is not None:
-            assert re.search(condition, text) is not None, (kind.id, text)
+        compiled = re.compile(condition)
+        for match in kind.pattern.finditer(text):
+            span = match.span(kind.group)
+            if identifiers._check_match(kind, text, *span, frozenset()) is None:
+                continue
+            begins = match.start()
+            assert compiled.match(text, max(begins - 1, 0)) is not None, (kind.id, text, span)
+
+
+def test_every_implied_gate_is_the_gate_of_a_kind_with_a_start_condition() -> None:
+    # A gate that no longer matches its kind's is asked again (a superset, only slower).
+    kinds = {kind.id: kind for kind in default_rules().kinds}
+    for kind_id, gate in prefilter._IMPLIED_GATES.items():
+        assert kinds[kind_id].gate == gate, kind_id
+        assert prefilter._token_start(kind_id, kinds[kind_id].regex) is not None, kind_id
+
+
+@settings(max_examples=500, deadline=None)
+@given(_START_TEXTS)
+def test_an_implied_gate_holds_wherever_its_start_condition_does(text: str) -> None:
+    # Plain text is scanned without these gates: where the start condition holds, the gate
+    # would have held too (stdlib re reads both as Hyperscan does on plain text).
+    import re
+
+    if not (text.isascii() and prefilter._PLAIN(text) is not None):
+        return
+    for kind_id, gate in prefilter._IMPLIED_GATES.items():
+        if re.search(prefilter._TOKEN_STARTS[kind_id][1], text) is not None:
+            assert re.search(gate, text) is not None, (kind_id, text)
+
+
+@functools.cache
+def selector_asking_every_gate() -> prefilter.Selector:
+    """A selector for the built-in kinds that scans plain text with every gate too."""
+    implied = dict(prefilter._IMPLIED_GATES)
+    prefilter._IMPLIED_GATES.clear()
+    try:
+        return prefilter.Selector(default_rules())
+    finally:
+        prefilter._IMPLIED_GATES.update(implied)
+
+
+@needs_selector
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_START_TEXTS, _PIECE_TEXTS, st.text(max_size=80)))
+def test_leaving_out_the_implied_gates_selects_the_same_kinds(text: str) -> None:
+    every = selector_asking_every_gate()
+    used = prefilter.selector(default_rules())
+    for sliced in (False, True):
+        assert used.select(text, sliced=sliced) == every.select(text, sliced=sliced), text
+
+
+@needs_selector
+def test_text_that_is_not_plain_still_asks_the_gates_start_conditions_imply() -> None:
+    # A letter outside ASCII: the start conditions cannot be asked, the gates still are.
+    rules = default_rules()
+    kinds = [kind.id for kind in rules.kinds]
+    select = prefilter.selector(rules).select
+    assert not {"hex", "digit_run", "iban"} & {kinds[i] for i in select("naïve 12345 x")}
+    assert "hex" in {kinds[i] for i in select("naïve 9fceb02 x")}
+    assert "hex" not in {kinds[i] for i in select("naive 12345 x")}
 
 
 @needs_selector
