@@ -134,6 +134,7 @@ _IMPLIED_GATES = {
         r"\.(?:com|org|net|io|dev|ai|app|co|uk|us|de|fr|nl|eu|ca|au|jp|cn|in|local|internal"
         r"|corp|lan|cloud|gov|edu|example|test)"
     ),
+    "branch_name": r"[a-z0-9._\-]/[a-z0-9]",
     "hex": r"[0-9a-f]{7}|[0-9A-F]{7}",
     "digit_run": r"[0-9]{6}",
     "date_iso": r"[0-9]{4}-[01][0-9]",
