@@ -5,10 +5,11 @@ calls per kind per text, which on short chat messages costs more than the patter
 the optional Hyperscan engine is installed, every kind's necessary conditions (its gate, else
 its keywords, window keywords and "has an ASCII digit"; a required context word; and, for
 some built-in patterns, where a match can begin: _TOKEN_STARTS) are compiled once into one
-database. One scan of a text reports all of them, and only the kinds whose conditions all
-hold run their `regex` pattern. The conditions are the ones the ordinary path checks (the
-rule loader verifies them against every positive example), or hold wherever the pattern
-matches, so the spans found are exactly the same.
+database (plain text is scanned with one that leaves out the gates those start conditions
+imply: _IMPLIED_GATES). One scan of a text reports all of them, and only the kinds whose
+conditions all hold run their `regex` pattern. The conditions are the ones the ordinary path
+checks (the rule loader verifies them against every positive example), or hold wherever the
+pattern matches, so the spans found are exactly the same.
 
 Plain ASCII text is scanned as it is. Any other text is scanned with each non-ASCII
 character read as '?' (one byte per character, so offsets stay character offsets), and the
