@@ -411,3 +411,56 @@ def test_near_miss_with_grouped_leaves_equals_best_near_miss(value, texts):
     tokens = [(t, fold(t), skeleton(t)) for text in texts for t in candidates(text)]
     got = fast_best_near_miss(_Expected.of(value), tokens, _GroupedLeaves(list(texts)))
     assert got == best_near_miss(value, texts)
+
+
+# -- the first call that keeps a value, among sure and unsure ones ------------------------------
+
+# Arguments of a call after (or before) the boundary: kept surely by SQL, kept only by the
+# decoded definition (an escape before the value), holding the value without keeping it.
+_FIRST_ARGS = {
+    "sure": json.dumps({"invoice_id": V}),
+    "decoded": '{"note": "x\\n' + V + '"}',
+    "inside": json.dumps({"invoice_id": V + "9"}),
+    "other": json.dumps({"invoice_id": "INV-1"}),
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    before=st.lists(st.sampled_from(sorted(_FIRST_ARGS)), max_size=4),
+    after=st.lists(st.sampled_from(sorted(_FIRST_ARGS)), max_size=5),
+)
+@example(before=["decoded", "sure"], after=["inside", "sure", "decoded", "sure"])
+def test_first_keeping_call_is_the_evidence_among_sure_and_unsure_ones(
+    tmp_path_factory, before, after
+):
+    """The evidence of a kept value is the first call after the boundary that keeps it by the
+    definition, and `used before` says whether one before it does, whatever mix of calls SQL
+    decides and calls Python decodes come after the first one."""
+    calls = [(f"b{i}", kind) for i, kind in enumerate(before)]
+    calls += [("boundary", None)] + [(f"a{i}", kind) for i, kind in enumerate(after)]
+    records: list[dict[str, object]] = [
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user",
+         "text": f"refund {V} please"},
+    ]  # fmt: skip
+    for call_id, kind in calls:
+        if kind is None:
+            records.append({"type": "compaction", "id": "x1", "conversation_id": "c1"})
+        else:
+            records.append(
+                {"type": "tool_call", "id": call_id, "conversation_id": "c1", "name": "f",
+                 "arguments": _FIRST_ARGS[kind]}
+            )  # fmt: skip
+    path = tmp_path_factory.mktemp("first") / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    report = run_audit(paths=[str(path)])
+    (finding,) = [f for f in report.findings if f.value == V]
+    keeping = [i for i, kind in enumerate(after) if _keeps(V, _FIRST_ARGS[kind], "json_string")]
+    if keeping:
+        assert finding.verdict.value == "kept"
+        assert finding.evidence is not None and finding.evidence.call_id == f"a{keeping[0]}"
+    else:
+        assert finding.verdict.value != "kept"
+    assert finding.used_before == any(
+        _keeps(V, _FIRST_ARGS[kind], "json_string") for kind in before
+    )
