@@ -1197,7 +1197,12 @@ class _GroupedLeaves:
             self._find()
         return bool(self.items)
 
-    def __call__(self, needles: Sequence[str]) -> list[GroupedRun]:
+    def __call__(
+        self, needles: Sequence[str], grams: Sequence[bytes] = (), needed: int = 0
+    ) -> list[GroupedRun]:
+        """The runs whose join holds one of `needles`; none at all when `needed` > 0 and no
+        such run is a string of ASCII whose join holds `needed` of `grams` (_edit_grams: then
+        no span of any run is within the edit limit, and the edit search would find nothing)."""
         built = self.built
         if built is None:
             self._find()
@@ -1205,23 +1210,41 @@ class _GroupedLeaves:
             assert built is not None
         if not self.items:
             return []
-        out: list[GroupedRun] = []
         # A needle not ASCII is in no ASCII join, in either form.
         keys = [needle.encode("utf-8", "surrogatepass") for needle in needles]
-        for index, joins, runs in self.items:
+        chosen: list[tuple[int, list[tuple[int, int, bytes]] | None, int]] = []
+        may_hold = needed <= 0
+        for item, (_index, joins, _runs) in enumerate(self.items):
             if joins is None:
-                out.extend(runs)
+                chosen.append((item, None, 0))
+                may_hold = True  # not ASCII: no test
                 continue
-            for number, (start, end, joined) in enumerate(joins):
+            for number, (_start, _end, joined) in enumerate(joins):
                 for key in keys:
                     if key in joined:
                         break
                 else:
                     continue
-                run = built.get((index, number))
-                if run is None:
-                    run = built[index, number] = ascii_grouped_run(self.leaves[index], start, end)
-                out.append(run)
+                chosen.append((item, joins, number))
+                if not may_hold:
+                    held = 0
+                    for gram in grams:
+                        if gram in joined:
+                            held += 1
+                    may_hold = held >= needed
+        if not may_hold:
+            return []
+        out: list[GroupedRun] = []
+        for item, joins, number in chosen:
+            index, _joins, runs = self.items[item]
+            if joins is None:
+                out.extend(runs)
+                continue
+            run = built.get((index, number))
+            if run is None:
+                start, end, _joined = joins[number]
+                run = built[index, number] = ascii_grouped_run(self.leaves[index], start, end)
+            out.append(run)
         return out
 
 
@@ -1281,6 +1304,8 @@ class _Expected(NamedTuple):
     when: datetime.date | None = None  # the day it was typed (core.nearmiss.typed_day)
     grouped: bool = False  # core.nearmiss.may_be_grouped(skeleton)
     edited: bool = False  # core.nearmiss.may_be_edited(skeleton)
+    grams: tuple[bytes, ...] = ()  # see _edit_grams (an edited ASCII skeleton only)
+    grams_needed: int = 0
 
     @classmethod
     def of(cls, value: str) -> _Expected:
@@ -1302,7 +1327,35 @@ class _Expected(NamedTuple):
             digits = size - len(skel.translate(_NO_ASCII_DIGITS))
         grouped = size >= 4 and digits > 0
         edited = size >= 6 and 2 * digits >= size
-        return cls(value, folded, skel, pieces, _skeleton_sizes(size), date, None, grouped, edited)
+        grams, needed = _edit_grams(skel) if edited and skel.isascii() else ((), 0)
+        return cls(
+            value,
+            folded,
+            skel,
+            pieces,
+            _skeleton_sizes(size),
+            date,
+            None,
+            grouped,
+            edited,
+            grams,
+            needed,
+        )
+
+
+def _edit_grams(want: str) -> tuple[tuple[bytes, ...], int]:
+    """The two-character pieces of skeleton `want`, one per position (repeats kept), and how
+    many of them any text within its edit limit (1 under 12 characters, else 2) holds.
+
+    The q-gram lemma for the optimal-string-alignment distance: a substitution or a deletion
+    breaks the 2 pieces that hold its character, an insertion the 1 it splits, a transposition
+    the 3 that hold either character; every other piece stays whole and in the text. So a text
+    within `limit` edits holds at least len(want) - 1 - 3 * limit of them (0: no test).
+    """
+    limit = 1 if len(want) < 12 else 2
+    data = want.encode()
+    grams = tuple(data[i : i + 2] for i in range(len(data) - 1))
+    return grams, max(0, len(grams) - 3 * limit)
 
 
 _NO_ASCII_DIGITS = str.maketrans("", "", "0123456789")
@@ -1425,7 +1478,11 @@ def _with_grouped(
         return best  # a grouped truncation or edit would not rank before it
     if not expected.edited:
         return best  # no texts to split into runs
-    found = runs([piece for piece, _offset in expected.pieces])  # edit_pieces(want)
+    pieces = [piece for piece, _offset in expected.pieces]  # edit_pieces(want)
+    if isinstance(runs, _GroupedLeaves):  # it skips the runs when none may hold an edit
+        found = runs(pieces, expected.grams, expected.grams_needed)
+    else:
+        found = runs(pieces)
     grouped = grouped_edit_search(value, want, found) if found else None
     if grouped is not None and (best is None or _RANK[grouped.difference] < _RANK[best.difference]):
         return grouped

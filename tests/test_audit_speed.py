@@ -25,6 +25,7 @@ from lexkeep.audit.engine import (
     _SURE_CALL,
     _SURE_VALUE,
     _call_tokens,
+    _edit_grams,
     _Expected,
     _GroupedLeaves,
     _value_forms,
@@ -38,6 +39,7 @@ from lexkeep.core.nearmiss import (
     ascii_grouped_run,
     ascii_run_spans,
     best_near_miss,
+    bounded_distance,
     candidates,
     classify,
     edit_pieces,
@@ -411,6 +413,78 @@ def test_near_miss_with_grouped_leaves_equals_best_near_miss(value, texts):
     tokens = [(t, fold(t), skeleton(t)) for text in texts for t in candidates(text)]
     got = fast_best_near_miss(_Expected.of(value), tokens, _GroupedLeaves(list(texts)))
     assert got == best_near_miss(value, texts)
+
+
+# -- the grouped edit search's filter (two-character pieces) -----------------------------------
+
+_EDITS = st.lists(
+    st.tuples(
+        st.sampled_from(["substitute", "delete", "insert", "transpose"]),
+        st.integers(0, 40),
+        st.sampled_from("0123456789ab"),
+    ),
+    max_size=2,
+)
+
+
+def _edited(want: str, edits: list[tuple[str, int, str]]) -> str:
+    """`want` with `edits` applied one after the other (positions taken modulo its length)."""
+    text = want
+    for op, at, ch in edits:
+        if not text:
+            break
+        at %= len(text)
+        if op == "substitute":
+            text = text[:at] + ch + text[at + 1 :]
+        elif op == "delete":
+            text = text[:at] + text[at + 1 :]
+        elif op == "insert":
+            text = text[:at] + ch + text[at:]
+        elif at + 1 < len(text):
+            text = text[:at] + text[at + 1] + text[at] + text[at + 2 :]
+    return text
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    want=st.text(st.sampled_from("0123456789ab"), min_size=6, max_size=20),
+    edits=_EDITS,
+    before=st.text(st.sampled_from("0123456789xy"), max_size=6),
+    after=st.text(st.sampled_from("0123456789xy"), max_size=6),
+)
+@example("12345678", [("transpose", 2, "0")], "", "")
+@example("123456789012", [("transpose", 2, "0"), ("transpose", 6, "0")], "", "")
+def test_text_within_the_edit_limit_holds_the_needed_pieces(want, edits, before, after):
+    """Any text holding a string within the edit limit of `want` (transpositions included)
+    holds at least the number of its two-character pieces that the filter asks for."""
+    limit = 1 if len(want) < 12 else 2
+    got = _edited(want, edits)
+    if bounded_distance(want, got, limit) > limit:
+        return  # beyond the limit: no near miss to keep
+    grams, needed = _edit_grams(want)
+    text = (before + got + after).encode()
+    assert sum(gram in text for gram in grams) >= needed
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    value=st.text(st.sampled_from("0123456789"), min_size=6, max_size=16),
+    edits=_EDITS,
+    cuts=st.lists(st.integers(1, 15), max_size=3),
+    noise=st.lists(_GROUP_TEXT, max_size=2),
+)
+@example("5550109999", [("substitute", 9, "8")], [3, 6], [])
+@example("89370400440532013000", [("transpose", 4, "0")], [4, 8, 12, 16], ["x 1"])
+def test_grouped_edit_filter_keeps_every_grouped_near_miss(value, edits, cuts, noise):
+    """A value written in groups with an edit or two is found as best_near_miss finds it:
+    the filter before the grouped edit search never drops a run that holds one."""
+    got = _edited(value, edits)
+    bounds = sorted(cuts)
+    groups = " ".join(got[a:b] for a, b in zip([0, *bounds], [*bounds, None], strict=True))
+    texts = [*noise, f"id {groups} ok"]
+    tokens = [(t, fold(t), skeleton(t)) for text in texts for t in candidates(text)]
+    found = fast_best_near_miss(_Expected.of(value), tokens, _GroupedLeaves(list(texts)))
+    assert found == best_near_miss(value, texts)
 
 
 # -- the first call that keeps a value, among sure and unsure ones ------------------------------
