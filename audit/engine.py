@@ -235,7 +235,8 @@ for _sep in "\t\n\f\r -_.:/#\\+()":
     _FOLDED_ARGS = f"replace({_FOLDED_ARGS}, chr({ord(_sep)}), '')"
 
 # Calls after the boundary whose folded arguments contain a probe of a not-kept value: each
-# call once, in (conversation, position) order, with the identifiers it may be a near miss of.
+# call once, in (conversation, position) order, with the identifiers it may be a near miss of
+# (Python passes over those whose two-character pieces it holds too few of: _near_grams).
 # Pairs are found on the call's key alone; the call's columns are joined afterwards,
 # so the grouping never hashes argument texts.
 _NEAR_SQL = (
@@ -1098,6 +1099,7 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
     expected: dict[str, _Expected] = {}  # per distinct value: its forms, pieces and probes
     dated: dict[tuple[str, str | None], _Expected] = {}  # ... of a date typed without a year
     wanted: dict[int, _Expected] = {}  # per rid
+    tested: dict[int, _Expected] = {}  # rids whose near misses hold some pieces (_near_grams)
     for rid in rids:
         row = batch.row(rid)
         want = expected.get(row[4])
@@ -1117,6 +1119,8 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
         if want.date is not None:
             probe_rids.append(rid)
             probes.append(_date_probe(want.date))
+        elif want.near_needed:
+            tested[rid] = want
     if not probe_rids:
         return {}
     best: dict[int, tuple[NearMiss, _Call]] = {}
@@ -1128,6 +1132,17 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
         _NEAR_SQL, {"rids": probe_rids, "probes": probes, "lo": batch.lo, "hi": batch.hi}
     )
     for call_id, name, raw, kind, file, line, call_rids in _stream(result):
+        if raw.isascii() and "\\" not in raw and "\v" not in raw:
+            # Plain ASCII: the near miss of a value holds enough of its pieces (_near_grams).
+            holds = raw.encode().lower().translate(None, _FOLDED_BYTES).decode().__contains__
+            call_rids = [
+                rid
+                for rid in call_rids
+                if (want := tested.get(rid)) is None
+                or sum(map(holds, want.near_grams)) >= want.near_needed
+            ]
+            if not call_rids:
+                continue
         leaves = decode_arguments(raw, kind)
         # Each distinct token once, in the order of its first occurrence: a repeat cannot be a
         # nearer miss than the token's first occurrence (the first of the nearest wins), and a
@@ -1304,8 +1319,10 @@ class _Expected(NamedTuple):
     when: datetime.date | None = None  # the day it was typed (core.nearmiss.typed_day)
     grouped: bool = False  # core.nearmiss.may_be_grouped(skeleton)
     edited: bool = False  # core.nearmiss.may_be_edited(skeleton)
-    grams: tuple[bytes, ...] = ()  # see _edit_grams (an edited ASCII skeleton only)
-    grams_needed: int = 0
+    grams: tuple[bytes, ...] = ()  # an edited ASCII skeleton's two-character pieces
+    grams_needed: int = 0  # how many of them a grouped edit holds (_edit_grams; 0: no test)
+    near_grams: tuple[str, ...] = ()  # an ASCII skeleton's pieces, when tested (_near_grams)
+    near_needed: int = 0  # how many of them any near miss holds (_near_grams; 0: no test)
 
     @classmethod
     def of(cls, value: str) -> _Expected:
@@ -1327,7 +1344,18 @@ class _Expected(NamedTuple):
             digits = size - len(skel.translate(_NO_ASCII_DIGITS))
         grouped = size >= 4 and digits > 0
         edited = size >= 6 and 2 * digits >= size
-        grams, needed = _edit_grams(skel) if edited and skel.isascii() else ((), 0)
+        # The pieces of _near_grams and _edit_grams, as text and as bytes.
+        near: tuple[str, ...] = ()
+        near_needed = 0
+        grams: tuple[bytes, ...] = ()
+        edit_needed = 0
+        if size >= 4 and skel.isascii():
+            near = tuple([skel[i : i + 2] for i in range(size - 1)])
+            if date is None:
+                near_needed = _grams_needed(size)
+            if edited:
+                grams = tuple([gram.encode() for gram in near])
+                edit_needed = max(0, size - 1 - 3 * (1 if size < 12 else 2))
         return cls(
             value,
             folded,
@@ -1339,7 +1367,9 @@ class _Expected(NamedTuple):
             grouped,
             edited,
             grams,
-            needed,
+            edit_needed,
+            near if near_needed else (),
+            near_needed,
         )
 
 
@@ -1547,6 +1577,39 @@ def near_probes(value: str) -> list[str]:
     probes = _skeleton_probes(_value_forms(value)[1])
     date = textual_date(value)
     return probes if date is None else [*probes, _date_probe(date)]
+
+
+# What _FOLDED_ARGS removes from the lower-cased arguments.
+_FOLDED_BYTES = b"\t\n\f\r -_.:/#\\+()"
+
+
+def _near_grams(want: str) -> tuple[tuple[str, ...], int]:
+    """The two-character pieces of skeleton `want` (one per position), and how many of them
+    the folded arguments (`_FOLDED_ARGS`) hold at least when a call's plain ASCII arguments
+    (no escape, no vertical tab) hold a near miss of a value of that skeleton (0: no test).
+
+    In such arguments every token's skeleton, and every grouped run's, lies whole in the folded
+    text: a case or separator change, an extension and a grouped case or separator change hold
+    every piece of `want`; a truncation the pieces of its part of at least 60% of `want` (and 4
+    characters); an edit (alone or over grouped tokens) all but 3 per edit (_edit_grams). A
+    date typed in words is not tested (its near miss is an ISO date), nor is a skeleton that
+    is not ASCII.
+    """
+    if not want.isascii():
+        return (), 0
+    return tuple(want[i : i + 2] for i in range(len(want) - 1)), _grams_needed(len(want))
+
+
+@cache
+def _grams_needed(size: int) -> int:
+    """_near_grams' count for a skeleton of `size` characters (the bounds of `_classify`)."""
+    if size < 4:
+        return 0
+    shortest = next(n for n in range(4, size + 1) if n / size >= 0.6)  # a truncation's
+    count = shortest - 1
+    if size >= 6:
+        count = min(count, size - 1 - 3 * (1 if size < 12 else 2))  # an edit's
+    return max(count, 0)
 
 
 def _date_probe(date: tuple[int | None, int, int]) -> str:

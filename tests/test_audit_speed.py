@@ -28,6 +28,7 @@ from lexkeep.audit.engine import (
     _edit_grams,
     _Expected,
     _GroupedLeaves,
+    _near_grams,
     _value_forms,
     decode_arguments,
     fast_best_near_miss,
@@ -538,3 +539,129 @@ def test_first_keeping_call_is_the_evidence_among_sure_and_unsure_ones(
     assert finding.used_before == any(
         _keeps(V, _FIRST_ARGS[kind], "json_string") for kind in before
     )
+
+
+# -- the near-miss candidates' filter (two-character pieces of plain arguments) -----------------
+
+_RANKS = {"case": 0, "separator": 1, "date": 1, "truncated": 2, "extended": 2, "edit": 3}
+
+
+def _changed(value: str, how: str, at: int, ch: str) -> str:
+    """`value` changed the ways a near miss changes it."""
+    at %= len(value)
+    if how == "lower":
+        return value.lower()
+    if how == "separator":
+        return value.replace("-", "_") if "-" in value else value[:at] + "-" + value[at:]
+    if how == "truncate":
+        return value[: -1 - at % 2]
+    if how == "extend":
+        return value + ch
+    if how == "groups":
+        return value[:at] + " " + value[at:]
+    return _edited(value, [(how, at, ch)])
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    value=st.sampled_from(
+        ["INV-2025-08-44719", "ORD_448812", "482913650", "HJK482", "#W2378156", "PAY-14821"]
+    ),
+    changes=st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "lower",
+                    "separator",
+                    "truncate",
+                    "extend",
+                    "groups",
+                    "substitute",
+                    "delete",
+                    "insert",
+                    "transpose",
+                ]  # fmt: skip
+            ),
+            st.integers(0, 30),
+            st.sampled_from("0123456789X"),
+            st.sampled_from(["plain", "plain", "escaped", "noise"]),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+)
+@example("INV-2025-08-44719", [("transpose", 9, "0", "plain"), ("truncate", 0, "0", "plain")])
+@example("482913650", [("groups", 3, "0", "escaped"), ("substitute", 2, "7", "plain")])
+@example("INV-2025-08-44719", [("transpose", 9, "0", "plain")])
+@example("482913650", [("transpose", 2, "0", "plain")])
+def test_near_miss_evidence_equals_the_definition(tmp_path_factory, value, changes):
+    """The altered value and its call are those of core.nearmiss.best_near_miss over each call's
+    decoded arguments, the first call of the closest miss winning, whatever mix of plain and
+    escaped arguments, near misses and noise the calls after the boundary hold."""
+    records: list[dict[str, object]] = [
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user",
+         "text": f"please look up {value} now"},
+        {"type": "compaction", "id": "x1", "conversation_id": "c1"},
+    ]  # fmt: skip
+    calls = []
+    for n, (how, at, ch, shape) in enumerate(changes):
+        near = _changed(value, how, at, ch)
+        text = {
+            "plain": f"find {near} in 2025 logs",
+            "escaped": f"find\n{near}\tin logs",
+            "noise": f"{value[:3].lower()} {value[-3:]} 20 25 {ch}{value[1:4]}",
+        }[shape]
+        raw = json.dumps({"q": text})
+        calls.append((f"k{n}", raw))
+        records.append(
+            {"type": "tool_call", "id": f"k{n}", "conversation_id": "c1", "name": "f",
+             "arguments": raw}
+        )  # fmt: skip
+    path = tmp_path_factory.mktemp("near") / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    (finding,) = [f for f in run_audit(paths=[str(path)]).findings if f.value == value]
+    best = None
+    for call_id, raw in calls:
+        leaves = decode_arguments(raw, "json_string")
+        if any(is_kept(value, leaf) for leaf in leaves):
+            assert finding.verdict.value == "kept"
+            return
+        miss = best_near_miss(value, leaves)
+        key = None if miss is None else (_RANKS[miss.difference], miss.distance)
+        if key is not None and (best is None or key < best[2]):
+            best = (miss, call_id, key)
+    if best is None:
+        assert finding.verdict.value == "missing"
+    else:
+        assert finding.verdict.value == "altered"
+        assert finding.evidence is not None
+        assert (finding.evidence.found, finding.evidence.call_id) == (best[0].found, best[1])
+        assert finding.evidence.difference == best[0].difference.value
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    want=st.text(st.sampled_from("0123456789abc@~"), min_size=1, max_size=20),
+    cut=st.integers(0, 20),
+    edits=_EDITS,
+)
+@example("123456789012", 0, [("transpose", 2, "0"), ("transpose", 6, "0")])
+@example("1234567", 0, [("transpose", 2, "0")])
+@example("1234567890", 0, [])
+def test_near_miss_of_a_skeleton_holds_the_needed_pieces(want, cut, edits):
+    """Any skeleton a near miss may have (an extension, a truncation to 60% and 4 characters,
+    an edit within the limit) holds at least the pieces _near_grams asks for."""
+    grams, needed = _near_grams(want)
+    candidates_ = [want + "x" * (cut % 3), "x" + want]
+    size = max(4, -(-3 * len(want) // 5))
+    while size / len(want) < 0.6:
+        size += 1
+    if size < len(want):
+        candidates_ += [want[:size], want[len(want) - size :]]
+    if len(want) >= 6:
+        limit = 1 if len(want) < 12 else 2
+        got = _edited(want, edits)
+        if bounded_distance(want, got, limit) <= limit:
+            candidates_.append(got)
+    for got in candidates_:
+        assert sum(gram in got for gram in grams) >= needed, (want, got)
