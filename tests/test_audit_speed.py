@@ -385,6 +385,14 @@ def test_expected_value_tests_equal_the_nearmiss_ones(value):
     assert expected.grouped == may_be_grouped(want)
     assert expected.edited == (may_be_grouped(want) and may_be_edited(want))
     assert expected.pieces == edit_pieces(want)
+    # ... and the pieces the near-miss filters count (_near_grams, _edit_grams)
+    grams, needed = _near_grams(want)
+    tested = needed > 0 and expected.date is None
+    assert (expected.near_grams, expected.near_needed) == ((grams, needed) if tested else ((), 0))
+    if expected.edited and want.isascii():
+        assert (expected.grams, expected.grams_needed) == _edit_grams(want)
+    else:
+        assert (expected.grams, expected.grams_needed) == ((), 0)
 
 
 @settings(max_examples=400, deadline=None)
