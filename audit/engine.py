@@ -184,10 +184,12 @@ FROM ids ASOF JOIN boundaries b
 )
 
 # Candidate calls of each identifier, after its boundary and before it (`after`), in position
-# order, up to and including the first one on each side that surely keeps it (`sure`, see
-# _SURE_CALL): Python decodes only the calls before that one. Arguments are sent only for the
-# calls Python must decode. One query for both sides: the join and the substring tests run once
-# (two queries, one per side, cost about a tenth more).
+# order, each with whether it surely keeps the value (`sure`, see _SURE_CALL): Python decodes
+# only the calls before the first sure one on each side, and passes over the rest. Arguments
+# are sent only for calls that are not sure. No window cuts the rows after the first sure
+# call: it cost a tenth of the query, and such rows are rare (none in the benchmark dumps).
+# One query for both sides: the join and the substring tests run once (two queries, one per
+# side, cost about a tenth more).
 # JSON arguments with \\u or \\/ escapes as DuckDB writes them back (escapes of plain
 # characters decoded), else NULL: a writer that escapes '&' (Go), every non-ASCII character
 # (Python) or '/' (PHP, some Java encoders) hides the value from the raw text.
@@ -221,8 +223,6 @@ judged AS (
 SELECT rid, after, call_id, name, CASE WHEN sure THEN NULL ELSE arguments_raw END,
        arguments_kind, source_file, source_line, sure
 FROM judged
-QUALIFY coalesce(sum(sure::INTEGER) OVER (PARTITION BY rid, after ORDER BY position
-                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) = 0
 ORDER BY rid, position
 """
 )
@@ -235,7 +235,8 @@ for _sep in "\t\n\f\r -_.:/#\\+()":
     _FOLDED_ARGS = f"replace({_FOLDED_ARGS}, chr({ord(_sep)}), '')"
 
 # Calls after the boundary whose folded arguments contain a probe of a not-kept value: each
-# call once, in (conversation, position) order, with the identifiers it may be a near miss of.
+# call once, in (conversation, position) order, with the identifiers it may be a near miss of
+# (Python passes over those whose two-character pieces it holds too few of: _near_grams).
 # Pairs are found on the call's key alone; the call's columns are joined afterwards,
 # so the grouping never hashes argument texts.
 _NEAR_SQL = (
@@ -1098,6 +1099,7 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
     expected: dict[str, _Expected] = {}  # per distinct value: its forms, pieces and probes
     dated: dict[tuple[str, str | None], _Expected] = {}  # ... of a date typed without a year
     wanted: dict[int, _Expected] = {}  # per rid
+    tested: dict[int, _Expected] = {}  # rids whose near misses hold some pieces (_near_grams)
     for rid in rids:
         row = batch.row(rid)
         want = expected.get(row[4])
@@ -1117,6 +1119,8 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
         if want.date is not None:
             probe_rids.append(rid)
             probes.append(_date_probe(want.date))
+        elif want.near_needed:
+            tested[rid] = want
     if not probe_rids:
         return {}
     best: dict[int, tuple[NearMiss, _Call]] = {}
@@ -1128,6 +1132,17 @@ def _near_misses(store: Store, batch: _Batch, rids: list[int]) -> dict[int, tupl
         _NEAR_SQL, {"rids": probe_rids, "probes": probes, "lo": batch.lo, "hi": batch.hi}
     )
     for call_id, name, raw, kind, file, line, call_rids in _stream(result):
+        if raw.isascii() and "\\" not in raw and "\v" not in raw:
+            # Plain ASCII: the near miss of a value holds enough of its pieces (_near_grams).
+            holds = raw.encode().lower().translate(None, _FOLDED_BYTES).decode().__contains__
+            call_rids = [
+                rid
+                for rid in call_rids
+                if (want := tested.get(rid)) is None
+                or sum(map(holds, want.near_grams)) >= want.near_needed
+            ]
+            if not call_rids:
+                continue
         leaves = decode_arguments(raw, kind)
         # Each distinct token once, in the order of its first occurrence: a repeat cannot be a
         # nearer miss than the token's first occurrence (the first of the nearest wins), and a
@@ -1197,7 +1212,12 @@ class _GroupedLeaves:
             self._find()
         return bool(self.items)
 
-    def __call__(self, needles: Sequence[str]) -> list[GroupedRun]:
+    def __call__(
+        self, needles: Sequence[str], grams: Sequence[bytes] = (), needed: int = 0
+    ) -> list[GroupedRun]:
+        """The runs whose join holds one of `needles`; none at all when `needed` > 0 and no
+        such run is a string of ASCII whose join holds `needed` of `grams` (_edit_grams: then
+        no span of any run is within the edit limit, and the edit search would find nothing)."""
         built = self.built
         if built is None:
             self._find()
@@ -1205,23 +1225,41 @@ class _GroupedLeaves:
             assert built is not None
         if not self.items:
             return []
-        out: list[GroupedRun] = []
         # A needle not ASCII is in no ASCII join, in either form.
         keys = [needle.encode("utf-8", "surrogatepass") for needle in needles]
-        for index, joins, runs in self.items:
+        chosen: list[tuple[int, list[tuple[int, int, bytes]] | None, int]] = []
+        may_hold = needed <= 0
+        for item, (_index, joins, _runs) in enumerate(self.items):
             if joins is None:
-                out.extend(runs)
+                chosen.append((item, None, 0))
+                may_hold = True  # not ASCII: no test
                 continue
-            for number, (start, end, joined) in enumerate(joins):
+            for number, (_start, _end, joined) in enumerate(joins):
                 for key in keys:
                     if key in joined:
                         break
                 else:
                     continue
-                run = built.get((index, number))
-                if run is None:
-                    run = built[index, number] = ascii_grouped_run(self.leaves[index], start, end)
-                out.append(run)
+                chosen.append((item, joins, number))
+                if not may_hold:
+                    held = 0
+                    for gram in grams:
+                        if gram in joined:
+                            held += 1
+                    may_hold = held >= needed
+        if not may_hold:
+            return []
+        out: list[GroupedRun] = []
+        for item, joins, number in chosen:
+            index, _joins, runs = self.items[item]
+            if joins is None:
+                out.extend(runs)
+                continue
+            run = built.get((index, number))
+            if run is None:
+                start, end, _joined = joins[number]
+                run = built[index, number] = ascii_grouped_run(self.leaves[index], start, end)
+            out.append(run)
         return out
 
 
@@ -1281,6 +1319,10 @@ class _Expected(NamedTuple):
     when: datetime.date | None = None  # the day it was typed (core.nearmiss.typed_day)
     grouped: bool = False  # core.nearmiss.may_be_grouped(skeleton)
     edited: bool = False  # core.nearmiss.may_be_edited(skeleton)
+    grams: tuple[bytes, ...] = ()  # an edited ASCII skeleton's two-character pieces
+    grams_needed: int = 0  # how many of them a grouped edit holds (_edit_grams; 0: no test)
+    near_grams: tuple[str, ...] = ()  # an ASCII skeleton's pieces, when tested (_near_grams)
+    near_needed: int = 0  # how many of them any near miss holds (_near_grams; 0: no test)
 
     @classmethod
     def of(cls, value: str) -> _Expected:
@@ -1302,7 +1344,48 @@ class _Expected(NamedTuple):
             digits = size - len(skel.translate(_NO_ASCII_DIGITS))
         grouped = size >= 4 and digits > 0
         edited = size >= 6 and 2 * digits >= size
-        return cls(value, folded, skel, pieces, _skeleton_sizes(size), date, None, grouped, edited)
+        # The pieces of _near_grams and _edit_grams, as text and as bytes.
+        near: tuple[str, ...] = ()
+        near_needed = 0
+        grams: tuple[bytes, ...] = ()
+        edit_needed = 0
+        if size >= 4 and skel.isascii():
+            near = tuple([skel[i : i + 2] for i in range(size - 1)])
+            if date is None:
+                near_needed = _grams_needed(size)
+            if edited:
+                grams = tuple([gram.encode() for gram in near])
+                edit_needed = max(0, size - 1 - 3 * (1 if size < 12 else 2))
+        return cls(
+            value,
+            folded,
+            skel,
+            pieces,
+            _skeleton_sizes(size),
+            date,
+            None,
+            grouped,
+            edited,
+            grams,
+            edit_needed,
+            near if near_needed else (),
+            near_needed,
+        )
+
+
+def _edit_grams(want: str) -> tuple[tuple[bytes, ...], int]:
+    """The two-character pieces of skeleton `want`, one per position (repeats kept), and how
+    many of them any text within its edit limit (1 under 12 characters, else 2) holds.
+
+    The q-gram lemma for the optimal-string-alignment distance: a substitution or a deletion
+    breaks the 2 pieces that hold its character, an insertion the 1 it splits, a transposition
+    the 3 that hold either character; every other piece stays whole and in the text. So a text
+    within `limit` edits holds at least len(want) - 1 - 3 * limit of them (0: no test).
+    """
+    limit = 1 if len(want) < 12 else 2
+    data = want.encode()
+    grams = tuple(data[i : i + 2] for i in range(len(data) - 1))
+    return grams, max(0, len(grams) - 3 * limit)
 
 
 _NO_ASCII_DIGITS = str.maketrans("", "", "0123456789")
@@ -1425,7 +1508,11 @@ def _with_grouped(
         return best  # a grouped truncation or edit would not rank before it
     if not expected.edited:
         return best  # no texts to split into runs
-    found = runs([piece for piece, _offset in expected.pieces])  # edit_pieces(want)
+    pieces = [piece for piece, _offset in expected.pieces]  # edit_pieces(want)
+    if isinstance(runs, _GroupedLeaves):  # it skips the runs when none may hold an edit
+        found = runs(pieces, expected.grams, expected.grams_needed)
+    else:
+        found = runs(pieces)
     grouped = grouped_edit_search(value, want, found) if found else None
     if grouped is not None and (best is None or _RANK[grouped.difference] < _RANK[best.difference]):
         return grouped
@@ -1490,6 +1577,39 @@ def near_probes(value: str) -> list[str]:
     probes = _skeleton_probes(_value_forms(value)[1])
     date = textual_date(value)
     return probes if date is None else [*probes, _date_probe(date)]
+
+
+# What _FOLDED_ARGS removes from the lower-cased arguments.
+_FOLDED_BYTES = b"\t\n\f\r -_.:/#\\+()"
+
+
+def _near_grams(want: str) -> tuple[tuple[str, ...], int]:
+    """The two-character pieces of skeleton `want` (one per position), and how many of them
+    the folded arguments (`_FOLDED_ARGS`) hold at least when a call's plain ASCII arguments
+    (no escape, no vertical tab) hold a near miss of a value of that skeleton (0: no test).
+
+    In such arguments every token's skeleton, and every grouped run's, lies whole in the folded
+    text: a case or separator change, an extension and a grouped case or separator change hold
+    every piece of `want`; a truncation the pieces of its part of at least 60% of `want` (and 4
+    characters); an edit (alone or over grouped tokens) all but 3 per edit (_edit_grams). A
+    date typed in words is not tested (its near miss is an ISO date), nor is a skeleton that
+    is not ASCII.
+    """
+    if not want.isascii():
+        return (), 0
+    return tuple(want[i : i + 2] for i in range(len(want) - 1)), _grams_needed(len(want))
+
+
+@cache
+def _grams_needed(size: int) -> int:
+    """_near_grams' count for a skeleton of `size` characters (the bounds of `_classify`)."""
+    if size < 4:
+        return 0
+    shortest = next(n for n in range(4, size + 1) if n / size >= 0.6)  # a truncation's
+    count = shortest - 1
+    if size >= 6:
+        count = min(count, size - 1 - 3 * (1 if size < 12 else 2))  # an edit's
+    return max(count, 0)
 
 
 def _date_probe(date: tuple[int | None, int, int]) -> str:

@@ -25,8 +25,10 @@ from lexkeep.audit.engine import (
     _SURE_CALL,
     _SURE_VALUE,
     _call_tokens,
+    _edit_grams,
     _Expected,
     _GroupedLeaves,
+    _near_grams,
     _value_forms,
     decode_arguments,
     fast_best_near_miss,
@@ -38,6 +40,7 @@ from lexkeep.core.nearmiss import (
     ascii_grouped_run,
     ascii_run_spans,
     best_near_miss,
+    bounded_distance,
     candidates,
     classify,
     edit_pieces,
@@ -382,6 +385,14 @@ def test_expected_value_tests_equal_the_nearmiss_ones(value):
     assert expected.grouped == may_be_grouped(want)
     assert expected.edited == (may_be_grouped(want) and may_be_edited(want))
     assert expected.pieces == edit_pieces(want)
+    # ... and the pieces the near-miss filters count (_near_grams, _edit_grams)
+    grams, needed = _near_grams(want)
+    tested = needed > 0 and expected.date is None
+    assert (expected.near_grams, expected.near_needed) == ((grams, needed) if tested else ((), 0))
+    if expected.edited and want.isascii():
+        assert (expected.grams, expected.grams_needed) == _edit_grams(want)
+    else:
+        assert (expected.grams, expected.grams_needed) == ((), 0)
 
 
 @settings(max_examples=400, deadline=None)
@@ -411,3 +422,254 @@ def test_near_miss_with_grouped_leaves_equals_best_near_miss(value, texts):
     tokens = [(t, fold(t), skeleton(t)) for text in texts for t in candidates(text)]
     got = fast_best_near_miss(_Expected.of(value), tokens, _GroupedLeaves(list(texts)))
     assert got == best_near_miss(value, texts)
+
+
+# -- the grouped edit search's filter (two-character pieces) -----------------------------------
+
+_EDITS = st.lists(
+    st.tuples(
+        st.sampled_from(["substitute", "delete", "insert", "transpose"]),
+        st.integers(0, 40),
+        st.sampled_from("0123456789ab"),
+    ),
+    max_size=2,
+)
+
+
+def _edited(want: str, edits: list[tuple[str, int, str]]) -> str:
+    """`want` with `edits` applied one after the other (positions taken modulo its length)."""
+    text = want
+    for op, at, ch in edits:
+        if not text:
+            break
+        at %= len(text)
+        if op == "substitute":
+            text = text[:at] + ch + text[at + 1 :]
+        elif op == "delete":
+            text = text[:at] + text[at + 1 :]
+        elif op == "insert":
+            text = text[:at] + ch + text[at:]
+        elif at + 1 < len(text):
+            text = text[:at] + text[at + 1] + text[at] + text[at + 2 :]
+    return text
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    want=st.text(st.sampled_from("0123456789ab"), min_size=6, max_size=20),
+    edits=_EDITS,
+    before=st.text(st.sampled_from("0123456789xy"), max_size=6),
+    after=st.text(st.sampled_from("0123456789xy"), max_size=6),
+)
+@example("12345678", [("transpose", 2, "0")], "", "")
+@example("123456789012", [("transpose", 2, "0"), ("transpose", 6, "0")], "", "")
+def test_text_within_the_edit_limit_holds_the_needed_pieces(want, edits, before, after):
+    """Any text holding a string within the edit limit of `want` (transpositions included)
+    holds at least the number of its two-character pieces that the filter asks for."""
+    limit = 1 if len(want) < 12 else 2
+    got = _edited(want, edits)
+    if bounded_distance(want, got, limit) > limit:
+        return  # beyond the limit: no near miss to keep
+    grams, needed = _edit_grams(want)
+    text = (before + got + after).encode()
+    assert sum(gram in text for gram in grams) >= needed
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    value=st.text(st.sampled_from("0123456789"), min_size=6, max_size=16),
+    edits=_EDITS,
+    cuts=st.lists(st.integers(1, 15), max_size=3),
+    noise=st.lists(_GROUP_TEXT, max_size=2),
+)
+@example("5550109999", [("substitute", 9, "8")], [3, 6], [])
+@example("89370400440532013000", [("transpose", 4, "0")], [4, 8, 12, 16], ["x 1"])
+def test_grouped_edit_filter_keeps_every_grouped_near_miss(value, edits, cuts, noise):
+    """A value written in groups with an edit or two is found as best_near_miss finds it:
+    the filter before the grouped edit search never drops a run that holds one."""
+    got = _edited(value, edits)
+    bounds = sorted(cuts)
+    groups = " ".join(got[a:b] for a, b in zip([0, *bounds], [*bounds, None], strict=True))
+    texts = [*noise, f"id {groups} ok"]
+    tokens = [(t, fold(t), skeleton(t)) for text in texts for t in candidates(text)]
+    found = fast_best_near_miss(_Expected.of(value), tokens, _GroupedLeaves(list(texts)))
+    assert found == best_near_miss(value, texts)
+
+
+# -- the first call that keeps a value, among sure and unsure ones ------------------------------
+
+# Arguments of a call after (or before) the boundary: kept surely by SQL, kept only by the
+# decoded definition (an escape before the value), holding the value without keeping it.
+_FIRST_ARGS = {
+    "sure": json.dumps({"invoice_id": V}),
+    "decoded": '{"note": "x\\n' + V + '"}',
+    "inside": json.dumps({"invoice_id": V + "9"}),
+    "other": json.dumps({"invoice_id": "INV-1"}),
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    before=st.lists(st.sampled_from(sorted(_FIRST_ARGS)), max_size=4),
+    after=st.lists(st.sampled_from(sorted(_FIRST_ARGS)), max_size=5),
+)
+@example(before=["decoded", "sure"], after=["inside", "sure", "decoded", "sure"])
+def test_first_keeping_call_is_the_evidence_among_sure_and_unsure_ones(
+    tmp_path_factory, before, after
+):
+    """The evidence of a kept value is the first call after the boundary that keeps it by the
+    definition, and `used before` says whether one before it does, whatever mix of calls SQL
+    decides and calls Python decodes come after the first one."""
+    calls = [(f"b{i}", kind) for i, kind in enumerate(before)]
+    calls += [("boundary", None)] + [(f"a{i}", kind) for i, kind in enumerate(after)]
+    records: list[dict[str, object]] = [
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user",
+         "text": f"refund {V} please"},
+    ]  # fmt: skip
+    for call_id, kind in calls:
+        if kind is None:
+            records.append({"type": "compaction", "id": "x1", "conversation_id": "c1"})
+        else:
+            records.append(
+                {"type": "tool_call", "id": call_id, "conversation_id": "c1", "name": "f",
+                 "arguments": _FIRST_ARGS[kind]}
+            )  # fmt: skip
+    path = tmp_path_factory.mktemp("first") / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    report = run_audit(paths=[str(path)])
+    (finding,) = [f for f in report.findings if f.value == V]
+    keeping = [i for i, kind in enumerate(after) if _keeps(V, _FIRST_ARGS[kind], "json_string")]
+    if keeping:
+        assert finding.verdict.value == "kept"
+        assert finding.evidence is not None and finding.evidence.call_id == f"a{keeping[0]}"
+    else:
+        assert finding.verdict.value != "kept"
+    assert finding.used_before == any(
+        _keeps(V, _FIRST_ARGS[kind], "json_string") for kind in before
+    )
+
+
+# -- the near-miss candidates' filter (two-character pieces of plain arguments) -----------------
+
+_RANKS = {"case": 0, "separator": 1, "date": 1, "truncated": 2, "extended": 2, "edit": 3}
+
+
+def _changed(value: str, how: str, at: int, ch: str) -> str:
+    """`value` changed the ways a near miss changes it."""
+    at %= len(value)
+    if how == "lower":
+        return value.lower()
+    if how == "separator":
+        return value.replace("-", "_") if "-" in value else value[:at] + "-" + value[at:]
+    if how == "truncate":
+        return value[: -1 - at % 2]
+    if how == "extend":
+        return value + ch
+    if how == "groups":
+        return value[:at] + " " + value[at:]
+    return _edited(value, [(how, at, ch)])
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    value=st.sampled_from(
+        ["INV-2025-08-44719", "ORD_448812", "482913650", "HJK482", "#W2378156", "PAY-14821"]
+    ),
+    changes=st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "lower",
+                    "separator",
+                    "truncate",
+                    "extend",
+                    "groups",
+                    "substitute",
+                    "delete",
+                    "insert",
+                    "transpose",
+                ]  # fmt: skip
+            ),
+            st.integers(0, 30),
+            st.sampled_from("0123456789X"),
+            st.sampled_from(["plain", "plain", "escaped", "noise"]),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+)
+@example("INV-2025-08-44719", [("transpose", 9, "0", "plain"), ("truncate", 0, "0", "plain")])
+@example("482913650", [("groups", 3, "0", "escaped"), ("substitute", 2, "7", "plain")])
+@example("INV-2025-08-44719", [("transpose", 9, "0", "plain")])
+@example("482913650", [("transpose", 2, "0", "plain")])
+def test_near_miss_evidence_equals_the_definition(tmp_path_factory, value, changes):
+    """The altered value and its call are those of core.nearmiss.best_near_miss over each call's
+    decoded arguments, the first call of the closest miss winning, whatever mix of plain and
+    escaped arguments, near misses and noise the calls after the boundary hold."""
+    records: list[dict[str, object]] = [
+        {"type": "message", "id": "m1", "conversation_id": "c1", "role": "user",
+         "text": f"please look up {value} now"},
+        {"type": "compaction", "id": "x1", "conversation_id": "c1"},
+    ]  # fmt: skip
+    calls = []
+    for n, (how, at, ch, shape) in enumerate(changes):
+        near = _changed(value, how, at, ch)
+        text = {
+            "plain": f"find {near} in 2025 logs",
+            "escaped": f"find\n{near}\tin logs",
+            "noise": f"{value[:3].lower()} {value[-3:]} 20 25 {ch}{value[1:4]}",
+        }[shape]
+        raw = json.dumps({"q": text})
+        calls.append((f"k{n}", raw))
+        records.append(
+            {"type": "tool_call", "id": f"k{n}", "conversation_id": "c1", "name": "f",
+             "arguments": raw}
+        )  # fmt: skip
+    path = tmp_path_factory.mktemp("near") / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    (finding,) = [f for f in run_audit(paths=[str(path)]).findings if f.value == value]
+    best = None
+    for call_id, raw in calls:
+        leaves = decode_arguments(raw, "json_string")
+        if any(is_kept(value, leaf) for leaf in leaves):
+            assert finding.verdict.value == "kept"
+            return
+        miss = best_near_miss(value, leaves)
+        key = None if miss is None else (_RANKS[miss.difference], miss.distance)
+        if key is not None and (best is None or key < best[2]):
+            best = (miss, call_id, key)
+    if best is None:
+        assert finding.verdict.value == "missing"
+    else:
+        assert finding.verdict.value == "altered"
+        assert finding.evidence is not None
+        assert (finding.evidence.found, finding.evidence.call_id) == (best[0].found, best[1])
+        assert finding.evidence.difference == best[0].difference.value
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    want=st.text(st.sampled_from("0123456789abc@~"), min_size=1, max_size=20),
+    cut=st.integers(0, 20),
+    edits=_EDITS,
+)
+@example("123456789012", 0, [("transpose", 2, "0"), ("transpose", 6, "0")])
+@example("1234567", 0, [("transpose", 2, "0")])
+@example("1234567890", 0, [])
+def test_near_miss_of_a_skeleton_holds_the_needed_pieces(want, cut, edits):
+    """Any skeleton a near miss may have (an extension, a truncation to 60% and 4 characters,
+    an edit within the limit) holds at least the pieces _near_grams asks for."""
+    grams, needed = _near_grams(want)
+    candidates_ = [want + "x" * (cut % 3), "x" + want]
+    size = max(4, -(-3 * len(want) // 5))
+    while size / len(want) < 0.6:
+        size += 1
+    if size < len(want):
+        candidates_ += [want[:size], want[len(want) - size :]]
+    if len(want) >= 6:
+        limit = 1 if len(want) < 12 else 2
+        got = _edited(want, edits)
+        if bounded_distance(want, got, limit) <= limit:
+            candidates_.append(got)
+    for got in candidates_:
+        assert sum(gram in got for gram in grams) >= needed, (want, got)
