@@ -15,10 +15,12 @@ patterns are compiled when extraction first reads them (Deferred).
 
 from __future__ import annotations
 
+import copyreg
 import functools
 import getpass
 import hashlib
 import os
+import pickle
 import re
 import stat
 import sys
@@ -177,7 +179,7 @@ class Deferred:
     def compile(self) -> Any:
         """The compiled pattern, as the checks compiled it."""
         if self.engine == "regex":
-            return regex.compile(self.source, regex.V1)
+            return regex_pattern(self.source)
         return re.compile(self.source)
 
     def __repr__(self) -> str:
@@ -215,6 +217,77 @@ class _CompiledOnUse:
 
 
 _COMPILING = threading.Lock()
+
+# One compiled object per source in a process, as regex.compile's own cache gives.
+_REGEX_PATTERNS: dict[str, Any] = {}
+
+
+def regex_pattern(source: str) -> Any:
+    """`regex.compile(source, regex.V1)`, read back from the cache folder when an earlier
+    process compiled it (the `regex` module parses a pattern in Python: ~2 ms each, most of
+    the first extraction of a command).
+
+    Kept as the `regex` module pickles a pattern (its compiled form, which unpickling hands
+    to the engine as it is), and read back only as that: an entry that holds anything else,
+    or another pattern, is compiled again."""
+    pattern = _REGEX_PATTERNS.get(source)
+    if pattern is not None:
+        return pattern
+    folder = cache_dir()
+    entry = None
+    if folder is not None:
+        key = f"{regex.__version__}|{sys.version}|V1|{source}".encode()
+        entry = folder / "compiled" / f"{hashlib.sha256(key).hexdigest()}.pickle"
+        pattern = _read_pattern(entry, source)
+    if pattern is None:
+        pattern = regex.compile(source, regex.V1)
+        if entry is not None:
+            _write_atomically(entry, pickle.dumps(pattern, protocol=pickle.HIGHEST_PROTOCOL))
+    _REGEX_PATTERNS[source] = pattern
+    return pattern
+
+
+class _PatternUnpickler(pickle.Unpickler):
+    """Unpickles a `regex` pattern and nothing else: the one callable it looks up is the
+    one the `regex` module pickles its patterns with (no other module is even imported)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        rebuild = copyreg.dispatch_table[regex.Pattern](_EMPTY)[0]
+        if (module, name) == (getattr(rebuild, "__module__", None), rebuild.__name__):
+            return rebuild
+        raise pickle.UnpicklingError(f"{module}.{name} is not a compiled pattern")
+
+
+_EMPTY = regex.compile("", regex.V1)
+
+
+def _read_pattern(entry: Path, source: str) -> Any:
+    """The pattern kept at `entry` when it is `source` compiled with regex.V1, else None."""
+    try:
+        with entry.open("rb") as fh:
+            pattern = _PatternUnpickler(fh).load()
+    except Exception:  # missing, cut short, or not a pattern: compiled again
+        return None
+    if (
+        not isinstance(pattern, regex.Pattern)
+        or pattern.pattern != source
+        or not pattern.flags & regex.V1
+    ):
+        return None
+    return pattern
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole or not at all (a process may read it meanwhile)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # an unwritable cache only costs time
+
+
 for _name in ("pattern", "gate_pattern", "plain_pattern"):
     setattr(Kind, _name, _CompiledOnUse(Kind.__dict__[_name]))
 
@@ -276,13 +349,7 @@ def parsed_toml(text: str) -> dict[str, Any]:
         return data
     if orjson.loads(blob) != data:  # a date, a time: JSON would give it back as a string
         return data
-    try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(blob)
-        os.replace(tmp, entry)  # whole or not at all, for a process reading it meanwhile
-    except OSError:
-        pass  # an unwritable cache only costs time
+    _write_atomically(entry, blob)
     return data
 
 

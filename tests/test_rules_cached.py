@@ -9,6 +9,7 @@ never change an answer: the spans found, the refusals of a bad or changed rules 
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 import tomllib
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+import regex
 
 from lexkeep.core import rules as rules_module
 from lexkeep.core.errors import RuleError
@@ -66,8 +68,10 @@ patterns = [
      k.plain_pattern and (k.plain_pattern.pattern, k.plain_pattern.flags))
     for k in rules.kinds
 ]
-print(orjson.dumps({"compiled_at_load": compiled_at_load, "digest": rules.digest,
-                    "found": found, "batch": batch, "patterns": patterns}).decode())
+compiled_in_all = sorted(s for s in compiled if s in sources)
+print(orjson.dumps({"compiled_at_load": compiled_at_load, "compiled_in_all": compiled_in_all,
+                    "digest": rules.digest, "found": found, "batch": batch,
+                    "patterns": patterns}).decode())
 """
 
 
@@ -90,12 +94,15 @@ def test_remembered_checks_give_the_answers_of_a_full_check(
     cache = str(tmp_path / "cache")
     unchecked = answers("", *args)  # no cache folder: every check runs, every pattern compiled
     first = answers(cache, *args)  # checks run, and are remembered
-    again = answers(cache, *args)  # remembered: nothing compiled until extraction needs it
+    again = answers(cache, *args)  # remembered: compiled when extraction needs them, and kept
+    kept = answers(cache, *args)  # the compiled patterns read back
     n = len(unchecked["patterns"])
     assert len(unchecked["compiled_at_load"]) == len(first["compiled_at_load"]) == n
     assert again["compiled_at_load"] == []
+    assert len(set(again["compiled_in_all"])) == len({p[1] for p in again["patterns"]})
+    assert kept["compiled_in_all"] == []
     for key in ("digest", "found", "batch", "patterns"):
-        assert unchecked[key] == first[key] == again[key], key
+        assert unchecked[key] == first[key] == again[key] == kept[key], key
     if user_rules:
         assert any(["acme_invoice", "ACME-123456", 4, 15] in f for f in unchecked["found"])
 
@@ -236,3 +243,34 @@ def test_a_toml_document_json_cannot_hold_is_not_remembered(
     for _ in range(2):
         assert rules_module.parsed_toml(text) == tomllib.loads(text)
     assert not (tmp_path / "cache" / "parsed-toml").exists()
+
+
+class Planted:
+    """What a kept pattern's file must never run when it is read back."""
+
+    def __reduce__(self) -> tuple:
+        return (os.system, ("touch planted",))
+
+
+def test_a_kept_pattern_is_only_ever_read_back_as_a_pattern(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LEXKEEP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    source = "(?<![0-9])ZQ-[0-9]{3}"
+    monkeypatch.setattr(rules_module, "_REGEX_PATTERNS", {})
+    compiled = rules_module.regex_pattern(source)
+    (entry,) = (tmp_path / "cache" / "compiled").iterdir()
+    other = regex.compile("ZX-[0-9]{3}", regex.V1)
+    for planted in (
+        pickle.dumps(Planted()),  # anything but a pattern: never unpickled
+        pickle.dumps(other),  # another pattern (a collision, a copied file)
+        pickle.dumps(regex.compile(source)),  # the same source without V1
+        entry.read_bytes()[:20],  # cut short
+    ):
+        entry.write_bytes(planted)
+        monkeypatch.setattr(rules_module, "_REGEX_PATTERNS", {})
+        again = rules_module.regex_pattern(source)
+        assert (again.pattern, again.flags) == (compiled.pattern, compiled.flags)
+        assert again.search("a ZQ-123").group(0) == "ZQ-123"
+        assert not (tmp_path / "planted").exists()
