@@ -27,7 +27,6 @@ import sys
 import tempfile
 import threading
 import time
-import tomllib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -335,14 +334,18 @@ def parsed_toml(text: str) -> dict[str, Any]:
     the built-in kinds took ~20 ms of every command that loads the rules). Only a document
     whose values JSON holds exactly is remembered; an unreadable entry is parsed again."""
     folder = cache_dir()
-    if folder is None:
-        return tomllib.loads(text)
-    entry = folder / "parsed-toml" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
-    try:
-        return orjson.loads(entry.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        pass
+    entry = None
+    if folder is not None:
+        entry = folder / "parsed-toml" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
+        try:
+            return orjson.loads(entry.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            pass
+    import tomllib  # only when the cache cannot answer
+
     data = tomllib.loads(text)
+    if entry is None:
+        return data
     try:
         blob = orjson.dumps(data)
     except TypeError:  # a value JSON cannot hold (orjson.JSONEncodeError)

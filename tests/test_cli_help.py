@@ -126,6 +126,36 @@ def test_quick_calls_import_neither_duckdb_nor_the_rest_of_the_engine():
         assert heavy == {}, (args, heavy)
 
 
+# What `lexkeep context` (a script's call before each run of an agent) must not import: it
+# reads the store and prints bytes; no settings file, no identifier rules, no console.
+CONTEXT_NEEDS_NONE_OF = {
+    "tomllib": "settings and rules files are read by the commands that take them, ~5 ms",
+    "lexkeep.core.rules": "identifier rules",
+    "regex": "identifier rules",
+    "hyperscan": "the identifier prefilter",
+    "rich": "consoles are made when a report is printed, ~40 ms",
+}
+
+
+def test_the_context_call_imports_only_what_it_uses(cli, tmp_path):
+    from pathlib import Path
+
+    db = tmp_path / "store.duckdb"
+    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "invoice_altered.jsonl"
+    assert cli("ingest", sample, "--db", db).exit_code == 0
+    for fmt in ("json", "text"):
+        imported = _imported_by(
+            "context", "support-4471", "--budget-bytes", "4000", "-f", fmt, "--db", str(db)
+        )
+        assert "duckdb" in imported  # the check reads what the command imported
+        extra = {
+            name: why
+            for name, why in CONTEXT_NEEDS_NONE_OF.items()
+            if any(m == name or m.startswith(name + ".") for m in imported)
+        }
+        assert extra == {}, (fmt, extra)
+
+
 def test_the_import_check_sees_what_a_command_imports():
     """The check above would pass on a list it failed to read: a command that runs imports
     DuckDB."""
