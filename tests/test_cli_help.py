@@ -218,3 +218,56 @@ def test_no_help_shows_a_19_digit_range():
             if record and any(len(digits) > 12 for digits in re.findall(r"\d+", record[1])):
                 shown.append((name, record))
     assert shown == []
+
+
+def test_a_command_call_builds_only_its_own_module_s_commands():
+    """`lexkeep CMD ...` imports and builds the commands of CMD's module alone (Typer builds
+    every registered command at each start): each other command module is not imported."""
+    import subprocess
+    import sys
+
+    from lexkeep.cli.app import COMMAND_MODULES
+
+    def loaded(*args: str) -> set[str]:
+        code = (
+            "import atexit, sys; atexit.register(lambda: print(*sys.modules, file=sys.stderr));"
+            f" sys.argv = ['lexkeep', *{list(args)!r}];"
+            " from lexkeep.cli.main import main; main()"
+        )
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        return {m.removeprefix("lexkeep.cli.") for m in run.stderr.split()}
+
+    modules = set(COMMAND_MODULES.values())
+    for name, module in COMMAND_MODULES.items():
+        assert loaded(name, "--help") & modules == {module}, name
+    assert loaded("--help") & modules == modules
+
+
+def test_one_command_s_group_answers_as_the_whole_group():
+    """The group `main()` builds for one command prints what the whole group prints for it:
+    its help, its usage errors (and the audit's ::error annotation), its output."""
+    from typer.testing import CliRunner
+
+    from lexkeep.cli.app import COMMAND_MODULES, make_app
+
+    runner = CliRunner()
+    calls = [[name, "--help"] for name in COMMAND_MODULES]
+    calls += [[name, "--no-such-option"] for name in COMMAND_MODULES]
+    calls += [
+        ["audit", "--format", "github", "--bogus"],
+        ["context"],
+        ["context", "c", "--budget-bytes", "x"],
+        ["extract", "--format", "json", "order #W2378156"],
+        ["stats", "--db", ""],
+    ]
+    whole = make_app()
+    for args in calls:
+        want = runner.invoke(whole, args)
+        got = runner.invoke(make_app(args[0]), args)
+        assert (got.exit_code, got.stdout, got.stderr) == (
+            want.exit_code,
+            want.stdout,
+            want.stderr,
+        ), args
+        assert want.stdout or want.stderr
