@@ -1,6 +1,8 @@
 """The `lexkeep` Typer app: one command group, each command from its own module."""
 
+import importlib
 import inspect
+import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -77,29 +79,12 @@ def _split_example(doc: str) -> tuple[str, str | None]:
     return head.rstrip(), "\b\nExample" + example.rstrip()
 
 
-app = LexkeepTyper(
-    name="lexkeep",
-    cls=_StopsAsInterrupted,
-    help=(
-        "Audit whether identifiers typed by users survive agent-history compaction verbatim, "
-        "and compact history under source-bound, immutable rules."
-    ),
-    epilog="\b\nExample: lexkeep audit sample_traces/",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"lexkeep {__version__}")
         raise typer.Exit(0)
 
 
-@app.callback()
 def _root(
     version: Annotated[
         bool,
@@ -111,12 +96,59 @@ def _root(
     """lexkeep: identifiers must survive compaction verbatim."""
 
 
-def _register_commands() -> None:
+# Each command and the module that defines it; `lexkeep --help` lists them in this order.
+COMMAND_MODULES = {
+    "ingest": "ingest",
+    "stats": "ingest",
+    "show": "ingest",
+    "extract": "extract",
+    "audit": "audit",
+    "compact": "compact",
+    "compactions": "compact",
+    "context": "context",
+    "guard": "context",
+}
+
+
+def make_app(command: str | None = None) -> LexkeepTyper:
+    """The `lexkeep` command group: every command, or only those of the module that defines
+    `command` (what a call of that command needs: Typer builds every command it is given at
+    each start, ~7 ms for all of them, and each module is imported here)."""
+    app = LexkeepTyper(
+        name="lexkeep",
+        cls=_StopsAsInterrupted,
+        help=(
+            "Audit whether identifiers typed by users survive agent-history compaction "
+            "verbatim, and compact history under source-bound, immutable rules."
+        ),
+        epilog="\b\nExample: lexkeep audit sample_traces/",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(_root)
     # Imported here so `lexkeep --version` stays fast and each area owns its module.
-    from lexkeep.cli import audit, compact, context, extract, ingest
+    names = dict.fromkeys(COMMAND_MODULES.values())
+    if command is not None:
+        names = {COMMAND_MODULES[command]: None}
+    for name in names:
+        importlib.import_module(f"lexkeep.cli.{name}").register(app)
+    return app
 
-    for module in (ingest, extract, audit, compact, context):
-        module.register(app)
+
+def app_for(args: list[str]) -> Any:
+    """The group to run the command line `args` (the words after `lexkeep`) with: the one of
+    its command alone when the first word names a command, else `app`, the whole group."""
+    if args and args[0] in COMMAND_MODULES:
+        return make_app(args[0])
+    return sys.modules[__name__].app
 
 
-_register_commands()
+def __getattr__(name: str) -> object:
+    """`app`, the whole group, built when first asked for."""
+    if name == "app":
+        app = globals()["app"] = make_app()
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -68,8 +68,11 @@ def main() -> None:
     try:
         _closed_outputs_to_null()
         _utf8_output()
-        from lexkeep.cli.app import app
+        from lexkeep.cli.app import app_for
         from lexkeep.core.collector import single_shot
+
+        # A command's call builds that command's group alone (help and errors read the same).
+        app = app_for(sys.argv[1:])
 
         raise_pending()  # one that came during the imports
         # Everything made so far (imports) and by the command lives until exit. Frozen, it
@@ -97,7 +100,8 @@ def main() -> None:
 
 
 def __getattr__(name: str) -> object:
-    """`app`, the Typer app, loaded when asked for (`from lexkeep.cli.main import app`)."""
+    """`app`, the Typer app with every command, loaded when asked for
+    (`from lexkeep.cli.main import app`)."""
     if name == "app":
         from lexkeep.cli.app import app
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import errno
 import re
-import tomllib
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -185,6 +184,8 @@ def read_toml(
     Settings files and --rules files both read through here, so a syntax error reads the
     same in either.
     """
+    import tomllib  # imported by the commands that read a file: `lexkeep context` reads none
+
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)

@@ -7,7 +7,6 @@ import os
 import re
 import stat
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
@@ -262,6 +261,8 @@ def unnamed_write_error(exc: BaseException) -> LexkeepError | None:
     """
     if not isinstance(exc, OSError) or exc.filename is not None or exc.errno not in _NO_ROOM:
         return None
+    import tempfile  # only after a failed write: the quick calls never need it
+
     temp = tempfile.gettempdir()
     if _stdout_is_a_file():
         return LexkeepError(

@@ -7,20 +7,26 @@ the regex compiles without a global ignore-case flag, its positive examples are 
 negative ones are not, each positive example passes the keyword prefilter, and the pattern
 finishes the adversarial strings within the time budget. A failing rule is refused with a
 RuleError naming it; nothing half-checked is ever used.
+
+A kind that passed every check in an earlier process (the same table and deny list, checked
+by the same code) is remembered in the cache folder: it is built without the checks, and its
+patterns are compiled when extraction first reads them (Deferred).
 """
 
 from __future__ import annotations
 
+import copyreg
 import functools
 import getpass
 import hashlib
 import os
+import pickle
 import re
 import stat
 import sys
 import tempfile
+import threading
 import time
-import tomllib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -158,6 +164,133 @@ class Kind:
         return self.tier == "suppressor"
 
 
+class Deferred:
+    """A pattern not compiled yet: what a Kind holds in `pattern`, `gate_pattern` or
+    `plain_pattern` when its checks passed in an earlier process (see _build_kind). Reading
+    the field compiles it, once; the Kind keeps the compiled pattern."""
+
+    __slots__ = ("source", "engine")
+
+    def __init__(self, source: str, engine: str) -> None:
+        self.source = source
+        self.engine = engine  # "regex" (regex.V1) or "re" (stdlib)
+
+    def compile(self) -> Any:
+        """The compiled pattern, as the checks compiled it."""
+        if self.engine == "regex":
+            return regex_pattern(self.source)
+        return re.compile(self.source)
+
+    def __repr__(self) -> str:
+        return f"Deferred({self.source!r}, {self.engine!r})"
+
+
+class _CompiledOnUse:
+    """A Kind field whose slot may hold a Deferred pattern: compiled on first read, and the
+    slot then holds the compiled one (every later read returns that same object: extraction
+    tells a kind's own pattern from its stdlib translation by identity)."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: Any) -> None:
+        self.slot = slot
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        value = self.slot.__get__(obj, owner)
+        if type(value) is not Deferred:
+            return value
+        with _COMPILING:
+            value = self.slot.__get__(obj, owner)  # another thread may have compiled it
+            if type(value) is Deferred:
+                value = value.compile()
+                self.slot.__set__(obj, value)
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        self.slot.__set__(obj, value)
+
+    def __delete__(self, obj: Any) -> None:
+        self.slot.__delete__(obj)
+
+
+_COMPILING = threading.Lock()
+
+# One compiled object per source in a process, as regex.compile's own cache gives.
+_REGEX_PATTERNS: dict[str, Any] = {}
+
+
+def regex_pattern(source: str) -> Any:
+    """`regex.compile(source, regex.V1)`, read back from the cache folder when an earlier
+    process compiled it (the `regex` module parses a pattern in Python: ~2 ms each, most of
+    the first extraction of a command).
+
+    Kept as the `regex` module pickles a pattern (its compiled form, which unpickling hands
+    to the engine as it is), and read back only as that: an entry that holds anything else,
+    or another pattern, is compiled again."""
+    pattern = _REGEX_PATTERNS.get(source)
+    if pattern is not None:
+        return pattern
+    folder = cache_dir()
+    entry = None
+    if folder is not None:
+        key = f"{regex.__version__}|{sys.version}|V1|{source}".encode()
+        entry = folder / "compiled" / f"{hashlib.sha256(key).hexdigest()}.pickle"
+        pattern = _read_pattern(entry, source)
+    if pattern is None:
+        pattern = regex.compile(source, regex.V1)
+        if entry is not None:
+            _write_atomically(entry, pickle.dumps(pattern, protocol=pickle.HIGHEST_PROTOCOL))
+    _REGEX_PATTERNS[source] = pattern
+    return pattern
+
+
+class _PatternUnpickler(pickle.Unpickler):
+    """Unpickles a `regex` pattern and nothing else: the one callable it looks up is the
+    one the `regex` module pickles its patterns with (no other module is even imported)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        rebuild = copyreg.dispatch_table[regex.Pattern](_EMPTY)[0]
+        if (module, name) == (getattr(rebuild, "__module__", None), rebuild.__name__):
+            return rebuild
+        raise pickle.UnpicklingError(f"{module}.{name} is not a compiled pattern")
+
+
+_EMPTY = regex.compile("", regex.V1)
+
+
+def _read_pattern(entry: Path, source: str) -> Any:
+    """The pattern kept at `entry` when it is `source` compiled with regex.V1, else None."""
+    try:
+        with entry.open("rb") as fh:
+            pattern = _PatternUnpickler(fh).load()
+    except Exception:  # missing, cut short, or not a pattern: compiled again
+        return None
+    if (
+        not isinstance(pattern, regex.Pattern)
+        or pattern.pattern != source
+        or not pattern.flags & regex.V1
+    ):
+        return None
+    return pattern
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole or not at all (a process may read it meanwhile)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # an unwritable cache only costs time
+
+
+for _name in ("pattern", "gate_pattern", "plain_pattern"):
+    setattr(Kind, _name, _CompiledOnUse(Kind.__dict__[_name]))
+
+
 @dataclass(frozen=True, slots=True)
 class RuleSet:
     """The kinds to scan with (highest priority first), global allowlist and budget."""
@@ -193,7 +326,34 @@ class RuleSet:
 
 def _builtin_data() -> dict[str, Any]:
     text = resources.files("lexkeep.core").joinpath("kinds.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    return parsed_toml(text)
+
+
+def parsed_toml(text: str) -> dict[str, Any]:
+    """`tomllib.loads(text)`, remembered in the cache folder under the text's digest (parsing
+    the built-in kinds took ~20 ms of every command that loads the rules). Only a document
+    whose values JSON holds exactly is remembered; an unreadable entry is parsed again."""
+    folder = cache_dir()
+    entry = None
+    if folder is not None:
+        entry = folder / "parsed-toml" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
+        try:
+            return orjson.loads(entry.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            pass
+    import tomllib  # only when the cache cannot answer
+
+    data = tomllib.loads(text)
+    if entry is None:
+        return data
+    try:
+        blob = orjson.dumps(data)
+    except TypeError:  # a value JSON cannot hold (orjson.JSONEncodeError)
+        return data
+    if orjson.loads(blob) != data:  # a date, a time: JSON would give it back as a string
+        return data
+    _write_atomically(entry, blob)
+    return data
 
 
 @functools.lru_cache(maxsize=1)
@@ -324,11 +484,48 @@ def _checked_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str |
     key = orjson.dumps([raw, deny], option=orjson.OPT_SORT_KEYS)
     kind = _CHECKED.get(key)
     if kind is None:
-        kind = _CHECKED[key] = _build_kind(raw, lists, where)
+        # A kind that passed every check in an earlier process (the same kind and deny list,
+        # checked by the same code) is built without them, its patterns compiled on first use:
+        # most of the start-up of a command that loads the rules.
+        marker = _checked_marker(key)
+        passed = marker is not None and marker.exists()
+        kind = _CHECKED[key] = _build_kind(raw, lists, where, passed=passed)
+        if not passed:
+            _touch(marker)
     return kind
 
 
-def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | None) -> Kind:
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str | None:
+    """Digest of the code the load-time checks run (this module, extraction and its
+    prefilter), None when it cannot be read: a check that other code passed is run again."""
+    digest = hashlib.sha256()
+    folder = Path(__file__).parent
+    try:
+        for name in ("rules.py", "identifiers.py", "prefilter.py"):
+            digest.update((folder / name).read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _checked_marker(key: bytes) -> Path | None:
+    """Cache file that records that the kind `key` (its table and deny list) passed every
+    load-time check; None: no cache (or no way to tell which code checked it)."""
+    code = code_digest()
+    if code is None:
+        return None
+    source = f"checked {ENGINE_VERSION} {code} {sys.version} {STDLIB_RE_SOUND}\0{key.decode()}"
+    return _redos_marker(source, ADVERSARIAL_BUDGET, "checked-ok")
+
+
+def _build_kind(
+    raw: dict[str, Any], lists: dict[str, list[str]], where: str | None, *, passed: bool = False
+) -> Kind:
+    """The kind `raw`, checked (RuleError naming `where` and the kind when a check fails).
+
+    `passed`: the same kind passed every check before (_checked_kind). It is built as it was,
+    without the checks that need its patterns compiled, and compiles them on first use."""
     kind_id = raw["id"]
 
     def fail(message: str, hint: str | None = None) -> RuleError:
@@ -343,26 +540,31 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | N
     source = raw.get("regex")
     if not isinstance(source, str) or not source:
         raise fail("regex must be a non-empty string")
-    try:
-        pattern = regex.compile(source, regex.V1)
-    except (regex.error, ValueError) as exc:
-        raise fail(f"regex does not compile: {exc}") from exc
-    position = unbounded_quantifier(source)
-    if position != -1:
-        raise fail(
-            f"unbounded quantifier {source[position]!r} at position {position}",
-            hint="bound every repetition, e.g. {1,64} instead of + (possessive {1,64}+ is fine)",
-        )
-    if pattern.flags & regex.IGNORECASE:
-        raise fail(
-            "global ignore-case flag (?i) is not allowed",
-            hint="scope it to the part that needs it, e.g. (?i:https?)",
-        )
     group = raw.get("group", 0)
-    if isinstance(group, str) and group not in pattern.groupindex:
-        raise fail(f"regex has no group named {group!r}")
-    if isinstance(group, int) and not 0 <= group <= pattern.groups:
-        raise fail(f"regex has no group {group}")
+    if passed:
+        pattern: Any = Deferred(source, "regex")
+    else:
+        try:
+            pattern = regex.compile(source, regex.V1)
+        except (regex.error, ValueError) as exc:
+            raise fail(f"regex does not compile: {exc}") from exc
+    if not passed:
+        position = unbounded_quantifier(source)
+        if position != -1:
+            raise fail(
+                f"unbounded quantifier {source[position]!r} at position {position}",
+                hint="bound every repetition, e.g. {1,64} instead of + (possessive {1,64}+ is"
+                " fine)",
+            )
+        if pattern.flags & regex.IGNORECASE:
+            raise fail(
+                "global ignore-case flag (?i) is not allowed",
+                hint="scope it to the part that needs it, e.g. (?i:https?)",
+            )
+        if isinstance(group, str) and group not in pattern.groupindex:
+            raise fail(f"regex has no group named {group!r}")
+        if isinstance(group, int) and not 0 <= group <= pattern.groups:
+            raise fail(f"regex has no group {group}")
     keywords = tuple(_str_list(raw.get("keywords", []), "keywords", where, kind_id))
     if any(k != k.lower() or not k for k in keywords):
         raise fail("keywords must be non-empty and lower-case (they are matched case-folded)")
@@ -398,14 +600,14 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | N
     )
     if any(k != k.lower() or not k for k in window_keywords):
         raise fail("window_keywords must be non-empty and lower-case")
-    gate, gate_pattern = _gate(raw.get("gate", ""), fail)
+    gate, gate_pattern = _gate(raw.get("gate", ""), fail, passed=passed)
     context = _context(raw.get("context"), fail)
     if tier == "C" and (context is None or context.mode != "require"):
         raise fail('tier C kinds need a context gate with mode = "require"')
     engine = raw.get("engine", "regex")
     if engine not in ENGINES:
         raise fail(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-    plain_pattern = _plain_pattern(source, fail) if engine == "re" else None
+    plain_pattern = _plain_pattern(source, fail, passed=passed) if engine == "re" else None
     if not STDLIB_RE_SOUND:
         plain_pattern = None  # translated, so a rule that cannot be is refused everywhere
     tests = raw.get("tests") or {}
@@ -441,6 +643,8 @@ def _build_kind(raw: dict[str, Any], lists: dict[str, list[str]], where: str | N
         description=str(raw.get("description", "")),
         wide=raw.get("wide") is True,
     )
+    if passed:
+        return kind
     _self_test(kind, fail)
     _redos_test(kind, ADVERSARIAL_BUDGET, fail)
     _reach_test(kind, fail)
@@ -490,13 +694,15 @@ def plain_source(source: str) -> str | None:
     return translated
 
 
-def _plain_pattern(source: str, fail: Any) -> Any:
+def _plain_pattern(source: str, fail: Any, *, passed: bool = False) -> Any:
     translated = plain_source(source)
     if translated is None:
         raise fail(
             'engine "re" needs a pattern stdlib re can run on ASCII text',
             hint="use \\p{L}\\p{N} only as [\\p{L}\\p{N}] or [\\p{L}\\p{N}_...], or drop engine",
         )
+    if passed:
+        return Deferred(translated, "re")
     try:
         return re.compile(translated)
     except (re.error, ValueError) as exc:
@@ -533,12 +739,16 @@ def _plain_test(kind: Kind, fail: Any) -> None:
             raise fail(f'engine "re" finds {got} where the regex engine finds {want} in {text!r}')
 
 
-def _gate(source: Any, fail: Any) -> tuple[str, Any]:
-    """The kind's gate: a bounded stdlib-`re` pattern every match must contain (or none)."""
+def _gate(source: Any, fail: Any, *, passed: bool = False) -> tuple[str, Any]:
+    """The kind's gate: a bounded stdlib-`re` pattern every match must contain (or none).
+
+    `passed`: its checks passed before (_build_kind); compiled on first use."""
     if source == "":
         return "", None
     if not isinstance(source, str):
         raise fail("gate must be a string (a regular expression)")
+    if passed:
+        return source, Deferred(source, "re")
     try:
         # Stdlib re on purpose: the gate only decides whether the kind's pattern runs at all,
         # and re rejects a short window several times faster than the regex engine.
@@ -880,7 +1090,16 @@ def cache_dir() -> Path | None:
         configured = Path(root)
     else:
         configured = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lexkeep"
+    if _writable_once(configured):
+        return configured
+    # Found only when needed: finding the temporary folder writes a file there.
     return _usable_cache_dir(configured, tempfile.gettempdir())
+
+
+@functools.lru_cache(maxsize=8)
+def _writable_once(folder: Path) -> bool:
+    """_writable(folder), asked once per process and folder."""
+    return _writable(folder)
 
 
 @functools.lru_cache(maxsize=8)

@@ -126,6 +126,36 @@ def test_quick_calls_import_neither_duckdb_nor_the_rest_of_the_engine():
         assert heavy == {}, (args, heavy)
 
 
+# What `lexkeep context` (a script's call before each run of an agent) must not import: it
+# reads the store and prints bytes; no settings file, no identifier rules, no console.
+CONTEXT_NEEDS_NONE_OF = {
+    "tomllib": "settings and rules files are read by the commands that take them, ~5 ms",
+    "lexkeep.core.rules": "identifier rules",
+    "regex": "identifier rules",
+    "hyperscan": "the identifier prefilter",
+    "rich": "consoles are made when a report is printed, ~40 ms",
+}
+
+
+def test_the_context_call_imports_only_what_it_uses(cli, tmp_path):
+    from pathlib import Path
+
+    db = tmp_path / "store.duckdb"
+    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "invoice_altered.jsonl"
+    assert cli("ingest", sample, "--db", db).exit_code == 0
+    for fmt in ("json", "text"):
+        imported = _imported_by(
+            "context", "support-4471", "--budget-bytes", "4000", "-f", fmt, "--db", str(db)
+        )
+        assert "duckdb" in imported  # the check reads what the command imported
+        extra = {
+            name: why
+            for name, why in CONTEXT_NEEDS_NONE_OF.items()
+            if any(m == name or m.startswith(name + ".") for m in imported)
+        }
+        assert extra == {}, (fmt, extra)
+
+
 def test_the_import_check_sees_what_a_command_imports():
     """The check above would pass on a list it failed to read: a command that runs imports
     DuckDB."""
@@ -188,3 +218,56 @@ def test_no_help_shows_a_19_digit_range():
             if record and any(len(digits) > 12 for digits in re.findall(r"\d+", record[1])):
                 shown.append((name, record))
     assert shown == []
+
+
+def test_a_command_call_builds_only_its_own_module_s_commands():
+    """`lexkeep CMD ...` imports and builds the commands of CMD's module alone (Typer builds
+    every registered command at each start): each other command module is not imported."""
+    import subprocess
+    import sys
+
+    from lexkeep.cli.app import COMMAND_MODULES
+
+    def loaded(*args: str) -> set[str]:
+        code = (
+            "import atexit, sys; atexit.register(lambda: print(*sys.modules, file=sys.stderr));"
+            f" sys.argv = ['lexkeep', *{list(args)!r}];"
+            " from lexkeep.cli.main import main; main()"
+        )
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        return {m.removeprefix("lexkeep.cli.") for m in run.stderr.split()}
+
+    modules = set(COMMAND_MODULES.values())
+    for name, module in COMMAND_MODULES.items():
+        assert loaded(name, "--help") & modules == {module}, name
+    assert loaded("--help") & modules == modules
+
+
+def test_one_command_s_group_answers_as_the_whole_group():
+    """The group `main()` builds for one command prints what the whole group prints for it:
+    its help, its usage errors (and the audit's ::error annotation), its output."""
+    from typer.testing import CliRunner
+
+    from lexkeep.cli.app import COMMAND_MODULES, make_app
+
+    runner = CliRunner()
+    calls = [[name, "--help"] for name in COMMAND_MODULES]
+    calls += [[name, "--no-such-option"] for name in COMMAND_MODULES]
+    calls += [
+        ["audit", "--format", "github", "--bogus"],
+        ["context"],
+        ["context", "c", "--budget-bytes", "x"],
+        ["extract", "--format", "json", "order #W2378156"],
+        ["stats", "--db", ""],
+    ]
+    whole = make_app()
+    for args in calls:
+        want = runner.invoke(whole, args)
+        got = runner.invoke(make_app(args[0]), args)
+        assert (got.exit_code, got.stdout, got.stderr) == (
+            want.exit_code,
+            want.stdout,
+            want.stderr,
+        ), args
+        assert want.stdout or want.stderr
