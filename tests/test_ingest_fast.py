@@ -211,6 +211,9 @@ def test_fast_file_after_a_general_one_in_the_same_conversation(tmp_path):
         b'{"type":"message","id":"mz","conversation_id":"c1","role":"user","text":"ORD_1",'
         b'"text":"ORD_2"}\n',
         b'{"type":"tool_call","id":"k","conversation_id":"c1","name":"a","name":"b"}\n',
+        # the same key written once plainly and once with an escape
+        b'{"type":"message","id":"mz","conversation_id":"c1","role":"user","text":"ORD_1",'
+        b'"te\\u0078t":"ORD_2"}\n',
     ],
 )
 def test_what_the_fast_path_does_not_reproduce_falls_back(tmp_path, bad):
@@ -219,6 +222,110 @@ def test_what_the_fast_path_does_not_reproduce_falls_back(tmp_path, bad):
     assert not _took_fast_path(path, tmp_path)
     fast, slow = _ingest_both(tmp_path, [[str(path)]])
     _assert_same(fast, slow)
+
+
+def test_a_key_no_reader_reads_may_repeat_on_the_fast_path(tmp_path):
+    """DuckDB refuses a repeated key only among those it stages (every key the reader reads):
+    one that neither reads makes no difference, and the file stays on the fast path."""
+    path = tmp_path / "extra.jsonl"
+    path.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text="ORD_1")
+        + b'{"type":"message","id":"m2","conversation_id":"c1","role":"assistant",'
+        b'"text":"ok","extra":1,"extra":2}\n'
+    )
+    assert _took_fast_path(path, tmp_path)
+    fast, slow = _ingest_both(tmp_path, [[str(path)]])
+    _assert_same(fast, slow)
+
+
+def _with_empty_lines(lines: list[bytes], where: dict[int, int]) -> bytes:
+    """`lines` joined, with where[i] empty lines before line i (len(lines): after the last)."""
+    out = b""
+    for i, line in enumerate([*lines, b""]):
+        out += b"\n" * where.get(i, 0) + line
+    return out
+
+
+def test_empty_lines_anywhere_keep_every_line_number_both_ways(tmp_path):
+    """DuckDB's JSON reader skips empty lines: rows are numbered among the others, and the
+    staging counts the empty lines back (first lines, several in a row, before the last
+    record, at the end). A tool call whose arguments need their line (a float) has it read
+    from the file by its physical number."""
+    head = '{"type":"tool_call","conversation_id":"c1","name":"f",'
+    lines = [
+        _line("message", id="m1", conversation_id="c1", role="user", text="INV-2025-08-44719"),
+        _line("message", id="m2", conversation_id="c1", role="assistant", text="looking"),
+        f'{head}"id":"k1","arguments":{{"rate": 1.50, "n": 1E5}}}}\n'.encode(),
+        _line("tool_result", call_id="k1", conversation_id="c1", text="ok"),
+        _line("compaction", id="b1", conversation_id="c1", summary="earlier"),
+        f'{head}"id":"k2","arguments":[2.50, "INV-2025-08-44719"]}}\n'.encode(),
+        _line("mystery", id="x"),
+        _line("message", id="m3", conversation_id="c1", role="user", text="last"),
+    ]
+    path = tmp_path / "gaps.jsonl"
+    path.write_bytes(_with_empty_lines(lines, {0: 2, 2: 1, 5: 3, 7: 1, 8: 2}))
+    assert _took_fast_path(path, tmp_path)
+    fast, slow = _ingest_both(tmp_path, [[str(path)]])
+    _assert_same(fast, slow)
+    calls = {row[1]: row for row in fast["tool_calls"]}
+    assert calls["k1"][5] == '{"rate":1.50,"n":1E5}' and calls["k1"][-1] == 6
+    assert calls["k2"][5] == '[2.50,"INV-2025-08-44719"]' and calls["k2"][-1] == 12
+    with Store.open(None) as store:
+        [got] = ingest_paths(store, [str(path)], fast_min_bytes=0, rules=RULES)
+        lines_of = dict(store.con.execute("SELECT id, source_line FROM messages").fetchall())
+    assert lines_of == {"m1": 3, "m2": 4, "m3": 15}
+    assert got.unknown_type_line == 13
+
+
+def test_a_call_line_rewritten_after_staging_sends_the_file_to_the_general_path(tmp_path):
+    """The line of a call whose arguments hold a float is read again from the file when it is
+    written: a file rewritten in between (that line now holds something else) is not written
+    from the staging, and no store table is touched."""
+    head = '{"type":"tool_call","conversation_id":"c1","name":"f",'
+    path = tmp_path / "calls.jsonl"
+    first = _line("message", id="m1", conversation_id="c1", role="user", text="go")
+    path.write_bytes(first + f'{head}"id":"k1","arguments":{{"rate": 1.50}}}}\n'.encode())
+    with Store.open(tmp_path / "x.duckdb") as store:
+        staged = stage(store, str(path))
+        assert staged is not None
+        path.write_bytes(first + f'{head}"id":"k9","arguments":{{"rate": 2.50}}}}\n'.encode())
+        with store.transaction():
+            assert write(store, staged) is None
+            for table in TABLES:
+                count = store.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                assert count == 0, table
+        drop_staging(store.con)
+
+
+def test_the_line_check_reads_blocks_as_the_file_has_lines(tmp_path, monkeypatch):
+    """The line check reads the file in blocks: lines longer than a block, empty lines on a
+    block's edge and a last line without a newline are counted and hashed as Python reads
+    them."""
+    import hashlib
+
+    monkeypatch.setattr(fastload, "_CHUNK", 64)
+    records = [
+        _line("message", id=f"m{i}", conversation_id="c1", role="user", text="x" * (i * 37 % 300))
+        for i in range(40)
+    ]
+    body = _with_empty_lines(records, {0: 1, 3: 2, 17: 1, 39: 4})
+    for data in (body, body.rstrip(b"\n"), body + b"\n"):
+        path = tmp_path / "blocks.jsonl"
+        path.write_bytes(data)
+        scan = fastload._Scan(str(path))
+        scan.run()
+        physical = data.split(b"\n")
+        if physical[-1] == b"":
+            physical.pop()
+        assert scan.ok and scan.error is None
+        assert scan.lines == len(physical)
+        assert scan.empty == [n for n, line in enumerate(physical, start=1) if not line]
+        assert scan.size == len(data)
+        assert scan.digest.hexdigest() == hashlib.sha256(data).hexdigest()
+    path.write_bytes(body.replace(b'"m17"', b'"m17","text":5,"x":"\r"'))
+    scan = fastload._Scan(str(path))
+    scan.run()
+    assert not scan.ok
 
 
 def test_bad_line_keeps_its_file_line_and_column(tmp_path):
@@ -351,10 +458,12 @@ def test_staged_line_numbers_are_physical_lines_when_duckdb_reads_in_parallel(
     assert got == expected
 
 
-def _mixed_records(path: Path, n: int) -> dict[str, int]:
-    """A JSONL file of every record type (with blank lines); {probe id: physical line}."""
+def _mixed_records(path: Path, n: int, output: int = 0) -> dict[str, int]:
+    """A JSONL file of every record type (with blank lines); {probe id: physical line}.
+    `output`: characters added to every tool result (a bigger file, as many lines)."""
     out: list[bytes] = []
     lines: dict[str, int] = {}
+    tail = "y" * output
     for i in range(n):
         if i % 997 == 0:
             out.append(b"")
@@ -369,13 +478,37 @@ def _mixed_records(path: Path, n: int) -> dict[str, int]:
             },
             {"type": "message", "id": f"a{i}", "role": "assistant", "text": "done " * (i % 9)},
             {"type": "tool_call", "id": f"t{i}", "name": "get", "arguments": f'{{"q": "ORD-{i}"}}'},
-            {"type": "tool_result", "call_id": f"t{i - 1}", "text": "ok " * (i % 40)},
+            {"type": "tool_result", "call_id": f"t{i - 1}", "text": "ok " * (i % 40) + tail},
             {"type": "compaction", "id": f"b{i}", "summary": "earlier work"},
         ][i % 5] | common
         out.append(orjson.dumps(record))
         lines[str(record.get("id", record.get("call_id")))] = len(out)
     path.write_bytes(b"\n".join(out) + b"\n")
     return lines
+
+
+def test_the_ingest_staging_numbers_physical_lines_when_read_in_parallel(tmp_path: Path) -> None:
+    """The ingest's staging (DuckDB's JSON reader, which skips empty lines, and the view that
+    counts them back) gives every record its physical line on many threads. DuckDB reads
+    32 MB a piece: a 40 MB file of every record type with an empty line every 997 is read in
+    two pieces at once."""
+    path = tmp_path / "mixed.jsonl"
+    expected = _mixed_records(path, 40_000, output=5_000)
+    assert path.stat().st_size > 40 << 20
+    empty = [i for i, line in enumerate(path.read_bytes().split(b"\n")[:-1], 1) if not line]
+    with Store.open(None) as store:
+        con = store.con
+        con.execute("SET threads = 4")
+        fastload._read(con, str(path))
+        fastload._number_lines(con, empty)
+        got = dict(
+            # a call and its result share a probe: the later line is the expected one
+            con.execute(
+                "SELECT coalesce(x_id, x_call), line FROM lexkeep_ingest_lines ORDER BY line"
+            ).fetchall()
+        )
+        drop_staging(con)
+    assert got == expected
 
 
 @pytest.mark.parametrize("which", ["ingest", "audit"])
