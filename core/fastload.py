@@ -374,6 +374,38 @@ def object_arguments(as_json: str, line: str | None) -> tuple[str, Any] | None:
     return compact_text(value), value
 
 
+# Whether a tool call's row is written by SQL (write, _CALLS_SQL) rather than built in Python
+# (_tool_call_rows): its arguments were given as text, and either are free text (no parsed
+# value) or are JSON that DuckDB reads as orjson (the reader's parser) does, so that DuckDB's
+# own `json(text)` is the parsed value the general ingest stores (orjson's text of its
+# decoding, read by DuckDB: bulk_insert). DuckDB also reads NaN, Infinity, inf, trailing
+# commas and numbers beyond a double, which orjson refuses, and keeps every copy of a repeated
+# key, where orjson keeps the last: text that may hold any of those goes through Python. A
+# repeated key is ruled out by DuckDB's keys of a JSON object that holds no other object, or
+# of JSON that holds no object at all; any other `{` sends the call to Python. The patterns
+# may match inside strings too: that only sends a call to Python for nothing.
+# (tests/test_ingest_fast.py compares both ways on generated and edge-case arguments.)
+_NOT_ORJSON_PATTERN = (
+    r"(?i)(^|[^a-z0-9_])-?(nan|inf|infinity)($|[^a-z0-9_])"  # non-finite numbers
+    r"|,\s*[\]}]"  # a trailing comma
+    r"|[0-9]{19}|[0-9][eE][-+]?[0-9]{3}"  # numbers orjson may read otherwise or refuse
+)
+_ARGUMENTS_BY_SQL = f"""x_args IS NOT NULL AND CASE
+    WHEN coalesce(x_args_kind, 'json_string') = 'freeform' THEN true
+    WHEN NOT json_valid(x_args) THEN false
+    WHEN regexp_matches(x_args, '{_NOT_ORJSON_PATTERN}') THEN false
+    ELSE CASE length(x_args) - length(replace(x_args, '{{', ''))
+        WHEN 0 THEN true
+        WHEN 1 THEN json_type(x_args) = 'OBJECT'
+                    AND len(json_keys(x_args)) = len(list_distinct(json_keys(x_args)))
+        ELSE false END
+    END"""
+# The lines of the staged calls _CALLS_SQL writes (the others: _tool_call_rows).
+_CALLS_BY_SQL = f"""
+CREATE OR REPLACE TEMP TABLE lexkeep_ingest_sql_calls AS
+SELECT line FROM lexkeep_ingest_lines WHERE type = 'tool_call' AND {_ARGUMENTS_BY_SQL}
+"""
+
 # What each staged line keeps (see stage_sql): only expressions over the line's own fields.
 _STAGE_COLUMNS = f"""type,
        {_OK} AS ok,
@@ -422,6 +454,26 @@ SELECT l.line, l.type, l.x_conv AS conv,
                                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) END AS run_id
 FROM lexkeep_ingest_lines l LEFT JOIN conversations c ON c.id = l.x_conv
 WHERE l.type IN ('message', 'tool_call', 'tool_result', 'compaction')
+"""
+
+# Every staged tool call: those of _CALLS_BY_SQL written here (the parsed value is DuckDB's JSON
+# of the text: see _ARGUMENTS_BY_SQL), the others as _tool_call_rows built them.
+_CALLS_SQL = """
+INSERT INTO tool_calls (conversation_id, call_id, message_id, position, name, arguments_raw,
+                        arguments, arguments_kind, time, source_file, source_line)
+SELECT * FROM (
+    SELECT t.conv, l.x_id, l.x_message_id, t.position, l.x_name, l.x_args,
+           -- JSON null: no parsed value (SQL NULL), as orjson's None is stored
+           CASE WHEN coalesce(l.x_args_kind, 'json_string') <> 'freeform'
+                THEN nullif(json(l.x_args), 'null'::JSON) END,
+           coalesce(l.x_args_kind, 'json_string'), l.x_time, $file, l.line AS source_line
+    FROM lexkeep_ingest_lines l JOIN lexkeep_ingest_timeline t USING (line)
+    JOIN lexkeep_ingest_sql_calls USING (line)
+    UNION ALL
+    SELECT conversation_id, call_id, message_id, position, name, arguments_raw, arguments,
+           arguments_kind, time, source_file, source_line
+    FROM lexkeep_ingest_calls
+) ORDER BY source_line
 """
 
 _INSERTS = (
@@ -769,15 +821,19 @@ def write(store: Store, staged: Staged, name: str | None = None) -> FastCounts |
     before = con.execute(_ADDED_SQL).fetchone()
     con.execute(_TIMELINE_SQL)  # positions continue after what the store holds now
     lines = _LineTexts(con, staged.path)
+    # Calls whose row SQL cannot write as the general ingest does (_CALLS_BY_SQL) are built in
+    # Python, as the general ingest's own writer stores them, into a temporary table. First:
+    # giving up on one leaves every store table unwritten.
+    con.execute(_CALLS_BY_SQL)
+    con.execute("CREATE OR REPLACE TEMP TABLE lexkeep_ingest_calls AS FROM tool_calls LIMIT 0")
     try:
-        # Through the general ingest's own writer, so the parsed JSON is stored identically.
-        # First: the rows stream into its temporary file, and the insert runs only once all
-        # of them were read, so giving up on one leaves every store table unwritten.
-        conflict = "DO NOTHING" if _holds_rows(con, "tool_calls") else ""
         calls = _tool_call_rows(con, name, lines)
-        store.bulk_insert("tool_calls", None, calls, on_conflict=conflict)
+        store.bulk_insert("lexkeep_ingest_calls", None, calls, on_conflict="")
     except _GiveUp:
         return None
+    # Then every call in one insert, in line order, as one insert from Python wrote them.
+    conflict = " ON CONFLICT DO NOTHING" if _holds_rows(con, "tool_calls") else ""
+    con.execute(_CALLS_SQL + conflict, {"file": name})
     for sql in _INSERTS:
         table = sql.split("INSERT INTO ", 1)[1].split(None, 1)[0]
         if _NOTHING in sql and not _holds_rows(con, table):
@@ -958,8 +1014,9 @@ def _check(con: duckdb.DuckDBPyConnection, empty: list[int]) -> tuple[Any, ...]:
 def _tool_call_rows(
     con: duckdb.DuckDBPyConnection, path: str, lines: _LineTexts
 ) -> Iterator[tuple[Any, ...]]:
-    """tool_calls rows as the general ingest builds them (raw text, parsed value, kind), read
-    TOOL_CALL_CHUNK at a time in line order (memory holds a chunk, not a dump's calls).
+    """tool_calls rows as the general ingest builds them (raw text, parsed value, kind) of the
+    calls SQL does not write (_CALLS_BY_SQL), read TOOL_CALL_CHUNK at a time in line order
+    (memory holds a chunk, not a dump's calls).
     `path`: the file as the rows name it; `lines`: the staged file's lines (_arguments)."""
     loads = parsed_json  # integers beyond 64 bits exact, as the general ingest stores them
     freeform = ArgumentsKind.FREEFORM.value
@@ -970,7 +1027,9 @@ def _tool_call_rows(
             "SELECT t.conv, l.x_id, l.x_message_id, t.position, l.x_name, l.x_args,"
             " l.x_args_json, l.x_args_kind, l.x_time, l.line"
             " FROM lexkeep_ingest_lines l JOIN lexkeep_ingest_timeline t USING (line)"
-            " WHERE l.type = 'tool_call' AND l.line > ? ORDER BY l.line LIMIT ?",
+            " WHERE l.type = 'tool_call' AND l.line > ?"
+            " AND l.line NOT IN (SELECT line FROM lexkeep_ingest_sql_calls)"
+            " ORDER BY l.line LIMIT ?",
             [last, TOOL_CALL_CHUNK],
         ).fetchall()
         if not rows:
@@ -1068,6 +1127,8 @@ def drop_staging(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the staging tables (after the write, or when giving up)."""
     drop_stage(con, "lexkeep_ingest_lines")
     con.execute("DROP TABLE IF EXISTS lexkeep_ingest_gaps")
+    con.execute("DROP TABLE IF EXISTS lexkeep_ingest_calls")
+    con.execute("DROP TABLE IF EXISTS lexkeep_ingest_sql_calls")
     con.execute("DROP TABLE IF EXISTS lexkeep_ingest_timeline")
 
 

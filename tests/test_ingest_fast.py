@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 from conftest import INGEST_TABLES, ingest_rows, position_holes
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lexkeep.core import fastload
@@ -344,7 +344,8 @@ def test_failure_while_writing_rolls_the_fast_load_back(tmp_path, monkeypatch):
     real = store_module.bulk_insert
 
     def failing(con, table, *args, **kwargs):
-        if table == "tool_calls":  # the first store write of the fast path dies
+        # the first write of the fast path dies: the calls built in Python (EDGE has some)
+        if table in ("tool_calls", "lexkeep_ingest_calls"):
             raise OSError("disk full (injected)")
         return real(con, table, *args, **kwargs)
 
@@ -724,6 +725,132 @@ def test_numbers_in_object_arguments_are_written_as_the_file_has_them_both_ways(
         '{"v":"1.2e3","n":1234567890123456789}',
         '{"plain":"ORD_88412"}',
     ]
+
+
+# Argument texts where DuckDB's reading of JSON and orjson's differ, or may: each call's row is
+# written by SQL only when both read it alike (fastload._ARGUMENTS_BY_SQL).
+ODD_ARGUMENTS = [
+    '{"a":1,"a":2}',
+    '{"x":{"b":1,"b":2}}',
+    '[{"a":1,"a":2}]',
+    '{"a" :1, "a": 2}',
+    "NaN",
+    "[NaN]",
+    '{"n": Infinity}',
+    "[-inf]",
+    "[1,2,]",
+    '{"a":1,}',
+    "[1e400]",
+    "[1e-400]",
+    "[1234567890123456789012.5]",
+    "[-0]",
+    "[-0.0, 0.1, 1e16, 1e-7, 5e-324]",
+    '["\\ud800"]',
+    '["\\u00e9 \\u2028 \\u001f \\/"]',
+    "[123456789012345678901234]",
+    '  {"a" : 1 }  ',
+    "",
+    "not json",
+    '{"level": "info", "nan": "inf"}',
+    '{"code": "if (a) { b(); }"}',
+    '{"k": [1, {"z": 2}]}',
+    '"just a string"',
+    "5",
+    "null",
+    " null ",
+    "[null]",
+    '{"":1}',
+    '{"command":["bash","-lc","ls -la /srv/app"],"workdir":"/srv/app"}',
+    '{"a":1}\n{"b":2}',
+]
+
+
+def _calls_file(path: Path, arguments: list[str], kinds: list[str | None] | None = None) -> None:
+    """A user message, then one tool call per argument text (given as a JSON string)."""
+    out = [_line("message", id="m1", conversation_id="c1", role="user", text="ORD_88412")]
+    for i, text in enumerate(arguments):
+        kind = kinds[i] if kinds else None
+        fields = {"arguments_kind": kind} if kind else {}
+        out.append(
+            _line("tool_call", id=f"k{i}", conversation_id="c1", name="f", arguments=text, **fields)
+        )
+    path.write_bytes(b"".join(out))
+
+
+def test_arguments_duckdb_and_orjson_read_otherwise_are_stored_as_the_reader_stores_them(tmp_path):
+    """Calls whose JSON text DuckDB reads otherwise than orjson (repeated keys, NaN, trailing
+    commas, numbers beyond a double...) get the general ingest's parsed value: they are built
+    in Python, and the others are written by SQL, row for row the same."""
+    path = tmp_path / "calls.jsonl"
+    kinds = [None] * len(ODD_ARGUMENTS) + ["freeform", "object", "freeform"]
+    _calls_file(path, [*ODD_ARGUMENTS, '{"a":1,"a":2}', '{"a":1,"a":2}', ""], kinds)
+    assert _took_fast_path(path, tmp_path)
+    fast, slow = _ingest_both(tmp_path, [[str(path)]])
+    _assert_same(fast, slow)
+    with Store.open(None) as store:
+        staged = stage(store, str(path))
+        assert staged is not None
+        store.con.execute(fastload._CALLS_BY_SQL)
+        by_sql = dict(
+            store.con.execute(
+                "SELECT x_id, line IN (SELECT line FROM lexkeep_ingest_sql_calls)"
+                " FROM lexkeep_ingest_lines WHERE type = 'tool_call'"
+            ).fetchall()
+        )
+        drop_staging(store.con)
+
+    def call(text: str) -> str:
+        return f"k{ODD_ARGUMENTS.index(text)}"
+
+    for text in ('{"a":1,"a":2}', '{"x":{"b":1,"b":2}}', "NaN", "[1,2,]", "[1e400]"):
+        assert not by_sql[call(text)], text  # built in Python, as the reader reads them
+    for text in (
+        "null",
+        '{"":1}',
+        '{"command":["bash","-lc","ls -la /srv/app"],"workdir":"/srv/app"}',
+    ):
+        assert by_sql[call(text)], text  # written by SQL
+    assert by_sql[f"k{len(ODD_ARGUMENTS)}"]  # free text with a repeated key: no parsed value
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**25), max_value=10**25)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(["a", "b", "inf", "{", ""]), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(
+    values=st.lists(
+        st.tuples(_JSON_VALUES, st.sampled_from(["compact", "spaced", "repeated", "comma"])),
+        min_size=1,
+        max_size=12,
+    )
+)
+@settings(max_examples=15, deadline=None)
+def test_generated_arguments_are_stored_alike_both_ways(tmp_path_factory, values):
+    """Any JSON text as arguments (spacing, a repeated key, a trailing comma): the fast path
+    stores what the general ingest stores."""
+    texts = []
+    for value, style in values:
+        text = json.dumps(value, separators=(",", ":") if style == "compact" else (", ", ": "))
+        if style == "repeated" and text.startswith("{") and len(text) > 2:
+            text = '{"a":0,"a":' + text + "," + text[1:]
+        elif style == "comma" and text[-1:] in "]}" and len(text) > 2:
+            text = text[:-1] + "," + text[-1]
+        texts.append(text)
+    tmp_path = tmp_path_factory.mktemp("calls")
+    path = tmp_path / "calls.jsonl"
+    _calls_file(path, texts)
+    fast, slow = _ingest_both(tmp_path, [[str(path)]])
+    _assert_same(fast, slow)
 
 
 def test_a_float_only_duckdb_text_shows_is_left_to_the_general_path():
