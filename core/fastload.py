@@ -1114,12 +1114,15 @@ class _LineTexts:
         if not wanted:
             return found
         last = max(wanted)
-        with open(self.path, "rb", buffering=_CHUNK) as stream:
-            for number, raw in enumerate(stream, start=1):
-                if number in wanted:
-                    found[number] = raw.rstrip(b"\n").decode("utf-8")
-                    if number == last:
-                        break
+        try:
+            with open(self.path, "rb", buffering=_CHUNK) as stream:
+                for number, raw in enumerate(stream, start=1):
+                    if number in wanted:
+                        found[number] = raw.rstrip(b"\n").decode("utf-8", "replace")
+                        if number == last:
+                            break
+        except OSError as exc:  # gone since it was staged: the general ingest says so
+            raise _GiveUp(f"{self.path}: {exc}") from exc
         return found
 
 

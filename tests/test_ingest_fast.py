@@ -297,6 +297,25 @@ def test_a_call_line_rewritten_after_staging_sends_the_file_to_the_general_path(
         drop_staging(store.con)
 
 
+def test_a_file_removed_after_staging_is_left_to_the_general_path(tmp_path):
+    """A call whose line must be read again, from a file removed since it was staged: the
+    file is not written from the staging (the general ingest then names the missing file)."""
+    path = tmp_path / "calls.jsonl"
+    path.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text="go")
+        + b'{"type":"tool_call","id":"k1","conversation_id":"c1","name":"f",'
+        b'"arguments":{"rate": 1.50}}\n'
+    )
+    with Store.open(tmp_path / "x.duckdb") as store:
+        staged = stage(store, str(path))
+        assert staged is not None
+        path.unlink()
+        with store.transaction():
+            assert write(store, staged) is None
+            assert store.con.execute("SELECT count(*) FROM tool_calls").fetchone()[0] == 0
+        drop_staging(store.con)
+
+
 def test_the_line_check_reads_blocks_as_the_file_has_lines(tmp_path, monkeypatch):
     """The line check reads the file in blocks: lines longer than a block, empty lines on a
     block's edge and a last line without a newline are counted and hashed as Python reads
