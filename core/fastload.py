@@ -1,21 +1,26 @@
 """Fast path for `lexkeep ingest` of one big lexkeep JSONL file read for the first time.
 
-DuckDB reads the file once (`read_csv` of whole lines, so every row keeps its physical line
-number; `json_transform` with an explicit schema), checks in SQL what the lexkeep reader
-(core/read_lexkeep.py) would check, and writes the store tables with exactly the rows the
-general ingest writes: positions after each conversation's max_position in file order, runs
-derived per user message, arguments raw/parsed/kind, conversations upserted the same way, one
-ingest_runs row with the file's sha256, bytes and lines.
+DuckDB reads the file once (`read_json` with an explicit schema, which parses each line where
+it lies in the read buffer), checks in SQL what the lexkeep reader (core/read_lexkeep.py) would
+check, and writes the store tables with exactly the rows the general ingest writes: positions
+after each conversation's max_position in file order, runs derived per user message, arguments
+raw/parsed/kind, conversations upserted the same way, one ingest_runs row with the file's
+sha256, bytes and lines. `read_json` skips empty lines, so its rows are numbered among the
+non-empty lines: the line check beside it (`_Scan`, which reads every line anyway) lists the
+empty ones, and the staged view turns row numbers into the file's lines (`_number_lines`).
 
 Anything this path does not reproduce exactly makes it give up *before* writing anything, and
 the caller runs the general ingest, which reports a bad line's exact file:line:col: a line DuckDB
-cannot parse or orjson refuses (NaN, trailing commas...), blank-but-not-empty lines, carriage
-returns, ids given as numbers, run records or messages with a run_id, duplicate ids in the file,
-a tool result whose text is not a string. Arguments given as a JSON value are written as the
-reader writes them: from the line itself when they may hold a number orjson reads as a float
-(ARGUMENTS_LINE_SQL), since DuckDB's text of the value has such numbers changed.
-(audit/fastload.py is the audit's own variant of this loader: it stages lines through the
-same `stage_sql` but keeps only what the audit reads, with its own checks and inserts.)
+cannot parse or orjson refuses (NaN, trailing commas...), a key the reader reads repeated at the
+top of a line (DuckDB's JSON reader refuses it; orjson would keep the last), blank-but-not-empty
+lines, carriage returns, ids given as numbers, run records or messages with a run_id, duplicate
+ids in the file, a tool result whose text is not a string. Arguments given as a JSON value are
+written as the reader writes them: from the line itself (read again from the file, `_LineTexts`)
+when they hold a number orjson reads as a float, since DuckDB's text of the value has such
+numbers changed.
+(audit/fastload.py is the audit's own variant of this loader: it stages lines through
+`stage_sql` or its own `read_json` statement but keeps only what the audit reads, with its own
+checks and inserts.)
 """
 
 from __future__ import annotations
@@ -334,23 +339,25 @@ def drop_stage(con: duckdb.DuckDBPyConnection, table: str) -> None:
     con.execute(f"DROP TABLE IF EXISTS {table}_rows")
 
 
-# A tool call's whole line, kept when its arguments are a JSON value that may hold a number
-# orjson reads as a float: a fraction or an exponent (a digit, then `.`, `e` or `E`) or an
-# integer of 19 digits or more (beyond a signed 64-bit one). The reader writes such a value
-# with its numbers as the line has them (JsonLine.json_text), and DuckDB's text of the value
-# has them changed (`1.50` becomes `1.5`), so `object_arguments` takes them from the line.
-# Strings may match too: that only keeps a line for nothing. A nested CASE, so the pattern
-# runs on those calls' lines only.
-ARGUMENTS_LINE_SQL = """CASE WHEN type = 'tool_call' AND NOT starts_with(arguments, '"')
-            THEN CASE WHEN regexp_matches(l, '[0-9][.eE]|[0-9]{19}') THEN l END END"""
+# Where a number orjson reads as a float may be written: a fraction or an exponent (a digit,
+# then `.`, `e` or `E`) or an integer of 19 digits or more (beyond a signed 64-bit one).
+# Strings may match too: that only keeps a line for nothing.
+FLOAT_PATTERN = "[0-9][.eE]|[0-9]{19}"
+# A tool call's whole line, for a staging of whole lines (`stage_sql`), kept when its arguments
+# are a JSON value that may hold such a number. The reader writes such a value with its numbers
+# as the line has them (JsonLine.json_text), and DuckDB's text of the value has them changed
+# (`1.50` becomes `1.5`), so `object_arguments` takes them from the line. A nested CASE, so
+# the pattern runs on those calls' lines only.
+ARGUMENTS_LINE_SQL = f"""CASE WHEN type = 'tool_call' AND NOT starts_with(arguments, '"')
+            THEN CASE WHEN regexp_matches(l, '{FLOAT_PATTERN}') THEN l END END"""
 
 
 def object_arguments(as_json: str, line: str | None) -> tuple[str, Any] | None:
     """(raw text, value) of a tool call's arguments recorded as a JSON value, as the lexkeep
     reader keeps them; None when that cannot be reproduced here (the general path must run).
 
-    `as_json` is DuckDB's text of the value, `line` the call's line when ARGUMENTS_LINE_SQL
-    kept it.
+    `as_json` is DuckDB's text of the value, `line` the call's line (kept by
+    ARGUMENTS_LINE_SQL, or read again from the file: `_LineTexts`) or None.
     """
     try:
         if line is not None:
@@ -367,6 +374,38 @@ def object_arguments(as_json: str, line: str | None) -> tuple[str, Any] | None:
     return compact_text(value), value
 
 
+# Whether a tool call's row is written by SQL (write, _CALLS_SQL) rather than built in Python
+# (_tool_call_rows): its arguments were given as text, and either are free text (no parsed
+# value) or are JSON that DuckDB reads as orjson (the reader's parser) does, so that DuckDB's
+# own `json(text)` is the parsed value the general ingest stores (orjson's text of its
+# decoding, read by DuckDB: bulk_insert). DuckDB also reads NaN, Infinity, inf, trailing
+# commas and numbers beyond a double, which orjson refuses, and keeps every copy of a repeated
+# key, where orjson keeps the last: text that may hold any of those goes through Python. A
+# repeated key is ruled out by DuckDB's keys of a JSON object that holds no other object, or
+# of JSON that holds no object at all; any other `{` sends the call to Python. The patterns
+# may match inside strings too: that only sends a call to Python for nothing.
+# (tests/test_ingest_fast.py compares both ways on generated and edge-case arguments.)
+_NOT_ORJSON_PATTERN = (
+    r"(?i)(^|[^a-z0-9_])-?(nan|inf|infinity)($|[^a-z0-9_])"  # non-finite numbers
+    r"|,\s*[\]}]"  # a trailing comma
+    r"|[0-9]{19}|[0-9][eE][-+]?[0-9]{3}"  # numbers orjson may read otherwise or refuse
+)
+_ARGUMENTS_BY_SQL = f"""x_args IS NOT NULL AND CASE
+    WHEN coalesce(x_args_kind, 'json_string') = 'freeform' THEN true
+    WHEN NOT json_valid(x_args) THEN false
+    WHEN regexp_matches(x_args, '{_NOT_ORJSON_PATTERN}') THEN false
+    ELSE CASE length(x_args) - length(replace(x_args, '{{', ''))
+        WHEN 0 THEN true
+        WHEN 1 THEN json_type(x_args) = 'OBJECT'
+                    AND len(json_keys(x_args)) = len(list_distinct(json_keys(x_args)))
+        ELSE false END
+    END"""
+# The lines of the staged calls _CALLS_SQL writes (the others: _tool_call_rows).
+_CALLS_BY_SQL = f"""
+CREATE OR REPLACE TEMP TABLE lexkeep_ingest_sql_calls AS
+SELECT line FROM lexkeep_ingest_lines WHERE type = 'tool_call' AND {_ARGUMENTS_BY_SQL}
+"""
+
 # What each staged line keeps (see stage_sql): only expressions over the line's own fields.
 _STAGE_COLUMNS = f"""type,
        {_OK} AS ok,
@@ -380,14 +419,25 @@ _STAGE_COLUMNS = f"""type,
        CASE WHEN arguments IS NULL THEN ''
             WHEN starts_with(arguments, '"') THEN arguments ->> '$' END AS x_args,
        CASE WHEN NOT starts_with(arguments, '"') THEN arguments::VARCHAR END AS x_args_json,
-       {ARGUMENTS_LINE_SQL} AS x_args_line,
        arguments_kind ->> '$' AS x_args_kind,
        coalesce(is_error::BOOLEAN, false) AS x_is_error,
        summary ->> '$' AS x_summary, trigger ->> '$' AS x_trigger,
        CASE WHEN json_type(kept_verbatim) = 'ARRAY'
             THEN json_transform(kept_verbatim, '["VARCHAR"]') END AS x_kept,
        parent_id ->> '$' AS x_parent, title ->> '$' AS x_title"""
-_STAGE_SQL = stage_sql("lexkeep_ingest_lines", _STAGE_COLUMNS, _SCHEMA)
+# One pass of DuckDB's JSON reader over the file into `lexkeep_ingest_lines_rows`, a row per
+# non-empty line in file order (see stage_sql on why rowids follow the file's order, and
+# keeps_file_order), then the view `lexkeep_ingest_lines` adds each row's physical `line`
+# (_number_lines). A key of the schema repeated at the top of a line fails the read.
+_JSON_READ = (
+    f"read_json(?, format = 'newline_delimited', columns = {_SCHEMA},"
+    f" maximum_object_size = {MAX_LINE_BYTES})"
+)
+_STAGE_SQL = f"""
+CREATE OR REPLACE TEMP TABLE lexkeep_ingest_lines_rows AS
+SELECT {_STAGE_COLUMNS}
+FROM {_JSON_READ}
+"""
 
 _DUPLICATES_SQL = duplicates_sql("lexkeep_ingest_lines")
 
@@ -404,6 +454,26 @@ SELECT l.line, l.type, l.x_conv AS conv,
                                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) END AS run_id
 FROM lexkeep_ingest_lines l LEFT JOIN conversations c ON c.id = l.x_conv
 WHERE l.type IN ('message', 'tool_call', 'tool_result', 'compaction')
+"""
+
+# Every staged tool call: those of _CALLS_BY_SQL written here (the parsed value is DuckDB's JSON
+# of the text: see _ARGUMENTS_BY_SQL), the others as _tool_call_rows built them.
+_CALLS_SQL = """
+INSERT INTO tool_calls (conversation_id, call_id, message_id, position, name, arguments_raw,
+                        arguments, arguments_kind, time, source_file, source_line)
+SELECT * FROM (
+    SELECT t.conv, l.x_id, l.x_message_id, t.position, l.x_name, l.x_args,
+           -- JSON null: no parsed value (SQL NULL), as orjson's None is stored
+           CASE WHEN coalesce(l.x_args_kind, 'json_string') <> 'freeform'
+                THEN nullif(json(l.x_args), 'null'::JSON) END,
+           coalesce(l.x_args_kind, 'json_string'), l.x_time, $file, l.line AS source_line
+    FROM lexkeep_ingest_lines l JOIN lexkeep_ingest_timeline t USING (line)
+    JOIN lexkeep_ingest_sql_calls USING (line)
+    UNION ALL
+    SELECT conversation_id, call_id, message_id, position, name, arguments_raw, arguments,
+           arguments_kind, time, source_file, source_line
+    FROM lexkeep_ingest_calls
+) ORDER BY source_line
 """
 
 _INSERTS = (
@@ -575,17 +645,23 @@ def one_of_each_key(raw: bytes, value: dict[str, Any]) -> bool:
 
 
 class _Scan(threading.Thread):
-    """sha256, size and lines of a file, and whether orjson reads every line, beside DuckDB.
+    """sha256, size and lines of a file, its empty lines, and whether orjson reads every line,
+    beside DuckDB.
 
     DuckDB's JSON reader accepts what orjson (so the general ingest) rejects: NaN, Infinity,
     1e999, trailing commas. Each line is therefore also decoded here, in a thread that runs
     while DuckDB works (DuckDB releases the GIL), and any line orjson refuses, that is not an
-    object, holds a carriage return, a `text` the reader would convert or a repeated key
-    (`one_of_each_key`) sends the file to the general ingest, as does a line another format
-    claims (a Claude Code or Codex line in a concatenation): the general ingest refuses it.
+    object, holds a carriage return or a `text` the reader would convert sends the file to the
+    general ingest, as does a line another format claims (a Claude Code or Codex line in a
+    concatenation): the general ingest refuses it. A key repeated at the top of a line needs
+    no test here: DuckDB's reader refuses the keys the staging reads (`_SCHEMA`, every key the
+    reader reads), and a repeated key that neither reads makes no difference.
 
-    `on_progress(n)` hears the bytes read, about every PROGRESS_BYTES, from this thread: the
-    only measure of the load's progress there is while DuckDB's statement runs.
+    The file is read in blocks of _CHUNK bytes: each is hashed and searched for a carriage
+    return at once, then split into lines. `empty` lists the empty lines (`read_json` skips
+    them; `_number_lines` counts them back). `on_progress(n)` hears the bytes read, about
+    every PROGRESS_BYTES, from this thread: the only measure of the load's progress there is
+    while DuckDB's statement runs.
     """
 
     def __init__(self, path: str, on_progress: Callable[[int], None] | None = None) -> None:
@@ -594,44 +670,79 @@ class _Scan(threading.Thread):
         self.on_progress = on_progress
         self.digest = hashlib.sha256()
         self.size = self.lines = 0
+        self.empty: list[int] = []
         self.ok = True
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        loads = orjson.loads
-        update = self.digest.update
-        told = 0
-        tell = self.on_progress
-        # One comparison a line; never true without a listener.
-        step = PROGRESS_BYTES if tell is not None else 1 << 62
-        next_at = step
         try:
-            with open(self.path, "rb", buffering=_CHUNK) as stream:
-                for raw in stream:
-                    update(raw)
-                    self.size += len(raw)
-                    self.lines += 1
-                    if self.size >= next_at:
-                        tell(self.size - told)  # type: ignore[misc]
-                        told, next_at = self.size, self.size + step
-                    if raw == b"\n":
-                        continue
-                    value = loads(raw)
-                    if (
-                        b"\r" in raw
-                        or type(value) is not dict
-                        or not _text_ok(value)
-                        or not one_of_each_key(raw, value)
-                        or (value.get("type") not in LEXKEEP_TYPES and _foreign(value))
-                    ):
-                        self.ok = False
-                        break
-            if tell is not None and self.size > told:
-                tell(self.size - told)
+            self.ok = self._read()
         except orjson.JSONDecodeError:
             self.ok = False
         except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread
             self.error = exc
+
+    def _read(self) -> bool:
+        loads = orjson.loads
+        update = self.digest.update
+        empty = self.empty
+        known = LEXKEEP_TYPES
+        told = 0
+        tell = self.on_progress
+        step = PROGRESS_BYTES if tell is not None else 1 << 62  # never reached without one
+        next_at = step
+        chunk = min(_CHUNK, step)  # a bar hears about every `step` bytes, not a block
+        number = 0
+        head = b""  # the start of a line the previous block did not end
+        with open(self.path, "rb", buffering=0) as stream:
+            while True:
+                block = stream.read(chunk)
+                if not block:
+                    break
+                update(block)
+                self.size += len(block)
+                if self.size >= next_at:
+                    tell(self.size - told)  # type: ignore[misc]
+                    told, next_at = self.size, self.size + step
+                if b"\r" in block:
+                    return False
+                lines = block.split(b"\n")
+                if head:
+                    lines[0] = head + lines[0]
+                head = lines.pop()  # after the block's last newline: the next line's start
+                for raw in lines:
+                    number += 1
+                    if not raw:
+                        empty.append(number)
+                        continue
+                    value = loads(raw)
+                    if type(value) is not dict:
+                        return False
+                    kind = value.get("type")
+                    if kind == "tool_result":
+                        if type(value.get("text", "")) is not str:
+                            return False
+                    elif kind == "message":
+                        if type(value.get("text", "")) not in _MESSAGE_TEXT:
+                            return False
+                    elif kind not in known and _foreign(value):
+                        return False
+                self.lines = number
+            if head:  # a last line without a newline
+                number += 1
+                self.lines = number
+                value = loads(head)
+                if type(value) is not dict or not _text_ok(value):
+                    return False
+                if value.get("type") not in known and _foreign(value):
+                    return False
+        if tell is not None and self.size > told:
+            tell(self.size - told)
+        return True
+
+
+# The types of a message's text the reader takes as is (_text_ok).
+_MESSAGE_TEXT = (str, type(None))
 
 
 def _foreign(value: dict[str, Any]) -> bool:
@@ -662,8 +773,8 @@ def stage(
     scan = _Scan(path, on_progress)
     scan.start()
     try:
-        counts = _stage(con, path)
-    except (duckdb.Error, _GiveUp):  # not JSON, invalid UTF-8, a line too long, a check...
+        _read(con, path)
+    except (duckdb.Error, _GiveUp):  # not JSON, invalid UTF-8, a line too long, a key twice...
         scan.join()
         drop_staging(con)
         return None
@@ -674,7 +785,13 @@ def stage(
     # A file that grew while it was read (a live session) is left to the general ingest, so
     # ingest_runs never claims bytes DuckDB did not load.
     grew = scan.size != size or os.stat(path).st_size != size
-    if grew or not scan.ok or counts[5] is None or counts[5] > scan.lines:
+    counts = None
+    if not grew and scan.ok:
+        try:
+            counts = _check(con, scan.empty)
+        except _GiveUp:
+            counts = None
+    if counts is None or counts[5] is None or counts[5] > scan.lines:
         drop_staging(con)
         return None
     return Staged(
@@ -703,14 +820,20 @@ def write(store: Store, staged: Staged, name: str | None = None) -> FastCounts |
     con = store.con
     before = con.execute(_ADDED_SQL).fetchone()
     con.execute(_TIMELINE_SQL)  # positions continue after what the store holds now
+    lines = _LineTexts(con, staged.path)
+    # Calls whose row SQL cannot write as the general ingest does (_CALLS_BY_SQL) are built in
+    # Python, as the general ingest's own writer stores them, into a temporary table. First:
+    # giving up on one leaves every store table unwritten.
+    con.execute(_CALLS_BY_SQL)
+    con.execute("CREATE OR REPLACE TEMP TABLE lexkeep_ingest_calls AS FROM tool_calls LIMIT 0")
     try:
-        # Through the general ingest's own writer, so the parsed JSON is stored identically.
-        # First: the rows stream into its temporary file, and the insert runs only once all
-        # of them were read, so giving up on one leaves every store table unwritten.
-        conflict = "DO NOTHING" if _holds_rows(con, "tool_calls") else ""
-        store.bulk_insert("tool_calls", None, _tool_call_rows(con, name), on_conflict=conflict)
+        calls = _tool_call_rows(con, name, lines)
+        store.bulk_insert("lexkeep_ingest_calls", None, calls, on_conflict="")
     except _GiveUp:
         return None
+    # Then every call in one insert, in line order, as one insert from Python wrote them.
+    conflict = " ON CONFLICT DO NOTHING" if _holds_rows(con, "tool_calls") else ""
+    con.execute(_CALLS_SQL + conflict, {"file": name})
     for sql in _INSERTS:
         table = sql.split("INSERT INTO ", 1)[1].split(None, 1)[0]
         if _NOTHING in sql and not _holds_rows(con, table):
@@ -734,7 +857,8 @@ def write(store: Store, staged: Staged, name: str | None = None) -> FastCounts |
         # Records the store held already were left out, and had positions all the same.
         bases = dict(con.execute(_BASES_SQL).fetchall())
         close_position_holes(con, bases)
-        rows = _conflicts(con, name)
+        # (every call's line was read already, for its row: this gives up on none)
+        rows = _conflicts(con, name, lines)
         if rows:
             record, line, held_file, held_line = rows[0]
             conflicts = (len(rows), (record, line, held_file, held_line))
@@ -802,7 +926,7 @@ SELECT * FROM (
 # Python, as _tool_call_rows makes it).
 _CALLS_LEFT_OUT_SQL = """
 SELECT l.x_id, l.x_conv, l.line, c.source_file, c.source_line, c.name, c.arguments_raw,
-       l.x_name, l.x_args, l.x_args_json, l.x_args_line, l.x_args_kind
+       l.x_name, l.x_args, l.x_args_json, l.x_args_kind
 FROM lexkeep_ingest_lines l
 JOIN tool_calls c ON c.conversation_id = l.x_conv AND c.call_id = l.x_id
 WHERE l.type = 'tool_call' AND NOT (c.source_file = $file AND c.source_line = l.line)
@@ -812,10 +936,12 @@ ORDER BY l.line
 """
 
 
-def _conflicts(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, int, str, int]]:
+def _conflicts(
+    con: duckdb.DuckDBPyConnection, name: str, lines: _LineTexts
+) -> list[tuple[str, int, str, int]]:
     """The staged records left out because their conversation holds their id with other
     content, in file order: (record as conflict_detail writes it, line, stored file, stored
-    line)."""
+    line). `lines`: the staged file's lines (_arguments)."""
     found = [
         (conflict_detail(what, key, conv, kind), line, held_file, held_line)
         for what, key, conv, line, held_file, held_line, kind in con.execute(
@@ -824,7 +950,8 @@ def _conflicts(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, int
     ]
     for row in con.execute(_CALLS_LEFT_OUT_SQL, {"file": name}).fetchall():
         key, conv, line, held_file, held_line, held_name, held_raw, call_name, *given = row
-        if call_name != held_name or not same_json(held_raw, _arguments(*given)[0]):
+        raw = _arguments(*given, key, line, lines)[0]
+        if call_name != held_name or not same_json(held_raw, raw):
             found.append((conflict_detail("tool_call", key, conv), line, held_file, held_line))
     found.sort(key=lambda conflict: conflict[1])
     return found
@@ -834,11 +961,49 @@ def _holds_rows(con: duckdb.DuckDBPyConnection, table: str) -> bool:
     return bool(con.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0])
 
 
-def _stage(con: duckdb.DuckDBPyConnection, path: str) -> tuple[Any, ...]:
-    """Stage and check the file's lines; the per-file counts. Writes no store table."""
+def _read(con: duckdb.DuckDBPyConnection, path: str) -> None:
+    """Stage the file's non-empty lines in file order (_STAGE_SQL). Writes no store table."""
     con.execute("SET enable_progress_bar = false")
-    if not run_stage(con, _STAGE_SQL, path):
+    for macro in SQL_MACROS:
+        con.execute(macro)
+    if not keeps_file_order(con, _STAGE_SQL, path):
         raise _GiveUp("DuckDB's plan would not keep the file's line order")
+    con.execute(_STAGE_SQL, [path])
+
+
+def _number_lines(con: duckdb.DuckDBPyConnection, empty: list[int]) -> None:
+    """The view `lexkeep_ingest_lines`: the staged rows with their physical `line`, given the
+    file's empty lines (ascending), which `read_json` skipped.
+
+    The k-th empty line (from 1) follows `empty[k - 1] - k` non-empty lines: every row
+    numbered above that is k lines further down (an ASOF join takes each row's last such k).
+    """
+    if not empty:
+        con.execute(
+            "CREATE OR REPLACE TEMP VIEW lexkeep_ingest_lines AS"
+            " SELECT rowid + 1 AS line, * FROM lexkeep_ingest_lines_rows"
+        )
+        return
+    shift: dict[int, int] = {}  # non-empty lines before an empty one -> empty lines so far
+    for k, line in enumerate(empty, start=1):
+        shift[line - k] = k
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE lexkeep_ingest_gaps AS"
+        " SELECT unnest(?::BIGINT[]) AS after, unnest(?::BIGINT[]) AS k",
+        [list(shift), list(shift.values())],
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP VIEW lexkeep_ingest_lines AS"
+        " SELECT r.rowid + 1 + coalesce(g.k, 0) AS line, r.*"
+        " FROM lexkeep_ingest_lines_rows r"
+        " ASOF LEFT JOIN lexkeep_ingest_gaps g ON r.rowid + 1 > g.after"
+    )
+
+
+def _check(con: duckdb.DuckDBPyConnection, empty: list[int]) -> tuple[Any, ...]:
+    """Number the staged lines (`empty`: the file's empty lines), check them; the per-file
+    counts. Writes no store table."""
+    _number_lines(con, empty)
     if con.execute("SELECT count(*) FROM lexkeep_ingest_lines WHERE NOT ok").fetchone()[0]:
         raise _GiveUp("a record the reader rejects")
     if con.execute(_DUPLICATES_SQL).fetchone()[0]:
@@ -846,9 +1011,13 @@ def _stage(con: duckdb.DuckDBPyConnection, path: str) -> tuple[Any, ...]:
     return con.execute(_COUNTS_SQL).fetchone()
 
 
-def _tool_call_rows(con: duckdb.DuckDBPyConnection, path: str) -> Iterator[tuple[Any, ...]]:
-    """tool_calls rows as the general ingest builds them (raw text, parsed value, kind), read
-    TOOL_CALL_CHUNK at a time in line order (memory holds a chunk, not a dump's calls)."""
+def _tool_call_rows(
+    con: duckdb.DuckDBPyConnection, path: str, lines: _LineTexts
+) -> Iterator[tuple[Any, ...]]:
+    """tool_calls rows as the general ingest builds them (raw text, parsed value, kind) of the
+    calls SQL does not write (_CALLS_BY_SQL), read TOOL_CALL_CHUNK at a time in line order
+    (memory holds a chunk, not a dump's calls).
+    `path`: the file as the rows name it; `lines`: the staged file's lines (_arguments)."""
     loads = parsed_json  # integers beyond 64 bits exact, as the general ingest stores them
     freeform = ArgumentsKind.FREEFORM.value
     last = -1
@@ -856,16 +1025,18 @@ def _tool_call_rows(con: duckdb.DuckDBPyConnection, path: str) -> Iterator[tuple
         # A complete query per chunk: nothing is left open while the caller writes.
         rows = con.execute(
             "SELECT t.conv, l.x_id, l.x_message_id, t.position, l.x_name, l.x_args,"
-            " l.x_args_json, l.x_args_line, l.x_args_kind, l.x_time, l.line"
+            " l.x_args_json, l.x_args_kind, l.x_time, l.line"
             " FROM lexkeep_ingest_lines l JOIN lexkeep_ingest_timeline t USING (line)"
-            " WHERE l.type = 'tool_call' AND l.line > ? ORDER BY l.line LIMIT ?",
+            " WHERE l.type = 'tool_call' AND l.line > ?"
+            " AND l.line NOT IN (SELECT line FROM lexkeep_ingest_sql_calls)"
+            " ORDER BY l.line LIMIT ?",
             [last, TOOL_CALL_CHUNK],
         ).fetchall()
         if not rows:
             return
         last = rows[-1][-1]
-        for conv, call_id, message_id, pos, name, raw, as_json, whole, explicit, time, line in rows:
-            raw, kind = _arguments(raw, as_json, whole, explicit)
+        for conv, call_id, message_id, pos, name, raw, as_json, explicit, time, line in rows:
+            raw, kind = _arguments(raw, as_json, explicit, call_id, line, lines)
             parsed = None
             if kind != freeform:
                 try:
@@ -876,15 +1047,23 @@ def _tool_call_rows(con: duckdb.DuckDBPyConnection, path: str) -> Iterator[tuple
 
 
 def _arguments(
-    raw: str | None, as_json: str | None, whole: str | None, explicit: str | None
+    raw: str | None,
+    as_json: str | None,
+    explicit: str | None,
+    call_id: str,
+    line: int,
+    lines: _LineTexts,
 ) -> tuple[str, str]:
-    """(raw text, kind) of a staged call's arguments, as the reader keeps them: `raw` when
-    they were given as text, else the text of the JSON value (`as_json`, or from its line
-    `whole`; see object_arguments). _GiveUp when that cannot be reproduced here."""
+    """(raw text, kind) of staged call `call_id`'s arguments, as the reader keeps them: `raw`
+    when they were given as text, else the text of the JSON value (`as_json`, or, when it
+    holds a number orjson reads as a float, from the call's `line` of the file, read again:
+    see object_arguments). _GiveUp when that cannot be reproduced here."""
     if raw is not None:
         return raw, explicit or ArgumentsKind.JSON_STRING.value
     # Arguments recorded as a JSON value: kept as its JSON text, as the reader does.
-    got = object_arguments(as_json, whole)  # type: ignore[arg-type]
+    got = object_arguments(as_json, None)  # type: ignore[arg-type]
+    if got is None:
+        got = object_arguments(as_json, lines.of_call(line, call_id))  # type: ignore[arg-type]
     if got is None:
         raise _GiveUp("arguments this path cannot write as the reader does")
     raw, value = got
@@ -895,9 +1074,64 @@ def _arguments(
 TOOL_CALL_CHUNK = 50_000
 
 
+class _LineTexts:
+    """Lines of the staged file by number, read from the file when first asked for: the
+    staging keeps no line's text, and only tool calls whose arguments hold a number orjson
+    reads as a float need theirs (object_arguments).
+
+    The first call reads, in one pass, every line whose call may need it (FLOAT_PATTERN in
+    DuckDB's text of its arguments); a line asked for later is read in a pass of its own.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str) -> None:
+        self.con = con
+        self.path = path
+        self.texts: dict[int, str | None] | None = None
+
+    def of_call(self, number: int, call_id: str) -> str:
+        """Line `number`'s text (without its newline); _GiveUp unless it still holds tool call
+        `call_id` (the file changed since it was staged)."""
+        if self.texts is None:
+            wanted = self.con.execute(
+                "SELECT line FROM lexkeep_ingest_lines WHERE type = 'tool_call'"
+                " AND regexp_matches(x_args_json, ?)",
+                [FLOAT_PATTERN],
+            ).fetchall()
+            self.texts = self._read({line for (line,) in wanted})
+        text = self.texts.get(number)
+        if text is None:
+            text = self.texts[number] = self._read({number}).get(number)
+        try:
+            record = orjson.loads(text) if text is not None else None
+        except orjson.JSONDecodeError:
+            record = None
+        if type(record) is not dict or record.get("id") != call_id:
+            raise _GiveUp(f"line {number} no longer holds tool call {call_id!r}")
+        return text  # type: ignore[return-value]
+
+    def _read(self, wanted: set[int]) -> dict[int, str | None]:
+        found: dict[int, str | None] = {}
+        if not wanted:
+            return found
+        last = max(wanted)
+        try:
+            with open(self.path, "rb", buffering=_CHUNK) as stream:
+                for number, raw in enumerate(stream, start=1):
+                    if number in wanted:
+                        found[number] = raw.rstrip(b"\n").decode("utf-8", "replace")
+                        if number == last:
+                            break
+        except OSError as exc:  # gone since it was staged: the general ingest says so
+            raise _GiveUp(f"{self.path}: {exc}") from exc
+        return found
+
+
 def drop_staging(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the staging tables (after the write, or when giving up)."""
     drop_stage(con, "lexkeep_ingest_lines")
+    con.execute("DROP TABLE IF EXISTS lexkeep_ingest_gaps")
+    con.execute("DROP TABLE IF EXISTS lexkeep_ingest_calls")
+    con.execute("DROP TABLE IF EXISTS lexkeep_ingest_sql_calls")
     con.execute("DROP TABLE IF EXISTS lexkeep_ingest_timeline")
 
 

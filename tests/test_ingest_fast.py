@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 from conftest import INGEST_TABLES, ingest_rows, position_holes
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lexkeep.core import fastload
@@ -211,6 +211,9 @@ def test_fast_file_after_a_general_one_in_the_same_conversation(tmp_path):
         b'{"type":"message","id":"mz","conversation_id":"c1","role":"user","text":"ORD_1",'
         b'"text":"ORD_2"}\n',
         b'{"type":"tool_call","id":"k","conversation_id":"c1","name":"a","name":"b"}\n',
+        # the same key written once plainly and once with an escape
+        b'{"type":"message","id":"mz","conversation_id":"c1","role":"user","text":"ORD_1",'
+        b'"te\\u0078t":"ORD_2"}\n',
     ],
 )
 def test_what_the_fast_path_does_not_reproduce_falls_back(tmp_path, bad):
@@ -219,6 +222,129 @@ def test_what_the_fast_path_does_not_reproduce_falls_back(tmp_path, bad):
     assert not _took_fast_path(path, tmp_path)
     fast, slow = _ingest_both(tmp_path, [[str(path)]])
     _assert_same(fast, slow)
+
+
+def test_a_key_no_reader_reads_may_repeat_on_the_fast_path(tmp_path):
+    """DuckDB refuses a repeated key only among those it stages (every key the reader reads):
+    one that neither reads makes no difference, and the file stays on the fast path."""
+    path = tmp_path / "extra.jsonl"
+    path.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text="ORD_1")
+        + b'{"type":"message","id":"m2","conversation_id":"c1","role":"assistant",'
+        b'"text":"ok","extra":1,"extra":2}\n'
+    )
+    assert _took_fast_path(path, tmp_path)
+    fast, slow = _ingest_both(tmp_path, [[str(path)]])
+    _assert_same(fast, slow)
+
+
+def _with_empty_lines(lines: list[bytes], where: dict[int, int]) -> bytes:
+    """`lines` joined, with where[i] empty lines before line i (len(lines): after the last)."""
+    out = b""
+    for i, line in enumerate([*lines, b""]):
+        out += b"\n" * where.get(i, 0) + line
+    return out
+
+
+def test_empty_lines_anywhere_keep_every_line_number_both_ways(tmp_path):
+    """DuckDB's JSON reader skips empty lines: rows are numbered among the others, and the
+    staging counts the empty lines back (first lines, several in a row, before the last
+    record, at the end). A tool call whose arguments need their line (a float) has it read
+    from the file by its physical number."""
+    head = '{"type":"tool_call","conversation_id":"c1","name":"f",'
+    lines = [
+        _line("message", id="m1", conversation_id="c1", role="user", text="INV-2025-08-44719"),
+        _line("message", id="m2", conversation_id="c1", role="assistant", text="looking"),
+        f'{head}"id":"k1","arguments":{{"rate": 1.50, "n": 1E5}}}}\n'.encode(),
+        _line("tool_result", call_id="k1", conversation_id="c1", text="ok"),
+        _line("compaction", id="b1", conversation_id="c1", summary="earlier"),
+        f'{head}"id":"k2","arguments":[2.50, "INV-2025-08-44719"]}}\n'.encode(),
+        _line("mystery", id="x"),
+        _line("message", id="m3", conversation_id="c1", role="user", text="last"),
+    ]
+    path = tmp_path / "gaps.jsonl"
+    path.write_bytes(_with_empty_lines(lines, {0: 2, 2: 1, 5: 3, 7: 1, 8: 2}))
+    assert _took_fast_path(path, tmp_path)
+    fast, slow = _ingest_both(tmp_path, [[str(path)]])
+    _assert_same(fast, slow)
+    calls = {row[1]: row for row in fast["tool_calls"]}
+    assert calls["k1"][5] == '{"rate":1.50,"n":1E5}' and calls["k1"][-1] == 6
+    assert calls["k2"][5] == '[2.50,"INV-2025-08-44719"]' and calls["k2"][-1] == 12
+    with Store.open(None) as store:
+        [got] = ingest_paths(store, [str(path)], fast_min_bytes=0, rules=RULES)
+        lines_of = dict(store.con.execute("SELECT id, source_line FROM messages").fetchall())
+    assert lines_of == {"m1": 3, "m2": 4, "m3": 15}
+    assert got.unknown_type_line == 13
+
+
+def test_a_call_line_rewritten_after_staging_sends_the_file_to_the_general_path(tmp_path):
+    """The line of a call whose arguments hold a float is read again from the file when it is
+    written: a file rewritten in between (that line now holds something else) is not written
+    from the staging, and no store table is touched."""
+    head = '{"type":"tool_call","conversation_id":"c1","name":"f",'
+    path = tmp_path / "calls.jsonl"
+    first = _line("message", id="m1", conversation_id="c1", role="user", text="go")
+    path.write_bytes(first + f'{head}"id":"k1","arguments":{{"rate": 1.50}}}}\n'.encode())
+    with Store.open(tmp_path / "x.duckdb") as store:
+        staged = stage(store, str(path))
+        assert staged is not None
+        path.write_bytes(first + f'{head}"id":"k9","arguments":{{"rate": 2.50}}}}\n'.encode())
+        with store.transaction():
+            assert write(store, staged) is None
+            for table in TABLES:
+                count = store.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                assert count == 0, table
+        drop_staging(store.con)
+
+
+def test_a_file_removed_after_staging_is_left_to_the_general_path(tmp_path):
+    """A call whose line must be read again, from a file removed since it was staged: the
+    file is not written from the staging (the general ingest then names the missing file)."""
+    path = tmp_path / "calls.jsonl"
+    path.write_bytes(
+        _line("message", id="m1", conversation_id="c1", role="user", text="go")
+        + b'{"type":"tool_call","id":"k1","conversation_id":"c1","name":"f",'
+        b'"arguments":{"rate": 1.50}}\n'
+    )
+    with Store.open(tmp_path / "x.duckdb") as store:
+        staged = stage(store, str(path))
+        assert staged is not None
+        path.unlink()
+        with store.transaction():
+            assert write(store, staged) is None
+            assert store.con.execute("SELECT count(*) FROM tool_calls").fetchone()[0] == 0
+        drop_staging(store.con)
+
+
+def test_the_line_check_reads_blocks_as_the_file_has_lines(tmp_path, monkeypatch):
+    """The line check reads the file in blocks: lines longer than a block, empty lines on a
+    block's edge and a last line without a newline are counted and hashed as Python reads
+    them."""
+    import hashlib
+
+    monkeypatch.setattr(fastload, "_CHUNK", 64)
+    records = [
+        _line("message", id=f"m{i}", conversation_id="c1", role="user", text="x" * (i * 37 % 300))
+        for i in range(40)
+    ]
+    body = _with_empty_lines(records, {0: 1, 3: 2, 17: 1, 39: 4})
+    for data in (body, body.rstrip(b"\n"), body + b"\n"):
+        path = tmp_path / "blocks.jsonl"
+        path.write_bytes(data)
+        scan = fastload._Scan(str(path))
+        scan.run()
+        physical = data.split(b"\n")
+        if physical[-1] == b"":
+            physical.pop()
+        assert scan.ok and scan.error is None
+        assert scan.lines == len(physical)
+        assert scan.empty == [n for n, line in enumerate(physical, start=1) if not line]
+        assert scan.size == len(data)
+        assert scan.digest.hexdigest() == hashlib.sha256(data).hexdigest()
+    path.write_bytes(body.replace(b'"m17"', b'"m17","text":5,"x":"\r"'))
+    scan = fastload._Scan(str(path))
+    scan.run()
+    assert not scan.ok
 
 
 def test_bad_line_keeps_its_file_line_and_column(tmp_path):
@@ -237,7 +363,8 @@ def test_failure_while_writing_rolls_the_fast_load_back(tmp_path, monkeypatch):
     real = store_module.bulk_insert
 
     def failing(con, table, *args, **kwargs):
-        if table == "tool_calls":  # the first store write of the fast path dies
+        # the first write of the fast path dies: the calls built in Python (EDGE has some)
+        if table in ("tool_calls", "lexkeep_ingest_calls"):
             raise OSError("disk full (injected)")
         return real(con, table, *args, **kwargs)
 
@@ -351,10 +478,12 @@ def test_staged_line_numbers_are_physical_lines_when_duckdb_reads_in_parallel(
     assert got == expected
 
 
-def _mixed_records(path: Path, n: int) -> dict[str, int]:
-    """A JSONL file of every record type (with blank lines); {probe id: physical line}."""
+def _mixed_records(path: Path, n: int, output: int = 0) -> dict[str, int]:
+    """A JSONL file of every record type (with blank lines); {probe id: physical line}.
+    `output`: characters added to every tool result (a bigger file, as many lines)."""
     out: list[bytes] = []
     lines: dict[str, int] = {}
+    tail = "y" * output
     for i in range(n):
         if i % 997 == 0:
             out.append(b"")
@@ -369,13 +498,37 @@ def _mixed_records(path: Path, n: int) -> dict[str, int]:
             },
             {"type": "message", "id": f"a{i}", "role": "assistant", "text": "done " * (i % 9)},
             {"type": "tool_call", "id": f"t{i}", "name": "get", "arguments": f'{{"q": "ORD-{i}"}}'},
-            {"type": "tool_result", "call_id": f"t{i - 1}", "text": "ok " * (i % 40)},
+            {"type": "tool_result", "call_id": f"t{i - 1}", "text": "ok " * (i % 40) + tail},
             {"type": "compaction", "id": f"b{i}", "summary": "earlier work"},
         ][i % 5] | common
         out.append(orjson.dumps(record))
         lines[str(record.get("id", record.get("call_id")))] = len(out)
     path.write_bytes(b"\n".join(out) + b"\n")
     return lines
+
+
+def test_the_ingest_staging_numbers_physical_lines_when_read_in_parallel(tmp_path: Path) -> None:
+    """The ingest's staging (DuckDB's JSON reader, which skips empty lines, and the view that
+    counts them back) gives every record its physical line on many threads. DuckDB reads
+    32 MB a piece: a 40 MB file of every record type with an empty line every 997 is read in
+    two pieces at once."""
+    path = tmp_path / "mixed.jsonl"
+    expected = _mixed_records(path, 40_000, output=5_000)
+    assert path.stat().st_size > 40 << 20
+    empty = [i for i, line in enumerate(path.read_bytes().split(b"\n")[:-1], 1) if not line]
+    with Store.open(None) as store:
+        con = store.con
+        con.execute("SET threads = 4")
+        fastload._read(con, str(path))
+        fastload._number_lines(con, empty)
+        got = dict(
+            # a call and its result share a probe: the later line is the expected one
+            con.execute(
+                "SELECT coalesce(x_id, x_call), line FROM lexkeep_ingest_lines ORDER BY line"
+            ).fetchall()
+        )
+        drop_staging(con)
+    assert got == expected
 
 
 @pytest.mark.parametrize("which", ["ingest", "audit"])
@@ -591,6 +744,132 @@ def test_numbers_in_object_arguments_are_written_as_the_file_has_them_both_ways(
         '{"v":"1.2e3","n":1234567890123456789}',
         '{"plain":"ORD_88412"}',
     ]
+
+
+# Argument texts where DuckDB's reading of JSON and orjson's differ, or may: each call's row is
+# written by SQL only when both read it alike (fastload._ARGUMENTS_BY_SQL).
+ODD_ARGUMENTS = [
+    '{"a":1,"a":2}',
+    '{"x":{"b":1,"b":2}}',
+    '[{"a":1,"a":2}]',
+    '{"a" :1, "a": 2}',
+    "NaN",
+    "[NaN]",
+    '{"n": Infinity}',
+    "[-inf]",
+    "[1,2,]",
+    '{"a":1,}',
+    "[1e400]",
+    "[1e-400]",
+    "[1234567890123456789012.5]",
+    "[-0]",
+    "[-0.0, 0.1, 1e16, 1e-7, 5e-324]",
+    '["\\ud800"]',
+    '["\\u00e9 \\u2028 \\u001f \\/"]',
+    "[123456789012345678901234]",
+    '  {"a" : 1 }  ',
+    "",
+    "not json",
+    '{"level": "info", "nan": "inf"}',
+    '{"code": "if (a) { b(); }"}',
+    '{"k": [1, {"z": 2}]}',
+    '"just a string"',
+    "5",
+    "null",
+    " null ",
+    "[null]",
+    '{"":1}',
+    '{"command":["bash","-lc","ls -la /srv/app"],"workdir":"/srv/app"}',
+    '{"a":1}\n{"b":2}',
+]
+
+
+def _calls_file(path: Path, arguments: list[str], kinds: list[str | None] | None = None) -> None:
+    """A user message, then one tool call per argument text (given as a JSON string)."""
+    out = [_line("message", id="m1", conversation_id="c1", role="user", text="ORD_88412")]
+    for i, text in enumerate(arguments):
+        kind = kinds[i] if kinds else None
+        fields = {"arguments_kind": kind} if kind else {}
+        out.append(
+            _line("tool_call", id=f"k{i}", conversation_id="c1", name="f", arguments=text, **fields)
+        )
+    path.write_bytes(b"".join(out))
+
+
+def test_arguments_duckdb_and_orjson_read_otherwise_are_stored_as_the_reader_stores_them(tmp_path):
+    """Calls whose JSON text DuckDB reads otherwise than orjson (repeated keys, NaN, trailing
+    commas, numbers beyond a double...) get the general ingest's parsed value: they are built
+    in Python, and the others are written by SQL, row for row the same."""
+    path = tmp_path / "calls.jsonl"
+    kinds = [None] * len(ODD_ARGUMENTS) + ["freeform", "object", "freeform"]
+    _calls_file(path, [*ODD_ARGUMENTS, '{"a":1,"a":2}', '{"a":1,"a":2}', ""], kinds)
+    assert _took_fast_path(path, tmp_path)
+    fast, slow = _ingest_both(tmp_path, [[str(path)]])
+    _assert_same(fast, slow)
+    with Store.open(None) as store:
+        staged = stage(store, str(path))
+        assert staged is not None
+        store.con.execute(fastload._CALLS_BY_SQL)
+        by_sql = dict(
+            store.con.execute(
+                "SELECT x_id, line IN (SELECT line FROM lexkeep_ingest_sql_calls)"
+                " FROM lexkeep_ingest_lines WHERE type = 'tool_call'"
+            ).fetchall()
+        )
+        drop_staging(store.con)
+
+    def call(text: str) -> str:
+        return f"k{ODD_ARGUMENTS.index(text)}"
+
+    for text in ('{"a":1,"a":2}', '{"x":{"b":1,"b":2}}', "NaN", "[1,2,]", "[1e400]"):
+        assert not by_sql[call(text)], text  # built in Python, as the reader reads them
+    for text in (
+        "null",
+        '{"":1}',
+        '{"command":["bash","-lc","ls -la /srv/app"],"workdir":"/srv/app"}',
+    ):
+        assert by_sql[call(text)], text  # written by SQL
+    assert by_sql[f"k{len(ODD_ARGUMENTS)}"]  # free text with a repeated key: no parsed value
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**25), max_value=10**25)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(["a", "b", "inf", "{", ""]), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(
+    values=st.lists(
+        st.tuples(_JSON_VALUES, st.sampled_from(["compact", "spaced", "repeated", "comma"])),
+        min_size=1,
+        max_size=12,
+    )
+)
+@settings(max_examples=15, deadline=None)
+def test_generated_arguments_are_stored_alike_both_ways(tmp_path_factory, values):
+    """Any JSON text as arguments (spacing, a repeated key, a trailing comma): the fast path
+    stores what the general ingest stores."""
+    texts = []
+    for value, style in values:
+        text = json.dumps(value, separators=(",", ":") if style == "compact" else (", ", ": "))
+        if style == "repeated" and text.startswith("{") and len(text) > 2:
+            text = '{"a":0,"a":' + text + "," + text[1:]
+        elif style == "comma" and text[-1:] in "]}" and len(text) > 2:
+            text = text[:-1] + "," + text[-1]
+        texts.append(text)
+    tmp_path = tmp_path_factory.mktemp("calls")
+    path = tmp_path / "calls.jsonl"
+    _calls_file(path, texts)
+    fast, slow = _ingest_both(tmp_path, [[str(path)]])
+    _assert_same(fast, slow)
 
 
 def test_a_float_only_duckdb_text_shows_is_left_to_the_general_path():
