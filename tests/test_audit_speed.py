@@ -508,7 +508,7 @@ _FIRST_ARGS = {
 }
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
     before=st.lists(st.sampled_from(sorted(_FIRST_ARGS)), max_size=4),
     after=st.lists(st.sampled_from(sorted(_FIRST_ARGS)), max_size=5),
@@ -570,7 +570,7 @@ def _changed(value: str, how: str, at: int, ch: str) -> str:
     return _edited(value, [(how, at, ch)])
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(
     value=st.sampled_from(
         ["INV-2025-08-44719", "ORD_448812", "482913650", "HJK482", "#W2378156", "PAY-14821"]
