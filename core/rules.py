@@ -15,6 +15,7 @@ patterns are compiled when extraction first reads them (Deferred).
 
 from __future__ import annotations
 
+import contextlib
 import copyreg
 import functools
 import getpass
@@ -278,13 +279,14 @@ def _read_pattern(entry: Path, source: str) -> Any:
 
 def _write_atomically(path: Path, data: bytes) -> None:
     """Write `data` to `path` whole or not at all (a process may read it meanwhile)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_bytes(data)
         os.replace(tmp, path)
-    except OSError:
-        pass  # an unwritable cache only costs time
+    except OSError:  # an unwritable cache only costs time; a full disk leaves no temp file
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 for _name in ("pattern", "gate_pattern", "plain_pattern"):
